@@ -1,0 +1,125 @@
+//! `default-sorter`: vigil's built-in candidate sorter.
+//!
+//! Refuses static, mirror and system-critical pods and pods carrying a skip
+//! label or annotation named in its config; orders the rest best-effort first,
+//! then burstable, then guaranteed, and within a class by the kubelet's memory
+//! ranking. The logic is plain Rust over the generated records ([`sort`]) so
+//! the host's benchmark can run the very same code natively.
+//!
+//! Config (JSON): `{"skipLabels": ["key", ...], "skipAnnotations": ["key", ...]}`.
+
+/// Bindings generated from the `candidate-sorter` world.
+#[allow(missing_docs)]
+pub mod bindings {
+    wit_bindgen::generate!({ path: "../../wit", world: "candidate-sorter" });
+}
+
+use std::cmp::Ordering;
+
+pub use bindings::exports::vigil::policy::sorter::{Candidate, Rejection, Sorted};
+pub use bindings::vigil::policy::types::{KeyValue, Pod, QosClass, Resources, Usage};
+use policy_kit::{MemoryFacts, memory_rank};
+
+/// Keys that exempt a pod from eviction, read from the sorter's config.
+#[derive(Debug, Default, PartialEq)]
+struct SkipKeys {
+    labels: Vec<String>,
+    annotations: Vec<String>,
+}
+
+impl SkipKeys {
+    fn from_config(config: &str) -> Result<Self, String> {
+        let value: serde_json::Value =
+            serde_json::from_str(if config.trim().is_empty() { "{}" } else { config })
+                .map_err(|e| format!("config is not JSON: {e}"))?;
+        let object = value.as_object().ok_or("config must be a JSON object")?;
+        let mut keys = Self::default();
+        for (field, list) in object {
+            let target = match field.as_str() {
+                "skipLabels" => &mut keys.labels,
+                "skipAnnotations" => &mut keys.annotations,
+                other => return Err(format!("$.{other}: unknown field")),
+            };
+            let items = list.as_array().ok_or(format!("$.{field}: must be a list of strings"))?;
+            for (i, item) in items.iter().enumerate() {
+                let key = item.as_str().ok_or(format!("$.{field}[{i}]: must be a string"))?;
+                target.push(key.to_owned());
+            }
+        }
+        Ok(keys)
+    }
+}
+
+/// Why `pod` must not be evicted, if it must not.
+fn refusal(pod: &Pod, skip: &SkipKeys) -> Option<String> {
+    let has = |pairs: &[KeyValue], keys: &[String]| {
+        pairs.iter().find(|kv| keys.contains(&kv.key)).map(|kv| kv.key.clone())
+    };
+    if pod.is_static {
+        Some("static pod".into())
+    } else if pod.is_mirror {
+        Some("mirror pod".into())
+    } else if pod.is_critical {
+        Some("system-critical pod".into())
+    } else if let Some(key) = has(&pod.labels, &skip.labels) {
+        Some(format!("carries skip label {key}"))
+    } else {
+        has(&pod.annotations, &skip.annotations).map(|key| format!("carries skip annotation {key}"))
+    }
+}
+
+fn qos_rank(qos: QosClass) -> u8 {
+    match qos {
+        QosClass::BestEffort => 0,
+        QosClass::Burstable => 1,
+        QosClass::Guaranteed => 2,
+    }
+}
+
+/// Eviction order of two pods: QoS class, then the kubelet's memory ranking,
+/// then namespace, name and UID so the order never depends on input order.
+fn eviction_order(a: &Pod, b: &Pod) -> Ordering {
+    let facts = |p: &Pod| MemoryFacts {
+        usage: p.usage.memory_working_set_bytes,
+        request: p.requests.memory_bytes,
+        priority: p.priority,
+    };
+    qos_rank(a.qos)
+        .cmp(&qos_rank(b.qos))
+        .then_with(|| memory_rank(&facts(a), &facts(b)))
+        .then_with(|| (&a.namespace, &a.name, &a.uid).cmp(&(&b.namespace, &b.name, &b.uid)))
+}
+
+/// Validates and orders `candidates`.
+///
+/// # Errors
+/// The config is not valid; nothing is sorted.
+pub fn sort(candidates: &[Candidate], config: &str) -> Result<Sorted, String> {
+    let skip = SkipKeys::from_config(config)?;
+    let mut order = Vec::with_capacity(candidates.len());
+    let mut rejected = Vec::new();
+    for (index, candidate) in (0u32..).zip(candidates) {
+        match refusal(&candidate.pod, &skip) {
+            Some(reason) => rejected.push(Rejection { index, reason }),
+            None => order.push(index),
+        }
+    }
+    order.sort_by(|&a, &b| eviction_order(&candidates[a as usize].pod, &candidates[b as usize].pod));
+    Ok(Sorted { order, rejected })
+}
+
+#[cfg(target_arch = "wasm32")]
+mod component {
+    struct DefaultSorter;
+
+    impl crate::bindings::exports::vigil::policy::sorter::Guest for DefaultSorter {
+        fn sort(candidates: Vec<super::Candidate>, config: String) -> Result<super::Sorted, String> {
+            super::sort(&candidates, &config)
+        }
+    }
+
+    crate::bindings::export!(DefaultSorter with_types_in crate::bindings);
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,135 @@
+//! Helpers shared by vigil's default policies, in plain Rust with no bindings,
+//! so each policy maps its own generated records onto them.
+//!
+//! - [`memory_rank`]: the kubelet's ranking of pods under memory pressure.
+//! - [`Amount`]: thresholds written as Kubernetes quantities or percentages.
+
+use std::cmp::Ordering;
+
+/// The memory facts the kubelet ranks a pod by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MemoryFacts {
+    /// Working-set bytes.
+    pub usage: u64,
+    /// Requested bytes.
+    pub request: u64,
+    /// Scheduling priority.
+    pub priority: i32,
+}
+
+/// Orders two pods the way the kubelet ranks them for memory eviction: pods
+/// using more than they request first, then lower priority first, then the
+/// larger usage above request first. `Less` means `a` is evicted first.
+pub fn memory_rank(a: &MemoryFacts, b: &MemoryFacts) -> Ordering {
+    let exceeds = |m: &MemoryFacts| m.usage > m.request;
+    let above_request = |m: &MemoryFacts| i128::from(m.usage) - i128::from(m.request);
+    exceeds(b)
+        .cmp(&exceeds(a))
+        .then(a.priority.cmp(&b.priority))
+        .then(above_request(b).cmp(&above_request(a)))
+}
+
+/// A threshold amount: absolute bytes (or a count), or a percentage of capacity.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Amount {
+    /// An absolute amount.
+    Absolute(u64),
+    /// A percentage (0–100) of the signal's capacity.
+    Percent(f64),
+}
+
+impl Amount {
+    /// Parses `"100Mi"`, `"1G"`, `"512"` or `"5%"`.
+    ///
+    /// # Errors
+    /// A message naming what is wrong with `text`.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let text = text.trim();
+        if let Some(pct) = text.strip_suffix('%') {
+            let value: f64 = pct.trim().parse().map_err(|_| format!("`{text}` is not a percentage"))?;
+            if !(0.0..=100.0).contains(&value) {
+                return Err(format!("`{text}` is not between 0% and 100%"));
+            }
+            return Ok(Self::Percent(value));
+        }
+        parse_quantity(text).map(Self::Absolute)
+    }
+
+    /// The absolute value against `capacity` (needed for percentages only).
+    pub fn resolve(self, capacity: Option<f64>) -> Option<f64> {
+        match self {
+            Self::Absolute(v) => Some(v as f64),
+            Self::Percent(p) => capacity.map(|c| c * p / 100.0),
+        }
+    }
+}
+
+/// Parses a non-negative Kubernetes quantity with an optional binary (`Ki`…`Ei`)
+/// or decimal (`k`, `M`…`E`) suffix, e.g. `"100Mi"`.
+///
+/// # Errors
+/// A message naming what is wrong with `text`.
+pub fn parse_quantity(text: &str) -> Result<u64, String> {
+    const SUFFIXES: [(&str, u64); 12] = [
+        ("Ki", 1 << 10),
+        ("Mi", 1 << 20),
+        ("Gi", 1 << 30),
+        ("Ti", 1 << 40),
+        ("Pi", 1 << 50),
+        ("Ei", 1 << 60),
+        ("k", 1_000),
+        ("M", 1_000_000),
+        ("G", 1_000_000_000),
+        ("T", 1_000_000_000_000),
+        ("P", 1_000_000_000_000_000),
+        ("E", 1_000_000_000_000_000_000),
+    ];
+    let (digits, multiplier) = SUFFIXES
+        .iter()
+        .find_map(|(suffix, m)| text.strip_suffix(suffix).map(|d| (d, *m)))
+        .unwrap_or((text, 1));
+    let value: u64 = digits
+        .parse()
+        .map_err(|_| format!("`{text}` is not a quantity such as 512, 100Mi or 1G"))?;
+    value
+        .checked_mul(multiplier)
+        .ok_or_else(|| format!("`{text}` is too large"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn facts(usage: u64, request: u64, priority: i32) -> MemoryFacts {
+        MemoryFacts { usage, request, priority }
+    }
+
+    #[test]
+    fn pods_above_request_go_before_pods_within_it_whatever_their_priority() {
+        let above = facts(200, 100, 1000);
+        let within = facts(50, 100, 0);
+        assert_eq!(memory_rank(&above, &within), Ordering::Less);
+        assert_eq!(memory_rank(&within, &above), Ordering::Greater);
+    }
+
+    #[test]
+    fn lower_priority_goes_first_then_larger_excess() {
+        assert_eq!(memory_rank(&facts(200, 100, 0), &facts(900, 100, 10)), Ordering::Less);
+        assert_eq!(memory_rank(&facts(900, 100, 5), &facts(200, 100, 5)), Ordering::Less);
+        assert_eq!(memory_rank(&facts(200, 100, 5), &facts(200, 100, 5)), Ordering::Equal);
+    }
+
+    #[test]
+    fn quantities_and_percentages_parse() {
+        assert_eq!(parse_quantity("100Mi"), Ok(100 << 20));
+        assert_eq!(parse_quantity("1G"), Ok(1_000_000_000));
+        assert_eq!(parse_quantity("512"), Ok(512));
+        assert_eq!(Amount::parse("5%"), Ok(Amount::Percent(5.0)));
+        assert_eq!(Amount::parse("5%").unwrap().resolve(Some(200.0)), Some(10.0));
+        assert_eq!(Amount::parse("5%").unwrap().resolve(None), None);
+        assert!(parse_quantity("12Xi").is_err());
+        assert!(parse_quantity("-1").is_err());
+        assert!(parse_quantity("99999999999Ei").is_err());
+        assert!(Amount::parse("120%").is_err());
+    }
+}
