@@ -80,7 +80,9 @@ pub fn build_guests(guests: &[Guest<'_>]) -> Vec<PathBuf> {
         .unwrap_or_else(|e| panic!("cannot run cargo to build wasm guests: {e}"));
     if !output.status.success() {
         let stderr = String::from_utf8_lossy(&output.stderr);
-        let hint = if stderr.contains("may not be installed") || stderr.contains("can't find crate for `core`") {
+        let hint = if stderr.contains("may not be installed")
+            || stderr.contains("can't find crate for `core`")
+        {
             format!("\nhint: install the target with `rustup target add {GUEST_TARGET}`")
         } else {
             String::new()
@@ -93,10 +95,13 @@ pub fn build_guests(guests: &[Guest<'_>]) -> Vec<PathBuf> {
 
 /// The workspace root: the parent of the directory holding `Cargo.lock`.
 fn workspace_root() -> PathBuf {
-    let manifest_dir = PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").expect("run from a build script"));
+    let manifest_dir =
+        PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").expect("run from a build script"));
     manifest_dir
         .ancestors()
-        .find(|dir| dir.join("Cargo.lock").exists() && is_workspace_manifest(&dir.join("Cargo.toml")))
+        .find(|dir| {
+            dir.join("Cargo.lock").exists() && is_workspace_manifest(&dir.join("Cargo.toml"))
+        })
         .map(Path::to_path_buf)
         .expect("build scripts run inside the vigil workspace")
 }

@@ -1,1 +1,14 @@
-//! x
+//! vigil: a Kubernetes node agent that protects nodes under resource pressure
+//! by evicting pods, and whose decisions are WebAssembly components
+//! ("policies") that operators hot-swap without a restart.
+//!
+//! Where to start:
+//! - [`policy`]: the policy host — loading, sandboxing, calling, hot reload,
+//!   trial and rollback;
+//! - [`cli`]: the `vigil` command line (`main.rs` only calls [`cli::run`]).
+
+pub mod cli;
+pub mod clock;
+pub mod fsutil;
+pub mod policy;
+pub mod report;

@@ -71,11 +71,20 @@ fn merge_patch(target: &mut Value, patch: &Value) {
 }
 
 /// Appends to `problems` every way `value` at `path` differs from `shape`.
-fn check(value: &Value, shape: &Shape, path: &mut Vec<String>, problems: &mut Vec<(Vec<String>, String)>) {
+fn check(
+    value: &Value,
+    shape: &Shape,
+    path: &mut Vec<String>,
+    problems: &mut Vec<(Vec<String>, String)>,
+) {
     let mut problem = |reason: &str| problems.push((path.clone(), reason.to_owned()));
     match shape {
-        Shape::PositiveInt if !value.as_u64().is_some_and(|v| v > 0) => problem("must be a positive integer"),
-        Shape::NonNegativeInt if value.as_u64().is_none() => problem("must be a non-negative integer"),
+        Shape::PositiveInt if !value.as_u64().is_some_and(|v| v > 0) => {
+            problem("must be a positive integer")
+        }
+        Shape::NonNegativeInt if value.as_u64().is_none() => {
+            problem("must be a non-negative integer")
+        }
         Shape::Bool if !value.is_boolean() => problem("must be true or false"),
         Shape::Text if !value.is_string() => problem("must be a string"),
         Shape::Object(_) | Shape::MapOf(_) if !value.is_object() => problem("must be an object"),
@@ -101,7 +110,8 @@ fn check(value: &Value, shape: &Shape, path: &mut Vec<String>, problems: &mut Ve
 }
 
 fn json_path(path: &[String]) -> String {
-    path.iter().fold("$".to_owned(), |acc, key| format!("{acc}.{key}"))
+    path.iter()
+        .fold("$".to_owned(), |acc, key| format!("{acc}.{key}"))
 }
 
 /// Whether `value` holds something at `path`.
@@ -125,13 +135,21 @@ pub fn merge(layers: &[Layer]) -> Result<String, Vec<Rejection>> {
                 parsed.push((layer, value));
             }
             Ok(_) => rejections.push(rejection(&layer.source, "$", "layer must be a JSON object")),
-            Err(e) => rejections.push(rejection(&layer.source, "$", &format!("layer is not JSON: {e}"))),
+            Err(e) => rejections.push(rejection(
+                &layer.source,
+                "$",
+                &format!("layer is not JSON: {e}"),
+            )),
         }
     }
     let mut problems = Vec::new();
     check(&merged, &VIGIL_CONFIG, &mut Vec::new(), &mut problems);
     for (path, reason) in problems {
-        let source = parsed.iter().rev().find(|(_, v)| sets(v, &path)).map_or("", |(l, _)| &l.source);
+        let source = parsed
+            .iter()
+            .rev()
+            .find(|(_, v)| sets(v, &path))
+            .map_or("", |(l, _)| &l.source);
         rejections.push(rejection(source, &json_path(&path), &reason));
     }
     if rejections.is_empty() {
@@ -142,7 +160,11 @@ pub fn merge(layers: &[Layer]) -> Result<String, Vec<Rejection>> {
 }
 
 fn rejection(source: &str, field: &str, reason: &str) -> Rejection {
-    Rejection { source: source.into(), field: field.into(), reason: reason.into() }
+    Rejection {
+        source: source.into(),
+        field: field.into(),
+        reason: reason.into(),
+    }
 }
 
 #[cfg(target_arch = "wasm32")]

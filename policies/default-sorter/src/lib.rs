@@ -29,9 +29,12 @@ struct SkipKeys {
 
 impl SkipKeys {
     fn from_config(config: &str) -> Result<Self, String> {
-        let value: serde_json::Value =
-            serde_json::from_str(if config.trim().is_empty() { "{}" } else { config })
-                .map_err(|e| format!("config is not JSON: {e}"))?;
+        let value: serde_json::Value = serde_json::from_str(if config.trim().is_empty() {
+            "{}"
+        } else {
+            config
+        })
+        .map_err(|e| format!("config is not JSON: {e}"))?;
         let object = value.as_object().ok_or("config must be a JSON object")?;
         let mut keys = Self::default();
         for (field, list) in object {
@@ -40,9 +43,13 @@ impl SkipKeys {
                 "skipAnnotations" => &mut keys.annotations,
                 other => return Err(format!("$.{other}: unknown field")),
             };
-            let items = list.as_array().ok_or(format!("$.{field}: must be a list of strings"))?;
+            let items = list
+                .as_array()
+                .ok_or(format!("$.{field}: must be a list of strings"))?;
             for (i, item) in items.iter().enumerate() {
-                let key = item.as_str().ok_or(format!("$.{field}[{i}]: must be a string"))?;
+                let key = item
+                    .as_str()
+                    .ok_or(format!("$.{field}[{i}]: must be a string"))?;
                 target.push(key.to_owned());
             }
         }
@@ -53,7 +60,10 @@ impl SkipKeys {
 /// Why `pod` must not be evicted, if it must not.
 fn refusal(pod: &Pod, skip: &SkipKeys) -> Option<String> {
     let has = |pairs: &[KeyValue], keys: &[String]| {
-        pairs.iter().find(|kv| keys.contains(&kv.key)).map(|kv| kv.key.clone())
+        pairs
+            .iter()
+            .find(|kv| keys.contains(&kv.key))
+            .map(|kv| kv.key.clone())
     };
     if pod.is_static {
         Some("static pod".into())
@@ -104,7 +114,8 @@ pub fn sort(candidates: &[Candidate], config: &str) -> Result<Sorted, String> {
             None => order.push(index),
         }
     }
-    order.sort_by(|&a, &b| eviction_order(&candidates[a as usize].pod, &candidates[b as usize].pod));
+    order
+        .sort_by(|&a, &b| eviction_order(&candidates[a as usize].pod, &candidates[b as usize].pod));
     Ok(Sorted { order, rejected })
 }
 
@@ -113,7 +124,10 @@ mod component {
     struct DefaultSorter;
 
     impl crate::bindings::exports::vigil::policy::sorter::Guest for DefaultSorter {
-        fn sort(candidates: Vec<super::Candidate>, config: String) -> Result<super::Sorted, String> {
+        fn sort(
+            candidates: Vec<super::Candidate>,
+            config: String,
+        ) -> Result<super::Sorted, String> {
             super::sort(&candidates, &config)
         }
     }

@@ -9,8 +9,14 @@ fn pod(name: &str, qos: QosClass, priority: i32, usage_mi: u64, request_mi: u64)
         priority,
         labels: vec![],
         annotations: vec![],
-        requests: Resources { memory_bytes: request_mi << 20, cpu_millis: 0 },
-        limits: Resources { memory_bytes: 0, cpu_millis: 0 },
+        requests: Resources {
+            memory_bytes: request_mi << 20,
+            cpu_millis: 0,
+        },
+        limits: Resources {
+            memory_bytes: 0,
+            cpu_millis: 0,
+        },
         usage: Usage {
             memory_working_set_bytes: usage_mi << 20,
             memory_rss_bytes: usage_mi << 20,
@@ -28,11 +34,19 @@ fn pod(name: &str, qos: QosClass, priority: i32, usage_mi: u64, request_mi: u64)
 }
 
 fn candidate(pod: Pod) -> Candidate {
-    Candidate { pod, strategy: "test".into(), reason: "test".into() }
+    Candidate {
+        pod,
+        strategy: "test".into(),
+        reason: "test".into(),
+    }
 }
 
 fn names(candidates: &[Candidate], sorted: &Sorted) -> Vec<String> {
-    sorted.order.iter().map(|&i| candidates[i as usize].pod.name.clone()).collect()
+    sorted
+        .order
+        .iter()
+        .map(|&i| candidates[i as usize].pod.name.clone())
+        .collect()
 }
 
 #[test]
@@ -40,7 +54,13 @@ fn orders_by_qos_then_kubelet_memory_ranking() {
     let candidates: Vec<_> = [
         pod("guaranteed", QosClass::Guaranteed, 0, 900, 100),
         pod("burstable-within", QosClass::Burstable, 0, 50, 100),
-        pod("burstable-over-high-prio", QosClass::Burstable, 100, 300, 100),
+        pod(
+            "burstable-over-high-prio",
+            QosClass::Burstable,
+            100,
+            300,
+            100,
+        ),
         pod("burstable-over-low-prio", QosClass::Burstable, 0, 150, 100),
         pod("best-effort-small", QosClass::BestEffort, 0, 10, 0),
         pod("best-effort-big", QosClass::BestEffort, 0, 500, 0),
@@ -65,17 +85,29 @@ fn orders_by_qos_then_kubelet_memory_ranking() {
 
 #[test]
 fn refuses_static_mirror_critical_and_skipped_pods() {
-    let mut pods: Vec<Pod> = (0..6).map(|i| pod(&format!("p{i}"), QosClass::BestEffort, 0, 10, 0)).collect();
+    let mut pods: Vec<Pod> = (0..6)
+        .map(|i| pod(&format!("p{i}"), QosClass::BestEffort, 0, 10, 0))
+        .collect();
     pods[0].is_static = true;
     pods[1].is_mirror = true;
     pods[2].is_critical = true;
-    pods[3].labels.push(KeyValue { key: "vigil.io/keep".into(), value: "yes".into() });
-    pods[4].annotations.push(KeyValue { key: "vigil.io/no-evict".into(), value: "".into() });
+    pods[3].labels.push(KeyValue {
+        key: "vigil.io/keep".into(),
+        value: "yes".into(),
+    });
+    pods[4].annotations.push(KeyValue {
+        key: "vigil.io/no-evict".into(),
+        value: "".into(),
+    });
     let candidates: Vec<_> = pods.into_iter().map(candidate).collect();
     let config = r#"{"skipLabels":["vigil.io/keep"],"skipAnnotations":["vigil.io/no-evict"]}"#;
     let sorted = sort(&candidates, config).unwrap();
     assert_eq!(names(&candidates, &sorted), ["p5"]);
-    let reasons: Vec<_> = sorted.rejected.iter().map(|r| (r.index, r.reason.as_str())).collect();
+    let reasons: Vec<_> = sorted
+        .rejected
+        .iter()
+        .map(|r| (r.index, r.reason.as_str()))
+        .collect();
     assert_eq!(
         reasons,
         [
@@ -91,18 +123,37 @@ fn refuses_static_mirror_critical_and_skipped_pods() {
 #[test]
 fn order_does_not_depend_on_input_order() {
     let make = |names: &[&str]| -> Vec<Candidate> {
-        names.iter().map(|n| candidate(pod(n, QosClass::BestEffort, 0, 10, 0))).collect()
+        names
+            .iter()
+            .map(|n| candidate(pod(n, QosClass::BestEffort, 0, 10, 0)))
+            .collect()
     };
     let a = make(&["x", "y", "z"]);
     let b = make(&["z", "x", "y"]);
-    assert_eq!(names(&a, &sort(&a, "").unwrap()), names(&b, &sort(&b, "").unwrap()));
+    assert_eq!(
+        names(&a, &sort(&a, "").unwrap()),
+        names(&b, &sort(&b, "").unwrap())
+    );
 }
 
 #[test]
 fn bad_config_is_an_answer_not_a_panic() {
     let candidates = vec![candidate(pod("p", QosClass::BestEffort, 0, 1, 0))];
-    assert_eq!(sort(&candidates, "[1]").unwrap_err(), "config must be a JSON object");
-    assert_eq!(sort(&candidates, r#"{"skipLabel":[]}"#).unwrap_err(), "$.skipLabel: unknown field");
-    assert_eq!(sort(&candidates, r#"{"skipLabels":[3]}"#).unwrap_err(), "$.skipLabels[0]: must be a string");
-    assert!(sort(&candidates, "{").unwrap_err().starts_with("config is not JSON"));
+    assert_eq!(
+        sort(&candidates, "[1]").unwrap_err(),
+        "config must be a JSON object"
+    );
+    assert_eq!(
+        sort(&candidates, r#"{"skipLabel":[]}"#).unwrap_err(),
+        "$.skipLabel: unknown field"
+    );
+    assert_eq!(
+        sort(&candidates, r#"{"skipLabels":[3]}"#).unwrap_err(),
+        "$.skipLabels[0]: must be a string"
+    );
+    assert!(
+        sort(&candidates, "{")
+            .unwrap_err()
+            .starts_with("config is not JSON")
+    );
 }

@@ -64,8 +64,9 @@ impl Config {
                 "soft" => config.soft = Some(amount(object, field)?),
                 "minimumReclaim" => config.minimum_reclaim = amount(object, field)?,
                 "softGracePeriodSeconds" => {
-                    config.soft_grace_period_seconds =
-                        value.as_u64().ok_or(format!("$.{field}: must be a non-negative integer"))?
+                    config.soft_grace_period_seconds = value
+                        .as_u64()
+                        .ok_or(format!("$.{field}: must be a non-negative integer"))?
                 }
                 other => return Err(format!("$.{other}: unknown field")),
             }
@@ -75,7 +76,9 @@ impl Config {
 }
 
 fn string<'a>(object: &'a Map<String, Value>, field: &str) -> Result<&'a str, String> {
-    object[field].as_str().ok_or(format!("$.{field}: must be a string"))
+    object[field]
+        .as_str()
+        .ok_or(format!("$.{field}: must be a string"))
 }
 
 fn amount(object: &Map<String, Value>, field: &str) -> Result<Amount, String> {
@@ -108,15 +111,21 @@ pub fn evaluate(snapshot: &Snapshot) -> Result<Decision, String> {
     // Once met, a threshold holds until the signal recovers past threshold + reclaim.
     let with_reclaim = |t: f64, held: bool| if held { t + reclaim } else { t };
     let hard = resolve(config.hard, signal, "hard")?;
-    let soft = config.soft.map(|s| resolve(s, signal, "soft")).transpose()?;
+    let soft = config
+        .soft
+        .map(|s| resolve(s, signal, "soft"))
+        .transpose()?;
 
-    let (met, threshold, grace) = if signal.value < with_reclaim(hard, snapshot.last_met == MetLevel::Hard) {
-        (MetLevel::Hard, hard, 0)
-    } else if let Some(soft) = soft.filter(|&s| signal.value < with_reclaim(s, snapshot.last_met != MetLevel::NotMet)) {
-        (MetLevel::Soft, soft, config.soft_grace_period_seconds)
-    } else {
-        (MetLevel::NotMet, soft.unwrap_or(hard), 0)
-    };
+    let (met, threshold, grace) =
+        if signal.value < with_reclaim(hard, snapshot.last_met == MetLevel::Hard) {
+            (MetLevel::Hard, hard, 0)
+        } else if let Some(soft) =
+            soft.filter(|&s| signal.value < with_reclaim(s, snapshot.last_met != MetLevel::NotMet))
+        {
+            (MetLevel::Soft, soft, config.soft_grace_period_seconds)
+        } else {
+            (MetLevel::NotMet, soft.unwrap_or(hard), 0)
+        };
     let condition = (met != MetLevel::NotMet).then(|| Condition {
         name: "MemoryPressure".into(),
         effects: vec!["NoSchedule".into()],
@@ -142,7 +151,9 @@ pub fn evaluate(snapshot: &Snapshot) -> Result<Decision, String> {
 /// The scope is not `memory`, or the config or signal is unusable.
 pub fn top_victims(snapshot: &Snapshot, scope: &str, n: u32) -> Result<Vec<Eviction>, String> {
     if scope != SCOPE {
-        return Err(format!("unknown scope {scope:?}; this strategy answers for {SCOPE:?}"));
+        return Err(format!(
+            "unknown scope {scope:?}; this strategy answers for {SCOPE:?}"
+        ));
     }
     let config = Config::parse(&snapshot.config)?;
     let signal = observe(snapshot, &config)?;

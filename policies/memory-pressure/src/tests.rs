@@ -11,8 +11,14 @@ fn pod(name: &str, priority: i32, usage_mi: u64, request_mi: u64) -> Pod {
         priority,
         labels: vec![],
         annotations: vec![],
-        requests: Resources { memory_bytes: request_mi << 20, cpu_millis: 0 },
-        limits: Resources { memory_bytes: 0, cpu_millis: 0 },
+        requests: Resources {
+            memory_bytes: request_mi << 20,
+            cpu_millis: 0,
+        },
+        limits: Resources {
+            memory_bytes: 0,
+            cpu_millis: 0,
+        },
         usage: Usage {
             memory_working_set_bytes: usage_mi << 20,
             memory_rss_bytes: usage_mi << 20,
@@ -32,15 +38,26 @@ fn pod(name: &str, priority: i32, usage_mi: u64, request_mi: u64) -> Pod {
 fn snapshot(available_mi: f64, last_met: MetLevel, config: &str) -> Snapshot {
     Snapshot {
         now_ms: 0,
-        signals: vec![Signal { name: "memory.available".into(), value: available_mi * MI, capacity: Some(8192.0 * MI) }],
-        pods: vec![pod("a", 0, 100, 200), pod("b", 0, 300, 100), pod("c", -10, 150, 100), pod("d", 0, 500, 100)],
+        signals: vec![Signal {
+            name: "memory.available".into(),
+            value: available_mi * MI,
+            capacity: Some(8192.0 * MI),
+        }],
+        pods: vec![
+            pod("a", 0, 100, 200),
+            pod("b", 0, 300, 100),
+            pod("c", -10, 150, 100),
+            pod("d", 0, 500, 100),
+        ],
         last_met,
         config: config.into(),
     }
 }
 
 fn met(available_mi: f64, last_met: MetLevel, config: &str) -> (MetLevel, u64) {
-    let t = evaluate(&snapshot(available_mi, last_met, config)).unwrap().threshold;
+    let t = evaluate(&snapshot(available_mi, last_met, config))
+        .unwrap()
+        .threshold;
     (t.met, t.grace_period_seconds)
 }
 
@@ -59,7 +76,13 @@ fn soft_threshold_carries_its_grace_period_and_percentages_resolve_against_capac
     assert_eq!(met(800.0, MetLevel::NotMet, config), (MetLevel::Soft, 30));
     assert_eq!(met(80.0, MetLevel::NotMet, config), (MetLevel::Hard, 0));
     assert_eq!(met(900.0, MetLevel::NotMet, config), (MetLevel::NotMet, 0));
-    assert!(evaluate(&snapshot(900.0, MetLevel::NotMet, config)).unwrap().threshold.condition.is_none());
+    assert!(
+        evaluate(&snapshot(900.0, MetLevel::NotMet, config))
+            .unwrap()
+            .threshold
+            .condition
+            .is_none()
+    );
 }
 
 #[test]
@@ -76,19 +99,33 @@ fn top_victims_follow_the_kubelet_memory_ranking() {
     let uids: Vec<_> = victims.iter().map(|v| v.uid.as_str()).collect();
     // c has the lowest priority; d exceeds its request by more than b; a is within its request.
     assert_eq!(uids, ["uid-c", "uid-d", "uid-b"]);
-    assert!(victims[1].reason.contains("uses 500 MiB"), "{}", victims[1].reason);
+    assert!(
+        victims[1].reason.contains("uses 500 MiB"),
+        "{}",
+        victims[1].reason
+    );
 }
 
 #[test]
 fn refuses_unknown_scopes_missing_signals_and_bad_config() {
     let snap = snapshot(50.0, MetLevel::NotMet, "{}");
-    assert!(top_victims(&snap, "disk", 1).unwrap_err().contains("unknown scope"));
+    assert!(
+        top_victims(&snap, "disk", 1)
+            .unwrap_err()
+            .contains("unknown scope")
+    );
     let mut no_signal = snap.clone();
     no_signal.signals.clear();
-    assert_eq!(evaluate(&no_signal).unwrap_err(), "signal memory.available is missing from the snapshot");
+    assert_eq!(
+        evaluate(&no_signal).unwrap_err(),
+        "signal memory.available is missing from the snapshot"
+    );
     let bad = |config: &str| evaluate(&snapshot(50.0, MetLevel::NotMet, config)).unwrap_err();
     assert_eq!(bad(r#"{"hard": 5}"#), "$.hard: must be a string");
     assert!(bad(r#"{"hard": "lots"}"#).starts_with("$.hard: `lots` is not a quantity"));
     assert_eq!(bad(r#"{"grace": 1}"#), "$.grace: unknown field");
-    assert_eq!(bad(r#"{"softGracePeriodSeconds": -1}"#), "$.softGracePeriodSeconds: must be a non-negative integer");
+    assert_eq!(
+        bad(r#"{"softGracePeriodSeconds": -1}"#),
+        "$.softGracePeriodSeconds: must be a non-negative integer"
+    );
 }

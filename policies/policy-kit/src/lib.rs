@@ -46,7 +46,10 @@ impl Amount {
     pub fn parse(text: &str) -> Result<Self, String> {
         let text = text.trim();
         if let Some(pct) = text.strip_suffix('%') {
-            let value: f64 = pct.trim().parse().map_err(|_| format!("`{text}` is not a percentage"))?;
+            let value: f64 = pct
+                .trim()
+                .parse()
+                .map_err(|_| format!("`{text}` is not a percentage"))?;
             if !(0.0..=100.0).contains(&value) {
                 return Err(format!("`{text}` is not between 0% and 100%"));
             }
@@ -101,7 +104,11 @@ mod tests {
     use super::*;
 
     fn facts(usage: u64, request: u64, priority: i32) -> MemoryFacts {
-        MemoryFacts { usage, request, priority }
+        MemoryFacts {
+            usage,
+            request,
+            priority,
+        }
     }
 
     #[test]
@@ -114,9 +121,18 @@ mod tests {
 
     #[test]
     fn lower_priority_goes_first_then_larger_excess() {
-        assert_eq!(memory_rank(&facts(200, 100, 0), &facts(900, 100, 10)), Ordering::Less);
-        assert_eq!(memory_rank(&facts(900, 100, 5), &facts(200, 100, 5)), Ordering::Less);
-        assert_eq!(memory_rank(&facts(200, 100, 5), &facts(200, 100, 5)), Ordering::Equal);
+        assert_eq!(
+            memory_rank(&facts(200, 100, 0), &facts(900, 100, 10)),
+            Ordering::Less
+        );
+        assert_eq!(
+            memory_rank(&facts(900, 100, 5), &facts(200, 100, 5)),
+            Ordering::Less
+        );
+        assert_eq!(
+            memory_rank(&facts(200, 100, 5), &facts(200, 100, 5)),
+            Ordering::Equal
+        );
     }
 
     #[test]
@@ -125,7 +141,10 @@ mod tests {
         assert_eq!(parse_quantity("1G"), Ok(1_000_000_000));
         assert_eq!(parse_quantity("512"), Ok(512));
         assert_eq!(Amount::parse("5%"), Ok(Amount::Percent(5.0)));
-        assert_eq!(Amount::parse("5%").unwrap().resolve(Some(200.0)), Some(10.0));
+        assert_eq!(
+            Amount::parse("5%").unwrap().resolve(Some(200.0)),
+            Some(10.0)
+        );
         assert_eq!(Amount::parse("5%").unwrap().resolve(None), None);
         assert!(parse_quantity("12Xi").is_err());
         assert!(parse_quantity("-1").is_err());

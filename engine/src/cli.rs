@@ -1,0 +1,120 @@
+//! The `vigil` command line. `main.rs` only calls [`run`].
+
+use crate::clock::SystemClock;
+use crate::policy::builtin::BUILTINS;
+use crate::policy::check::{check_bytes, check_file};
+use crate::policy::reload::Reloader;
+use crate::policy::{Host, LimitsTable, Registry};
+use crate::report::Chain;
+use anyhow::{Context, bail};
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// vigil: a node agent that evicts pods under pressure, with decisions made by WebAssembly policies.
+#[derive(Debug, Parser)]
+#[command(name = "vigil", version)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run the node agent: serve the policies and hot-reload them.
+    Agent(AgentArgs),
+    /// Work with policy components.
+    #[command(subcommand)]
+    Policy(PolicyCommand),
+}
+
+#[derive(Debug, clap::Args)]
+struct AgentArgs {
+    /// Directory of policy components (`NAME.wasm`), watched for changes.
+    #[arg(long, default_value = "/etc/vigil/policies")]
+    policies_dir: PathBuf,
+    /// Directory for state that survives restarts (last-known-good policies, artifact cache).
+    #[arg(long, default_value = "/var/lib/vigil")]
+    state_dir: PathBuf,
+}
+
+#[derive(Debug, Subcommand)]
+enum PolicyCommand {
+    /// Validate components against the vigil:policy worlds and describe them.
+    Check {
+        /// Component files to check.
+        files: Vec<PathBuf>,
+        /// Also check the policies built into this binary.
+        #[arg(long)]
+        builtin: bool,
+    },
+}
+
+/// Runs the command line.
+///
+/// # Errors
+/// Whatever the command failed with; the caller prints it and exits non-zero.
+pub async fn run(cli: Cli) -> anyhow::Result<()> {
+    match cli.command {
+        Command::Agent(args) => agent(args).await,
+        Command::Policy(PolicyCommand::Check { files, builtin }) => check(&files, builtin),
+    }
+}
+
+fn check(files: &[PathBuf], builtin: bool) -> anyhow::Result<()> {
+    if files.is_empty() && !builtin {
+        bail!("nothing to check: name component files, or pass --builtin");
+    }
+    let host = Host::new(None)?;
+    let mut failures = 0;
+    let builtins = BUILTINS.iter().filter(|_| builtin).map(|(name, bytes)| {
+        (
+            format!("builtin:{name}"),
+            check_bytes(&host, format!("builtin:{name}"), name, (*bytes).into()),
+        )
+    });
+    let files = files
+        .iter()
+        .map(|path| (path.display().to_string(), check_file(&host, path)));
+    for (origin, result) in builtins.chain(files) {
+        match result {
+            Ok(report) => println!("{report}"),
+            Err(error) => {
+                failures += 1;
+                println!("{origin}: INVALID: {}", Chain(&error));
+            }
+        }
+    }
+    if failures > 0 {
+        bail!("{failures} component(s) failed the check");
+    }
+    Ok(())
+}
+
+async fn agent(args: AgentArgs) -> anyhow::Result<()> {
+    let host = Arc::new(Host::new(Some(args.state_dir.join("cache")))?);
+    let registry = Arc::new(Registry::new(
+        host,
+        Arc::new(SystemClock),
+        LimitsTable::default(),
+        Some(args.state_dir),
+    )?);
+    let reloader = Reloader::new(Arc::clone(&registry), args.policies_dir.clone());
+    tracing::info!(policies_dir = %args.policies_dir.display(), "vigil agent started");
+    reloader
+        .run(shutdown_signal(), None)
+        .await
+        .with_context(|| format!("policy reloader for {}", args.policies_dir.display()))?;
+    tracing::info!("vigil agent stopped");
+    Ok(())
+}
+
+/// Resolves on SIGTERM or Ctrl-C.
+async fn shutdown_signal() {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .expect("cannot install the SIGTERM handler");
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = tokio::signal::ctrl_c() => {}
+    }
+}

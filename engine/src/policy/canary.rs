@@ -1,0 +1,115 @@
+//! The canary: before a new version is swapped in, it is called once on a
+//! sample input of its world. A fault there (trap, deadline, memory, invalid
+//! answer) keeps the version out; a refusal (`err`) is an answer and passes.
+
+use super::bindings::{
+    Candidate, KeyValue, Layer, MetLevel, Pod, QosClass, Resources, Signal, Snapshot, Usage,
+};
+use super::{Fault, Policy, World};
+
+const MIB: u64 = 1 << 20;
+
+fn pod(name: &str, qos: QosClass, priority: i32, usage_mib: u64, request_mib: u64) -> Pod {
+    Pod {
+        uid: format!("canary-{name}"),
+        namespace: "vigil-canary".into(),
+        name: name.into(),
+        qos,
+        priority,
+        labels: vec![KeyValue {
+            key: "app".into(),
+            value: name.into(),
+        }],
+        annotations: vec![],
+        requests: Resources {
+            memory_bytes: request_mib * MIB,
+            cpu_millis: 100,
+        },
+        limits: Resources {
+            memory_bytes: 0,
+            cpu_millis: 0,
+        },
+        usage: Usage {
+            memory_working_set_bytes: usage_mib * MIB,
+            memory_rss_bytes: usage_mib * MIB,
+            cpu_millis: 50,
+            ephemeral_storage_bytes: 0,
+            pids: 3,
+        },
+        start_time_ms: 1_700_000_000_000,
+        owner_kind: Some("ReplicaSet".into()),
+        is_static: false,
+        is_mirror: false,
+        is_critical: false,
+        pdb_disruptions_allowed: None,
+    }
+}
+
+/// A small node under memory pressure with pods of every QoS class.
+pub(crate) fn snapshot(config: String) -> Snapshot {
+    Snapshot {
+        now_ms: 1_700_000_000_000,
+        signals: vec![
+            Signal {
+                name: "memory.available".into(),
+                value: (64 * MIB) as f64,
+                capacity: Some((4096 * MIB) as f64),
+            },
+            Signal {
+                name: "psi.memory.some.avg10".into(),
+                value: 12.5,
+                capacity: Some(100.0),
+            },
+        ],
+        pods: vec![
+            pod("best-effort", QosClass::BestEffort, 0, 300, 0),
+            pod("burstable", QosClass::Burstable, 0, 500, 256),
+            pod("guaranteed", QosClass::Guaranteed, 1000, 200, 256),
+        ],
+        last_met: MetLevel::NotMet,
+        config,
+    }
+}
+
+/// Calls `policy` once on its world's sample input with `config`.
+///
+/// # Errors
+/// The fault the call raised.
+pub(crate) fn run(policy: &Policy, config: &str) -> Result<(), Fault> {
+    match policy.world() {
+        World::EvictionStrategy => {
+            let snapshot = snapshot(config.to_owned());
+            if let Ok(decision) = policy.evaluate(&snapshot)? {
+                policy
+                    .top_victims(&snapshot, &decision.threshold.scope, 2)?
+                    .ok();
+            }
+        }
+        World::CandidateSorter => {
+            let candidates: Vec<Candidate> = snapshot(String::new())
+                .pods
+                .into_iter()
+                .map(|pod| Candidate {
+                    pod,
+                    strategy: "canary".into(),
+                    reason: "canary".into(),
+                })
+                .collect();
+            policy.sort(&candidates, config)?.ok();
+        }
+        World::ConfigMerger => {
+            let layers = [
+                Layer {
+                    source: "canary-defaults".into(),
+                    json: "{}".into(),
+                },
+                Layer {
+                    source: "canary-overlay".into(),
+                    json: "{}".into(),
+                },
+            ];
+            policy.merge(&layers)?.ok();
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,295 @@
+//! A loaded policy: one version of one component, pre-instantiated, with its
+//! limits. Every call gets a fresh store, an epoch deadline and a memory cap;
+//! its answer is validated against the contract before anyone sees it.
+
+use super::bindings::{
+    Candidate, Decision, Eviction, Layer, MergeRejection, Snapshot, Sorted, merger, sorter,
+    strategy,
+};
+use super::cache::CacheOutcome;
+use super::error::{Cause, cause};
+use super::host::EPOCH_TICK;
+use super::sandbox::Sandbox;
+use super::{Digest, Fault, Limits, World, validate};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+use wasmtime::{Engine, Store, Trap};
+
+/// Where a policy's bytes came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Source {
+    /// Built into the vigil binary.
+    Builtin,
+    /// A file in the policies directory.
+    File(PathBuf),
+    /// The last-known-good copy kept in the state directory.
+    LastKnownGood(PathBuf),
+}
+
+/// The pre-instantiated component, typed by world.
+pub(crate) enum Pre {
+    Strategy(strategy::EvictionStrategyPre<Sandbox>),
+    Sorter(sorter::CandidateSorterPre<Sandbox>),
+    Merger(merger::ConfigMergerPre<Sandbox>),
+}
+
+/// Everything [`super::Host::load`] hands to [`Policy::new`].
+pub(crate) struct Parts {
+    pub(crate) name: String,
+    pub(crate) digest: Digest,
+    pub(crate) world: World,
+    pub(crate) source: Source,
+    pub(crate) bytes: Arc<[u8]>,
+    pub(crate) limits: Limits,
+    pub(crate) engine: Engine,
+    pub(crate) pre: Pre,
+    pub(crate) exports: Vec<String>,
+    pub(crate) imports: Vec<String>,
+    pub(crate) cache: CacheOutcome,
+    pub(crate) compile_time: Duration,
+}
+
+/// One version of one policy, ready to call from any thread.
+pub struct Policy {
+    parts: Parts,
+    label: Arc<str>,
+    calls: AtomicU64,
+    faults: AtomicU64,
+}
+
+impl std::fmt::Debug for Policy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Policy")
+            .field("name", &self.parts.name)
+            .field("digest", &self.parts.digest)
+            .field("world", &self.parts.world)
+            .field("source", &self.parts.source)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A call's outcome: the policy's own answer (which may be a refusal), or a fault.
+pub type Outcome<T, E> = Result<Result<T, E>, Fault>;
+
+impl Policy {
+    pub(crate) fn new(parts: Parts) -> Self {
+        let label = format!("{}@{}", parts.name, parts.digest).into();
+        Self {
+            parts,
+            label,
+            calls: AtomicU64::new(0),
+            faults: AtomicU64::new(0),
+        }
+    }
+
+    /// The policy's name (its file stem).
+    pub fn name(&self) -> &str {
+        &self.parts.name
+    }
+    /// The version: sha256 of the component bytes.
+    pub fn digest(&self) -> Digest {
+        self.parts.digest
+    }
+    /// `name@version`, as used in logs.
+    pub fn label(&self) -> &str {
+        &self.label
+    }
+    /// The world it implements.
+    pub fn world(&self) -> World {
+        self.parts.world
+    }
+    /// Where its bytes came from.
+    pub fn source(&self) -> &Source {
+        &self.parts.source
+    }
+    /// The component bytes.
+    pub fn bytes(&self) -> &Arc<[u8]> {
+        &self.parts.bytes
+    }
+    /// Its limits.
+    pub fn limits(&self) -> Limits {
+        self.parts.limits
+    }
+    /// Names the component exports.
+    pub fn exports(&self) -> &[String] {
+        &self.parts.exports
+    }
+    /// Names the component imports.
+    pub fn imports(&self) -> &[String] {
+        &self.parts.imports
+    }
+    /// What the artifact cache did when this version was loaded.
+    pub fn cache_outcome(&self) -> CacheOutcome {
+        self.parts.cache
+    }
+    /// Time spent compiling or loading the precompiled artifact.
+    pub fn compile_time(&self) -> Duration {
+        self.parts.compile_time
+    }
+    /// Calls made so far.
+    pub fn calls(&self) -> u64 {
+        self.calls.load(Ordering::Relaxed)
+    }
+    /// Calls that faulted so far.
+    pub fn faults(&self) -> u64 {
+        self.faults.load(Ordering::Relaxed)
+    }
+
+    fn wrong_world(&self, expected: World) -> Fault {
+        Fault::WrongWorld {
+            expected: expected.name(),
+            actual: self.parts.world.name(),
+        }
+    }
+
+    /// Runs one call in a fresh, bounded store: `instantiate`, then `invoke`.
+    fn call<I, R>(
+        &self,
+        instantiate: impl FnOnce(&mut Store<Sandbox>) -> wasmtime::Result<I>,
+        invoke: impl FnOnce(&I, &mut Store<Sandbox>) -> wasmtime::Result<R>,
+    ) -> Result<R, Fault> {
+        self.calls.fetch_add(1, Ordering::Relaxed);
+        let limits = self.parts.limits;
+        let mut store = Store::new(
+            &self.parts.engine,
+            Sandbox::new(Arc::clone(&self.label), limits.memory_bytes),
+        );
+        store.limiter(|sandbox| &mut sandbox.memory);
+        let ticks = limits
+            .deadline
+            .as_nanos()
+            .div_ceil(EPOCH_TICK.as_nanos())
+            .max(1);
+        store.set_epoch_deadline(u64::try_from(ticks).unwrap_or(u64::MAX));
+        let result = match instantiate(&mut store) {
+            Ok(instance) => {
+                invoke(&instance, &mut store).map_err(|e| classify(e, &store, limits, Fault::Trap))
+            }
+            Err(e) => Err(classify(e, &store, limits, Fault::Instantiate)),
+        };
+        store.data().forward_stdio();
+        result
+    }
+
+    /// Counts `result` as a fault if it is one.
+    fn counted<T>(&self, result: Result<T, Fault>) -> Result<T, Fault> {
+        result.inspect_err(|_| {
+            self.faults.fetch_add(1, Ordering::Relaxed);
+        })
+    }
+
+    /// Asks an eviction strategy to judge `snapshot`.
+    ///
+    /// # Errors
+    /// A [`Fault`]: trap, deadline, memory limit, an answer naming a pod not in
+    /// the snapshot, or this policy is not a strategy.
+    pub fn evaluate(&self, snapshot: &Snapshot) -> Outcome<Decision, String> {
+        let Pre::Strategy(pre) = &self.parts.pre else {
+            return Err(self.wrong_world(World::EvictionStrategy));
+        };
+        let answer = self.counted(self.call(
+            |store| pre.instantiate(store),
+            |instance, store| {
+                instance
+                    .vigil_policy_strategy()
+                    .call_evaluate(store, snapshot)
+            },
+        ))?;
+        if let Ok(decision) = &answer {
+            self.counted(validate::decision(snapshot, decision))?;
+        }
+        Ok(answer)
+    }
+
+    /// Asks an eviction strategy for at most `n` victims for `scope`.
+    ///
+    /// # Errors
+    /// As [`Policy::evaluate`], and more than `n` victims or a repeated one.
+    pub fn top_victims(
+        &self,
+        snapshot: &Snapshot,
+        scope: &str,
+        n: u32,
+    ) -> Outcome<Vec<Eviction>, String> {
+        let Pre::Strategy(pre) = &self.parts.pre else {
+            return Err(self.wrong_world(World::EvictionStrategy));
+        };
+        let answer = self.counted(self.call(
+            |store| pre.instantiate(store),
+            |instance, store| {
+                instance
+                    .vigil_policy_strategy()
+                    .call_top_victims(store, snapshot, scope, n)
+            },
+        ))?;
+        if let Ok(victims) = &answer {
+            self.counted(validate::victims(snapshot, n, victims))?;
+        }
+        Ok(answer)
+    }
+
+    /// Asks a candidate sorter to validate and order `candidates`.
+    ///
+    /// # Errors
+    /// A [`Fault`]; an answer that does not place every candidate exactly once is one.
+    pub fn sort(&self, candidates: &[Candidate], config: &str) -> Outcome<Sorted, String> {
+        let Pre::Sorter(pre) = &self.parts.pre else {
+            return Err(self.wrong_world(World::CandidateSorter));
+        };
+        let answer = self.counted(self.call(
+            |store| pre.instantiate(store),
+            |instance, store| {
+                instance
+                    .vigil_policy_sorter()
+                    .call_sort(store, candidates, config)
+            },
+        ))?;
+        if let Ok(sorted) = &answer {
+            self.counted(validate::sorted(candidates.len(), sorted))?;
+        }
+        Ok(answer)
+    }
+
+    /// Asks a config merger to merge `layers` into one JSON object.
+    ///
+    /// # Errors
+    /// A [`Fault`]; a merge result that is not a JSON object is one.
+    pub fn merge(
+        &self,
+        layers: &[Layer],
+    ) -> Outcome<serde_json::Map<String, serde_json::Value>, Vec<MergeRejection>> {
+        let Pre::Merger(pre) = &self.parts.pre else {
+            return Err(self.wrong_world(World::ConfigMerger));
+        };
+        let answer = self.counted(self.call(
+            |store| pre.instantiate(store),
+            |instance, store| instance.vigil_policy_merger().call_merge(store, layers),
+        ))?;
+        match answer {
+            Ok(json) => Ok(Ok(self.counted(validate::merged(&json))?)),
+            Err(rejections) => Ok(Err(rejections)),
+        }
+    }
+}
+
+/// Turns a wasmtime error from a call into the fault it stands for.
+fn classify(
+    error: wasmtime::Error,
+    store: &Store<Sandbox>,
+    limits: Limits,
+    other: fn(Cause) -> Fault,
+) -> Fault {
+    if store.data().memory_limit_hit() {
+        Fault::MemoryLimit {
+            limit_mib: limits.memory_bytes >> 20,
+        }
+    } else if error.downcast_ref::<Trap>() == Some(&Trap::Interrupt) {
+        Fault::Deadline {
+            deadline_ms: limits.deadline.as_millis(),
+        }
+    } else {
+        other(cause(error))
+    }
+}

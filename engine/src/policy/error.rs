@@ -1,0 +1,128 @@
+//! Errors of the policy host: why a component cannot become a policy
+//! ([`LoadError`]) and why one call to a policy failed ([`Fault`]).
+//!
+//! A policy's own refusal (a WIT `err`) is not an error here: calls return it
+//! as the inner `Err` of `Result<Result<T, E>, Fault>`.
+
+use std::path::PathBuf;
+use thiserror::Error;
+
+/// A wasmtime error, boxed so it can be a `#[source]`.
+pub type Cause = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// Boxes a wasmtime error as a [`Cause`].
+pub(crate) fn cause(error: wasmtime::Error) -> Cause {
+    error.into_boxed_dyn_error()
+}
+
+/// Why a component could not be loaded as a policy.
+#[derive(Debug, Error)]
+pub enum LoadError {
+    /// The file could not be read.
+    #[error("cannot read {path}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The bytes are not WebAssembly at all.
+    #[error("not a WebAssembly file (it does not start with the `\\0asm` magic)")]
+    NotWasm,
+    /// A core module rather than a component.
+    #[error("a core WebAssembly module, not a component (wrap it with `wasm-tools component new`)")]
+    CoreModule,
+    /// The component is malformed (truncated, corrupt, or uses unsupported features).
+    #[error("invalid component")]
+    Invalid(#[source] Cause),
+    /// The component exports none of the policy interfaces.
+    #[error("exports none of the vigil:policy@0.1.0 worlds (its exports: {exports})")]
+    NoWorld {
+        /// What it exports instead.
+        exports: String,
+    },
+    /// The component speaks another version of the contract.
+    #[error("exports {found}, but this vigil implements vigil:policy@0.1.0")]
+    UnsupportedVersion {
+        /// The export found.
+        found: String,
+    },
+    /// The component exports more than one policy interface.
+    #[error("exports several policy interfaces ({exports}); a policy implements exactly one world")]
+    SeveralWorlds {
+        /// The policy interfaces it exports.
+        exports: String,
+    },
+    /// An import the sandbox does not provide (only WASI and `vigil:policy/log` are).
+    #[error("has an import the sandbox cannot satisfy")]
+    UnsatisfiedImport(#[source] Cause),
+    /// The world's exports do not have the expected types.
+    #[error("its exports do not match the {world} world")]
+    WrongExports {
+        /// The world it claimed.
+        world: &'static str,
+        /// What did not match.
+        #[source]
+        source: Cause,
+    },
+    /// The canary call on a sample input failed.
+    #[error("failed its canary call on a sample input")]
+    Canary(#[source] Fault),
+    /// These bytes failed their trial before; they are not loaded again until the file changes.
+    #[error("version {digest} failed its trial earlier; change the file to try again")]
+    Rejected {
+        /// The rejected version.
+        digest: super::Digest,
+    },
+}
+
+/// Why one call to a policy failed. Every fault is the policy's own: it is
+/// counted, logged with the policy's name and version, and nothing is evicted
+/// because of it.
+#[derive(Debug, Error)]
+pub enum Fault {
+    /// The call ran past its deadline and was interrupted.
+    #[error("ran past its deadline of {deadline_ms} ms")]
+    Deadline {
+        /// The deadline, in milliseconds.
+        deadline_ms: u128,
+    },
+    /// The guest tried to grow its memory past the cap.
+    #[error("tried to use more than its memory limit of {limit_mib} MiB")]
+    MemoryLimit {
+        /// The cap, in MiB.
+        limit_mib: u64,
+    },
+    /// The guest trapped (a panic, an `unreachable`, an out-of-bounds access...).
+    #[error("trapped")]
+    Trap(#[source] Cause),
+    /// The component could not be instantiated for this call.
+    #[error("could not be instantiated")]
+    Instantiate(#[source] Cause),
+    /// The answer broke the contract (an index out of range, an unknown pod...).
+    #[error("gave an invalid answer: {0}")]
+    InvalidAnswer(String),
+    /// The policy was asked for an export of a world it does not implement.
+    #[error("is a {actual} policy, not a {expected}")]
+    WrongWorld {
+        /// The world the caller needed.
+        expected: &'static str,
+        /// The world the policy implements.
+        actual: &'static str,
+    },
+}
+
+impl Fault {
+    /// A short label for metrics and logs.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::Deadline { .. } => "deadline",
+            Self::MemoryLimit { .. } => "memory",
+            Self::Trap(_) => "trap",
+            Self::Instantiate(_) => "instantiate",
+            Self::InvalidAnswer(_) => "invalid-answer",
+            Self::WrongWorld { .. } => "wrong-world",
+        }
+    }
+}

@@ -1,0 +1,240 @@
+//! The policy host: one wasmtime [`Engine`], one [`Linker`] (WASI plus the
+//! `log` import), an epoch ticker that enforces call deadlines, and the
+//! precompiled-artifact cache. [`Host::load`] turns component bytes into a
+//! [`Policy`] ready to call; it compiles, so run it off the async runtime.
+
+use super::bindings::{merger, sorter, strategy};
+use super::cache::{ArtifactCache, CacheOutcome};
+use super::component::{Policy, Pre, Source};
+use super::error::cause;
+use super::sandbox::Sandbox;
+use super::{Digest, Limits, LoadError, World};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+use thiserror::Error;
+use wasmtime::component::{Component, HasSelf, Linker};
+use wasmtime::{Config, Engine};
+
+/// How often the epoch advances; call deadlines are measured in these ticks.
+pub(crate) const EPOCH_TICK: Duration = Duration::from_millis(5);
+
+/// Why the host could not start.
+#[derive(Debug, Error)]
+pub enum HostError {
+    /// The wasmtime engine or linker could not be set up.
+    #[error("cannot set up the WebAssembly engine")]
+    Engine(#[source] super::error::Cause),
+    /// The cache directory cannot be created.
+    #[error("cannot create the artifact cache in {dir}")]
+    Cache {
+        /// The directory.
+        dir: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Advances the engine's epoch every [`EPOCH_TICK`] until dropped.
+#[derive(Debug)]
+struct EpochTicker {
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl EpochTicker {
+    fn start(engine: Engine) -> Self {
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = Arc::clone(&stop);
+        let thread = std::thread::Builder::new()
+            .name("vigil-epoch".into())
+            .spawn(move || {
+                while !flag.load(Ordering::Relaxed) {
+                    std::thread::sleep(EPOCH_TICK);
+                    engine.increment_epoch();
+                }
+            })
+            .expect("cannot spawn the epoch ticker thread");
+        Self {
+            stop,
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for EpochTicker {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// Compiles and instantiates policies. One per process.
+pub struct Host {
+    engine: Engine,
+    linker: Linker<Sandbox>,
+    cache: Option<ArtifactCache>,
+    _ticker: EpochTicker,
+}
+
+impl std::fmt::Debug for Host {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Host")
+            .field("cache", &self.cache)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Host {
+    /// A host that caches precompiled components in `cache_dir`, if given.
+    ///
+    /// # Errors
+    /// The engine cannot be configured or the cache directory cannot be created.
+    pub fn new(cache_dir: Option<PathBuf>) -> Result<Self, HostError> {
+        let mut config = Config::new();
+        config.epoch_interruption(true).wasm_component_model(true);
+        let engine = Engine::new(&config).map_err(|e| HostError::Engine(cause(e)))?;
+        let mut linker = Linker::new(&engine);
+        wasmtime_wasi::p2::add_to_linker_sync(&mut linker)
+            .map_err(|e| HostError::Engine(cause(e)))?;
+        strategy::vigil::policy::log::add_to_linker::<_, HasSelf<Sandbox>>(&mut linker, |s| s)
+            .map_err(|e| HostError::Engine(cause(e)))?;
+        let cache = cache_dir
+            .map(|dir| {
+                ArtifactCache::new(dir.clone(), &engine)
+                    .map_err(|source| HostError::Cache { dir, source })
+            })
+            .transpose()?;
+        let ticker = EpochTicker::start(engine.clone());
+        Ok(Self {
+            engine,
+            linker,
+            cache,
+            _ticker: ticker,
+        })
+    }
+
+    /// Loads `bytes` as the policy `name`: checks the format, compiles (or
+    /// loads from the cache), identifies the world and checks every import.
+    /// This compiles, which can take seconds for JS or Python components.
+    ///
+    /// # Errors
+    /// Why the bytes cannot be a policy; see [`LoadError`].
+    pub fn load(
+        &self,
+        name: &str,
+        bytes: Arc<[u8]>,
+        source: Source,
+        limits: Limits,
+    ) -> Result<Policy, LoadError> {
+        check_header(&bytes)?;
+        let digest = Digest::of(&bytes);
+        let started = Instant::now();
+        let (component, cache) = self.component(&digest, &bytes)?;
+        let compile_time = started.elapsed();
+        let ty = component.component_type();
+        let exports: Vec<String> = ty
+            .exports(&self.engine)
+            .map(|(n, _)| n.to_owned())
+            .collect();
+        let imports: Vec<String> = ty
+            .imports(&self.engine)
+            .map(|(n, _)| n.to_owned())
+            .collect();
+        let world = World::from_exports(exports.iter().map(String::as_str))?;
+        let instance_pre = self
+            .linker
+            .instantiate_pre(&component)
+            .map_err(|e| LoadError::UnsatisfiedImport(cause(e)))?;
+        let wrong = |e| LoadError::WrongExports {
+            world: world.name(),
+            source: cause(e),
+        };
+        let pre = match world {
+            World::EvictionStrategy => {
+                Pre::Strategy(strategy::EvictionStrategyPre::new(instance_pre).map_err(wrong)?)
+            }
+            World::CandidateSorter => {
+                Pre::Sorter(sorter::CandidateSorterPre::new(instance_pre).map_err(wrong)?)
+            }
+            World::ConfigMerger => {
+                Pre::Merger(merger::ConfigMergerPre::new(instance_pre).map_err(wrong)?)
+            }
+        };
+        Ok(Policy::new(super::component::Parts {
+            name: name.to_owned(),
+            digest,
+            world,
+            source,
+            bytes,
+            limits,
+            engine: self.engine.clone(),
+            pre,
+            exports,
+            imports,
+            cache,
+            compile_time,
+        }))
+    }
+
+    /// The compiled component for `bytes`, from the cache when possible.
+    fn component(
+        &self,
+        digest: &Digest,
+        bytes: &[u8],
+    ) -> Result<(Component, CacheOutcome), LoadError> {
+        let outcome = match &self.cache {
+            Some(cache) => match cache.load(&self.engine, digest) {
+                Ok(component) => return Ok((component, CacheOutcome::Hit)),
+                Err(outcome) => outcome,
+            },
+            None => CacheOutcome::Disabled,
+        };
+        let component =
+            Component::new(&self.engine, bytes).map_err(|e| LoadError::Invalid(cause(e)))?;
+        if let Some(cache) = &self.cache {
+            cache.store(digest, &component);
+        }
+        Ok((component, outcome))
+    }
+}
+
+/// Tells a component from a core module or from something that is not wasm.
+fn check_header(bytes: &[u8]) -> Result<(), LoadError> {
+    match bytes {
+        [0, b'a', b's', b'm', _, _, 1, 0, ..] => Ok(()),
+        [0, b'a', b's', b'm', _, _, 0, 0, ..] => Err(LoadError::CoreModule),
+        [0, b'a', b's', b'm', ..] => Err(LoadError::Invalid(
+            "truncated or unknown WebAssembly header".into(),
+        )),
+        _ => Err(LoadError::NotWasm),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn headers_tell_components_from_modules_and_garbage() {
+        assert!(check_header(b"\0asm\x0d\0\x01\0rest").is_ok());
+        assert!(matches!(
+            check_header(b"\0asm\x01\0\0\0"),
+            Err(LoadError::CoreModule)
+        ));
+        assert!(matches!(check_header(b"\0as"), Err(LoadError::NotWasm)));
+        assert!(matches!(
+            check_header(b"\0asm\x0d"),
+            Err(LoadError::Invalid(_))
+        ));
+        assert!(matches!(
+            check_header(b"#!/bin/sh"),
+            Err(LoadError::NotWasm)
+        ));
+    }
+}

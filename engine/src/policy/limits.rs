@@ -1,0 +1,43 @@
+//! Per-policy limits: how long one call may run, how much memory it may use,
+//! and how long a new version stays on trial.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+/// Limits for one policy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Wall time one call may take before it is interrupted (epoch deadline).
+    pub deadline: Duration,
+    /// Linear memory one call's instance may grow to, in bytes.
+    pub memory_bytes: u64,
+    /// How long a newly loaded version is on trial before it becomes the last-known-good.
+    pub trial: Duration,
+}
+
+impl Default for Limits {
+    /// 100 ms per call, 64 MiB of memory, 5 minutes of trial.
+    fn default() -> Self {
+        Self {
+            deadline: Duration::from_millis(100),
+            memory_bytes: 64 << 20,
+            trial: Duration::from_secs(300),
+        }
+    }
+}
+
+/// Default limits with per-policy overrides, keyed by policy name.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LimitsTable {
+    /// Limits for policies without an override.
+    pub default: Limits,
+    /// Overrides by policy name.
+    pub overrides: HashMap<String, Limits>,
+}
+
+impl LimitsTable {
+    /// The limits that apply to `name`.
+    pub fn for_policy(&self, name: &str) -> Limits {
+        self.overrides.get(name).copied().unwrap_or(self.default)
+    }
+}

@@ -1,0 +1,38 @@
+//! The policy host: everything about loading, bounding, calling and replacing
+//! WebAssembly policy components.
+//!
+//! Start with [`Registry`]: it owns the policies that serve, and is what the
+//! rest of vigil calls. Underneath:
+//! - [`Host`] compiles components (with an on-disk artifact cache) and checks
+//!   their world and imports; a [`Policy`] is one loaded version whose calls
+//!   each run in a fresh, bounded store and whose answers are validated;
+//! - the registry swaps versions atomically, puts new ones on trial and rolls
+//!   back to the last-known-good (kept in the state directory) on a fault;
+//! - [`reload`] watches the policies directory and drives the registry;
+//! - [`check`] reports on component files for `vigil policy check`.
+
+pub mod bindings;
+pub mod builtin;
+mod cache;
+pub(crate) mod canary;
+pub mod check;
+mod component;
+mod digest;
+mod error;
+mod host;
+mod limits;
+mod registry;
+pub mod reload;
+mod sandbox;
+mod state;
+mod validate;
+mod world;
+
+pub use cache::CacheOutcome;
+pub use component::{Outcome, Policy, Source};
+pub use digest::Digest;
+pub use error::{Cause, Fault, LoadError};
+pub use host::{Host, HostError};
+pub use limits::{Limits, LimitsTable};
+pub use registry::{Phase, PolicyStatus, Registry, RegistryError};
+pub use world::{CONTRACT_VERSION, World};

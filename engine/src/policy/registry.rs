@@ -1,0 +1,424 @@
+//! The registry: which version of each policy serves, and its lifecycle.
+//!
+//! Readers take a snapshot of the serving set (`arc-swap`), so a call never
+//! waits for a reload and a call already running finishes on the version it
+//! started with. Every change goes through one mutex and republishes the set.
+//!
+//! # Lifecycle (the kubelet config controller's pattern, applied to policies)
+//! - A new version is compiled and canaried *before* the swap
+//!   ([`Registry::prepare`], no lock held), then swapped in on trial
+//!   ([`Registry::install`]).
+//! - A fault during the trial rolls back to the last-known-good version (or the
+//!   built-in of that name; with neither, the policy is deregistered), and its
+//!   digest is rejected until the file changes, across restarts too.
+//! - After the trial ([`Registry::graduate_due`]) the version becomes the
+//!   last-known-good; file-backed ones are saved to the state directory, so a
+//!   restart with a bad file on disk still serves them.
+//! - Deleting the file deregisters the policy, falling back to the built-in.
+
+use super::builtin::BUILTINS;
+use super::state::StateStore;
+use super::{Digest, Fault, Host, LimitsTable, LoadError, Outcome, Policy, Source, World, canary};
+use crate::clock::Clock;
+use crate::report::Chain;
+use arc_swap::ArcSwap;
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::SystemTime;
+use thiserror::Error;
+use tokio::sync::watch;
+
+/// Why the registry could not start.
+#[derive(Debug, Error)]
+pub enum RegistryError {
+    /// The state directory cannot be created.
+    #[error("cannot open the state directory {dir}")]
+    StateDir {
+        /// The directory.
+        dir: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A built-in policy does not load: the binary itself is broken.
+    #[error("built-in policy {name} does not load")]
+    Builtin {
+        /// The policy.
+        name: &'static str,
+        /// Why.
+        #[source]
+        source: LoadError,
+    },
+}
+
+/// Where a serving version is in its lifecycle.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Phase {
+    /// Newly swapped in; a fault before `until` rolls it back.
+    Trial {
+        /// When the trial ends.
+        until: SystemTime,
+    },
+    /// Past its trial (or built in): the last-known-good.
+    Active,
+    /// Serving the last-known-good because a newer version failed its trial.
+    RolledBack {
+        /// The version that failed.
+        from: Digest,
+        /// Why it failed.
+        reason: String,
+    },
+}
+
+/// What serves under one name, for status reports.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PolicyStatus {
+    /// Policy name.
+    pub name: String,
+    /// Its world.
+    pub world: World,
+    /// The serving version.
+    pub digest: Digest,
+    /// Where the serving version came from.
+    pub source: Source,
+    /// Lifecycle phase.
+    pub phase: Phase,
+    /// The version a rollback would return to, if any.
+    pub last_known_good: Option<Digest>,
+}
+
+/// One name's serving version and what to fall back to.
+#[derive(Debug, Clone)]
+struct Lifecycle {
+    current: Arc<Policy>,
+    phase: Phase,
+    fallback: Option<Arc<Policy>>,
+}
+
+#[derive(Debug, Default)]
+struct Books {
+    by_name: BTreeMap<String, Lifecycle>,
+    builtins: HashMap<String, Arc<Policy>>,
+    rejected: VecDeque<Digest>,
+}
+
+/// The set of serving policies, their lifecycles, and the host that loads them.
+pub struct Registry {
+    host: Arc<Host>,
+    clock: Arc<dyn Clock>,
+    limits: LimitsTable,
+    state: StateStore,
+    serving: ArcSwap<BTreeMap<String, Arc<Policy>>>,
+    books: Mutex<Books>,
+    generation: watch::Sender<u64>,
+}
+
+impl std::fmt::Debug for Registry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Registry")
+            .field("serving", &self.serving.load().keys())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Registry {
+    /// A registry serving the built-in policies, then every valid
+    /// last-known-good version saved in `state_dir`.
+    ///
+    /// # Errors
+    /// The state directory cannot be created, or a built-in does not load.
+    pub fn new(
+        host: Arc<Host>,
+        clock: Arc<dyn Clock>,
+        limits: LimitsTable,
+        state_dir: Option<PathBuf>,
+    ) -> Result<Self, RegistryError> {
+        let state =
+            StateStore::open(state_dir.clone()).map_err(|source| RegistryError::StateDir {
+                dir: state_dir.unwrap_or_default(),
+                source,
+            })?;
+        let mut books = Books {
+            rejected: state.rejected(),
+            ..Books::default()
+        };
+        for (name, bytes) in BUILTINS {
+            let policy = host
+                .load(name, bytes.into(), Source::Builtin, limits.for_policy(name))
+                .map_err(|source| RegistryError::Builtin { name, source })?;
+            let policy = Arc::new(policy);
+            books.builtins.insert(name.to_owned(), Arc::clone(&policy));
+            books.by_name.insert(
+                name.to_owned(),
+                Lifecycle {
+                    current: policy,
+                    phase: Phase::Active,
+                    fallback: None,
+                },
+            );
+        }
+        for saved in state.last_known_good() {
+            let source = Source::LastKnownGood(saved.path.clone());
+            match host.load(
+                &saved.name,
+                saved.bytes.into(),
+                source,
+                limits.for_policy(&saved.name),
+            ) {
+                Ok(policy) => {
+                    let fallback = books.builtins.get(&saved.name).cloned();
+                    let lifecycle = Lifecycle {
+                        current: Arc::new(policy),
+                        phase: Phase::Active,
+                        fallback,
+                    };
+                    books.by_name.insert(saved.name, lifecycle);
+                }
+                Err(error) => {
+                    tracing::error!(path = %saved.path.display(), error = %Chain(&error), "ignoring last-known-good copy that does not load")
+                }
+            }
+        }
+        let registry = Self {
+            host,
+            clock,
+            limits,
+            state,
+            serving: ArcSwap::from_pointee(BTreeMap::new()),
+            books: Mutex::new(Books::default()),
+            generation: watch::Sender::new(0),
+        };
+        registry.publish(&books);
+        *registry.books.lock().expect("registry lock poisoned") = books;
+        Ok(registry)
+    }
+
+    /// The host that loads this registry's policies.
+    pub fn host(&self) -> &Host {
+        &self.host
+    }
+
+    /// The serving version of `name`.
+    pub fn get(&self, name: &str) -> Option<Arc<Policy>> {
+        self.serving.load().get(name).cloned()
+    }
+
+    /// Every serving policy of `world`, by name.
+    pub fn of_world(&self, world: World) -> Vec<Arc<Policy>> {
+        self.serving
+            .load()
+            .values()
+            .filter(|p| p.world() == world)
+            .cloned()
+            .collect()
+    }
+
+    /// Every serving policy's status, by name.
+    pub fn status(&self) -> Vec<PolicyStatus> {
+        let books = self.lock();
+        books
+            .by_name
+            .iter()
+            .map(|(name, lc)| PolicyStatus {
+                name: name.clone(),
+                world: lc.current.world(),
+                digest: lc.current.digest(),
+                source: lc.current.source().clone(),
+                phase: lc.phase.clone(),
+                last_known_good: match lc.phase {
+                    Phase::Trial { .. } => lc.fallback.as_ref().map(|p| p.digest()),
+                    Phase::Active | Phase::RolledBack { .. } => Some(lc.current.digest()),
+                },
+            })
+            .collect()
+    }
+
+    /// A receiver that changes whenever the serving set does.
+    pub fn subscribe(&self) -> watch::Receiver<u64> {
+        self.generation.subscribe()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Books> {
+        self.books.lock().expect("registry lock poisoned")
+    }
+
+    fn publish(&self, books: &Books) {
+        let serving = books
+            .by_name
+            .iter()
+            .map(|(n, lc)| (n.clone(), Arc::clone(&lc.current)))
+            .collect();
+        self.serving.store(Arc::new(serving));
+        self.generation.send_modify(|g| *g += 1);
+    }
+
+    /// Loads and canaries `bytes` as a new version of `name`, without
+    /// touching what serves. This compiles: call it off the async runtime.
+    ///
+    /// # Errors
+    /// The bytes were rejected before, do not load, or fail the canary.
+    pub fn prepare(
+        &self,
+        name: &str,
+        bytes: Arc<[u8]>,
+        source: Source,
+    ) -> Result<Arc<Policy>, LoadError> {
+        let digest = Digest::of(&bytes);
+        if self.lock().rejected.contains(&digest) {
+            return Err(LoadError::Rejected { digest });
+        }
+        let policy = self
+            .host
+            .load(name, bytes, source, self.limits.for_policy(name))?;
+        canary::run(&policy, "{}").map_err(LoadError::Canary)?;
+        Ok(Arc::new(policy))
+    }
+
+    /// Swaps `policy` in as the serving version of its name, on trial —
+    /// unless it is the version a rollback would return to, which serves as
+    /// last-known-good straight away.
+    pub fn install(&self, policy: Arc<Policy>) {
+        let mut books = self.lock();
+        let name = policy.name().to_owned();
+        let fallback = match books.by_name.get(&name) {
+            Some(lc) if lc.current.digest() == policy.digest() => return,
+            Some(lc) if matches!(lc.phase, Phase::Trial { .. }) => lc.fallback.clone(),
+            Some(lc) => Some(Arc::clone(&lc.current)),
+            None => None,
+        };
+        let lifecycle = match fallback {
+            Some(lkg) if lkg.digest() == policy.digest() => Lifecycle {
+                current: lkg,
+                phase: Phase::Active,
+                fallback: None,
+            },
+            fallback => {
+                let until = self.clock.now() + policy.limits().trial;
+                Lifecycle {
+                    current: policy,
+                    phase: Phase::Trial { until },
+                    fallback,
+                }
+            }
+        };
+        tracing::info!(policy = lifecycle.current.label(), world = %lifecycle.current.world(), phase = ?lifecycle.phase, "policy version swapped in");
+        books.by_name.insert(name, lifecycle);
+        self.publish(&books);
+    }
+
+    /// Deregisters the file-backed policy `name` (its file is gone); the
+    /// built-in of that name, if any, serves again.
+    pub fn remove(&self, name: &str) {
+        let mut books = self.lock();
+        match books.builtins.get(name).cloned() {
+            Some(builtin) => {
+                let lifecycle = Lifecycle {
+                    current: builtin,
+                    phase: Phase::Active,
+                    fallback: None,
+                };
+                books.by_name.insert(name.to_owned(), lifecycle);
+            }
+            None => {
+                books.by_name.remove(name);
+            }
+        }
+        tracing::info!(policy = name, "policy file removed; deregistered");
+        self.publish(&books);
+        drop(books);
+        self.state.remove_last_known_good(name);
+    }
+
+    /// Names whose serving version came from the policies directory or its saved copy.
+    pub fn file_backed(&self) -> Vec<String> {
+        let books = self.lock();
+        books
+            .by_name
+            .iter()
+            .filter(|(_, lc)| lc.current.source() != &Source::Builtin || lc.fallback.is_some())
+            .map(|(name, _)| name.clone())
+            .collect()
+    }
+
+    /// Runs `call` on `policy`, logging a fault and, if that version is on
+    /// trial, rolling it back.
+    pub fn call<T, E>(
+        &self,
+        policy: &Arc<Policy>,
+        call: impl FnOnce(&Policy) -> Outcome<T, E>,
+    ) -> Outcome<T, E> {
+        let outcome = call(policy);
+        if let Err(fault) = &outcome {
+            tracing::error!(policy = policy.label(), kind = fault.kind(), error = %Chain(fault), "policy call faulted");
+            self.on_fault(policy, fault);
+        }
+        outcome
+    }
+
+    /// Rolls `policy` back if it is the serving version and on trial.
+    fn on_fault(&self, policy: &Policy, fault: &Fault) {
+        let mut books = self.lock();
+        let Books {
+            by_name, rejected, ..
+        } = &mut *books;
+        let Some(lc) = by_name.get_mut(policy.name()) else {
+            return;
+        };
+        if lc.current.digest() != policy.digest() || !matches!(lc.phase, Phase::Trial { .. }) {
+            return;
+        }
+        self.state.reject(rejected, policy.digest());
+        let reason = Chain(fault).to_string();
+        match lc.fallback.take() {
+            Some(lkg) => {
+                tracing::error!(policy = policy.label(), restored = lkg.label(), %reason, "version failed its trial; rolled back to last-known-good");
+                *lc = Lifecycle {
+                    current: lkg,
+                    phase: Phase::RolledBack {
+                        from: policy.digest(),
+                        reason,
+                    },
+                    fallback: None,
+                };
+            }
+            None => {
+                tracing::error!(policy = policy.label(), %reason, "version failed its trial and has no last-known-good; deregistered");
+                by_name.remove(policy.name());
+            }
+        }
+        self.publish(&books);
+    }
+
+    /// Graduates every version whose trial is over: it becomes the
+    /// last-known-good, saved to the state directory if it came from a file.
+    /// Returns the names graduated.
+    pub fn graduate_due(&self) -> Vec<String> {
+        let now = self.clock.now();
+        let mut graduated = Vec::new();
+        let mut books = self.lock();
+        for (name, lc) in books.by_name.iter_mut() {
+            if matches!(lc.phase, Phase::Trial { until } if until <= now) {
+                lc.phase = Phase::Active;
+                lc.fallback = None;
+                graduated.push((name.clone(), Arc::clone(&lc.current)));
+            }
+        }
+        drop(books);
+        for (_, policy) in &graduated {
+            tracing::info!(
+                policy = policy.label(),
+                "version passed its trial; it is now the last-known-good"
+            );
+            if matches!(policy.source(), Source::File(_)) {
+                if let Err(error) =
+                    self.state
+                        .save_last_known_good(policy.name(), policy.digest(), policy.bytes())
+                {
+                    tracing::error!(policy = policy.label(), %error, "cannot save last-known-good copy");
+                }
+            }
+        }
+        graduated.into_iter().map(|(name, _)| name).collect()
+    }
+}

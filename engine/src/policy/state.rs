@@ -1,0 +1,213 @@
+//! The state directory: what must survive a restart.
+//!
+//! - `lkg/<name>@<sha256>.wasm`: the last-known-good bytes of each policy
+//!   loaded from a file, written when a version graduates from its trial. The
+//!   digest in the name is checked on load, so a damaged copy is reported and
+//!   ignored, never trusted.
+//! - `rejected.json`: digests of versions that failed their trial, so a
+//!   restart does not load the same bad bytes again.
+//!
+//! Without a state directory (`vigil policy check`, tests) nothing persists.
+
+use super::Digest;
+use crate::fsutil::write_atomic;
+use std::collections::VecDeque;
+use std::path::{Path, PathBuf};
+
+/// How many rejected versions are remembered.
+const REJECTED_KEPT: usize = 256;
+
+/// A last-known-good copy found in the state directory.
+#[derive(Debug)]
+pub(crate) struct SavedVersion {
+    pub(crate) name: String,
+    pub(crate) path: PathBuf,
+    pub(crate) bytes: Vec<u8>,
+}
+
+/// Reads and writes the state directory.
+#[derive(Debug)]
+pub(crate) struct StateStore {
+    dir: Option<PathBuf>,
+}
+
+impl StateStore {
+    /// A store in `dir`, created if missing; `None` persists nothing.
+    pub(crate) fn open(dir: Option<PathBuf>) -> std::io::Result<Self> {
+        if let Some(dir) = &dir {
+            std::fs::create_dir_all(dir.join("lkg"))?;
+        }
+        Ok(Self { dir })
+    }
+
+    fn lkg_dir(&self) -> Option<PathBuf> {
+        self.dir.as_ref().map(|d| d.join("lkg"))
+    }
+
+    /// Every saved last-known-good version whose bytes match its digest.
+    pub(crate) fn last_known_good(&self) -> Vec<SavedVersion> {
+        let Some(dir) = self.lkg_dir() else {
+            return vec![];
+        };
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            return vec![];
+        };
+        let mut found = Vec::new();
+        for path in entries.flatten().map(|e| e.path()) {
+            let Some((name, digest)) = parse_lkg_name(&path) else {
+                continue;
+            };
+            match std::fs::read(&path) {
+                Ok(bytes) if Digest::of(&bytes) == digest => {
+                    found.push(SavedVersion { name, path, bytes })
+                }
+                Ok(_) => {
+                    tracing::error!(path = %path.display(), "last-known-good copy is damaged (digest mismatch); ignoring it")
+                }
+                Err(error) => {
+                    tracing::error!(path = %path.display(), %error, "cannot read last-known-good copy")
+                }
+            }
+        }
+        found.sort_by(|a, b| a.name.cmp(&b.name));
+        found
+    }
+
+    /// Saves `bytes` as the last-known-good version of `name`, replacing older ones.
+    pub(crate) fn save_last_known_good(
+        &self,
+        name: &str,
+        digest: Digest,
+        bytes: &[u8],
+    ) -> std::io::Result<()> {
+        let Some(dir) = self.lkg_dir() else {
+            return Ok(());
+        };
+        let path = dir.join(format!("{name}@{}.wasm", digest.hex()));
+        write_atomic(&path, bytes)?;
+        self.remove_last_known_good_except(name, Some(&path));
+        Ok(())
+    }
+
+    /// Forgets the last-known-good version of `name` (its file was deleted).
+    pub(crate) fn remove_last_known_good(&self, name: &str) {
+        self.remove_last_known_good_except(name, None);
+    }
+
+    fn remove_last_known_good_except(&self, name: &str, keep: Option<&Path>) {
+        let Some(Ok(entries)) = self.lkg_dir().map(std::fs::read_dir) else {
+            return;
+        };
+        for path in entries.flatten().map(|e| e.path()) {
+            if parse_lkg_name(&path).is_some_and(|(n, _)| n == name) && Some(path.as_path()) != keep
+            {
+                if let Err(error) = std::fs::remove_file(&path) {
+                    tracing::warn!(path = %path.display(), %error, "cannot remove old last-known-good copy");
+                }
+            }
+        }
+    }
+
+    /// The rejected digests, oldest first. A damaged file is reported and read as empty.
+    pub(crate) fn rejected(&self) -> VecDeque<Digest> {
+        let Some(path) = self.dir.as_ref().map(|d| d.join("rejected.json")) else {
+            return VecDeque::new();
+        };
+        let text = match std::fs::read_to_string(&path) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return VecDeque::new(),
+            Err(error) => {
+                tracing::error!(path = %path.display(), %error, "cannot read rejected versions");
+                return VecDeque::new();
+            }
+        };
+        let parsed: Option<VecDeque<Digest>> = serde_json::from_str::<Vec<String>>(&text)
+            .ok()
+            .and_then(|list| list.iter().map(|h| Digest::from_hex(h)).collect());
+        parsed.unwrap_or_else(|| {
+            tracing::error!(path = %path.display(), "rejected versions file is damaged; ignoring it");
+            VecDeque::new()
+        })
+    }
+
+    /// Remembers `digest` as rejected (keeping the newest [`REJECTED_KEPT`]).
+    pub(crate) fn reject(&self, rejected: &mut VecDeque<Digest>, digest: Digest) {
+        if !rejected.contains(&digest) {
+            rejected.push_back(digest);
+        }
+        while rejected.len() > REJECTED_KEPT {
+            rejected.pop_front();
+        }
+        let Some(path) = self.dir.as_ref().map(|d| d.join("rejected.json")) else {
+            return;
+        };
+        let list: Vec<String> = rejected.iter().map(Digest::hex).collect();
+        let json = serde_json::to_vec_pretty(&list).expect("a list of strings serialises");
+        if let Err(error) = write_atomic(&path, &json) {
+            tracing::error!(path = %path.display(), %error, "cannot persist rejected versions");
+        }
+    }
+}
+
+/// Splits `lkg/<name>@<hex>.wasm` into its name and digest.
+fn parse_lkg_name(path: &Path) -> Option<(String, Digest)> {
+    let stem = path.file_name()?.to_str()?.strip_suffix(".wasm")?;
+    let (name, hex) = stem.rsplit_once('@')?;
+    Some((name.to_owned(), Digest::from_hex(hex)?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn last_known_good_round_trips_and_damaged_copies_are_ignored() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = StateStore::open(Some(dir.path().to_owned())).unwrap();
+        store
+            .save_last_known_good("sorter", Digest::of(b"v1"), b"v1")
+            .unwrap();
+        store
+            .save_last_known_good("sorter", Digest::of(b"v2"), b"v2")
+            .unwrap();
+        store
+            .save_last_known_good("merger", Digest::of(b"m"), b"m")
+            .unwrap();
+        let saved: Vec<_> = store
+            .last_known_good()
+            .into_iter()
+            .map(|s| (s.name, s.bytes))
+            .collect();
+        assert_eq!(
+            saved,
+            [
+                ("merger".to_owned(), b"m".to_vec()),
+                ("sorter".to_owned(), b"v2".to_vec())
+            ]
+        );
+
+        let merger = dir
+            .path()
+            .join(format!("lkg/merger@{}.wasm", Digest::of(b"m").hex()));
+        std::fs::write(&merger, b"bit rot").unwrap();
+        let names: Vec<_> = store
+            .last_known_good()
+            .into_iter()
+            .map(|s| s.name)
+            .collect();
+        assert_eq!(names, ["sorter"]);
+        store.remove_last_known_good("sorter");
+        assert_eq!(store.last_known_good().len(), 0);
+    }
+
+    #[test]
+    fn rejected_digests_persist_and_a_damaged_file_reads_as_empty() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = StateStore::open(Some(dir.path().to_owned())).unwrap();
+        let mut rejected = store.rejected();
+        store.reject(&mut rejected, Digest::of(b"bad"));
+        assert_eq!(store.rejected(), [Digest::of(b"bad")]);
+        std::fs::write(dir.path().join("rejected.json"), b"{not json").unwrap();
+        assert!(store.rejected().is_empty());
+    }
+}
