@@ -21,6 +21,7 @@ fn main() {
             dir,
             package,
             is_bin: false,
+            features: &[],
         })
         .collect();
     // Shared by the policies; cargo's nested build notices a change there too.

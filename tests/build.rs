@@ -1,1 +1,36 @@
-fn main() {}
+//! Builds the test guests from source (see `guests/`), for the end-to-end tests.
+
+use vigil_build_support::{Guest, build_guests};
+
+fn sorter(features: &'static [&'static str]) -> Guest<'static> {
+    Guest {
+        dir: "tests/guests/fault-sorter",
+        package: "fault-sorter",
+        is_bin: false,
+        features,
+    }
+}
+
+fn main() {
+    let guests = [
+        ("VIGIL_GUEST_REVERSE_SORTER", sorter(&[])),
+        ("VIGIL_GUEST_ENDLESS_SORTER", sorter(&["endless"])),
+        ("VIGIL_GUEST_HUNGRY_SORTER", sorter(&["hungry"])),
+        ("VIGIL_GUEST_TRAP_SORTER", sorter(&["trap"])),
+        ("VIGIL_GUEST_BAD_INDEX_SORTER", sorter(&["bad-index"])),
+        ("VIGIL_GUEST_FLAKY_SORTER", sorter(&["flaky"])),
+        (
+            "VIGIL_GUEST_NOT_A_POLICY",
+            Guest {
+                dir: "tests/guests/not-a-policy",
+                package: "not-a-policy",
+                is_bin: true,
+                features: &[],
+            },
+        ),
+    ];
+    let built = build_guests(&guests.map(|(_, g)| g));
+    for ((var, _), path) in guests.iter().zip(built) {
+        println!("cargo:rustc-env={var}={}", path.display());
+    }
+}

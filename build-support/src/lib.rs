@@ -17,7 +17,7 @@ use std::process::Command;
 /// The target every guest is built for.
 pub const GUEST_TARGET: &str = "wasm32-wasip2";
 
-/// A guest crate to build and the file name its component gets.
+/// A guest crate to build.
 #[derive(Debug, Clone, Copy)]
 pub struct Guest<'a> {
     /// Directory of the crate, relative to the workspace root.
@@ -26,6 +26,8 @@ pub struct Guest<'a> {
     pub package: &'a str,
     /// Whether the crate is a binary (a command component) rather than a library.
     pub is_bin: bool,
+    /// Cargo features to build it with; each feature set is its own variant.
+    pub features: &'a [&'a str],
 }
 
 impl Guest<'_> {
@@ -37,9 +39,20 @@ impl Guest<'_> {
             format!("{}.wasm", self.package.replace('-', "_"))
         }
     }
+
+    /// File name the component is kept under once built, distinct per feature set.
+    fn kept_name(&self) -> String {
+        let features: String = self.features.iter().map(|f| format!("+{f}")).collect();
+        format!("{}{features}.wasm", self.package)
+    }
 }
 
 /// Builds `guests` and returns the path of each one's component, in order.
+///
+/// Guests without features build in one cargo invocation; each feature
+/// variant builds in its own. Every component is copied aside (to
+/// `target/wasm-guests/kept/`) right after its build, since all variants of a
+/// crate write the same artifact.
 ///
 /// # Panics
 /// Panics (failing the build script) with cargo's output if the nested build
@@ -56,14 +69,49 @@ pub fn build_guests(guests: &[Guest<'_>]) -> Vec<PathBuf> {
         .map(PathBuf::from)
         .unwrap_or_else(|| root.join("target"))
         .join("wasm-guests");
+    let out = target_dir.join(GUEST_TARGET).join("guest");
 
+    let kept = target_dir.join("kept");
+    std::fs::create_dir_all(&kept).expect("cannot create the kept-guests directory");
+    let keep = |guest: &Guest<'_>| {
+        let path = kept.join(guest.kept_name());
+        std::fs::copy(out.join(guest.artifact_name()), &path).expect("cannot copy a built guest");
+        path
+    };
+    let (plain, variants): (Vec<&Guest<'_>>, Vec<&Guest<'_>>) =
+        guests.iter().partition(|g| g.features.is_empty());
+    let mut built = std::collections::HashMap::new();
+    if !plain.is_empty() {
+        cargo_build(
+            &root,
+            &target_dir,
+            &plain.iter().map(|g| g.package).collect::<Vec<_>>(),
+            &[],
+        );
+        built.extend(plain.iter().map(|g| (g.kept_name(), keep(g))));
+    }
+    for guest in variants {
+        cargo_build(&root, &target_dir, &[guest.package], guest.features);
+        built.insert(guest.kept_name(), keep(guest));
+    }
+    guests
+        .iter()
+        .map(|g| built[&g.kept_name()].clone())
+        .collect()
+}
+
+/// Runs one nested `cargo build` of `packages` for the guest target.
+fn cargo_build(root: &Path, target_dir: &Path, packages: &[&str], features: &[&str]) {
     let mut cmd = Command::new(env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
-    cmd.current_dir(&root)
+    cmd.current_dir(root)
         .args(["build", "--profile", "guest", "--target", GUEST_TARGET])
         .arg("--target-dir")
-        .arg(&target_dir);
-    for guest in guests {
-        cmd.args(["-p", guest.package]);
+        .arg(target_dir);
+    for package in packages {
+        cmd.args(["-p", package]);
+    }
+    if !features.is_empty() {
+        cmd.args(["--features", &features.join(",")]);
     }
     // The outer build's flags and wrappers are for the host, not for wasm.
     for var in [
@@ -89,8 +137,6 @@ pub fn build_guests(guests: &[Guest<'_>]) -> Vec<PathBuf> {
         };
         panic!("building wasm guests failed:\n{stderr}{hint}");
     }
-    let out = target_dir.join(GUEST_TARGET).join("guest");
-    guests.iter().map(|g| out.join(g.artifact_name())).collect()
 }
 
 /// The workspace root: the parent of the directory holding `Cargo.lock`.

@@ -9,7 +9,7 @@ use super::bindings::{
 use super::cache::CacheOutcome;
 use super::error::{Cause, cause};
 use super::host::EPOCH_TICK;
-use super::sandbox::Sandbox;
+use super::sandbox::{Sandbox, off_runtime};
 use super::{Digest, Fault, Limits, World, validate};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -145,7 +145,16 @@ impl Policy {
     }
 
     /// Runs one call in a fresh, bounded store: `instantiate`, then `invoke`.
-    fn call<I, R>(
+    /// Safe to call from anywhere, async runtime threads included.
+    fn call<I, R: Send>(
+        &self,
+        instantiate: impl FnOnce(&mut Store<Sandbox>) -> wasmtime::Result<I> + Send,
+        invoke: impl FnOnce(&I, &mut Store<Sandbox>) -> wasmtime::Result<R> + Send,
+    ) -> Result<R, Fault> {
+        off_runtime(|| self.call_in_store(instantiate, invoke))
+    }
+
+    fn call_in_store<I, R>(
         &self,
         instantiate: impl FnOnce(&mut Store<Sandbox>) -> wasmtime::Result<I>,
         invoke: impl FnOnce(&I, &mut Store<Sandbox>) -> wasmtime::Result<R>,

@@ -66,6 +66,16 @@ pub enum LoadError {
         #[source]
         source: Cause,
     },
+    /// The name already serves as a policy of another world.
+    #[error("is a {found} component, but {name} serves as a {serving}")]
+    WorldChanged {
+        /// The policy name.
+        name: String,
+        /// The world of the version serving under that name.
+        serving: &'static str,
+        /// The world of the new component.
+        found: &'static str,
+    },
     /// The canary call on a sample input failed.
     #[error("failed its canary call on a sample input")]
     Canary(#[source] Fault),

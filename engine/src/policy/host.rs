@@ -11,8 +11,6 @@ use super::sandbox::Sandbox;
 use super::{Digest, Limits, LoadError, World};
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 use thiserror::Error;
 use wasmtime::component::{Component, HasSelf, Linker};
@@ -38,40 +36,23 @@ pub enum HostError {
     },
 }
 
-/// Advances the engine's epoch every [`EPOCH_TICK`] until dropped.
-#[derive(Debug)]
-struct EpochTicker {
-    stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<()>>,
-}
-
-impl EpochTicker {
-    fn start(engine: Engine) -> Self {
-        let stop = Arc::new(AtomicBool::new(false));
-        let flag = Arc::clone(&stop);
-        let thread = std::thread::Builder::new()
-            .name("vigil-epoch".into())
-            .spawn(move || {
-                while !flag.load(Ordering::Relaxed) {
-                    std::thread::sleep(EPOCH_TICK);
-                    engine.increment_epoch();
+/// Starts the thread that advances `engine`'s epoch every [`EPOCH_TICK`].
+/// It holds only a weak reference, so it ends on its own once the engine is
+/// gone — the host and every policy loaded by it, which each hold the engine.
+fn start_epoch_ticker(engine: &Engine) {
+    let weak = engine.weak();
+    std::thread::Builder::new()
+        .name("vigil-epoch".into())
+        .spawn(move || {
+            loop {
+                std::thread::sleep(EPOCH_TICK);
+                match weak.upgrade() {
+                    Some(engine) => engine.increment_epoch(),
+                    None => break,
                 }
-            })
-            .expect("cannot spawn the epoch ticker thread");
-        Self {
-            stop,
-            thread: Some(thread),
-        }
-    }
-}
-
-impl Drop for EpochTicker {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
-    }
+            }
+        })
+        .expect("cannot spawn the epoch ticker thread");
 }
 
 /// Compiles and instantiates policies. One per process.
@@ -79,7 +60,6 @@ pub struct Host {
     engine: Engine,
     linker: Linker<Sandbox>,
     cache: Option<ArtifactCache>,
-    _ticker: EpochTicker,
 }
 
 impl std::fmt::Debug for Host {
@@ -110,12 +90,11 @@ impl Host {
                     .map_err(|source| HostError::Cache { dir, source })
             })
             .transpose()?;
-        let ticker = EpochTicker::start(engine.clone());
+        start_epoch_ticker(&engine);
         Ok(Self {
             engine,
             linker,
             cache,
-            _ticker: ticker,
         })
     }
 

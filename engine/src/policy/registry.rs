@@ -271,6 +271,13 @@ impl Registry {
         let policy = self
             .host
             .load(name, bytes, source, self.limits.for_policy(name))?;
+        if let Some(serving) = self.get(name).filter(|s| s.world() != policy.world()) {
+            return Err(LoadError::WorldChanged {
+                name: name.to_owned(),
+                serving: serving.world().name(),
+                found: policy.world().name(),
+            });
+        }
         canary::run(&policy, "{}").map_err(LoadError::Canary)?;
         Ok(Arc::new(policy))
     }

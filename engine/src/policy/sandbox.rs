@@ -13,6 +13,25 @@ use wasmtime::component::ResourceTable;
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
+/// Runs `call` where WASI's synchronous bindings can block: they drive their
+/// streams with `Handle::block_on`, which panics on a tokio worker thread. On a
+/// multi-thread runtime the worker steps aside (`block_in_place`); on a
+/// current-thread runtime the call runs on a scoped plain thread; with no
+/// runtime it runs right here.
+pub(crate) fn off_runtime<R: Send>(call: impl FnOnce() -> R + Send) -> R {
+    use tokio::runtime::{Handle, RuntimeFlavor};
+    match Handle::try_current().map(|h| h.runtime_flavor()) {
+        Err(_) => call(),
+        Ok(RuntimeFlavor::MultiThread) => tokio::task::block_in_place(call),
+        Ok(_) => std::thread::scope(|scope| {
+            scope
+                .spawn(call)
+                .join()
+                .expect("policy call thread panicked")
+        }),
+    }
+}
+
 /// How much a guest may print in one call; more is a fault.
 const STDIO_CAPACITY: usize = 256 << 10;
 /// Longest log message kept; longer ones are cut.

@@ -1,0 +1,57 @@
+//! Test guest: a candidate sorter that misbehaves on purpose, one way per
+//! cargo feature, so the host's limits and checks can be proven.
+//!
+//! - no feature: an honest sorter that orders candidates in reverse;
+//! - `endless`: never returns (the epoch deadline must stop it);
+//! - `hungry`: allocates until it is stopped (the memory cap must stop it);
+//! - `trap`: panics, which traps;
+//! - `bad-index`: answers an index that does not exist;
+//! - `flaky`: honest, until a candidate is named `trigger-fault` — it passes
+//!   the canary and fails later, during its trial.
+
+/// Bindings generated from the `candidate-sorter` world.
+#[allow(missing_docs)]
+pub mod bindings {
+    wit_bindgen::generate!({ path: "../../../wit", world: "candidate-sorter" });
+}
+
+use bindings::exports::vigil::policy::sorter::{Candidate, Guest, Sorted};
+
+struct FaultSorter;
+
+impl Guest for FaultSorter {
+    fn sort(candidates: Vec<Candidate>, _config: String) -> Result<Sorted, String> {
+        let count = u32::try_from(candidates.len()).map_err(|_| "too many candidates")?;
+        if cfg!(feature = "endless") {
+            let mut spins = 0u64;
+            loop {
+                spins = std::hint::black_box(spins.wrapping_add(1));
+            }
+        }
+        if cfg!(feature = "hungry") {
+            let mut hoard: Vec<Vec<u8>> = Vec::new();
+            loop {
+                hoard.push(vec![1; 1 << 20]);
+                std::hint::black_box(&hoard);
+            }
+        }
+        if cfg!(feature = "trap") {
+            panic!("fault-sorter (trap) always panics");
+        }
+        if cfg!(feature = "bad-index") {
+            return Ok(Sorted {
+                order: vec![count + 7],
+                rejected: vec![],
+            });
+        }
+        if cfg!(feature = "flaky") && candidates.iter().any(|c| c.pod.name == "trigger-fault") {
+            panic!("fault-sorter (flaky) met its trigger");
+        }
+        Ok(Sorted {
+            order: (0..count).rev().collect(),
+            rejected: vec![],
+        })
+    }
+}
+
+bindings::export!(FaultSorter with_types_in bindings);

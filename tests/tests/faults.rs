@@ -1,0 +1,204 @@
+//! Every way a component can be bad, proven with real guests built from
+//! source: each is a clear error for that policy only, and the version that
+//! served before keeps answering.
+
+use std::sync::Arc;
+use vigil::policy::{Fault, Host, LoadError, Source};
+use vigil_tests::*;
+
+fn load(bytes: &[u8]) -> Result<vigil::policy::Policy, LoadError> {
+    let host = Host::new(None).unwrap();
+    host.load(
+        "under-test",
+        Arc::from(bytes),
+        Source::Builtin,
+        test_limits(),
+    )
+}
+
+fn sort_fault(bytes: &[u8]) -> Fault {
+    let policy = load(bytes).expect("guest loads");
+    match policy.sort(&three_candidates(), "{}") {
+        Err(fault) => fault,
+        Ok(answer) => panic!("expected a fault, got {answer:?}"),
+    }
+}
+
+#[test]
+fn an_endless_loop_is_interrupted_at_the_deadline_every_time() {
+    let policy = load(ENDLESS_SORTER).unwrap();
+    for _ in 0..2 {
+        let fault = policy.sort(&three_candidates(), "{}").unwrap_err();
+        assert!(
+            matches!(fault, Fault::Deadline { deadline_ms: 50 }),
+            "{fault:?}"
+        );
+    }
+    assert_eq!((policy.calls(), policy.faults()), (2, 2));
+}
+
+#[test]
+fn a_memory_hog_hits_the_cap() {
+    let fault = sort_fault(HUNGRY_SORTER);
+    assert!(
+        matches!(fault, Fault::MemoryLimit { limit_mib: 16 }),
+        "{fault:?}"
+    );
+}
+
+#[test]
+fn a_panic_is_a_trap() {
+    assert!(matches!(sort_fault(TRAP_SORTER), Fault::Trap(_)));
+}
+
+#[test]
+fn an_index_out_of_range_is_an_invalid_answer() {
+    match sort_fault(BAD_INDEX_SORTER) {
+        Fault::InvalidAnswer(message) => {
+            assert_eq!(message, "index 10 is out of range for 3 candidates")
+        }
+        other => panic!("expected an invalid answer, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_policy_asked_for_another_world_says_so() {
+    let fault = load(builtin("memory-pressure"))
+        .unwrap()
+        .sort(&three_candidates(), "{}")
+        .unwrap_err();
+    assert_eq!(
+        fault.to_string(),
+        "is a eviction-strategy policy, not a candidate-sorter"
+    );
+}
+
+#[test]
+fn components_that_cannot_be_policies_are_refused_with_the_reason() {
+    let sorter = builtin("default-sorter");
+    let random: Vec<u8> = (0..4096u32)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+        .collect();
+    let cases: Vec<(&str, Vec<u8>, fn(&LoadError) -> bool)> = vec![
+        ("random bytes", random, |e| matches!(e, LoadError::NotWasm)),
+        ("truncated", sorter[..sorter.len() / 2].to_vec(), |e| {
+            matches!(e, LoadError::Invalid(_))
+        }),
+        ("core module", wat::parse_str("(module)").unwrap(), |e| {
+            matches!(e, LoadError::CoreModule)
+        }),
+        (
+            "wrong world",
+            NOT_A_POLICY.to_vec(),
+            |e| matches!(e, LoadError::NoWorld { exports } if exports.contains("wasi:cli/run")),
+        ),
+        (
+            "unsatisfiable import",
+            hollow_sorter_wat(Some("acme:missing/thing")),
+            |e| matches!(e, LoadError::UnsatisfiedImport(_)),
+        ),
+        ("exports of the wrong shape", hollow_sorter_wat(None), |e| {
+            matches!(
+                e,
+                LoadError::WrongExports {
+                    world: "candidate-sorter",
+                    ..
+                }
+            )
+        }),
+    ];
+    for (what, bytes, expected) in cases {
+        match load(&bytes) {
+            Err(error) => assert!(expected(&error), "{what}: unexpected error {error:?}"),
+            Ok(policy) => panic!("{what}: loaded as {policy:?}"),
+        }
+    }
+}
+
+#[test]
+fn a_bad_new_version_never_replaces_the_serving_one() {
+    let (registry, _clock) = registry(None);
+    let serving = registry.get("default-sorter").unwrap();
+    let merger = builtin("default-merger");
+    let bad: [(&str, &[u8]); 8] = [
+        ("endless", ENDLESS_SORTER),
+        ("hungry", HUNGRY_SORTER),
+        ("trap", TRAP_SORTER),
+        ("bad index", BAD_INDEX_SORTER),
+        ("wrong world", NOT_A_POLICY),
+        ("another world under this name", merger),
+        ("truncated", &REVERSE_SORTER[..1000]),
+        ("not wasm", b"#!/bin/sh\nexit 0\n"),
+    ];
+    for (what, bytes) in bad {
+        let error = registry
+            .prepare("default-sorter", Arc::from(bytes), Source::Builtin)
+            .expect_err(what);
+        if what == "another world under this name" {
+            assert_eq!(
+                error.to_string(),
+                "is a config-merger component, but default-sorter serves as a candidate-sorter"
+            );
+        }
+        let now = registry.get("default-sorter").unwrap();
+        assert_eq!(
+            now.digest(),
+            serving.digest(),
+            "{what} replaced the serving version"
+        );
+        let candidates = three_candidates();
+        let sorted = registry
+            .call(&now, |p| p.sort(&candidates, "{}"))
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            order_of(&candidates, &sorted.order),
+            ["b", "c", "a"],
+            "after {what}"
+        );
+    }
+}
+
+/// A `tracing` writer that keeps what it is given.
+#[derive(Clone, Default)]
+struct Captured(Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Captured {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[test]
+fn a_fault_is_logged_with_the_policy_name_and_version_and_the_guest_output() {
+    let (registry, _clock) = registry(None);
+    let policy = registry
+        .prepare("flaky", Arc::from(FLAKY_SORTER), Source::Builtin)
+        .unwrap();
+    registry.install(Arc::clone(&policy));
+    let logs = Captured::default();
+    let writer = logs.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(move || writer.clone())
+        .with_ansi(false)
+        .finish();
+    let candidates = vec![candidate(TRIGGER, 1)];
+    let outcome = tracing::subscriber::with_default(subscriber, || {
+        registry.call(&policy, |p| p.sort(&candidates, ""))
+    });
+    assert!(matches!(outcome, Err(Fault::Trap(_))));
+    let text = String::from_utf8(logs.0.lock().unwrap().clone()).unwrap();
+    let label = format!("flaky@{}", policy.digest());
+    assert!(
+        text.contains(&label) && text.contains("policy call faulted"),
+        "{text}"
+    );
+    assert!(
+        text.contains("fault-sorter (flaky) met its trigger"),
+        "guest stderr not forwarded: {text}"
+    );
+}
