@@ -1,1 +1,258 @@
-fn main() {}
+//! Benchmark of the policy host (not a test: it prints figures, asserts nothing).
+//!
+//! Run with `cargo bench -p vigil --bench policy_host`. Prints, from one run:
+//! - the default sorter as a component vs the same crate compiled natively,
+//!   at 10, 100, 1000 and 10 000 candidates, and their ratio;
+//! - the fixed cost of one call (fresh store + instantiate + an empty sort);
+//! - reload latency: from renaming a new version into the policies directory
+//!   to that version answering, through the real watcher and reload loop.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use vigil::clock::SystemClock;
+use vigil::policy::bindings as host;
+use vigil::policy::builtin::BUILTINS;
+use vigil::policy::reload::Reloader;
+use vigil::policy::{Digest, Host, Limits, LimitsTable, Registry, Source};
+
+/// The facts candidate `i` is made of, shared by the host and native inputs.
+fn facts(i: usize) -> (String, u8, i32, u64, u64) {
+    let qos = (i % 3) as u8;
+    let priority = (i % 7) as i32 * 100;
+    let usage = (((i * 7919) % 2048) as u64) << 20;
+    let request = (((i * 104_729) % 1024) as u64) << 20;
+    (format!("pod-{i}"), qos, priority, usage, request)
+}
+
+fn host_candidates(n: usize) -> Vec<host::Candidate> {
+    (0..n)
+        .map(|i| {
+            let (name, qos, priority, usage, request) = facts(i);
+            host::Candidate {
+                pod: host::Pod {
+                    uid: format!("uid-{name}"),
+                    namespace: "bench".into(),
+                    name,
+                    qos: [
+                        host::QosClass::BestEffort,
+                        host::QosClass::Burstable,
+                        host::QosClass::Guaranteed,
+                    ][qos as usize],
+                    priority,
+                    labels: vec![host::KeyValue {
+                        key: "app".into(),
+                        value: "bench".into(),
+                    }],
+                    annotations: vec![],
+                    requests: host::Resources {
+                        memory_bytes: request,
+                        cpu_millis: 100,
+                    },
+                    limits: host::Resources {
+                        memory_bytes: 0,
+                        cpu_millis: 0,
+                    },
+                    usage: host::Usage {
+                        memory_working_set_bytes: usage,
+                        memory_rss_bytes: usage,
+                        cpu_millis: 10,
+                        ephemeral_storage_bytes: 0,
+                        pids: 4,
+                    },
+                    start_time_ms: 0,
+                    owner_kind: Some("ReplicaSet".into()),
+                    is_static: false,
+                    is_mirror: false,
+                    is_critical: i % 97 == 0,
+                    pdb_disruptions_allowed: None,
+                },
+                strategy: "bench".into(),
+                reason: "bench".into(),
+            }
+        })
+        .collect()
+}
+
+fn native_candidates(n: usize) -> Vec<default_sorter::Candidate> {
+    use default_sorter as native;
+    (0..n)
+        .map(|i| {
+            let (name, qos, priority, usage, request) = facts(i);
+            native::Candidate {
+                pod: native::Pod {
+                    uid: format!("uid-{name}"),
+                    namespace: "bench".into(),
+                    name,
+                    qos: [
+                        native::QosClass::BestEffort,
+                        native::QosClass::Burstable,
+                        native::QosClass::Guaranteed,
+                    ][qos as usize],
+                    priority,
+                    labels: vec![native::KeyValue {
+                        key: "app".into(),
+                        value: "bench".into(),
+                    }],
+                    annotations: vec![],
+                    requests: native::Resources {
+                        memory_bytes: request,
+                        cpu_millis: 100,
+                    },
+                    limits: native::Resources {
+                        memory_bytes: 0,
+                        cpu_millis: 0,
+                    },
+                    usage: native::Usage {
+                        memory_working_set_bytes: usage,
+                        memory_rss_bytes: usage,
+                        cpu_millis: 10,
+                        ephemeral_storage_bytes: 0,
+                        pids: 4,
+                    },
+                    start_time_ms: 0,
+                    owner_kind: Some("ReplicaSet".into()),
+                    is_static: false,
+                    is_mirror: false,
+                    is_critical: i % 97 == 0,
+                    pdb_disruptions_allowed: None,
+                },
+                strategy: "bench".into(),
+                reason: "bench".into(),
+            }
+        })
+        .collect()
+}
+
+/// Median duration of `run` over enough repetitions to fill about 300 ms.
+fn median(mut run: impl FnMut()) -> Duration {
+    run();
+    let mut samples = Vec::new();
+    let started = Instant::now();
+    while samples.len() < 15
+        || (started.elapsed() < Duration::from_millis(300) && samples.len() < 10_000)
+    {
+        let t = Instant::now();
+        run();
+        samples.push(t.elapsed());
+    }
+    samples.sort();
+    samples[samples.len() / 2]
+}
+
+fn micros(d: Duration) -> String {
+    format!("{:.1} µs", d.as_secs_f64() * 1e6)
+}
+
+fn builtin_sorter() -> &'static [u8] {
+    BUILTINS
+        .iter()
+        .find(|(n, _)| *n == "default-sorter")
+        .expect("built in")
+        .1
+}
+
+fn sorter_ratios(host: &Host) {
+    let policy = host
+        .load(
+            "default-sorter",
+            Arc::from(builtin_sorter()),
+            Source::Builtin,
+            Limits::default(),
+        )
+        .expect("default sorter loads");
+    println!("default sorter: component vs native (median per sort)");
+    println!(
+        "{:>10} {:>14} {:>14} {:>8}",
+        "candidates", "native", "component", "ratio"
+    );
+    for n in [10, 100, 1000, 10_000] {
+        let (hosted, native) = (host_candidates(n), native_candidates(n));
+        let native_time = median(|| {
+            std::hint::black_box(default_sorter::sort(&native, "{}").expect("sorts"));
+        });
+        let component_time = median(|| {
+            std::hint::black_box(
+                policy
+                    .sort(&hosted, "{}")
+                    .expect("no fault")
+                    .expect("sorts"),
+            );
+        });
+        let ratio = component_time.as_secs_f64() / native_time.as_secs_f64();
+        println!(
+            "{n:>10} {:>14} {:>14} {ratio:>7.2}x",
+            micros(native_time),
+            micros(component_time)
+        );
+    }
+    let empty = median(|| {
+        std::hint::black_box(policy.sort(&[], "{}").expect("no fault").expect("sorts"));
+    });
+    println!(
+        "fixed cost of one call (fresh store, instantiate, empty sort): {}",
+        micros(empty)
+    );
+}
+
+/// A distinct but equivalent version of `bytes`: a custom section appended.
+fn variant(bytes: &[u8], i: u32) -> Vec<u8> {
+    let payload = format!("{i:08}");
+    let name = b"vigil-bench";
+    let mut out = bytes.to_vec();
+    let body_len = 1 + name.len() + payload.len();
+    out.extend([0u8, body_len as u8, name.len() as u8]);
+    out.extend_from_slice(name);
+    out.extend_from_slice(payload.as_bytes());
+    out
+}
+
+async fn reload_latency(dir: &Path) {
+    let host = Arc::new(Host::new(None).expect("host"));
+    let registry = Arc::new(
+        Registry::new(host, Arc::new(SystemClock), LimitsTable::default(), None).expect("registry"),
+    );
+    let reloader = Reloader::new(Arc::clone(&registry), dir.to_owned());
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(reloader.run(async { stopped.await.unwrap_or(()) }, None));
+    let mut changes = registry.subscribe();
+    let mut samples = Vec::new();
+    for i in 0..15 {
+        let bytes = variant(builtin_sorter(), i);
+        let want = Digest::of(&bytes);
+        let tmp = dir.join(".default-sorter.wasm.new");
+        std::fs::write(&tmp, &bytes).expect("write");
+        let started = Instant::now();
+        std::fs::rename(&tmp, dir.join("default-sorter.wasm")).expect("rename");
+        while registry.get("default-sorter").map(|p| p.digest()) != Some(want) {
+            changes.changed().await.expect("registry alive");
+        }
+        let policy = registry.get("default-sorter").expect("serves");
+        policy
+            .sort(&host_candidates(10), "{}")
+            .expect("no fault")
+            .expect("sorts");
+        samples.push(started.elapsed());
+    }
+    stop.send(()).expect("reloader running");
+    task.await.expect("joins").expect("reloader ran");
+    samples.sort();
+    println!(
+        "reload, rename to new version answering (Rust policy, compiled without cache): median {:.1} ms, max {:.1} ms over {} swaps",
+        samples[samples.len() / 2].as_secs_f64() * 1e3,
+        samples[samples.len() - 1].as_secs_f64() * 1e3,
+        samples.len()
+    );
+}
+
+fn main() {
+    let host = Host::new(None).expect("host");
+    sorter_ratios(&host);
+    let dir = tempfile::tempdir().expect("temp dir");
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime")
+        .block_on(reload_latency(dir.path()));
+}

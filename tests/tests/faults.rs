@@ -79,7 +79,8 @@ fn components_that_cannot_be_policies_are_refused_with_the_reason() {
     let random: Vec<u8> = (0..4096u32)
         .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
         .collect();
-    let cases: Vec<(&str, Vec<u8>, fn(&LoadError) -> bool)> = vec![
+    type Expected = fn(&LoadError) -> bool;
+    let cases: Vec<(&str, Vec<u8>, Expected)> = vec![
         ("random bytes", random, |e| matches!(e, LoadError::NotWasm)),
         ("truncated", sorter[..sorter.len() / 2].to_vec(), |e| {
             matches!(e, LoadError::Invalid(_))

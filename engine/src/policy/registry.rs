@@ -417,13 +417,14 @@ impl Registry {
                 policy = policy.label(),
                 "version passed its trial; it is now the last-known-good"
             );
-            if matches!(policy.source(), Source::File(_)) {
-                if let Err(error) =
-                    self.state
-                        .save_last_known_good(policy.name(), policy.digest(), policy.bytes())
-                {
-                    tracing::error!(policy = policy.label(), %error, "cannot save last-known-good copy");
-                }
+            if !matches!(policy.source(), Source::File(_)) {
+                continue;
+            }
+            let saved =
+                self.state
+                    .save_last_known_good(policy.name(), policy.digest(), policy.bytes());
+            if let Err(error) = saved {
+                tracing::error!(policy = policy.label(), %error, "cannot save last-known-good copy");
             }
         }
         graduated.into_iter().map(|(name, _)| name).collect()

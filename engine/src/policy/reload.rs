@@ -23,7 +23,7 @@ use thiserror::Error;
 use tokio::sync::mpsc;
 
 /// How long the directory must be quiet before a scan.
-pub const DEBOUNCE: Duration = Duration::from_millis(100);
+pub const DEBOUNCE: Duration = Duration::from_millis(25);
 /// How often trials are checked for graduation.
 pub const GRADUATION_PERIOD: Duration = Duration::from_secs(1);
 

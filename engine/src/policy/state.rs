@@ -98,12 +98,12 @@ impl StateStore {
         let Some(Ok(entries)) = self.lkg_dir().map(std::fs::read_dir) else {
             return;
         };
-        for path in entries.flatten().map(|e| e.path()) {
-            if parse_lkg_name(&path).is_some_and(|(n, _)| n == name) && Some(path.as_path()) != keep
-            {
-                if let Err(error) = std::fs::remove_file(&path) {
-                    tracing::warn!(path = %path.display(), %error, "cannot remove old last-known-good copy");
-                }
+        let stale = entries.flatten().map(|e| e.path()).filter(|p| {
+            parse_lkg_name(p).is_some_and(|(n, _)| n == name) && Some(p.as_path()) != keep
+        });
+        for path in stale {
+            if let Err(error) = std::fs::remove_file(&path) {
+                tracing::warn!(path = %path.display(), %error, "cannot remove old last-known-good copy");
             }
         }
     }

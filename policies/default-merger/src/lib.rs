@@ -79,7 +79,7 @@ fn check(
 ) {
     let mut problem = |reason: &str| problems.push((path.clone(), reason.to_owned()));
     match shape {
-        Shape::PositiveInt if !value.as_u64().is_some_and(|v| v > 0) => {
+        Shape::PositiveInt if value.as_u64().is_none_or(|v| v == 0) => {
             problem("must be a positive integer")
         }
         Shape::NonNegativeInt if value.as_u64().is_none() => {

@@ -1,0 +1,206 @@
+//! Hot reload through the real `notify` watcher on a real directory: every
+//! test drives `Reloader::run` and waits on its scan reports (never a sleep),
+//! with a timeout so a missed event fails instead of hanging.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::{mpsc, oneshot};
+use vigil::policy::reload::{Reloader, ScanReport};
+use vigil::policy::{Digest, LoadError, Registry, Source};
+use vigil_tests::*;
+
+/// A running reloader over a temporary policies directory.
+struct Agent {
+    registry: Arc<Registry>,
+    reports: mpsc::UnboundedReceiver<ScanReport>,
+    stop: Option<oneshot::Sender<()>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Agent {
+    /// Starts the reloader and waits for its initial scan.
+    async fn start(dir: &Path) -> (Self, ScanReport) {
+        let (registry, _clock) = registry(None);
+        let (send, reports) = mpsc::unbounded_channel();
+        let (stop, stopped) = oneshot::channel::<()>();
+        let reloader = Reloader::new(Arc::clone(&registry), dir.to_owned());
+        let task = tokio::spawn(async move {
+            reloader
+                .run(async { stopped.await.unwrap_or(()) }, Some(send))
+                .await
+                .expect("reloader runs");
+        });
+        let mut agent = Self {
+            registry,
+            reports,
+            stop: Some(stop),
+            task,
+        };
+        let initial = agent.next_report().await;
+        (agent, initial)
+    }
+
+    async fn next_report(&mut self) -> ScanReport {
+        tokio::time::timeout(Duration::from_secs(20), self.reports.recv())
+            .await
+            .expect("no scan within 20 s")
+            .expect("reloader stopped")
+    }
+
+    /// Waits for a scan that satisfies `done`.
+    async fn until(&mut self, mut done: impl FnMut(&ScanReport) -> bool) -> ScanReport {
+        loop {
+            let report = self.next_report().await;
+            if done(&report) {
+                return report;
+            }
+        }
+    }
+
+    async fn until_loaded(&mut self, name: &str, bytes: &[u8]) {
+        let want = (name.to_owned(), Digest::of(bytes));
+        self.until(|r| r.loaded.contains(&want)).await;
+        assert_eq!(self.registry.get(name).unwrap().digest(), want.1);
+    }
+
+    fn sorts(&self, name: &str) -> Vec<String> {
+        let policy = self.registry.get(name).unwrap();
+        let candidates = three_candidates();
+        let sorted = self
+            .registry
+            .call(&policy, |p| p.sort(&candidates, "{}"))
+            .unwrap()
+            .unwrap();
+        order_of(&candidates, &sorted.order)
+    }
+
+    async fn stop(mut self) {
+        self.stop.take().unwrap().send(()).unwrap();
+        self.task.await.unwrap();
+    }
+}
+
+/// Writes `bytes` to `name` in `dir` the way tools that replace files do:
+/// into a temporary file, then renamed over the target.
+fn replace_by_rename(dir: &Path, name: &str, bytes: &[u8]) {
+    let tmp = dir.join(format!(".{name}.tmp"));
+    std::fs::write(&tmp, bytes).unwrap();
+    std::fs::rename(&tmp, dir.join(name)).unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn files_are_registered_replaced_and_deregistered_while_running() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut agent, initial) = Agent::start(dir.path()).await;
+    assert!(initial.loaded.is_empty() && initial.failed.is_empty());
+    assert_eq!(agent.sorts("default-sorter"), ["b", "c", "a"]);
+
+    std::fs::write(dir.path().join("default-sorter.wasm"), REVERSE_SORTER).unwrap();
+    agent.until_loaded("default-sorter", REVERSE_SORTER).await;
+    assert_eq!(agent.sorts("default-sorter"), ["c", "b", "a"]);
+
+    replace_by_rename(dir.path(), "default-sorter.wasm", FLAKY_SORTER);
+    agent.until_loaded("default-sorter", FLAKY_SORTER).await;
+
+    std::fs::write(dir.path().join("extra-sorter.wasm"), REVERSE_SORTER).unwrap();
+    agent.until_loaded("extra-sorter", REVERSE_SORTER).await;
+
+    std::fs::remove_file(dir.path().join("default-sorter.wasm")).unwrap();
+    std::fs::remove_file(dir.path().join("extra-sorter.wasm")).unwrap();
+    // The two deletions may arrive in one scan or in two.
+    let mut removed = std::collections::BTreeSet::new();
+    agent
+        .until(|r| {
+            removed.extend(r.removed.iter().cloned());
+            removed.len() == 2
+        })
+        .await;
+    let serving = agent.registry.get("default-sorter").unwrap();
+    assert_eq!(
+        serving.source(),
+        &Source::Builtin,
+        "falls back to the built-in"
+    );
+    assert!(agent.registry.get("extra-sorter").is_none());
+    agent.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_half_written_file_keeps_the_old_version_until_the_write_completes() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut agent, _) = Agent::start(dir.path()).await;
+    let path = dir.path().join("default-sorter.wasm");
+    std::fs::write(&path, &REVERSE_SORTER[..REVERSE_SORTER.len() / 3]).unwrap();
+    agent
+        .until(|r| r.failed.iter().any(|(name, _)| name == "default-sorter"))
+        .await;
+    assert_eq!(
+        agent.registry.get("default-sorter").unwrap().source(),
+        &Source::Builtin
+    );
+    assert_eq!(agent.sorts("default-sorter"), ["b", "c", "a"]);
+
+    std::fs::write(&path, REVERSE_SORTER).unwrap();
+    agent.until_loaded("default-sorter", REVERSE_SORTER).await;
+    agent.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn editor_leftovers_and_bad_files_never_replace_a_good_policy() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("default-sorter.wasm"), REVERSE_SORTER).unwrap();
+    let (mut agent, initial) = Agent::start(dir.path()).await;
+    assert_eq!(
+        initial.loaded,
+        [("default-sorter".to_owned(), Digest::of(REVERSE_SORTER))]
+    );
+
+    for leftover in [
+        ".default-sorter.wasm.swp",
+        "default-sorter.wasm~",
+        "#default-sorter.wasm#",
+    ] {
+        std::fs::write(dir.path().join(leftover), b"garbage").unwrap();
+    }
+    replace_by_rename(dir.path(), "default-sorter.wasm", TRAP_SORTER);
+    let report = agent.until(|r| !r.failed.is_empty()).await;
+    assert!(
+        matches!(report.failed.as_slice(), [(name, LoadError::Canary(_))] if name == "default-sorter"),
+        "{report:?}"
+    );
+    assert_eq!(
+        agent.sorts("default-sorter"),
+        ["c", "b", "a"],
+        "the good version still answers"
+    );
+    agent.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_configmap_style_data_symlink_swap_is_picked_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let publish = |generation: &str, bytes: &[u8]| {
+        std::fs::create_dir(root.join(generation)).unwrap();
+        std::fs::write(root.join(generation).join("default-sorter.wasm"), bytes).unwrap();
+        std::os::unix::fs::symlink(generation, root.join("..data_tmp")).unwrap();
+        std::fs::rename(root.join("..data_tmp"), root.join("..data")).unwrap();
+    };
+    publish("..2026_11_22_01", REVERSE_SORTER);
+    std::os::unix::fs::symlink(
+        "..data/default-sorter.wasm",
+        root.join("default-sorter.wasm"),
+    )
+    .unwrap();
+    let (mut agent, initial) = Agent::start(root).await;
+    assert_eq!(
+        initial.loaded,
+        [("default-sorter".to_owned(), Digest::of(REVERSE_SORTER))]
+    );
+
+    publish("..2026_11_22_02", FLAKY_SORTER);
+    std::fs::remove_dir_all(root.join("..2026_11_22_01")).unwrap();
+    agent.until_loaded("default-sorter", FLAKY_SORTER).await;
+    agent.stop().await;
+}
