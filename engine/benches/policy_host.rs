@@ -11,117 +11,36 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use vigil::clock::SystemClock;
-use vigil::policy::bindings as host;
 use vigil::policy::builtin::BUILTINS;
 use vigil::policy::reload::Reloader;
 use vigil::policy::{Digest, Host, Limits, LimitsTable, Registry, Source};
 
-/// The facts candidate `i` is made of, shared by the host and native inputs.
-fn facts(i: usize) -> (String, u8, i32, u64, u64) {
-    let qos = (i % 3) as u8;
+/// Name, QoS index, priority, usage and request (MiB) of candidate `i`.
+fn facts(i: usize) -> (String, usize, i32, u64, u64) {
     let priority = (i % 7) as i32 * 100;
-    let usage = (((i * 7919) % 2048) as u64) << 20;
-    let request = (((i * 104_729) % 1024) as u64) << 20;
-    (format!("pod-{i}"), qos, priority, usage, request)
+    let usage_mib = ((i * 7919) % 2048) as u64;
+    let request_mib = ((i * 104_729) % 1024) as u64;
+    (format!("pod-{i}"), i % 3, priority, usage_mib, request_mib)
 }
 
-fn host_candidates(n: usize) -> Vec<host::Candidate> {
-    (0..n)
-        .map(|i| {
-            let (name, qos, priority, usage, request) = facts(i);
-            host::Candidate {
-                pod: host::Pod {
-                    uid: format!("uid-{name}"),
-                    namespace: "bench".into(),
-                    name,
-                    qos: [
-                        host::QosClass::BestEffort,
-                        host::QosClass::Burstable,
-                        host::QosClass::Guaranteed,
-                    ][qos as usize],
-                    priority,
-                    labels: vec![host::KeyValue {
-                        key: "app".into(),
-                        value: "bench".into(),
-                    }],
-                    annotations: vec![],
-                    requests: host::Resources {
-                        memory_bytes: request,
-                        cpu_millis: 100,
-                    },
-                    limits: host::Resources {
-                        memory_bytes: 0,
-                        cpu_millis: 0,
-                    },
-                    usage: host::Usage {
-                        memory_working_set_bytes: usage,
-                        memory_rss_bytes: usage,
-                        cpu_millis: 10,
-                        ephemeral_storage_bytes: 0,
-                        pids: 4,
-                    },
-                    start_time_ms: 0,
-                    owner_kind: Some("ReplicaSet".into()),
-                    is_static: false,
-                    is_mirror: false,
-                    is_critical: i % 97 == 0,
-                    pdb_disruptions_allowed: None,
-                },
-                strategy: "bench".into(),
-                reason: "bench".into(),
-            }
-        })
-        .collect()
-}
-
-fn native_candidates(n: usize) -> Vec<default_sorter::Candidate> {
-    use default_sorter as native;
-    (0..n)
-        .map(|i| {
-            let (name, qos, priority, usage, request) = facts(i);
-            native::Candidate {
-                pod: native::Pod {
-                    uid: format!("uid-{name}"),
-                    namespace: "bench".into(),
-                    name,
-                    qos: [
-                        native::QosClass::BestEffort,
-                        native::QosClass::Burstable,
-                        native::QosClass::Guaranteed,
-                    ][qos as usize],
-                    priority,
-                    labels: vec![native::KeyValue {
-                        key: "app".into(),
-                        value: "bench".into(),
-                    }],
-                    annotations: vec![],
-                    requests: native::Resources {
-                        memory_bytes: request,
-                        cpu_millis: 100,
-                    },
-                    limits: native::Resources {
-                        memory_bytes: 0,
-                        cpu_millis: 0,
-                    },
-                    usage: native::Usage {
-                        memory_working_set_bytes: usage,
-                        memory_rss_bytes: usage,
-                        cpu_millis: 10,
-                        ephemeral_storage_bytes: 0,
-                        pids: 4,
-                    },
-                    start_time_ms: 0,
-                    owner_kind: Some("ReplicaSet".into()),
-                    is_static: false,
-                    is_mirror: false,
-                    is_critical: i % 97 == 0,
-                    pdb_disruptions_allowed: None,
-                },
-                strategy: "bench".into(),
-                reason: "bench".into(),
-            }
-        })
-        .collect()
+/// `n` candidates built from [`facts`], of the `Candidate` type in module `$types`
+/// (the host's bindings or the natively compiled sorter's).
+macro_rules! candidates {
+    ($($types:ident)::+, $n:expr) => {{
+        use $($types)::+::{Candidate, Pod, QosClass, Resources, Usage};
+        (0..$n)
+            .map(|i| {
+                let (name, qos, priority, usage_mib, request_mib) = facts(i);
+                let qos = [QosClass::BestEffort, QosClass::Burstable, QosClass::Guaranteed][qos];
+                let pod = policy_kit::pod!(&name, qos, priority: priority, usage_mib: usage_mib, request_mib: request_mib);
+                Candidate {
+                    pod: Pod { is_critical: i % 97 == 0, ..pod },
+                    strategy: "bench".into(),
+                    reason: "bench".into(),
+                }
+            })
+            .collect::<Vec<Candidate>>()
+    }};
 }
 
 /// Median duration of `run` over enough repetitions to fill about 300 ms.
@@ -167,7 +86,10 @@ fn sorter_ratios(host: &Host) {
         "candidates", "native", "component", "ratio"
     );
     for n in [10, 100, 1000, 10_000] {
-        let (hosted, native) = (host_candidates(n), native_candidates(n));
+        let (hosted, native) = (
+            candidates!(vigil::policy::bindings, n),
+            candidates!(default_sorter, n),
+        );
         let native_time = median(|| {
             std::hint::black_box(default_sorter::sort(&native, "{}").expect("sorts"));
         });
@@ -229,7 +151,7 @@ async fn reload_latency(dir: &Path) {
         }
         let policy = registry.get("default-sorter").expect("serves");
         policy
-            .sort(&host_candidates(10), "{}")
+            .sort(&candidates!(vigil::policy::bindings, 10), "{}")
             .expect("no fault")
             .expect("sorts");
         samples.push(started.elapsed());

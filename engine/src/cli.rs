@@ -4,7 +4,7 @@ use crate::clock::SystemClock;
 use crate::policy::builtin::BUILTINS;
 use crate::policy::check::{check_bytes, check_file};
 use crate::policy::reload::Reloader;
-use crate::policy::{Host, LimitsTable, Registry};
+use crate::policy::{Host, LimitsTable, Registry, Source};
 use crate::report::Chain;
 use anyhow::{Context, bail};
 use clap::{Parser, Subcommand};
@@ -70,7 +70,13 @@ fn check(files: &[PathBuf], builtin: bool) -> anyhow::Result<()> {
     let builtins = BUILTINS.iter().filter(|_| builtin).map(|(name, bytes)| {
         (
             format!("builtin:{name}"),
-            check_bytes(&host, format!("builtin:{name}"), name, (*bytes).into()),
+            check_bytes(
+                &host,
+                format!("builtin:{name}"),
+                name,
+                (*bytes).into(),
+                Source::Builtin,
+            ),
         )
     });
     let files = files

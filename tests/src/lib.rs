@@ -73,36 +73,7 @@ pub fn registry(state_dir: Option<std::path::PathBuf>) -> (Arc<Registry>, Arc<Ma
 /// A best-effort candidate named `name` using `usage_mib` of memory.
 pub fn candidate(name: &str, usage_mib: u64) -> Candidate {
     Candidate {
-        pod: Pod {
-            uid: format!("uid-{name}"),
-            namespace: "default".into(),
-            name: name.into(),
-            qos: QosClass::BestEffort,
-            priority: 0,
-            labels: vec![],
-            annotations: vec![],
-            requests: Resources {
-                memory_bytes: 0,
-                cpu_millis: 0,
-            },
-            limits: Resources {
-                memory_bytes: 0,
-                cpu_millis: 0,
-            },
-            usage: Usage {
-                memory_working_set_bytes: usage_mib << 20,
-                memory_rss_bytes: usage_mib << 20,
-                cpu_millis: 0,
-                ephemeral_storage_bytes: 0,
-                pids: 1,
-            },
-            start_time_ms: 0,
-            owner_kind: None,
-            is_static: false,
-            is_mirror: false,
-            is_critical: false,
-            pdb_disruptions_allowed: None,
-        },
+        pod: policy_kit::pod!(name, QosClass::BestEffort, priority: 0, usage_mib: usage_mib, request_mib: 0),
         strategy: "test".into(),
         reason: "test".into(),
     }

@@ -78,8 +78,9 @@ pub fn check_bytes(
     origin: String,
     name: &str,
     bytes: Arc<[u8]>,
+    source: Source,
 ) -> Result<CheckReport, LoadError> {
-    let policy = host.load(name, bytes, Source::Builtin, Limits::default())?;
+    let policy = host.load(name, bytes, source, Limits::default())?;
     canary::run(&policy, "{}").map_err(LoadError::Canary)?;
     Ok(CheckReport::new(origin, &policy))
 }
@@ -97,5 +98,12 @@ pub fn check_file(host: &Host, path: &Path) -> Result<CheckReport, LoadError> {
         .file_stem()
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_default();
-    check_bytes(host, path.display().to_string(), &name, bytes.into())
+    let source = Source::File(path.to_owned());
+    check_bytes(
+        host,
+        path.display().to_string(),
+        &name,
+        bytes.into(),
+        source,
+    )
 }

@@ -189,6 +189,20 @@ impl Policy {
         })
     }
 
+    /// The policy's answer, once `check` has found it within the contract; a
+    /// fault of the call or of the check is counted.
+    fn checked<T, E>(
+        &self,
+        outcome: Result<Result<T, E>, Fault>,
+        check: impl FnOnce(&T) -> Result<(), Fault>,
+    ) -> Outcome<T, E> {
+        let answer = self.counted(outcome)?;
+        if let Ok(value) = &answer {
+            self.counted(check(value))?;
+        }
+        Ok(answer)
+    }
+
     /// Asks an eviction strategy to judge `snapshot`.
     ///
     /// # Errors
@@ -198,18 +212,15 @@ impl Policy {
         let Pre::Strategy(pre) = &self.parts.pre else {
             return Err(self.wrong_world(World::EvictionStrategy));
         };
-        let answer = self.counted(self.call(
+        let outcome = self.call(
             |store| pre.instantiate(store),
             |instance, store| {
                 instance
                     .vigil_policy_strategy()
                     .call_evaluate(store, snapshot)
             },
-        ))?;
-        if let Ok(decision) = &answer {
-            self.counted(validate::decision(snapshot, decision))?;
-        }
-        Ok(answer)
+        );
+        self.checked(outcome, |decision| validate::decision(snapshot, decision))
     }
 
     /// Asks an eviction strategy for at most `n` victims for `scope`.
@@ -225,18 +236,15 @@ impl Policy {
         let Pre::Strategy(pre) = &self.parts.pre else {
             return Err(self.wrong_world(World::EvictionStrategy));
         };
-        let answer = self.counted(self.call(
+        let outcome = self.call(
             |store| pre.instantiate(store),
             |instance, store| {
                 instance
                     .vigil_policy_strategy()
                     .call_top_victims(store, snapshot, scope, n)
             },
-        ))?;
-        if let Ok(victims) = &answer {
-            self.counted(validate::victims(snapshot, n, victims))?;
-        }
-        Ok(answer)
+        );
+        self.checked(outcome, |victims| validate::victims(snapshot, n, victims))
     }
 
     /// Asks a candidate sorter to validate and order `candidates`.
@@ -247,18 +255,15 @@ impl Policy {
         let Pre::Sorter(pre) = &self.parts.pre else {
             return Err(self.wrong_world(World::CandidateSorter));
         };
-        let answer = self.counted(self.call(
+        let outcome = self.call(
             |store| pre.instantiate(store),
             |instance, store| {
                 instance
                     .vigil_policy_sorter()
                     .call_sort(store, candidates, config)
             },
-        ))?;
-        if let Ok(sorted) = &answer {
-            self.counted(validate::sorted(candidates.len(), sorted))?;
-        }
-        Ok(answer)
+        );
+        self.checked(outcome, |sorted| validate::sorted(candidates.len(), sorted))
     }
 
     /// Asks a config merger to merge `layers` into one JSON object.

@@ -1,36 +1,7 @@
 use super::*;
 
 fn pod(name: &str, qos: QosClass, priority: i32, usage_mi: u64, request_mi: u64) -> Pod {
-    Pod {
-        uid: format!("uid-{name}"),
-        namespace: "default".into(),
-        name: name.into(),
-        qos,
-        priority,
-        labels: vec![],
-        annotations: vec![],
-        requests: Resources {
-            memory_bytes: request_mi << 20,
-            cpu_millis: 0,
-        },
-        limits: Resources {
-            memory_bytes: 0,
-            cpu_millis: 0,
-        },
-        usage: Usage {
-            memory_working_set_bytes: usage_mi << 20,
-            memory_rss_bytes: usage_mi << 20,
-            cpu_millis: 0,
-            ephemeral_storage_bytes: 0,
-            pids: 1,
-        },
-        start_time_ms: 0,
-        owner_kind: None,
-        is_static: false,
-        is_mirror: false,
-        is_critical: false,
-        pdb_disruptions_allowed: None,
-    }
+    policy_kit::pod!(name, qos, priority: priority, usage_mib: usage_mi, request_mib: request_mi)
 }
 
 fn candidate(pod: Pod) -> Candidate {

@@ -3,6 +3,8 @@
 //!
 //! - [`memory_rank`]: the kubelet's ranking of pods under memory pressure.
 //! - [`Amount`]: thresholds written as Kubernetes quantities or percentages.
+//! - [`pod!`]: a sample pod record, for tests and canaries on either side of
+//!   the component boundary.
 
 use std::cmp::Ordering;
 
@@ -97,6 +99,49 @@ pub fn parse_quantity(text: &str) -> Result<u64, String> {
     value
         .checked_mul(multiplier)
         .ok_or_else(|| format!("`{text}` is too large"))
+}
+
+/// Builds a `Pod` record of whichever generated `Pod`, `Resources` and
+/// `Usage` types are in scope: every binding of `vigil:policy/types`, host or
+/// guest, has the same shape. Memory figures are in MiB; the pod is in
+/// namespace `default` with UID `uid-NAME`, and every field not named is
+/// empty, zero or false.
+#[macro_export]
+macro_rules! pod {
+    ($name:expr, $qos:expr, priority: $priority:expr, usage_mib: $usage:expr, request_mib: $request:expr) => {{
+        let name: &str = $name;
+        let (usage, request): (u64, u64) = ($usage, $request);
+        Pod {
+            uid: format!("uid-{name}"),
+            namespace: "default".into(),
+            name: name.into(),
+            qos: $qos,
+            priority: $priority,
+            labels: vec![],
+            annotations: vec![],
+            requests: Resources {
+                memory_bytes: request << 20,
+                cpu_millis: 0,
+            },
+            limits: Resources {
+                memory_bytes: 0,
+                cpu_millis: 0,
+            },
+            usage: Usage {
+                memory_working_set_bytes: usage << 20,
+                memory_rss_bytes: usage << 20,
+                cpu_millis: 0,
+                ephemeral_storage_bytes: 0,
+                pids: 1,
+            },
+            start_time_ms: 0,
+            owner_kind: None,
+            is_static: false,
+            is_mirror: false,
+            is_critical: false,
+            pdb_disruptions_allowed: None,
+        }
+    }};
 }
 
 #[cfg(test)]

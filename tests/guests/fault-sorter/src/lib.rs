@@ -17,7 +17,8 @@ pub mod bindings {
 
 use bindings::exports::vigil::policy::sorter::{Candidate, Guest, Sorted};
 
-struct FaultSorter;
+/// The sorter; exported only when built as a component.
+pub struct FaultSorter;
 
 impl Guest for FaultSorter {
     fn sort(candidates: Vec<Candidate>, _config: String) -> Result<Sorted, String> {
@@ -54,4 +55,5 @@ impl Guest for FaultSorter {
     }
 }
 
+#[cfg(target_arch = "wasm32")]
 bindings::export!(FaultSorter with_types_in bindings);
