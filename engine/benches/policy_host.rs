@@ -82,8 +82,8 @@ fn sorter_ratios(host: &Host) {
         .expect("default sorter loads");
     println!("default sorter: component vs native (median per sort)");
     println!(
-        "{:>10} {:>14} {:>14} {:>8}",
-        "candidates", "native", "component", "ratio"
+        "{:>10} {:>12} {:>14} {:>12} {:>14} {:>8} {:>13}",
+        "candidates", "native", "native+clone", "component", "of it, copy", "ratio", "ratio/clone"
     );
     for n in [10, 100, 1000, 10_000] {
         let (hosted, native) = (
@@ -93,6 +93,10 @@ fn sorter_ratios(host: &Host) {
         let native_time = median(|| {
             std::hint::black_box(default_sorter::sort(&native, "{}").expect("sorts"));
         });
+        let native_clone = median(|| {
+            let owned = std::hint::black_box(native.clone());
+            std::hint::black_box(default_sorter::sort(&owned, "{}").expect("sorts"));
+        });
         let component_time = median(|| {
             std::hint::black_box(
                 policy
@@ -101,11 +105,25 @@ fn sorter_ratios(host: &Host) {
                     .expect("sorts"),
             );
         });
-        let ratio = component_time.as_secs_f64() / native_time.as_secs_f64();
+        // The same call with a config the sorter refuses at once: the
+        // candidates still cross the boundary, but nothing is sorted.
+        let crossing = median(|| {
+            std::hint::black_box(
+                policy
+                    .sort(&hosted, "[]")
+                    .expect("no fault")
+                    .expect_err("refuses"),
+            );
+        });
+        let ratio = |base: Duration| component_time.as_secs_f64() / base.as_secs_f64();
         println!(
-            "{n:>10} {:>14} {:>14} {ratio:>7.2}x",
+            "{n:>10} {:>12} {:>14} {:>12} {:>14} {:>7.2}x {:>12.2}x",
             micros(native_time),
-            micros(component_time)
+            micros(native_clone),
+            micros(component_time),
+            micros(crossing),
+            ratio(native_time),
+            ratio(native_clone)
         );
     }
     let empty = median(|| {

@@ -41,3 +41,22 @@ impl LimitsTable {
         self.overrides.get(name).copied().unwrap_or(self.default)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_override_applies_to_its_policy_only() {
+        let tight = Limits {
+            deadline: Duration::from_millis(10),
+            ..Limits::default()
+        };
+        let table = LimitsTable {
+            default: Limits::default(),
+            overrides: [("js-sorter".to_owned(), tight)].into(),
+        };
+        assert_eq!(table.for_policy("js-sorter"), tight);
+        assert_eq!(table.for_policy("default-sorter"), Limits::default());
+    }
+}
