@@ -20,6 +20,15 @@ fn main() {
         ("VIGIL_GUEST_BAD_INDEX_SORTER", sorter(&["bad-index"])),
         ("VIGIL_GUEST_FLAKY_SORTER", sorter(&["flaky"])),
         (
+            "VIGIL_GUEST_SCRIPTED_STRATEGY",
+            Guest {
+                dir: "tests/guests/scripted-strategy",
+                package: "scripted-strategy",
+                is_bin: false,
+                features: &[],
+            },
+        ),
+        (
             "VIGIL_GUEST_NOT_A_POLICY",
             Guest {
                 dir: "tests/guests/not-a-policy",

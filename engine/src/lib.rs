@@ -5,10 +5,12 @@
 //! Where to start:
 //! - [`policy`]: the policy host — loading, sandboxing, calling, hot reload,
 //!   trial and rollback;
+//! - [`eviction`]: the eviction loop — strategies, thresholds, the kill queue;
 //! - [`cli`]: the `vigil` command line (`main.rs` only calls [`cli::run`]).
 
 pub mod cli;
 pub mod clock;
+pub mod eviction;
 pub mod fsutil;
 pub mod policy;
 pub mod report;

@@ -20,6 +20,8 @@ pub const TRAP_SORTER: &[u8] = include_bytes!(env!("VIGIL_GUEST_TRAP_SORTER"));
 pub const BAD_INDEX_SORTER: &[u8] = include_bytes!(env!("VIGIL_GUEST_BAD_INDEX_SORTER"));
 /// A reverse sorter that panics when a candidate is named `trigger-fault`.
 pub const FLAKY_SORTER: &[u8] = include_bytes!(env!("VIGIL_GUEST_FLAKY_SORTER"));
+/// An eviction strategy that answers what its config says (see its crate docs).
+pub const SCRIPTED_STRATEGY: &[u8] = include_bytes!(env!("VIGIL_GUEST_SCRIPTED_STRATEGY"));
 /// A WASI command component: no policy world at all.
 pub const NOT_A_POLICY: &[u8] = include_bytes!(env!("VIGIL_GUEST_NOT_A_POLICY"));
 

@@ -204,6 +204,11 @@ impl Registry {
         self.serving.load().get(name).cloned()
     }
 
+    /// The built-in version of `name`, whatever serves under that name now.
+    pub fn builtin(&self, name: &str) -> Option<Arc<Policy>> {
+        self.lock().builtins.get(name).cloned()
+    }
+
     /// Every serving policy of `world`, by name.
     pub fn of_world(&self, world: World) -> Vec<Arc<Policy>> {
         self.serving

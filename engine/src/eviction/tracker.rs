@@ -1,0 +1,155 @@
+//! Bookkeeping across cycles: when each threshold was first seen met (for
+//! grace periods) and when each condition was last seen (for the transition
+//! period during which it is still reported).
+
+use crate::policy::bindings::{MetLevel, Threshold};
+use std::collections::BTreeMap;
+use std::time::{Duration, SystemTime};
+
+/// A threshold a strategy reported met this cycle.
+#[derive(Debug, Clone)]
+pub struct MetThreshold {
+    /// The strategy that reported it.
+    pub strategy: String,
+    /// What it reported.
+    pub threshold: Threshold,
+    /// When it was first seen met at this level, in an unbroken run of cycles.
+    pub since: SystemTime,
+    /// Whether it has held for its grace period.
+    pub past_grace: bool,
+}
+
+/// A node condition currently reported.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ActiveCondition {
+    /// Condition type, e.g. `MemoryPressure`.
+    pub name: String,
+    /// Taint effects to apply while it holds.
+    pub effects: Vec<String>,
+    /// When it was last observed.
+    pub last_observed: SystemTime,
+}
+
+/// First-observed and last-observed times, carried from cycle to cycle.
+#[derive(Debug, Default)]
+pub struct Tracker {
+    first_met: BTreeMap<(String, u8), SystemTime>,
+    conditions: BTreeMap<String, ActiveCondition>,
+}
+
+fn level_key(met: MetLevel) -> u8 {
+    match met {
+        MetLevel::NotMet => 0,
+        MetLevel::Soft => 1,
+        MetLevel::Hard => 2,
+    }
+}
+
+impl Tracker {
+    /// Records this cycle's thresholds (by strategy) and returns the met ones,
+    /// hard before soft. A threshold not reported met this cycle starts its
+    /// grace period afresh next time.
+    pub fn observe(
+        &mut self,
+        now: SystemTime,
+        thresholds: &[(String, Threshold)],
+    ) -> Vec<MetThreshold> {
+        let mut first_met = BTreeMap::new();
+        let mut met = Vec::new();
+        for (strategy, threshold) in thresholds.iter().filter(|(_, t)| t.met != MetLevel::NotMet) {
+            let key = (strategy.clone(), level_key(threshold.met));
+            let since = self.first_met.get(&key).copied().unwrap_or(now);
+            first_met.insert(key, since);
+            let held = now.duration_since(since).unwrap_or_default();
+            met.push(MetThreshold {
+                strategy: strategy.clone(),
+                threshold: threshold.clone(),
+                since,
+                past_grace: held >= Duration::from_secs(threshold.grace_period_seconds),
+            });
+            if let Some(condition) = &threshold.condition {
+                let active = ActiveCondition {
+                    name: condition.name.clone(),
+                    effects: condition.effects.clone(),
+                    last_observed: now,
+                };
+                self.conditions.insert(condition.name.clone(), active);
+            }
+        }
+        self.first_met = first_met;
+        met.sort_by_key(|m| std::cmp::Reverse(level_key(m.threshold.met)));
+        met
+    }
+
+    /// The conditions observed within the last `transition` before `now`.
+    pub fn conditions(&self, now: SystemTime, transition: Duration) -> Vec<ActiveCondition> {
+        self.conditions
+            .values()
+            .filter(|c| now.duration_since(c.last_observed).unwrap_or_default() < transition)
+            .cloned()
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::bindings::Condition;
+
+    fn threshold(met: MetLevel, grace: u64) -> Threshold {
+        Threshold {
+            met,
+            scope: "memory".into(),
+            signal: "memory.available".into(),
+            observed: 1.0,
+            threshold: 2.0,
+            grace_period_seconds: grace,
+            condition: Some(Condition {
+                name: "MemoryPressure".into(),
+                effects: vec![],
+            }),
+        }
+    }
+
+    #[test]
+    fn grace_counts_from_the_first_cycle_of_an_unbroken_run() {
+        let t0 = SystemTime::UNIX_EPOCH;
+        let at = |s| t0 + Duration::from_secs(s);
+        let mut tracker = Tracker::default();
+        let soft = vec![("mem".to_owned(), threshold(MetLevel::Soft, 30))];
+        assert!(!tracker.observe(at(0), &soft)[0].past_grace);
+        assert!(!tracker.observe(at(25), &soft)[0].past_grace);
+        assert!(tracker.observe(at(30), &soft)[0].past_grace);
+        // A cycle without the threshold resets its grace period.
+        assert!(
+            tracker
+                .observe(
+                    at(35),
+                    &[("mem".to_owned(), threshold(MetLevel::NotMet, 0))]
+                )
+                .is_empty()
+        );
+        let again = tracker.observe(at(40), &soft);
+        assert_eq!((again[0].since, again[0].past_grace), (at(40), false));
+    }
+
+    #[test]
+    fn conditions_linger_for_the_transition_period() {
+        let t0 = SystemTime::UNIX_EPOCH;
+        let mut tracker = Tracker::default();
+        tracker.observe(t0, &[("mem".to_owned(), threshold(MetLevel::Hard, 0))]);
+        tracker.observe(t0 + Duration::from_secs(10), &[]);
+        let period = Duration::from_secs(300);
+        assert_eq!(
+            tracker
+                .conditions(t0 + Duration::from_secs(299), period)
+                .len(),
+            1
+        );
+        assert!(
+            tracker
+                .conditions(t0 + Duration::from_secs(300), period)
+                .is_empty()
+        );
+    }
+}

@@ -1,0 +1,99 @@
+//! Test guest: an eviction strategy that answers what its config says, so the
+//! eviction manager can be driven through every path.
+//!
+//! Config (JSON), every field optional:
+//! `{"met": "hard"|"soft"|"not-met", "grace": 0, "scope": "script",
+//!   "force": ["uid", ...], "soft": ["uid", ...], "victims": ["uid", ...],
+//!   "trapOnPod": "name"}`.
+//! Like any stateless strategy it only names pods the snapshot offers.
+//! `victims` orders `top-victims` (default: the snapshot's order). It traps
+//! whenever the snapshot holds a pod named `trapOnPod`.
+
+/// Bindings generated from the `eviction-strategy` world.
+#[allow(missing_docs)]
+pub mod bindings {
+    wit_bindgen::generate!({ path: "../../../wit", world: "eviction-strategy" });
+}
+
+use bindings::exports::vigil::policy::strategy::{
+    Decision, Eviction, Guest, MetLevel, Snapshot, Threshold,
+};
+use serde_json::Value;
+
+fn config(snapshot: &Snapshot) -> Result<Value, String> {
+    serde_json::from_str(&snapshot.config).map_err(|e| format!("config: {e}"))
+}
+
+/// The UIDs listed in `field` that the snapshot offers, in listed order.
+fn uids(snapshot: &Snapshot, config: &Value, field: &str) -> Vec<String> {
+    let offered = |uid: &&str| snapshot.pods.iter().any(|p| p.uid == *uid);
+    let listed = config[field]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str);
+    listed.filter(offered).map(str::to_owned).collect()
+}
+
+fn evictions(uids: Vec<String>) -> Vec<Eviction> {
+    uids.into_iter()
+        .map(|uid| Eviction {
+            reason: format!("scripted eviction of {uid}"),
+            uid,
+            grace_period_seconds: None,
+        })
+        .collect()
+}
+
+fn trap_if_triggered(snapshot: &Snapshot, config: &Value) {
+    let trigger = config["trapOnPod"].as_str();
+    if snapshot
+        .pods
+        .iter()
+        .any(|p| Some(p.name.as_str()) == trigger)
+    {
+        panic!("scripted-strategy met its trigger");
+    }
+}
+
+/// The strategy; exported only when built as a component.
+pub struct Scripted;
+
+impl Guest for Scripted {
+    fn evaluate(snapshot: Snapshot) -> Result<Decision, String> {
+        let config = config(&snapshot)?;
+        trap_if_triggered(&snapshot, &config);
+        let met = match config["met"].as_str().unwrap_or("not-met") {
+            "hard" => MetLevel::Hard,
+            "soft" => MetLevel::Soft,
+            _ => MetLevel::NotMet,
+        };
+        Ok(Decision {
+            threshold: Threshold {
+                met,
+                scope: config["scope"].as_str().unwrap_or("script").to_owned(),
+                signal: "script".into(),
+                observed: 0.0,
+                threshold: 0.0,
+                grace_period_seconds: config["grace"].as_u64().unwrap_or(0),
+                condition: None,
+            },
+            soft_candidates: evictions(uids(&snapshot, &config, "soft")),
+            force_evictions: evictions(uids(&snapshot, &config, "force")),
+        })
+    }
+
+    fn top_victims(snapshot: Snapshot, _scope: String, n: u32) -> Result<Vec<Eviction>, String> {
+        let config = config(&snapshot)?;
+        trap_if_triggered(&snapshot, &config);
+        let mut order = uids(&snapshot, &config, "victims");
+        if order.is_empty() {
+            order = snapshot.pods.iter().map(|p| p.uid.clone()).collect();
+        }
+        order.truncate(n as usize);
+        Ok(evictions(order))
+    }
+}
+
+#[cfg(target_arch = "wasm32")]
+bindings::export!(Scripted with_types_in bindings);

@@ -1,0 +1,344 @@
+//! The eviction manager with the real policies, a scripted strategy and a
+//! recording killer, on virtual time: exact victims at exact cycles.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+use vigil::clock::{Clock, ManualClock};
+use vigil::eviction::{
+    CycleReport, EvictionManager, EvictionSettings, KillError, NodeState, PolicySettings,
+    RecordingKiller,
+};
+use vigil::policy::bindings::{Pod, QosClass, Resources, Signal, Usage};
+use vigil::policy::{Registry, Source};
+use vigil_tests::*;
+
+struct Node {
+    registry: Arc<Registry>,
+    clock: Arc<ManualClock>,
+    killer: Arc<RecordingKiller>,
+    manager: EvictionManager,
+    pods: Vec<Pod>,
+    available_mib: u64,
+}
+
+fn pod(name: &str, qos: QosClass, usage_mib: u64, request_mib: u64) -> Pod {
+    policy_kit::pod!(name, qos, priority: 0, usage_mib: usage_mib, request_mib: request_mib)
+}
+
+/// The pods most tests use; `hog` is the kubelet's first choice once the
+/// critical pod is refused.
+fn pods() -> Vec<Pod> {
+    vec![
+        Pod {
+            is_critical: true,
+            ..pod("critical-hog", QosClass::BestEffort, 900, 0)
+        },
+        pod("hog", QosClass::BestEffort, 600, 0),
+        pod("within-request", QosClass::Burstable, 50, 100),
+        pod("steady", QosClass::Guaranteed, 200, 200),
+    ]
+}
+
+fn settings(policies: &[(&str, PolicySettings)]) -> EvictionSettings {
+    let policies: BTreeMap<String, PolicySettings> = policies
+        .iter()
+        .map(|(n, s)| ((*n).to_owned(), s.clone()))
+        .collect();
+    EvictionSettings {
+        policies,
+        ..EvictionSettings::default()
+    }
+}
+
+fn config(json: &str) -> PolicySettings {
+    PolicySettings {
+        config: json.into(),
+        ..PolicySettings::default()
+    }
+}
+
+impl Node {
+    fn new(settings: EvictionSettings, extra: &[(&str, &[u8])]) -> Self {
+        let (registry, clock) = registry(None);
+        for (name, bytes) in extra {
+            let policy = registry
+                .prepare(name, Arc::from(*bytes), Source::Builtin)
+                .expect("loads");
+            registry.install(policy);
+        }
+        let killer = Arc::new(RecordingKiller::default());
+        let manager = EvictionManager::new(Arc::clone(&registry), settings, killer.clone());
+        Self {
+            registry,
+            clock,
+            killer,
+            manager,
+            pods: pods(),
+            available_mib: 4096,
+        }
+    }
+
+    fn cycle(&mut self) -> CycleReport {
+        let signal = Signal {
+            name: "memory.available".into(),
+            value: (self.available_mib << 20) as f64,
+            capacity: Some((8192u64 << 20) as f64),
+        };
+        let node = NodeState {
+            signals: vec![signal],
+            pods: self.pods.clone(),
+        };
+        let report = self.manager.cycle(self.clock.now(), &node);
+        self.clock.advance(Duration::from_secs(5));
+        report
+    }
+
+    /// The evicted pods disappear, as they do once terminated.
+    fn finish_evictions(&mut self) {
+        let evicted: Vec<String> = self
+            .killer
+            .evicted()
+            .into_iter()
+            .map(|(_, v)| v.pod.uid)
+            .collect();
+        self.pods.retain(|p| !evicted.contains(&p.uid));
+    }
+}
+
+fn names(victims: &[vigil::eviction::Victim]) -> Vec<&str> {
+    victims.iter().map(|v| v.pod.name.as_str()).collect()
+}
+
+#[test]
+fn hard_pressure_evicts_the_kubelet_ranked_pod_never_a_critical_one_and_waits_for_it() {
+    let mut node = Node::new(EvictionSettings::default(), &[]);
+    node.available_mib = 50;
+    let first = node.cycle();
+    assert_eq!(names(&first.started), ["hog"], "{first:?}");
+    assert_eq!(first.conditions[0].name, "MemoryPressure");
+
+    let second = node.cycle();
+    assert!(
+        second.started.is_empty(),
+        "the hog is still terminating: {second:?}"
+    );
+    assert!(
+        second
+            .skipped
+            .iter()
+            .any(|s| s.contains("reclaim in progress")),
+        "{:?}",
+        second.skipped
+    );
+
+    node.finish_evictions();
+    let third = node.cycle();
+    assert_eq!(names(&third.gone), ["hog"]);
+    // Nobody else exceeds its request; the larger usage above request goes next.
+    assert_eq!(names(&third.started), ["steady"]);
+    let evicted: Vec<_> = node
+        .killer
+        .evicted()
+        .into_iter()
+        .map(|(_, v)| v.pod.name)
+        .collect();
+    assert!(!evicted.contains(&"critical-hog".to_owned()));
+}
+
+#[test]
+fn a_soft_threshold_with_a_30s_grace_period_evicts_at_30s_not_25s() {
+    let memory = config(r#"{"hard":"10Mi","soft":"500Mi","softGracePeriodSeconds":30}"#);
+    let mut node = Node::new(settings(&[("memory-pressure", memory)]), &[]);
+    node.available_mib = 300;
+    let start = node.clock.now();
+    for second in (0..30).step_by(5) {
+        let report = node.cycle();
+        assert!(report.started.is_empty(), "evicted at {second}s");
+        assert!(!report.thresholds[0].past_grace);
+    }
+    let report = node.cycle();
+    assert_eq!(names(&report.started), ["hog"]);
+    let (when, _) = &node.killer.evicted()[0];
+    assert_eq!(when.duration_since(start).unwrap(), Duration::from_secs(30));
+}
+
+#[test]
+fn the_burst_is_never_exceeded_and_the_rest_waits_its_turn() {
+    let uids: Vec<String> = (0..5).map(|i| format!("\"uid-p{i}\"")).collect();
+    let script = config(&format!(r#"{{"force":[{}]}}"#, uids.join(",")));
+    let mut node = Node::new(
+        settings(&[("script", script)]),
+        &[("script", SCRIPTED_STRATEGY)],
+    );
+    node.pods = (0..5)
+        .map(|i| pod(&format!("p{i}"), QosClass::BestEffort, 10, 0))
+        .collect();
+    let first = node.cycle();
+    assert_eq!(names(&first.started), ["p0", "p1", "p2"]);
+    assert_eq!(first.deferred.len(), 2);
+    assert!(first.deferred[0].1.contains("burst of 3"));
+    let second = node.cycle();
+    assert_eq!(names(&second.started), ["p3", "p4"]);
+    assert!(node.cycle().started.is_empty(), "nothing is evicted twice");
+}
+
+#[test]
+fn hard_evictions_go_first_and_a_terminating_soft_victim_never_blocks_them() {
+    let script = config(r#"{"soft":["uid-within-request"]}"#);
+    let settings = EvictionSettings {
+        burst: 1,
+        ..settings(&[("script", script)])
+    };
+    let mut node = Node::new(settings, &[("script", SCRIPTED_STRATEGY)]);
+    // Calm memory: the soft candidate goes, and stays terminating.
+    assert_eq!(names(&node.cycle().started), ["within-request"]);
+    // Now hard pressure: the hard victim goes at once, not after the soft one.
+    node.available_mib = 50;
+    let report = node.cycle();
+    assert_eq!(names(&report.started), ["hog"], "{report:?}");
+}
+
+#[test]
+fn with_one_eviction_allowed_the_hard_victim_wins_over_a_soft_candidate() {
+    let script = config(r#"{"soft":["uid-within-request"]}"#);
+    let settings = EvictionSettings {
+        burst: 1,
+        ..settings(&[("script", script)])
+    };
+    let mut node = Node::new(settings, &[("script", SCRIPTED_STRATEGY)]);
+    node.available_mib = 50;
+    let report = node.cycle();
+    assert_eq!(names(&report.started), ["hog"]);
+    assert_eq!(
+        report
+            .deferred
+            .iter()
+            .map(|(v, _)| v.pod.name.as_str())
+            .collect::<Vec<_>>(),
+        ["within-request"]
+    );
+}
+
+#[test]
+fn a_strategy_that_traps_is_skipped_while_the_others_act() {
+    let script = config(&format!(
+        r#"{{"force":["uid-steady"],"trapOnPod":"{TRIGGER}"}}"#
+    ));
+    let mut node = Node::new(
+        settings(&[("script", script)]),
+        &[("script", SCRIPTED_STRATEGY)],
+    );
+    assert_eq!(names(&node.cycle().started), ["steady"]);
+    node.finish_evictions();
+    node.pods.push(pod(TRIGGER, QosClass::Guaranteed, 1, 1));
+    node.available_mib = 50;
+    let report = node.cycle();
+    assert!(
+        report
+            .skipped
+            .iter()
+            .any(|s| s.starts_with("strategy script skipped: trapped")),
+        "{:?}",
+        report.skipped
+    );
+    assert_eq!(
+        names(&report.started),
+        ["hog"],
+        "memory-pressure still acts"
+    );
+    assert!(
+        node.registry.get("script").is_none(),
+        "it failed on trial with nothing to fall back to"
+    );
+}
+
+#[test]
+fn a_failing_sorter_makes_soft_candidates_wait_while_hard_victims_use_the_builtin_sorter() {
+    let script = config(&format!(r#"{{"soft":["uid-{TRIGGER}"]}}"#));
+    let mut node = Node::new(
+        settings(&[("script", script)]),
+        &[("script", SCRIPTED_STRATEGY)],
+    );
+    let sorter = node
+        .registry
+        .prepare("default-sorter", Arc::from(FLAKY_SORTER), Source::Builtin)
+        .unwrap();
+    node.registry.install(sorter);
+    node.clock.advance(test_limits().trial);
+    node.registry.graduate_due();
+    // The flaky sorter faults on every call that offers it the trigger pod.
+    node.pods.push(pod(TRIGGER, QosClass::BestEffort, 1, 0));
+    node.available_mib = 50;
+    let report = node.cycle();
+    assert_eq!(
+        names(&report.started),
+        ["hog"],
+        "the hard victim, validated by the built-in sorter"
+    );
+    assert!(
+        report
+            .skipped
+            .iter()
+            .any(|s| s.ends_with("using the built-in default-sorter")),
+        "{report:?}"
+    );
+    assert!(
+        report
+            .skipped
+            .iter()
+            .any(|s| s.ends_with("soft evictions wait")),
+        "{report:?}"
+    );
+    assert!(
+        report
+            .decisions
+            .iter()
+            .all(|d| d.victim.pod.name != TRIGGER)
+    );
+}
+
+#[test]
+fn a_dry_run_strategy_decides_but_nothing_is_evicted() {
+    let memory = PolicySettings {
+        dry_run: true,
+        ..PolicySettings::default()
+    };
+    let mut node = Node::new(settings(&[("memory-pressure", memory)]), &[]);
+    node.available_mib = 50;
+    for _ in 0..2 {
+        let report = node.cycle();
+        assert_eq!(report.decisions.len(), 1);
+        assert!(report.decisions[0].dry_run && report.decisions[0].victim.pod.name == "hog");
+        assert!(report.started.is_empty());
+    }
+    assert!(node.killer.evicted().is_empty());
+}
+
+#[test]
+fn an_eviction_refused_for_now_is_retried_next_cycle() {
+    let mut node = Node::new(EvictionSettings::default(), &[]);
+    node.killer.refuse_next([KillError::Retry(
+        "429: the PodDisruptionBudget allows no disruption".into(),
+    )]);
+    node.available_mib = 50;
+    let first = node.cycle();
+    assert!(first.started.is_empty());
+    assert!(first.deferred[0].1.contains("PodDisruptionBudget"));
+    assert_eq!(names(&node.cycle().started), ["hog"]);
+}
+
+#[test]
+fn a_waiting_victim_is_dropped_once_its_pressure_is_gone() {
+    let mut node = Node::new(EvictionSettings::default(), &[]);
+    node.killer.refuse_next([KillError::Retry("429".into())]);
+    node.available_mib = 50;
+    assert_eq!(node.cycle().deferred.len(), 1);
+    node.available_mib = 4096;
+    let report = node.cycle();
+    assert!(
+        report.started.is_empty() && report.deferred.is_empty(),
+        "{report:?}"
+    );
+    assert!(node.killer.evicted().is_empty());
+}
