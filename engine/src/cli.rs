@@ -6,6 +6,7 @@ use crate::policy::check::{check_bytes, check_file};
 use crate::policy::reload::Reloader;
 use crate::policy::{Host, LimitsTable, Registry, Source};
 use crate::report::Chain;
+use crate::simulate::{Scenario, output, plot};
 use anyhow::{Context, bail};
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
@@ -23,9 +24,31 @@ pub struct Cli {
 enum Command {
     /// Run the node agent: serve the policies and hot-reload them.
     Agent(AgentArgs),
+    /// Run a scenario through the real eviction manager and policies, on virtual time.
+    Simulate(SimulateArgs),
     /// Work with policy components.
     #[command(subcommand)]
     Policy(PolicyCommand),
+}
+
+#[derive(Debug, clap::Args)]
+struct SimulateArgs {
+    /// The scenario file (YAML); see examples/scenarios/.
+    scenario: PathBuf,
+    /// How to print the result.
+    #[arg(long, value_enum, default_value = "text")]
+    output: Output,
+    /// Also draw the signals against their thresholds, with evictions marked, to this SVG file.
+    #[arg(long, value_name = "FILE.svg")]
+    plot: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum Output {
+    /// A readable timeline and summary.
+    Text,
+    /// The whole simulation as JSON.
+    Json,
 }
 
 #[derive(Debug, clap::Args)]
@@ -57,6 +80,7 @@ enum PolicyCommand {
 pub async fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Agent(args) => agent(args).await,
+        Command::Simulate(args) => simulate(args).await,
         Command::Policy(PolicyCommand::Check { files, builtin }) => check(&files, builtin),
     }
 }
@@ -93,6 +117,23 @@ fn check(files: &[PathBuf], builtin: bool) -> anyhow::Result<()> {
     }
     if failures > 0 {
         bail!("{failures} component(s) failed the check");
+    }
+    Ok(())
+}
+
+async fn simulate(args: SimulateArgs) -> anyhow::Result<()> {
+    let scenario = Scenario::load(&args.scenario)?;
+    let base = args.scenario.parent().unwrap_or(std::path::Path::new("."));
+    let simulation = crate::simulate::run(&scenario, base)
+        .await
+        .with_context(|| format!("simulating {}", args.scenario.display()))?;
+    match args.output {
+        Output::Text => print!("{}", output::render(&simulation)),
+        Output::Json => println!("{}", serde_json::to_string_pretty(&simulation)?),
+    }
+    if let Some(path) = &args.plot {
+        plot::draw(&simulation, path)?;
+        eprintln!("chart written to {}", path.display());
     }
     Ok(())
 }

@@ -10,7 +10,9 @@
 
 pub mod cli;
 pub mod clock;
+pub mod config;
 pub mod eviction;
 pub mod fsutil;
 pub mod policy;
 pub mod report;
+pub mod simulate;

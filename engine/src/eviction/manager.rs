@@ -15,7 +15,9 @@ use super::killer::Killer;
 use super::queue::{KillQueue, Urgency};
 use super::settings::EvictionSettings;
 use super::tracker::{ActiveCondition, MetThreshold, Tracker};
-use crate::policy::bindings::{Candidate, Eviction, MetLevel, Pod, Signal, Snapshot, Sorted};
+use crate::policy::bindings::{
+    Candidate, Eviction, MetLevel, Pod, Signal, Snapshot, Sorted, Threshold,
+};
 use crate::policy::{Policy, Registry, World};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
@@ -62,6 +64,8 @@ pub struct Decision {
 /// Everything one cycle saw and did.
 #[derive(Debug, Default)]
 pub struct CycleReport {
+    /// Every threshold the strategies reported, met or not, by strategy.
+    pub reported: Vec<(String, Threshold)>,
     /// Thresholds reported met, hard first.
     pub thresholds: Vec<MetThreshold>,
     /// Node conditions currently reported.
@@ -81,7 +85,7 @@ pub struct CycleReport {
 /// What strategies answered this cycle.
 #[derive(Default)]
 struct Answers {
-    thresholds: Vec<(String, crate::policy::bindings::Threshold)>,
+    thresholds: Vec<(String, Threshold)>,
     force: Vec<(String, Eviction)>,
     soft: Vec<(String, Eviction)>,
 }
@@ -162,6 +166,7 @@ impl EvictionManager {
             .collect();
         let answers = self.ask_strategies(&strategies, &mut snapshot, &mut report);
         let met = self.tracker.observe(now, &answers.thresholds);
+        report.reported = answers.thresholds.clone();
         report.conditions = self
             .tracker
             .conditions(now, self.settings.condition_transition);

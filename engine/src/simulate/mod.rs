@@ -1,0 +1,19 @@
+//! `vigil simulate`: the real eviction manager and the real policies against a
+//! scenario file, on a virtual clock — what a newcomer runs first and what a
+//! policy author tests with.
+//!
+//! [`Scenario`] parses and validates the file; [`run`] simulates it into a
+//! [`Simulation`], which [`output::render`] prints, serde writes as JSON, and
+//! [`plot::draw`] turns into an SVG chart.
+
+pub mod output;
+pub mod plot;
+mod record;
+mod run;
+mod scenario;
+mod timeline;
+
+pub use record::{DecisionRecord, EvictionRecord, Simulation, Step, ThresholdRecord};
+pub use run::{SimulateError, run};
+pub use scenario::{NodeSpec, PodSpec, Qos, ResourceSpec, Scenario, ScenarioError};
+pub use timeline::{Point, Timeline};

@@ -1,0 +1,156 @@
+//! The human-readable timeline and summary of a simulation.
+
+use super::record::{Simulation, Step};
+use std::fmt::Write;
+
+/// `1.5 GiB`, `480.0 MiB`, `12.0 KiB`, `7 B`.
+pub fn bytes(value: f64) -> String {
+    const UNITS: [(&str, f64); 3] = [("GiB", 1073741824.0), ("MiB", 1048576.0), ("KiB", 1024.0)];
+    UNITS
+        .iter()
+        .find(|(_, size)| value.abs() >= *size)
+        .map_or_else(
+            || format!("{value:.0} B"),
+            |(unit, size)| format!("{:.1} {unit}", value / size),
+        )
+}
+
+/// A signal's value in its natural unit.
+pub fn signal_value(name: &str, value: f64) -> String {
+    if name.starts_with("memory") || name.contains("fs.") || name.ends_with("bytes") {
+        bytes(value)
+    } else {
+        format!("{value:.1}")
+    }
+}
+
+/// `45s`, `2m05s`.
+pub fn time(seconds: f64) -> String {
+    let s = seconds.round() as u64;
+    if s < 60 {
+        format!("{s}s")
+    } else {
+        format!("{}m{:02}s", s / 60, s % 60)
+    }
+}
+
+/// What makes a step worth a row of its own: its thresholds and conditions.
+fn state(step: &Step) -> String {
+    let met: Vec<String> = step
+        .thresholds
+        .iter()
+        .filter(|t| t.met != "not-met")
+        .map(|t| {
+            format!(
+                "{}: {} ({} {} vs threshold {})",
+                t.strategy,
+                t.met,
+                t.signal,
+                signal_value(&t.signal, t.observed),
+                signal_value(&t.signal, t.threshold)
+            )
+        })
+        .collect();
+    let mut line = if met.is_empty() {
+        "no threshold met".to_owned()
+    } else {
+        met.join("; ")
+    };
+    if !step.conditions.is_empty() {
+        write!(line, " | conditions: {}", step.conditions.join(", ")).expect("writing to a String");
+    }
+    line
+}
+
+/// The timeline: a row for the first and last cycle and for every cycle in
+/// which something changed or happened, then a summary.
+pub fn render(simulation: &Simulation) -> String {
+    let mut out = String::new();
+    let w = &mut out;
+    writeln!(w, "vigil simulate: {}", simulation.scenario).unwrap();
+    if !simulation.description.is_empty() {
+        writeln!(w, "{}", simulation.description).unwrap();
+    }
+    writeln!(w).unwrap();
+    let mut previous: Option<(String, Vec<String>)> = None;
+    let last = simulation.steps.len().saturating_sub(1);
+    for (i, step) in simulation.steps.iter().enumerate() {
+        let now = (state(step), step.skipped.clone());
+        let eventful =
+            !step.decisions.is_empty() || !step.started.is_empty() || !step.gone.is_empty();
+        if i == 0 || i == last || eventful || previous.as_ref() != Some(&now) {
+            let signals: Vec<String> = step
+                .signals
+                .iter()
+                .map(|(name, v)| format!("{name}={}", signal_value(name, *v)))
+                .collect();
+            writeln!(w, "{:>7}  {}", time(step.t), signals.join("  ")).unwrap();
+            writeln!(w, "         {}", now.0).unwrap();
+            for d in &step.decisions {
+                let verb = if d.dry_run {
+                    "would evict (dry run)"
+                } else {
+                    "evict"
+                };
+                writeln!(
+                    w,
+                    "         -> {verb} {} ({}, by {}): {}",
+                    d.pod, d.urgency, d.strategy, d.reason
+                )
+                .unwrap();
+            }
+            for pod in &step.gone {
+                writeln!(w, "         <- {pod} is gone").unwrap();
+            }
+            if previous.as_ref().is_none_or(|p| p.1 != now.1) {
+                for skipped in &step.skipped {
+                    writeln!(w, "         .. {skipped}").unwrap();
+                }
+            }
+        }
+        previous = Some(now);
+    }
+    summary(w, simulation);
+    out
+}
+
+fn summary(w: &mut String, simulation: &Simulation) {
+    let duration = simulation.steps.last().map_or(0.0, |s| s.t);
+    writeln!(
+        w,
+        "\nsummary: {} eviction(s) in {}",
+        simulation.evictions.len(),
+        time(duration)
+    )
+    .unwrap();
+    for e in &simulation.evictions {
+        writeln!(
+            w,
+            "  {:>6}  {} ({}) by {} [{}]; gone at {}, freed {}\n          {}",
+            time(e.at),
+            e.pod,
+            e.qos,
+            e.strategy,
+            e.urgency,
+            time(e.gone_at),
+            bytes(e.freed_memory_bytes as f64),
+            e.reason
+        )
+        .unwrap();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn units_read_naturally() {
+        assert_eq!(bytes(1.5 * 1073741824.0), "1.5 GiB");
+        assert_eq!(bytes(480.0 * 1048576.0), "480.0 MiB");
+        assert_eq!(bytes(7.0), "7 B");
+        assert_eq!(time(45.0), "45s");
+        assert_eq!(time(125.0), "2m05s");
+        assert_eq!(signal_value("psi.memory.some.avg10", 12.345), "12.3");
+    }
+}

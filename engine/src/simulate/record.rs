@@ -1,0 +1,151 @@
+//! What a simulation produced, as data: printed as a timeline, written as
+//! JSON (`--output json`), or drawn (`--plot`).
+
+use super::scenario::Scenario;
+use crate::eviction::{Decision, Urgency, Victim};
+use crate::policy::bindings::QosClass;
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// A threshold as one strategy reported it in one cycle.
+#[derive(Debug, Clone, Serialize)]
+pub struct ThresholdRecord {
+    /// The strategy.
+    pub strategy: String,
+    /// `not-met`, `soft` or `hard`.
+    pub met: &'static str,
+    /// The signal compared.
+    pub signal: String,
+    /// Its value.
+    pub observed: f64,
+    /// The threshold.
+    pub threshold: f64,
+    /// Whether it has held for its grace period.
+    pub past_grace: bool,
+}
+
+/// A victim chosen in one cycle.
+#[derive(Debug, Clone, Serialize)]
+pub struct DecisionRecord {
+    /// `namespace/name`.
+    pub pod: String,
+    /// The strategy that chose it.
+    pub strategy: String,
+    /// `hard`, `force` or `soft`.
+    pub urgency: &'static str,
+    /// Why.
+    pub reason: String,
+    /// Chosen in dry-run: not evicted.
+    pub dry_run: bool,
+}
+
+fn urgency(urgency: Urgency) -> &'static str {
+    match urgency {
+        Urgency::Hard => "hard",
+        Urgency::Force => "force",
+        Urgency::Soft => "soft",
+    }
+}
+
+impl DecisionRecord {
+    pub(super) fn new(decision: &Decision) -> Self {
+        let v = &decision.victim;
+        Self {
+            pod: format!("{}/{}", v.pod.namespace, v.pod.name),
+            strategy: v.strategy.clone(),
+            urgency: urgency(v.urgency),
+            reason: v.reason.clone(),
+            dry_run: decision.dry_run,
+        }
+    }
+}
+
+/// One cycle.
+#[derive(Debug, Clone, Serialize)]
+pub struct Step {
+    /// Seconds from the start.
+    pub t: f64,
+    /// Node signals.
+    pub signals: BTreeMap<String, f64>,
+    /// Thresholds reported.
+    pub thresholds: Vec<ThresholdRecord>,
+    /// Node conditions reported.
+    pub conditions: Vec<String>,
+    /// Victims chosen.
+    pub decisions: Vec<DecisionRecord>,
+    /// Evictions started (`namespace/name`).
+    pub started: Vec<String>,
+    /// Evicted pods now gone.
+    pub gone: Vec<String>,
+    /// What was not done, and why.
+    pub skipped: Vec<String>,
+}
+
+/// One eviction.
+#[derive(Debug, Clone, Serialize)]
+pub struct EvictionRecord {
+    /// `namespace/name`.
+    pub pod: String,
+    /// QoS class.
+    pub qos: String,
+    /// The strategy that chose it.
+    pub strategy: String,
+    /// `hard`, `force` or `soft`.
+    pub urgency: &'static str,
+    /// Why.
+    pub reason: String,
+    /// When the eviction started, in seconds.
+    pub at: f64,
+    /// When the pod was gone, in seconds.
+    pub gone_at: f64,
+    /// Memory it was using, in bytes.
+    pub freed_memory_bytes: u64,
+}
+
+impl EvictionRecord {
+    pub(super) fn new(victim: &Victim, at: Duration, gone_at: Duration) -> Self {
+        Self {
+            pod: format!("{}/{}", victim.pod.namespace, victim.pod.name),
+            qos: match victim.pod.qos {
+                QosClass::BestEffort => "BestEffort",
+                QosClass::Burstable => "Burstable",
+                QosClass::Guaranteed => "Guaranteed",
+            }
+            .into(),
+            strategy: victim.strategy.clone(),
+            urgency: urgency(victim.urgency),
+            reason: victim.reason.clone(),
+            at: at.as_secs_f64(),
+            gone_at: gone_at.as_secs_f64(),
+            freed_memory_bytes: victim.pod.usage.memory_working_set_bytes,
+        }
+    }
+}
+
+/// A whole simulation.
+#[derive(Debug, Clone, Serialize)]
+pub struct Simulation {
+    /// Scenario name.
+    pub scenario: String,
+    /// What it shows.
+    pub description: String,
+    /// Seconds between cycles.
+    pub period: f64,
+    /// Every cycle.
+    pub steps: Vec<Step>,
+    /// Every eviction, in order.
+    pub evictions: Vec<EvictionRecord>,
+}
+
+impl Simulation {
+    pub(super) fn new(scenario: &Scenario, period: Duration) -> Self {
+        Self {
+            scenario: scenario.name.clone(),
+            description: scenario.description.trim().to_owned(),
+            period: period.as_secs_f64(),
+            steps: Vec::new(),
+            evictions: Vec::new(),
+        }
+    }
+}

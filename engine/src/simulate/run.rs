@@ -1,0 +1,261 @@
+//! The simulation: the real eviction manager with the real policies against a
+//! scenario, on a virtual clock. Evicted pods leave after their grace period,
+//! taking their usage with them, so the timeline shows recovery.
+
+use super::record::{DecisionRecord, EvictionRecord, Simulation, Step, ThresholdRecord};
+use super::scenario::{PodSpec, Qos, Scenario};
+use crate::clock::ManualClock;
+use crate::config::{ConfigError, VigilConfig};
+use crate::eviction::{EvictionManager, NodeState, RecordingKiller, Victim};
+use crate::policy::bindings::{KeyValue, Layer, MetLevel, Pod, QosClass, Resources, Signal, Usage};
+use crate::policy::reload::Reloader;
+use crate::policy::{Host, HostError, LimitsTable, Registry, RegistryError};
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, UNIX_EPOCH};
+use thiserror::Error;
+
+/// Virtual time at which every simulation starts (2023-11-14T22:13:20Z).
+const START: Duration = Duration::from_secs(1_700_000_000);
+
+/// Why a simulation could not run.
+#[derive(Debug, Error)]
+pub enum SimulateError {
+    /// The policy host could not start.
+    #[error(transparent)]
+    Host(#[from] HostError),
+    /// The policy registry could not start.
+    #[error(transparent)]
+    Registry(#[from] RegistryError),
+    /// The scenario's config layer is rejected.
+    #[error("the scenario's config")]
+    Config(#[from] ConfigError),
+    /// A file in the scenario's policies directory did not load.
+    #[error("policy {name} in the scenario's policies directory did not load: {reason}")]
+    Policy {
+        /// The policy.
+        name: String,
+        /// Why.
+        reason: String,
+    },
+}
+
+/// A pod of the scenario while the simulation runs.
+struct SimPod<'a> {
+    spec: &'a PodSpec,
+    uid: String,
+    /// When it is gone after an eviction.
+    leaves_at: Option<Duration>,
+}
+
+impl SimPod<'_> {
+    fn record(&self, t: Duration) -> Pod {
+        let spec = self.spec;
+        let memory = spec.memory.at(t) as u64;
+        let pairs = |m: &BTreeMap<String, String>| {
+            m.iter()
+                .map(|(key, value)| KeyValue {
+                    key: key.clone(),
+                    value: value.clone(),
+                })
+                .collect()
+        };
+        let resources = |r: &super::scenario::ResourceSpec| Resources {
+            memory_bytes: r.memory as u64,
+            cpu_millis: r.cpu as u64,
+        };
+        Pod {
+            uid: self.uid.clone(),
+            namespace: spec.namespace.clone(),
+            name: spec.name.clone(),
+            qos: match spec.qos() {
+                Qos::BestEffort => QosClass::BestEffort,
+                Qos::Burstable => QosClass::Burstable,
+                Qos::Guaranteed => QosClass::Guaranteed,
+            },
+            priority: spec.priority,
+            labels: pairs(&spec.labels),
+            annotations: pairs(&spec.annotations),
+            requests: resources(&spec.requests),
+            limits: resources(&spec.limits),
+            usage: Usage {
+                memory_working_set_bytes: memory,
+                memory_rss_bytes: memory,
+                cpu_millis: spec.cpu.at(t) as u64,
+                ephemeral_storage_bytes: 0,
+                pids: 1,
+            },
+            start_time_ms: START.as_millis() as i64,
+            owner_kind: Some("ReplicaSet".into()),
+            is_static: spec.is_static,
+            is_mirror: spec.mirror,
+            is_critical: spec.critical,
+            pdb_disruptions_allowed: spec.pdb_disruptions_allowed,
+        }
+    }
+}
+
+/// Loads the policies: the built-ins, the scenario's directory over them,
+/// and limits from the merged config.
+async fn registry(
+    scenario: &Scenario,
+    base: &Path,
+    clock: Arc<ManualClock>,
+) -> Result<(Arc<Registry>, VigilConfig), SimulateError> {
+    let host = Arc::new(Host::new(None)?);
+    let mut limits = LimitsTable::default();
+    loop {
+        let registry = Arc::new(Registry::new(
+            Arc::clone(&host),
+            clock.clone(),
+            limits.clone(),
+            None,
+        )?);
+        if let Some(dir) = &scenario.policies_dir {
+            let report = Reloader::new(Arc::clone(&registry), base.join(dir))
+                .scan()
+                .await;
+            if let Some((name, error)) = report.failed.into_iter().next() {
+                return Err(SimulateError::Policy {
+                    name,
+                    reason: crate::report::Chain(&error).to_string(),
+                });
+            }
+        }
+        let overlay = scenario.config.as_ref().map(|c| Layer {
+            source: "scenario".into(),
+            json: c.to_string(),
+        });
+        let config = VigilConfig::merge(&registry, overlay.into_iter().collect())?;
+        // Limits are fixed when a policy loads: load again if the config sets any.
+        if config.limits() == limits {
+            return Ok((registry, config));
+        }
+        limits = config.limits();
+    }
+}
+
+/// Runs `scenario`; `base` is the directory its relative paths start from.
+///
+/// # Errors
+/// The policies or the scenario's config do not load.
+pub async fn run(scenario: &Scenario, base: &Path) -> Result<Simulation, SimulateError> {
+    let start = UNIX_EPOCH + START;
+    let clock = Arc::new(ManualClock::new(start));
+    let (registry, config) = registry(scenario, base, Arc::clone(&clock)).await?;
+    let settings = config.eviction_settings();
+    let period = settings.period;
+    let killer = Arc::new(RecordingKiller::default());
+    let mut manager = EvictionManager::new(registry, settings, killer);
+    let mut pods: Vec<SimPod<'_>> = scenario
+        .pods
+        .iter()
+        .map(|spec| SimPod {
+            spec,
+            uid: format!("{}-{}", spec.namespace, spec.name),
+            leaves_at: None,
+        })
+        .collect();
+    let mut simulation = Simulation::new(scenario, period);
+    let mut t = Duration::ZERO;
+    while t <= scenario.duration {
+        let present: Vec<&SimPod<'_>> = pods
+            .iter()
+            .filter(|p| p.leaves_at.is_none_or(|at| at > t))
+            .collect();
+        let node = node_state(scenario, &present, t);
+        let report = manager.cycle(start + t, &node);
+        for victim in &report.started {
+            let grace = victim.grace_period_seconds.map_or_else(
+                || pod_of(&pods, victim).spec.grace_period,
+                Duration::from_secs,
+            );
+            let pod = pods
+                .iter_mut()
+                .find(|p| p.uid == victim.pod.uid)
+                .expect("victims are scenario pods");
+            pod.leaves_at = Some(t + grace);
+            simulation
+                .evictions
+                .push(EvictionRecord::new(victim, t, t + grace));
+        }
+        simulation.steps.push(step(t, &node, &report));
+        t += period;
+        clock.advance(period);
+    }
+    Ok(simulation)
+}
+
+fn pod_of<'a, 'b>(pods: &'a [SimPod<'b>], victim: &Victim) -> &'a SimPod<'b> {
+    pods.iter()
+        .find(|p| p.uid == victim.pod.uid)
+        .expect("victims are scenario pods")
+}
+
+/// The node at `t`: `memory.available` is capacity minus the system's and
+/// the present pods' working sets; other signals come from the scenario.
+fn node_state(scenario: &Scenario, present: &[&SimPod<'_>], t: Duration) -> NodeState {
+    let pods: Vec<Pod> = present.iter().map(|p| p.record(t)).collect();
+    let used: f64 = scenario.node.system_memory.at(t)
+        + pods
+            .iter()
+            .map(|p| p.usage.memory_working_set_bytes as f64)
+            .sum::<f64>();
+    let mut signals = vec![Signal {
+        name: "memory.available".into(),
+        value: (scenario.node.memory - used).max(0.0),
+        capacity: Some(scenario.node.memory),
+    }];
+    signals.extend(scenario.signals.iter().map(|(name, timeline)| Signal {
+        name: name.clone(),
+        value: timeline.at(t),
+        capacity: name.starts_with("psi.").then_some(100.0),
+    }));
+    NodeState { signals, pods }
+}
+
+fn step(t: Duration, node: &NodeState, report: &crate::eviction::CycleReport) -> Step {
+    let met: BTreeMap<&str, &crate::eviction::MetThreshold> = report
+        .thresholds
+        .iter()
+        .map(|m| (m.strategy.as_str(), m))
+        .collect();
+    Step {
+        t: t.as_secs_f64(),
+        signals: node
+            .signals
+            .iter()
+            .map(|s| (s.name.clone(), s.value))
+            .collect(),
+        thresholds: report
+            .reported
+            .iter()
+            .map(|(strategy, threshold)| ThresholdRecord {
+                strategy: strategy.clone(),
+                met: match threshold.met {
+                    MetLevel::NotMet => "not-met",
+                    MetLevel::Soft => "soft",
+                    MetLevel::Hard => "hard",
+                },
+                signal: threshold.signal.clone(),
+                observed: threshold.observed,
+                threshold: threshold.threshold,
+                past_grace: met.get(strategy.as_str()).is_some_and(|m| m.past_grace),
+            })
+            .collect(),
+        conditions: report.conditions.iter().map(|c| c.name.clone()).collect(),
+        decisions: report.decisions.iter().map(DecisionRecord::new).collect(),
+        started: report
+            .started
+            .iter()
+            .map(|v| format!("{}/{}", v.pod.namespace, v.pod.name))
+            .collect(),
+        gone: report
+            .gone
+            .iter()
+            .map(|v| format!("{}/{}", v.pod.namespace, v.pod.name))
+            .collect(),
+        skipped: report.skipped.clone(),
+    }
+}

@@ -1,0 +1,379 @@
+//! Scenario files for `vigil simulate`: a node, its pods, and timelines of
+//! usage and signals, in YAML. Parsing reports the line and field of a
+//! malformed value; a validation pass then lists every remaining problem with
+//! its path.
+
+use super::timeline::Timeline;
+use serde::{Deserialize, Deserializer};
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+use thiserror::Error;
+
+/// Why a scenario cannot be used.
+#[derive(Debug, Error)]
+pub enum ScenarioError {
+    /// The file cannot be read.
+    #[error("cannot read scenario {path}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Not valid YAML, or a field of the wrong type (the cause has the line and column).
+    #[error("invalid scenario {path}")]
+    Syntax {
+        /// The file.
+        path: PathBuf,
+        /// The parser's error.
+        #[source]
+        source: serde_norway::Error,
+    },
+    /// Well-formed, but wrong.
+    #[error("{path}: {}", .problems.join("; "))]
+    Invalid {
+        /// The file.
+        path: PathBuf,
+        /// Every problem, with its path.
+        problems: Vec<String>,
+    },
+}
+
+/// A pod's QoS class, as written in scenarios.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+pub enum Qos {
+    /// No requests or limits.
+    BestEffort,
+    /// Some requests, not guaranteed.
+    Burstable,
+    /// Requests equal limits.
+    Guaranteed,
+}
+
+/// Requests or limits.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ResourceSpec {
+    /// Memory, e.g. `512Mi`.
+    #[serde(deserialize_with = "amount")]
+    pub memory: f64,
+    /// Cpu in millicores, e.g. `500` or `500m`.
+    #[serde(deserialize_with = "amount")]
+    pub cpu: f64,
+}
+
+/// One pod.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PodSpec {
+    /// Name; unique within its namespace.
+    pub name: String,
+    /// Namespace (`default`).
+    #[serde(default = "default_namespace")]
+    pub namespace: String,
+    /// QoS class; derived from requests and limits when absent.
+    pub qos: Option<Qos>,
+    /// Scheduling priority (0).
+    #[serde(default)]
+    pub priority: i32,
+    /// Requests.
+    #[serde(default)]
+    pub requests: ResourceSpec,
+    /// Limits.
+    #[serde(default)]
+    pub limits: ResourceSpec,
+    /// Labels.
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+    /// Annotations.
+    #[serde(default)]
+    pub annotations: BTreeMap<String, String>,
+    /// A static pod.
+    #[serde(default, rename = "static")]
+    pub is_static: bool,
+    /// A mirror pod.
+    #[serde(default)]
+    pub mirror: bool,
+    /// A system-critical pod.
+    #[serde(default)]
+    pub critical: bool,
+    /// Disruptions its PodDisruptionBudget allows, if one selects it.
+    pub pdb_disruptions_allowed: Option<u32>,
+    /// How long it takes to terminate once evicted (`30s`).
+    #[serde(default = "default_grace", deserialize_with = "duration")]
+    pub grace_period: Duration,
+    /// Memory working set over time.
+    #[serde(default)]
+    pub memory: Timeline,
+    /// Cpu usage (millicores) over time.
+    #[serde(default)]
+    pub cpu: Timeline,
+}
+
+impl PodSpec {
+    /// The QoS class, as given or as the kubelet would derive it.
+    pub fn qos(&self) -> Qos {
+        self.qos.unwrap_or(
+            if self.requests == ResourceSpec::default() && self.limits == ResourceSpec::default() {
+                Qos::BestEffort
+            } else if self.requests == self.limits
+                && self.limits.memory > 0.0
+                && self.limits.cpu > 0.0
+            {
+                Qos::Guaranteed
+            } else {
+                Qos::Burstable
+            },
+        )
+    }
+}
+
+/// The node.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct NodeSpec {
+    /// Memory capacity, e.g. `8Gi`.
+    #[serde(deserialize_with = "amount")]
+    pub memory: f64,
+    /// Memory used outside pods (system daemons, kernel) over time.
+    #[serde(default)]
+    pub system_memory: Timeline,
+}
+
+/// A whole scenario.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Scenario {
+    /// Short name.
+    pub name: String,
+    /// What it shows.
+    #[serde(default)]
+    pub description: String,
+    /// How long to simulate, e.g. `3m`.
+    #[serde(deserialize_with = "duration")]
+    pub duration: Duration,
+    /// The node.
+    pub node: NodeSpec,
+    /// A config layer merged over vigil's defaults (same shape as the config CRD).
+    #[serde(default)]
+    pub config: Option<serde_json::Value>,
+    /// A policies directory, relative to the scenario file, overriding built-ins.
+    pub policies_dir: Option<PathBuf>,
+    /// The pods.
+    pub pods: Vec<PodSpec>,
+    /// Other node signals over time, by name (e.g. `psi.memory.some.avg10`).
+    #[serde(default)]
+    pub signals: BTreeMap<String, Timeline>,
+}
+
+fn default_namespace() -> String {
+    "default".into()
+}
+
+fn default_grace() -> Duration {
+    Duration::from_secs(30)
+}
+
+/// Deserialises a duration written as `500ms`, `30s`, `2m` or `1h`.
+pub(crate) fn duration<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Duration, D::Error> {
+    struct Visitor;
+    impl serde::de::Visitor<'_> for Visitor {
+        type Value = Duration;
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("a duration such as 30s, 2m or 500ms")
+        }
+        fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<Duration, E> {
+            parse_duration(text)
+                .ok_or_else(|| E::invalid_value(serde::de::Unexpected::Str(text), &self))
+        }
+    }
+    // Errors raised inside the visitor carry the line and column.
+    deserializer.deserialize_str(Visitor)
+}
+
+fn parse_duration(text: &str) -> Option<Duration> {
+    let text = text.trim();
+    let split = text.find(|c: char| !c.is_ascii_digit() && c != '.')?;
+    let (number, unit) = text.split_at(split);
+    let value: f64 = number
+        .parse()
+        .ok()
+        .filter(|v: &f64| v.is_finite() && *v >= 0.0)?;
+    let seconds = match unit {
+        "ms" => value / 1000.0,
+        "s" => value,
+        "m" => value * 60.0,
+        "h" => value * 3600.0,
+        _ => return None,
+    };
+    Some(Duration::from_secs_f64(seconds))
+}
+
+/// Deserialises an amount: a number, or a quantity such as `512Mi` or `500m` (millicores).
+pub(crate) fn amount<'de, D: Deserializer<'de>>(deserializer: D) -> Result<f64, D::Error> {
+    struct Visitor;
+    impl serde::de::Visitor<'_> for Visitor {
+        type Value = f64;
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("a number or a quantity such as 512Mi, 1G or 500m")
+        }
+        fn visit_f64<E: serde::de::Error>(self, value: f64) -> Result<f64, E> {
+            Ok(value)
+        }
+        fn visit_u64<E: serde::de::Error>(self, value: u64) -> Result<f64, E> {
+            Ok(value as f64)
+        }
+        fn visit_i64<E: serde::de::Error>(self, value: i64) -> Result<f64, E> {
+            Ok(value as f64)
+        }
+        fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<f64, E> {
+            let millicores = text.strip_suffix('m').and_then(|m| m.parse::<u64>().ok());
+            let quantity = || policy_kit::parse_quantity(text).ok().map(|q| q as f64);
+            millicores
+                .map(|m| m as f64)
+                .or_else(quantity)
+                .ok_or_else(|| E::invalid_value(serde::de::Unexpected::Str(text), &self))
+        }
+    }
+    deserializer.deserialize_any(Visitor)
+}
+
+impl Scenario {
+    /// Reads and validates the scenario at `path`.
+    ///
+    /// # Errors
+    /// The file cannot be read, is malformed (with line and column), or fails validation.
+    pub fn load(path: &Path) -> Result<Self, ScenarioError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ScenarioError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        Self::parse(&text, path)
+    }
+
+    /// Parses and validates `text`; `path` is only used in errors.
+    ///
+    /// # Errors
+    /// As [`Scenario::load`].
+    pub fn parse(text: &str, path: &Path) -> Result<Self, ScenarioError> {
+        let scenario: Self =
+            serde_norway::from_str(text).map_err(|source| ScenarioError::Syntax {
+                path: path.to_owned(),
+                source,
+            })?;
+        let problems = scenario.problems();
+        if problems.is_empty() {
+            Ok(scenario)
+        } else {
+            Err(ScenarioError::Invalid {
+                path: path.to_owned(),
+                problems,
+            })
+        }
+    }
+
+    /// Every problem the parser cannot see.
+    fn problems(&self) -> Vec<String> {
+        let mut problems = Vec::new();
+        if self.duration.is_zero() {
+            problems.push("duration: must be more than zero".into());
+        }
+        if self.node.memory <= 0.0 {
+            problems.push("node.memory: must be more than zero".into());
+        }
+        if self.config.as_ref().is_some_and(|c| !c.is_object()) {
+            problems.push("config: must be a mapping".into());
+        }
+        problems.extend(self.node.system_memory.problems("node.systemMemory"));
+        let mut names = BTreeSet::new();
+        for (i, pod) in self.pods.iter().enumerate() {
+            if !names.insert((&pod.namespace, &pod.name)) {
+                problems.push(format!(
+                    "pods[{i}].name: {}/{} appears twice",
+                    pod.namespace, pod.name
+                ));
+            }
+            problems.extend(pod.memory.problems(&format!("pods[{i}].memory")));
+            problems.extend(pod.cpu.problems(&format!("pods[{i}].cpu")));
+        }
+        for (name, timeline) in &self.signals {
+            problems.extend(timeline.problems(&format!("signals.{name}")));
+        }
+        problems
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MINIMAL: &str = "name: t\nduration: 1m\nnode: {memory: 8Gi}\npods:\n  - name: a\n    memory: [{at: 0s, value: 1Gi}]\n";
+
+    #[test]
+    fn a_minimal_scenario_parses_with_defaults() {
+        let scenario = Scenario::parse(MINIMAL, Path::new("t.yaml")).unwrap();
+        let pod = &scenario.pods[0];
+        assert_eq!(
+            (pod.namespace.as_str(), pod.qos(), pod.grace_period),
+            ("default", Qos::BestEffort, Duration::from_secs(30))
+        );
+        assert_eq!(scenario.node.memory, (8u64 << 30) as f64);
+        assert_eq!(pod.memory.at(Duration::ZERO), (1u64 << 30) as f64);
+    }
+
+    #[test]
+    fn qos_is_derived_like_the_kubelet_does() {
+        let spec = |requests, limits| PodSpec {
+            requests,
+            limits,
+            ..Scenario::parse(MINIMAL, Path::new("t")).unwrap().pods[0].clone()
+        };
+        let r = |memory, cpu| ResourceSpec { memory, cpu };
+        assert_eq!(spec(r(1.0, 1.0), r(1.0, 1.0)).qos(), Qos::Guaranteed);
+        assert_eq!(spec(r(1.0, 0.0), r(0.0, 0.0)).qos(), Qos::Burstable);
+        assert_eq!(spec(r(0.0, 0.0), r(0.0, 0.0)).qos(), Qos::BestEffort);
+    }
+
+    #[test]
+    fn a_malformed_value_is_reported_with_its_line_and_field() {
+        let chain = |e: ScenarioError| crate::report::Chain(&e).to_string();
+        let text = MINIMAL.replace("value: 1Gi", "value: lots");
+        let error = chain(Scenario::parse(&text, Path::new("bad.yaml")).unwrap_err());
+        let expected = "invalid scenario bad.yaml: pods[0].memory[0].value";
+        assert!(error.starts_with(expected), "{error}");
+        assert!(error.contains("line 6"), "{error}");
+        let unknown = MINIMAL.replace("name: t", "name: t\nduraton: 5s");
+        let error = chain(Scenario::parse(&unknown, Path::new("u.yaml")).unwrap_err());
+        assert!(
+            error.contains("unknown field `duraton`") && error.contains("line 2"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn every_semantic_problem_is_listed_with_its_path() {
+        let text = "name: t\nduration: 0s\nnode: {memory: 8Gi}\npods:\n  - {name: a}\n  - name: a\n    memory: [{at: 5s, value: 1}, {at: 1s, value: 2}]\n";
+        match Scenario::parse(text, Path::new("t")) {
+            Err(ScenarioError::Invalid { problems, .. }) => assert_eq!(
+                problems,
+                [
+                    "duration: must be more than zero",
+                    "pods[1].name: default/a appears twice",
+                    "pods[1].memory[1]: points must be in increasing time order"
+                ]
+            ),
+            other => panic!("expected problems, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn durations_parse() {
+        assert_eq!(parse_duration("500ms"), Some(Duration::from_millis(500)));
+        assert_eq!(parse_duration("2m"), Some(Duration::from_secs(120)));
+        assert_eq!(parse_duration("1.5h"), Some(Duration::from_secs(5400)));
+        assert_eq!(parse_duration("5"), None);
+        assert_eq!(parse_duration("5 days"), None);
+    }
+}

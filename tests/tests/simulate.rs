@@ -1,0 +1,101 @@
+//! The bundled scenarios through the real eviction manager and the real
+//! policies: exact victims at exact virtual times.
+
+use std::path::PathBuf;
+use vigil::simulate::{Scenario, Simulation, run};
+
+fn scenario_path(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../examples/scenarios")
+        .join(format!("{name}.yaml"))
+}
+
+async fn simulate(name: &str) -> Simulation {
+    let path = scenario_path(name);
+    let scenario = Scenario::load(&path).expect("the bundled scenario is valid");
+    run(&scenario, path.parent().unwrap())
+        .await
+        .expect("the scenario runs")
+}
+
+/// `(seconds, pod)` of every eviction.
+fn evictions(simulation: &Simulation) -> Vec<(f64, &str)> {
+    simulation
+        .evictions
+        .iter()
+        .map(|e| (e.at, e.pod.as_str()))
+        .collect()
+}
+
+#[tokio::test]
+async fn hard_pressure_evicts_the_batch_job_then_the_web_server_over_its_request() {
+    let simulation = simulate("hard-memory-pressure").await;
+    assert_eq!(
+        evictions(&simulation),
+        [(35.0, "default/batch-job"), (140.0, "default/web")]
+    );
+    let recovered = simulation.steps.iter().find(|s| s.t == 45.0).unwrap();
+    assert_eq!(recovered.gone, ["default/batch-job"]);
+    assert!(
+        recovered.signals["memory.available"] > (3u64 << 30) as f64,
+        "memory comes back once the pod is gone"
+    );
+}
+
+#[tokio::test]
+async fn a_soft_threshold_with_a_30s_grace_period_evicts_at_50s_not_45s() {
+    let simulation = simulate("soft-threshold-grace").await;
+    assert_eq!(evictions(&simulation), [(50.0, "default/report-job")]);
+    let at_45 = simulation.steps.iter().find(|s| s.t == 45.0).unwrap();
+    assert_eq!(
+        at_45.conditions,
+        ["MemoryPressure"],
+        "the condition is reported during the grace period"
+    );
+    assert!(
+        at_45
+            .thresholds
+            .iter()
+            .any(|t| t.met == "soft" && !t.past_grace)
+    );
+}
+
+#[tokio::test]
+async fn the_noisy_neighbour_alone_is_evicted() {
+    assert_eq!(
+        evictions(&simulate("noisy-neighbour").await),
+        [(90.0, "default/leaky")]
+    );
+}
+
+#[tokio::test]
+async fn a_critical_static_or_mirror_pod_is_never_chosen() {
+    let simulation = simulate("critical-pod").await;
+    assert_eq!(evictions(&simulation), [(20.0, "default/analytics")]);
+    for step in &simulation.steps {
+        assert!(
+            step.decisions
+                .iter()
+                .all(|d| !d.pod.starts_with("kube-system/")),
+            "{step:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_scenario_with_a_bad_config_layer_is_rejected_naming_the_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bad.yaml");
+    std::fs::write(
+        &path,
+        "name: bad\nduration: 10s\nnode: {memory: 1Gi}\nconfig: {evictionBurst: 0}\npods: []\n",
+    )
+    .unwrap();
+    let scenario = Scenario::load(&path).unwrap();
+    let error = run(&scenario, dir.path()).await.unwrap_err();
+    let text = vigil::report::Chain(&error).to_string();
+    assert!(
+        text.contains("$.evictionBurst (from scenario): must be a positive integer"),
+        "{text}"
+    );
+}
