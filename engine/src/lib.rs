@@ -6,6 +6,8 @@
 //! - [`policy`]: the policy host — loading, sandboxing, calling, hot reload,
 //!   trial and rollback;
 //! - [`eviction`]: the eviction loop — strategies, thresholds, the kill queue;
+//! - [`signals`]: node signals from the kernel's own files;
+//! - [`simulate`]: scenarios on virtual time (`vigil simulate`);
 //! - [`cli`]: the `vigil` command line (`main.rs` only calls [`cli::run`]).
 
 pub mod cli;
@@ -15,4 +17,5 @@ pub mod eviction;
 pub mod fsutil;
 pub mod policy;
 pub mod report;
+pub mod signals;
 pub mod simulate;

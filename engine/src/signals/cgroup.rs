@@ -1,0 +1,346 @@
+//! The kubepods cgroup hierarchy: where a pod's cgroup is, and its memory,
+//! cpu and pid usage, on cgroup v2 or (where the memory controller is still
+//! mounted on v1) cgroup v1, with either kubelet cgroup driver.
+
+use super::error::{SignalError, read, read_u64, stat_value};
+use super::psi::Pressure;
+use crate::policy::bindings::QosClass;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// Which cgroup hierarchy holds the memory controller.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Version {
+    /// The unified hierarchy.
+    V2,
+    /// Per-controller hierarchies (`memory/`, `cpuacct/`, `pids/`).
+    V1,
+}
+
+/// How the kubelet names pod cgroups.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Driver {
+    /// `kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod<uid>.slice`.
+    #[default]
+    Systemd,
+    /// `kubepods/burstable/pod<uid>`.
+    Cgroupfs,
+}
+
+/// Memory usage of one cgroup, in bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Memory {
+    /// Total usage (`memory.current` / `memory.usage_in_bytes`).
+    pub usage: u64,
+    /// Usage minus inactive file pages: what the kubelet evicts by.
+    pub working_set: u64,
+    /// Anonymous memory (`anon` / `total_rss`).
+    pub rss: u64,
+    /// The cgroup's limit, if it has one.
+    pub limit: Option<u64>,
+}
+
+/// The cgroup hierarchy under a root (normally `/sys/fs/cgroup`).
+#[derive(Debug, Clone)]
+pub struct Cgroups {
+    root: PathBuf,
+    version: Version,
+    driver: Driver,
+}
+
+/// v1 reports "no limit" as a huge page-aligned number.
+const V1_UNLIMITED: u64 = 1 << 62;
+
+impl Cgroups {
+    /// Detects the version under `root`: v1 if a `memory` controller
+    /// directory is mounted there (hybrid nodes included), v2 otherwise.
+    pub fn detect(root: &Path, driver: Driver) -> Self {
+        let version = if root.join("memory").join("memory.stat").exists() {
+            Version::V1
+        } else {
+            Version::V2
+        };
+        Self {
+            root: root.to_owned(),
+            version,
+            driver,
+        }
+    }
+
+    /// The version in use.
+    pub fn version(&self) -> Version {
+        self.version
+    }
+
+    /// The directory of `controller` for the cgroup at `relative`.
+    fn dir(&self, controller: &str, relative: &Path) -> PathBuf {
+        match self.version {
+            Version::V2 => self.root.join(relative),
+            Version::V1 => self.root.join(controller).join(relative),
+        }
+    }
+
+    /// The kubepods cgroup, relative to the root.
+    pub fn kubepods(&self) -> PathBuf {
+        PathBuf::from(match self.driver {
+            Driver::Systemd => "kubepods.slice",
+            Driver::Cgroupfs => "kubepods",
+        })
+    }
+
+    /// The cgroup of the pod `uid` of class `qos`, relative to the root.
+    pub fn pod(&self, uid: &str, qos: QosClass) -> PathBuf {
+        let class = match qos {
+            QosClass::Guaranteed => None,
+            QosClass::Burstable => Some("burstable"),
+            QosClass::BestEffort => Some("besteffort"),
+        };
+        let kubepods = self.kubepods();
+        match (self.driver, class) {
+            (Driver::Cgroupfs, None) => kubepods.join(format!("pod{uid}")),
+            (Driver::Cgroupfs, Some(class)) => kubepods.join(class).join(format!("pod{uid}")),
+            (Driver::Systemd, None) => {
+                kubepods.join(format!("kubepods-pod{}.slice", uid.replace('-', "_")))
+            }
+            (Driver::Systemd, Some(class)) => kubepods
+                .join(format!("kubepods-{class}.slice"))
+                .join(format!(
+                    "kubepods-{class}-pod{}.slice",
+                    uid.replace('-', "_")
+                )),
+        }
+    }
+
+    /// Memory usage of the cgroup at `relative`.
+    ///
+    /// # Errors
+    /// A file is missing or malformed.
+    pub fn memory(&self, relative: &Path) -> Result<Memory, SignalError> {
+        let dir = self.dir("memory", relative);
+        let (usage_file, limit_file, inactive_key, rss_key) = match self.version {
+            Version::V2 => ("memory.current", "memory.max", "inactive_file", "anon"),
+            Version::V1 => (
+                "memory.usage_in_bytes",
+                "memory.limit_in_bytes",
+                "total_inactive_file",
+                "total_rss",
+            ),
+        };
+        let usage = read_u64(&dir.join(usage_file))?;
+        let stat_path = dir.join("memory.stat");
+        let stat = read(&stat_path)?;
+        let inactive_file = stat_value(&stat_path, &stat, inactive_key)?;
+        let limit = match read(&dir.join(limit_file)).map(|t| t.trim().to_owned()) {
+            Ok(text) if text == "max" => None,
+            Ok(text) => text.parse().ok().filter(|&l| l < V1_UNLIMITED),
+            Err(_) => None,
+        };
+        Ok(Memory {
+            usage,
+            working_set: usage.saturating_sub(inactive_file),
+            rss: stat_value(&stat_path, &stat, rss_key)?,
+            limit,
+        })
+    }
+
+    /// Cumulative cpu time of the cgroup at `relative`.
+    ///
+    /// # Errors
+    /// The file is missing or malformed.
+    pub fn cpu_time(&self, relative: &Path) -> Result<Duration, SignalError> {
+        match self.version {
+            Version::V2 => {
+                let path = self.dir("cpu", relative).join("cpu.stat");
+                let micros = stat_value(&path, &read(&path)?, "usage_usec")?;
+                Ok(Duration::from_micros(micros))
+            }
+            Version::V1 => read_u64(&self.dir("cpuacct", relative).join("cpuacct.usage"))
+                .map(Duration::from_nanos),
+        }
+    }
+
+    /// Processes in the cgroup at `relative`.
+    ///
+    /// # Errors
+    /// The file is missing or malformed.
+    pub fn pids(&self, relative: &Path) -> Result<u64, SignalError> {
+        read_u64(&self.dir("pids", relative).join("pids.current"))
+    }
+
+    /// Memory pressure of the cgroup at `relative` (cgroup v2 only).
+    ///
+    /// # Errors
+    /// The file is missing (always, on v1) or malformed.
+    pub fn memory_pressure(&self, relative: &Path) -> Result<Pressure, SignalError> {
+        Pressure::read(&self.dir("memory", relative).join("memory.pressure"))
+    }
+
+    /// The file whose changes signal memory events (`memory.events` on v2,
+    /// `memory.usage_in_bytes` on v1, which has no such file).
+    pub fn memory_events(&self, relative: &Path) -> PathBuf {
+        match self.version {
+            Version::V2 => self.dir("memory", relative).join("memory.events"),
+            Version::V1 => self.dir("memory", relative).join("memory.usage_in_bytes"),
+        }
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    /// Lays the captured fixture files out as a v1 or v2 hierarchy under a
+    /// temporary root, with the cgroup at `relative`.
+    pub(crate) fn hierarchy(version: Version, relative: &Path) -> tempfile::TempDir {
+        let root = tempfile::tempdir().unwrap();
+        let put = |controller: &str, file: &str, text: &str| {
+            let dir = match version {
+                Version::V2 => root.path().join(relative),
+                Version::V1 => root.path().join(controller).join(relative),
+            };
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::write(dir.join(file), text).unwrap();
+        };
+        match version {
+            Version::V2 => {
+                put(
+                    "",
+                    "memory.current",
+                    include_str!("fixtures/v2-memory.current"),
+                );
+                put("", "memory.stat", include_str!("fixtures/v2-memory.stat"));
+                put("", "memory.max", include_str!("fixtures/v2-memory.max"));
+                put(
+                    "",
+                    "memory.events",
+                    include_str!("fixtures/v2-memory.events"),
+                );
+                put(
+                    "",
+                    "memory.pressure",
+                    include_str!("fixtures/pressure-memory"),
+                );
+                put("", "cpu.stat", include_str!("fixtures/v2-cpu.stat"));
+                put("", "pids.current", "42\n");
+            }
+            Version::V1 => {
+                put(
+                    "memory",
+                    "memory.usage_in_bytes",
+                    include_str!("fixtures/v1-memory.usage_in_bytes"),
+                );
+                put(
+                    "memory",
+                    "memory.stat",
+                    include_str!("fixtures/v1-memory.stat"),
+                );
+                put("memory", "memory.limit_in_bytes", "9223372036854771712\n");
+                put(
+                    "cpuacct",
+                    "cpuacct.usage",
+                    include_str!("fixtures/v1-cpuacct.usage"),
+                );
+                put("pids", "pids.current", "42\n");
+                // The root-level file `detect` looks for.
+                put(
+                    "memory",
+                    "../memory.stat",
+                    include_str!("fixtures/v1-memory.stat"),
+                );
+            }
+        }
+        root
+    }
+
+    #[test]
+    fn pod_cgroups_are_named_as_each_driver_names_them() {
+        let root = Path::new("/sys/fs/cgroup");
+        let systemd = Cgroups {
+            root: root.into(),
+            version: Version::V2,
+            driver: Driver::Systemd,
+        };
+        let cgroupfs = Cgroups {
+            root: root.into(),
+            version: Version::V2,
+            driver: Driver::Cgroupfs,
+        };
+        let uid = "6f1c-22";
+        assert_eq!(
+            systemd.pod(uid, QosClass::Burstable),
+            Path::new(
+                "kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod6f1c_22.slice"
+            )
+        );
+        assert_eq!(
+            systemd.pod(uid, QosClass::Guaranteed),
+            Path::new("kubepods.slice/kubepods-pod6f1c_22.slice")
+        );
+        assert_eq!(
+            cgroupfs.pod(uid, QosClass::BestEffort),
+            Path::new("kubepods/besteffort/pod6f1c-22")
+        );
+        assert_eq!(
+            cgroupfs.pod(uid, QosClass::Guaranteed),
+            Path::new("kubepods/pod6f1c-22")
+        );
+    }
+
+    #[test]
+    fn v2_usage_reads_the_unified_files() {
+        let relative = Path::new("kubepods.slice");
+        let root = hierarchy(Version::V2, relative);
+        let cgroups = Cgroups::detect(root.path(), Driver::Systemd);
+        assert_eq!(cgroups.version(), Version::V2);
+        let memory = cgroups.memory(relative).unwrap();
+        assert_eq!(memory.usage, 4_102_553_600);
+        assert_eq!(memory.working_set, 4_102_553_600 - 1_843_224_576);
+        assert_eq!((memory.rss, memory.limit), (1_642_496_000, None));
+        assert_eq!(
+            cgroups.cpu_time(relative).unwrap(),
+            Duration::from_micros(4_615_731_660)
+        );
+        assert_eq!(cgroups.pids(relative).unwrap(), 42);
+        assert!(cgroups.memory_pressure(relative).is_ok());
+    }
+
+    #[test]
+    fn v1_usage_reads_the_per_controller_files_captured_here() {
+        let relative = Path::new("kubepods");
+        let root = hierarchy(Version::V1, relative);
+        let cgroups = Cgroups::detect(root.path(), Driver::Cgroupfs);
+        assert_eq!(cgroups.version(), Version::V1);
+        let memory = cgroups.memory(relative).unwrap();
+        let usage: u64 = include_str!("fixtures/v1-memory.usage_in_bytes")
+            .trim()
+            .parse()
+            .unwrap();
+        assert_eq!(memory.usage, usage);
+        // total_inactive_file and total_rss as captured in the fixture.
+        assert_eq!(memory.working_set, usage - 4_190_765_056);
+        assert_eq!((memory.rss, memory.limit), (6_348_800, None));
+        assert!(cgroups.cpu_time(relative).unwrap() > Duration::ZERO);
+        assert!(
+            cgroups.memory_pressure(relative).is_err(),
+            "v1 has no pressure files"
+        );
+    }
+
+    #[test]
+    fn a_missing_or_malformed_file_is_an_error_not_a_zero() {
+        let relative = Path::new("kubepods.slice");
+        let root = hierarchy(Version::V2, relative);
+        let cgroups = Cgroups::detect(root.path(), Driver::Systemd);
+        std::fs::write(root.path().join(relative).join("memory.current"), "lots\n").unwrap();
+        let error = cgroups.memory(relative).unwrap_err().to_string();
+        assert!(
+            error.ends_with("memory.current: expected a number, found \"lots\""),
+            "{error}"
+        );
+        std::fs::remove_file(root.path().join(relative).join("cpu.stat")).unwrap();
+        assert!(matches!(
+            cgroups.cpu_time(relative),
+            Err(SignalError::Read { .. })
+        ));
+    }
+}

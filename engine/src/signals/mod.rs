@@ -1,0 +1,332 @@
+//! Node signals, read from the kernel's own files: `/proc/meminfo`,
+//! `/proc/pressure/*`, the kubepods cgroup (v2, or v1 where memory is still
+//! there), filesystem statistics and the pid count. Every root is
+//! configurable so tests point them at temporary directories laid out with
+//! files captured from a real machine.
+//!
+//! A signal that cannot be read is a reported [`Gap`]: absent from the
+//! snapshot, never a zero and never a crash. [`wake`] tells the eviction
+//! loop when to look again: on a PSI trigger where the kernel allows it,
+//! by polling where it does not.
+//!
+//! Signal names (what strategies see):
+//! - `memory.available` (capacity: `MemTotal`): `MemTotal` minus the working
+//!   set, usage (`MemTotal - MemFree`) minus `Inactive(file)`;
+//! - `allocatable.memory.available` (capacity: allocatable): allocatable
+//!   minus the kubepods cgroup's working set;
+//! - `nodefs.available`, `nodefs.inodesFree`, `imagefs.available`,
+//!   `imagefs.inodesFree` (capacity: the filesystem's size or inode count);
+//! - `pid.available` (capacity: `pid_max`);
+//! - `psi.{memory,cpu,io}.{some,full}.{avg10,avg60}` (capacity: 100).
+
+pub mod cgroup;
+mod error;
+mod meminfo;
+mod pids;
+mod psi;
+pub mod wake;
+
+pub use cgroup::{Cgroups, Driver, Memory, Version};
+pub use error::SignalError;
+pub use meminfo::MemInfo;
+pub use psi::{Pressure, PsiLine};
+
+use crate::policy::bindings::{QosClass, Signal};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// Where the signals are read from.
+#[derive(Debug, Clone)]
+pub struct Sources {
+    /// procfs (`/proc`).
+    pub proc_root: PathBuf,
+    /// The cgroup mount (`/sys/fs/cgroup`).
+    pub cgroup_root: PathBuf,
+    /// The kubelet's cgroup driver (systemd).
+    pub driver: Driver,
+    /// The filesystem holding the kubelet's data (`/var/lib/kubelet`).
+    pub nodefs: PathBuf,
+    /// The filesystem holding container images, if separate (none).
+    pub imagefs: Option<PathBuf>,
+    /// Allocatable memory, in bytes, if known (from the Node object).
+    pub allocatable_memory: Option<u64>,
+}
+
+impl Default for Sources {
+    fn default() -> Self {
+        Self {
+            proc_root: "/proc".into(),
+            cgroup_root: "/sys/fs/cgroup".into(),
+            driver: Driver::Systemd,
+            nodefs: "/var/lib/kubelet".into(),
+            imagefs: None,
+            allocatable_memory: None,
+        }
+    }
+}
+
+/// A signal that could not be read this time.
+#[derive(Debug)]
+pub struct Gap {
+    /// The signal (or family of signals, e.g. `psi.io`).
+    pub signal: String,
+    /// Why.
+    pub error: SignalError,
+}
+
+/// One reading of the node.
+#[derive(Debug, Default)]
+pub struct Reading {
+    /// The signals read.
+    pub signals: Vec<Signal>,
+    /// The signals that could not be read.
+    pub gaps: Vec<Gap>,
+}
+
+impl Reading {
+    fn push(&mut self, name: &str, value: f64, capacity: Option<f64>) {
+        self.signals.push(Signal {
+            name: name.into(),
+            value,
+            capacity,
+        });
+    }
+
+    fn gap(&mut self, signal: &str, error: SignalError) {
+        self.gaps.push(Gap {
+            signal: signal.into(),
+            error,
+        });
+    }
+}
+
+/// Usage of one pod, from its cgroup.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PodUsage {
+    /// Memory working set, in bytes.
+    pub working_set: u64,
+    /// Anonymous memory, in bytes.
+    pub rss: u64,
+    /// Cumulative cpu time.
+    pub cpu_time: Duration,
+    /// Processes.
+    pub pids: u64,
+}
+
+impl Sources {
+    /// Reads every node signal; what cannot be read is reported as a gap.
+    pub fn read_node(&self) -> Reading {
+        let mut reading = Reading::default();
+        self.read_memory(&mut reading);
+        for (name, path) in [
+            ("nodefs", Some(&self.nodefs)),
+            ("imagefs", self.imagefs.as_ref()),
+        ] {
+            if let Some(path) = path {
+                read_filesystem(name, path, &mut reading);
+            }
+        }
+        match pids::read_pids(&self.proc_root) {
+            Ok((max, tasks)) => reading.push(
+                "pid.available",
+                max.saturating_sub(tasks) as f64,
+                Some(max as f64),
+            ),
+            Err(error) => reading.gap("pid.available", error),
+        }
+        for resource in ["memory", "cpu", "io"] {
+            match Pressure::read(&self.proc_root.join("pressure").join(resource)) {
+                Ok(pressure) => push_pressure(&mut reading, &format!("psi.{resource}"), &pressure),
+                Err(error) => reading.gap(&format!("psi.{resource}"), error),
+            }
+        }
+        reading
+    }
+
+    fn read_memory(&self, reading: &mut Reading) {
+        match MemInfo::read(&self.proc_root.join("meminfo")) {
+            Ok(info) => reading.push(
+                "memory.available",
+                info.total.saturating_sub(info.working_set()) as f64,
+                Some(info.total as f64),
+            ),
+            Err(error) => reading.gap("memory.available", error),
+        }
+        let cgroups = self.cgroups();
+        match cgroups.memory(&cgroups.kubepods()) {
+            Ok(kubepods) => {
+                let Some(allocatable) = self.allocatable_memory.or(kubepods.limit) else {
+                    return;
+                };
+                let available = allocatable.saturating_sub(kubepods.working_set);
+                reading.push(
+                    "allocatable.memory.available",
+                    available as f64,
+                    Some(allocatable as f64),
+                );
+            }
+            Err(error) => reading.gap("allocatable.memory.available", error),
+        }
+    }
+
+    /// The cgroup hierarchy.
+    pub fn cgroups(&self) -> Cgroups {
+        Cgroups::detect(&self.cgroup_root, self.driver)
+    }
+
+    /// Usage of the pod `uid` of class `qos`.
+    ///
+    /// # Errors
+    /// Its cgroup is missing or unreadable.
+    pub fn pod_usage(&self, uid: &str, qos: QosClass) -> Result<PodUsage, SignalError> {
+        let cgroups = self.cgroups();
+        let relative = cgroups.pod(uid, qos);
+        let memory = cgroups.memory(&relative)?;
+        Ok(PodUsage {
+            working_set: memory.working_set,
+            rss: memory.rss,
+            cpu_time: cgroups.cpu_time(&relative)?,
+            pids: cgroups.pids(&relative)?,
+        })
+    }
+}
+
+fn push_pressure(reading: &mut Reading, prefix: &str, pressure: &Pressure) {
+    let lines = [("some", Some(pressure.some)), ("full", pressure.full)];
+    for (kind, line) in lines {
+        let Some(line) = line else { continue };
+        reading.push(&format!("{prefix}.{kind}.avg10"), line.avg10, Some(100.0));
+        reading.push(&format!("{prefix}.{kind}.avg60"), line.avg60, Some(100.0));
+    }
+}
+
+fn read_filesystem(name: &str, path: &Path, reading: &mut Reading) {
+    match rustix::fs::statvfs(path) {
+        Ok(stat) => {
+            let bytes = |blocks: u64| (blocks * stat.f_frsize) as f64;
+            reading.push(
+                &format!("{name}.available"),
+                bytes(stat.f_bavail),
+                Some(bytes(stat.f_blocks)),
+            );
+            reading.push(
+                &format!("{name}.inodesFree"),
+                stat.f_favail as f64,
+                Some(stat.f_files as f64),
+            );
+        }
+        Err(errno) => {
+            let error = SignalError::Read {
+                path: path.to_owned(),
+                source: errno.into(),
+            };
+            reading.gap(&format!("{name}.available"), error);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A procfs root with the files captured from this machine.
+    fn proc_root() -> tempfile::TempDir {
+        let root = tempfile::tempdir().unwrap();
+        let put = |path: &str, text: &str| {
+            let path = root.path().join(path);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, text).unwrap();
+        };
+        put("meminfo", include_str!("fixtures/meminfo"));
+        put("pressure/memory", include_str!("fixtures/pressure-memory"));
+        put("pressure/cpu", include_str!("fixtures/pressure-cpu"));
+        put("pressure/io", include_str!("fixtures/pressure-io"));
+        put("loadavg", include_str!("fixtures/loadavg"));
+        put("sys/kernel/pid_max", "32768\n");
+        root
+    }
+
+    fn value(reading: &Reading, name: &str) -> Option<f64> {
+        reading
+            .signals
+            .iter()
+            .find(|s| s.name == name)
+            .map(|s| s.value)
+    }
+
+    #[test]
+    fn every_node_signal_is_read_from_real_formats() {
+        let proc = proc_root();
+        let cgroup = cgroup::tests::hierarchy(Version::V2, Path::new("kubepods.slice"));
+        let sources = Sources {
+            proc_root: proc.path().into(),
+            cgroup_root: cgroup.path().into(),
+            nodefs: proc.path().into(),
+            allocatable_memory: Some(8 << 30),
+            ..Sources::default()
+        };
+        let reading = sources.read_node();
+        assert!(reading.gaps.is_empty(), "{:?}", reading.gaps);
+        let info = MemInfo::read(&proc.path().join("meminfo")).unwrap();
+        assert_eq!(
+            value(&reading, "memory.available"),
+            Some((info.total - info.working_set()) as f64)
+        );
+        let kubepods_working_set = 4_102_553_600u64 - 1_843_224_576;
+        assert_eq!(
+            value(&reading, "allocatable.memory.available"),
+            Some(((8u64 << 30) - kubepods_working_set) as f64)
+        );
+        assert_eq!(value(&reading, "pid.available"), Some((32768 - 81) as f64));
+        assert!(value(&reading, "nodefs.available").is_some_and(|v| v > 0.0));
+        assert!(value(&reading, "psi.cpu.some.avg60").is_some_and(|v| (v - 5.23).abs() < 1e-9));
+        assert!(value(&reading, "psi.memory.full.avg10").is_some());
+    }
+
+    #[test]
+    fn unreadable_signals_are_gaps_not_zeros() {
+        let proc = proc_root();
+        std::fs::write(proc.path().join("meminfo"), "MemTotal: garbage\n").unwrap();
+        std::fs::remove_file(proc.path().join("pressure/io")).unwrap();
+        let sources = Sources {
+            proc_root: proc.path().into(),
+            cgroup_root: proc.path().join("no-cgroups"),
+            nodefs: proc.path().join("missing"),
+            ..Sources::default()
+        };
+        let reading = sources.read_node();
+        let gaps: Vec<&str> = reading.gaps.iter().map(|g| g.signal.as_str()).collect();
+        assert_eq!(
+            gaps,
+            [
+                "memory.available",
+                "allocatable.memory.available",
+                "nodefs.available",
+                "psi.io"
+            ]
+        );
+        assert_eq!(value(&reading, "memory.available"), None);
+        assert!(
+            value(&reading, "psi.memory.some.avg10").is_some(),
+            "the rest is still read"
+        );
+    }
+
+    #[test]
+    fn pod_usage_comes_from_the_pods_cgroup() {
+        let sources = Sources {
+            driver: Driver::Cgroupfs,
+            ..Sources::default()
+        };
+        let relative = Cgroups::detect(Path::new("/nonexistent"), Driver::Cgroupfs)
+            .pod("abc", QosClass::Burstable);
+        let cgroup = cgroup::tests::hierarchy(Version::V2, &relative);
+        let sources = Sources {
+            cgroup_root: cgroup.path().into(),
+            ..sources
+        };
+        let usage = sources.pod_usage("abc", QosClass::Burstable).unwrap();
+        assert_eq!((usage.rss, usage.pids), (1_642_496_000, 42));
+        assert!(sources.pod_usage("other", QosClass::Burstable).is_err());
+    }
+}

@@ -1,0 +1,204 @@
+//! When the eviction loop should look again, besides its period.
+//!
+//! - A PSI trigger on `/proc/pressure/memory`: the kernel wakes a `poll` for
+//!   `POLLPRI` when tasks stalled on memory for `stall` within `window`.
+//!   Some kernels refuse triggers (`EINVAL`, e.g. without
+//!   `CONFIG_PSI` or for unprivileged writers): then vigil polls at an
+//!   interval instead and says so once in the log.
+//! - cgroup v2's `memory.events` of the kubepods cgroup, watched with inotify:
+//!   the kernel touches it on every high, max and oom event.
+
+use rustix::event::{PollFd, PollFlags, Timespec};
+use rustix::fs::{Mode, OFlags};
+use std::os::fd::OwnedFd;
+use std::path::Path;
+use std::time::Duration;
+use tokio::sync::mpsc;
+
+/// How the PSI trigger is set up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TriggerSettings {
+    /// Stall time within `window` that fires the trigger (150 ms).
+    pub stall: Duration,
+    /// The window (1 s; the kernel allows 0.5 s to 10 s).
+    pub window: Duration,
+    /// Polling interval when the kernel refuses triggers (1 s).
+    pub poll_interval: Duration,
+}
+
+impl Default for TriggerSettings {
+    fn default() -> Self {
+        Self {
+            stall: Duration::from_millis(150),
+            window: Duration::from_secs(1),
+            poll_interval: Duration::from_secs(1),
+        }
+    }
+}
+
+/// An armed PSI trigger.
+#[derive(Debug)]
+pub struct Trigger {
+    fd: OwnedFd,
+}
+
+/// Why the loop woke.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Woke {
+    /// The PSI trigger fired: pressure right now.
+    Pressure,
+    /// Time is up: the period, or the polling interval.
+    Timeout,
+}
+
+/// The wake-up source in use.
+#[derive(Debug)]
+pub enum Wake {
+    /// The kernel accepted a PSI trigger.
+    Trigger(Trigger),
+    /// The kernel refused; poll at `interval`.
+    Poll {
+        /// How often to look.
+        interval: Duration,
+        /// Why there is no trigger.
+        reason: String,
+    },
+}
+
+impl Trigger {
+    fn arm(path: &Path, settings: &TriggerSettings) -> std::io::Result<Self> {
+        let fd = rustix::fs::open(
+            path,
+            OFlags::RDWR | OFlags::NONBLOCK | OFlags::CLOEXEC,
+            Mode::empty(),
+        )?;
+        let spec = format!(
+            "some {} {}\0",
+            settings.stall.as_micros(),
+            settings.window.as_micros()
+        );
+        rustix::io::write(&fd, spec.as_bytes())?;
+        Ok(Self { fd })
+    }
+
+    /// Waits at most `timeout` for the trigger to fire.
+    fn wait(&self, timeout: Duration) -> std::io::Result<Woke> {
+        let mut fds = [PollFd::new(&self.fd, PollFlags::PRI)];
+        let timeout = Timespec {
+            tv_sec: timeout.as_secs() as i64,
+            tv_nsec: i64::from(timeout.subsec_nanos()),
+        };
+        let ready = rustix::event::poll(&mut fds, Some(&timeout))?;
+        let revents = fds[0].revents();
+        if revents.contains(PollFlags::ERR) {
+            return Err(std::io::Error::other("the PSI trigger was torn down"));
+        }
+        Ok(if ready > 0 && revents.contains(PollFlags::PRI) {
+            Woke::Pressure
+        } else {
+            Woke::Timeout
+        })
+    }
+}
+
+impl Wake {
+    /// Arms a trigger on `pressure_file` (normally `/proc/pressure/memory`),
+    /// or falls back to polling, saying why once in the log.
+    pub fn arm(pressure_file: &Path, settings: &TriggerSettings) -> Self {
+        match Trigger::arm(pressure_file, settings) {
+            Ok(trigger) => {
+                tracing::info!(file = %pressure_file.display(), "PSI trigger armed");
+                Self::Trigger(trigger)
+            }
+            Err(error) => {
+                let reason = format!("{}: {error}", pressure_file.display());
+                let interval = settings.poll_interval;
+                tracing::warn!(%reason, ?interval, "the kernel refused a PSI trigger; polling instead");
+                Self::Poll { interval, reason }
+            }
+        }
+    }
+
+    /// Blocks until it is time to look again: the trigger fired, or `period`
+    /// passed (with polling, the shorter of `period` and the interval).
+    ///
+    /// # Errors
+    /// The trigger failed; the caller should arm again or poll.
+    pub fn wait(&self, period: Duration) -> std::io::Result<Woke> {
+        match self {
+            Self::Trigger(trigger) => trigger.wait(period),
+            Self::Poll { interval, .. } => {
+                std::thread::sleep(period.min(*interval));
+                Ok(Woke::Timeout)
+            }
+        }
+    }
+}
+
+/// Watches a cgroup's `memory.events` and sends a unit on every change until
+/// the receiver is dropped. Keep the returned watcher alive while watching.
+///
+/// # Errors
+/// The file cannot be watched.
+pub fn watch_memory_events(
+    path: &Path,
+    changes: mpsc::Sender<()>,
+) -> notify::Result<notify::RecommendedWatcher> {
+    let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+        if event.is_ok_and(|e| e.kind.is_modify()) {
+            // A full channel already holds a pending wake-up.
+            let _ = changes.try_send(());
+        }
+    })?;
+    notify::Watcher::watch(&mut watcher, path, notify::RecursiveMode::NonRecursive)?;
+    Ok(watcher)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refused_trigger_falls_back_to_polling_and_says_why() {
+        let missing = Path::new("/nonexistent/pressure/memory");
+        match Wake::arm(missing, &TriggerSettings::default()) {
+            Wake::Poll { interval, reason } => {
+                assert_eq!(interval, Duration::from_secs(1));
+                assert!(
+                    reason.starts_with("/nonexistent/pressure/memory: "),
+                    "{reason}"
+                );
+            }
+            Wake::Trigger(_) => panic!("a missing file cannot hold a trigger"),
+        }
+    }
+
+    #[test]
+    fn this_kernels_pressure_file_gives_a_usable_wake_source() {
+        // This machine's kernel answers EINVAL; others arm the trigger. Both must work.
+        let wake = Wake::arm(
+            Path::new("/proc/pressure/memory"),
+            &TriggerSettings::default(),
+        );
+        if let Wake::Poll { reason, .. } = &wake {
+            assert!(reason.contains("/proc/pressure/memory"), "{reason}");
+        }
+        assert!(wake.wait(Duration::from_millis(1)).is_ok());
+    }
+
+    #[tokio::test]
+    async fn memory_events_changes_wake_the_loop() {
+        let dir = tempfile::tempdir().unwrap();
+        let events = dir.path().join("memory.events");
+        std::fs::write(&events, include_str!("fixtures/v2-memory.events")).unwrap();
+        let (send, mut woken) = mpsc::channel(1);
+        let _watcher = watch_memory_events(&events, send).unwrap();
+        std::fs::write(
+            &events,
+            "low 0\nhigh 3\nmax 0\noom 0\noom_kill 0\noom_group_kill 0\n",
+        )
+        .unwrap();
+        let woke = tokio::time::timeout(Duration::from_secs(10), woken.recv()).await;
+        assert_eq!(woke.expect("no wake-up within 10 s"), Some(()));
+    }
+}
