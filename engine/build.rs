@@ -3,31 +3,65 @@
 
 use vigil_build_support::{Guest, build_guests};
 
-const POLICIES: [(&str, &str); 3] = [
-    ("VIGIL_BUILTIN_MEMORY_PRESSURE", "memory-pressure"),
-    ("VIGIL_BUILTIN_DEFAULT_SORTER", "default-sorter"),
-    ("VIGIL_BUILTIN_DEFAULT_MERGER", "default-merger"),
+/// `(environment variable, crate directory, package, feature)` of each built-in.
+const POLICIES: [(&str, &str, &str, &str); 6] = [
+    (
+        "VIGIL_BUILTIN_MEMORY_PRESSURE",
+        "policies/node-pressure",
+        "node-pressure",
+        "memory",
+    ),
+    (
+        "VIGIL_BUILTIN_DISK_PRESSURE",
+        "policies/node-pressure",
+        "node-pressure",
+        "disk",
+    ),
+    (
+        "VIGIL_BUILTIN_PID_PRESSURE",
+        "policies/node-pressure",
+        "node-pressure",
+        "pid",
+    ),
+    (
+        "VIGIL_BUILTIN_PSI_PRESSURE",
+        "policies/node-pressure",
+        "node-pressure",
+        "psi",
+    ),
+    (
+        "VIGIL_BUILTIN_DEFAULT_SORTER",
+        "policies/default-sorter",
+        "default-sorter",
+        "",
+    ),
+    (
+        "VIGIL_BUILTIN_DEFAULT_MERGER",
+        "policies/default-merger",
+        "default-merger",
+        "",
+    ),
 ];
 
 fn main() {
-    let dirs: Vec<String> = POLICIES
+    let features: Vec<Vec<&str>> = POLICIES
         .iter()
-        .map(|(_, p)| format!("policies/{p}"))
+        .map(|(_, _, _, f)| if f.is_empty() { vec![] } else { vec![*f] })
         .collect();
     let guests: Vec<Guest<'_>> = POLICIES
         .iter()
-        .zip(&dirs)
-        .map(|((_, package), dir)| Guest {
+        .zip(&features)
+        .map(|((_, dir, package, _), features)| Guest {
             dir,
             package,
             is_bin: false,
-            features: &[],
+            features,
         })
         .collect();
     // Shared by the policies; cargo's nested build notices a change there too.
     println!("cargo:rerun-if-changed=../policies/policy-kit");
     let artifacts = build_guests(&guests);
-    for ((var, _), path) in POLICIES.iter().zip(artifacts) {
+    for ((var, ..), path) in POLICIES.iter().zip(artifacts) {
         println!("cargo:rustc-env={var}={}", path.display());
     }
 }

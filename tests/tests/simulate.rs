@@ -99,3 +99,40 @@ async fn a_scenario_with_a_bad_config_layer_is_rejected_naming_the_field() {
         "{text}"
     );
 }
+
+#[tokio::test]
+async fn psi_pressure_evicts_the_thrashing_pod_while_memory_is_still_free() {
+    let simulation = simulate("psi-pressure").await;
+    assert_eq!(evictions(&simulation), [(50.0, "default/indexer")]);
+    let at_eviction = simulation.steps.iter().find(|s| s.t == 50.0).unwrap();
+    assert!(at_eviction.signals["memory.available"] > (3u64 << 30) as f64);
+    let after = simulation.steps.iter().find(|s| s.t == 60.0).unwrap();
+    assert!(
+        after.signals["psi.memory.some.avg10"] < 5.0,
+        "the stall ends with the pod"
+    );
+}
+
+#[tokio::test]
+async fn disk_then_pid_pressure_each_evict_their_own_culprit() {
+    let simulation = simulate("disk-and-pid-pressure").await;
+    assert_eq!(
+        evictions(&simulation),
+        [
+            (45.0, "default/chatty-service"),
+            (150.0, "default/fork-job")
+        ]
+    );
+    let strategies: Vec<&str> = simulation
+        .evictions
+        .iter()
+        .map(|e| e.strategy.as_str())
+        .collect();
+    assert_eq!(strategies, ["disk-pressure", "pid-pressure"]);
+    let at_pid = simulation.steps.iter().find(|s| s.t == 150.0).unwrap();
+    assert_eq!(
+        at_pid.conditions,
+        ["DiskPressure", "PIDPressure"],
+        "DiskPressure lingers for its transition period"
+    );
+}

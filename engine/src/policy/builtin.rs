@@ -3,10 +3,22 @@
 //! file of the same name in the policies directory overrides one of these.
 
 /// `(name, component bytes)` of every built-in policy.
-pub const BUILTINS: [(&str, &[u8]); 3] = [
+pub const BUILTINS: [(&str, &[u8]); 6] = [
     (
         "memory-pressure",
         include_bytes!(env!("VIGIL_BUILTIN_MEMORY_PRESSURE")),
+    ),
+    (
+        "disk-pressure",
+        include_bytes!(env!("VIGIL_BUILTIN_DISK_PRESSURE")),
+    ),
+    (
+        "pid-pressure",
+        include_bytes!(env!("VIGIL_BUILTIN_PID_PRESSURE")),
+    ),
+    (
+        "psi-pressure",
+        include_bytes!(env!("VIGIL_BUILTIN_PSI_PRESSURE")),
     ),
     (
         "default-sorter",

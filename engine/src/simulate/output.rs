@@ -1,6 +1,7 @@
 //! The human-readable timeline and summary of a simulation.
 
 use super::record::{Simulation, Step};
+use std::collections::BTreeSet;
 use std::fmt::Write;
 
 /// `1.5 GiB`, `480.0 MiB`, `12.0 KiB`, `7 B`.
@@ -19,6 +20,8 @@ pub fn bytes(value: f64) -> String {
 pub fn signal_value(name: &str, value: f64) -> String {
     if name.starts_with("memory") || name.contains("fs.") || name.ends_with("bytes") {
         bytes(value)
+    } else if name.starts_with("pid.") || name.contains("inodes") {
+        format!("{value:.0}")
     } else {
         format!("{value:.1}")
     }
@@ -72,6 +75,16 @@ pub fn render(simulation: &Simulation) -> String {
         writeln!(w, "{}", simulation.description).unwrap();
     }
     writeln!(w).unwrap();
+    // memory.available, and every signal whose threshold is met at some point.
+    let mut shown: BTreeSet<&str> = ["memory.available"].into();
+    for step in &simulation.steps {
+        shown.extend(
+            step.thresholds
+                .iter()
+                .filter(|t| t.met != "not-met")
+                .map(|t| t.signal.as_str()),
+        );
+    }
     let mut previous: Option<(String, Vec<String>)> = None;
     let last = simulation.steps.len().saturating_sub(1);
     for (i, step) in simulation.steps.iter().enumerate() {
@@ -82,6 +95,7 @@ pub fn render(simulation: &Simulation) -> String {
             let signals: Vec<String> = step
                 .signals
                 .iter()
+                .filter(|(name, _)| shown.contains(name.as_str()))
                 .map(|(name, v)| format!("{name}={}", signal_value(name, *v)))
                 .collect();
             writeln!(w, "{:>7}  {}", time(step.t), signals.join("  ")).unwrap();
@@ -126,7 +140,7 @@ fn summary(w: &mut String, simulation: &Simulation) {
     for e in &simulation.evictions {
         writeln!(
             w,
-            "  {:>6}  {} ({}) by {} [{}]; gone at {}, freed {}\n          {}",
+            "  {:>6}  {} ({}) by {} [{}]; gone at {}, freed {} of memory\n          {}",
             time(e.at),
             e.pod,
             e.qos,

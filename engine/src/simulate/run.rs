@@ -83,8 +83,8 @@ impl SimPod<'_> {
                 memory_working_set_bytes: memory,
                 memory_rss_bytes: memory,
                 cpu_millis: spec.cpu.at(t) as u64,
-                ephemeral_storage_bytes: 0,
-                pids: 1,
+                ephemeral_storage_bytes: spec.disk.at(t) as u64,
+                pids: spec.pids.as_ref().map_or(1, |p| p.at(t) as u64),
             },
             start_time_ms: START.as_millis() as i64,
             owner_kind: Some("ReplicaSet".into()),
@@ -193,26 +193,68 @@ fn pod_of<'a, 'b>(pods: &'a [SimPod<'b>], victim: &Victim) -> &'a SimPod<'b> {
         .expect("victims are scenario pods")
 }
 
-/// The node at `t`: `memory.available` is capacity minus the system's and
-/// the present pods' working sets; other signals come from the scenario.
+/// The node at `t`: `memory.available`, `nodefs.available` and
+/// `pid.available` are capacity minus what the system and the present pods
+/// use; `psi.memory.some.avg10` is the present pods' memory stall (at most
+/// 100); the scenario's own signals come on top and win.
 fn node_state(scenario: &Scenario, present: &[&SimPod<'_>], t: Duration) -> NodeState {
+    let stall: f64 = present
+        .iter()
+        .map(|p| p.spec.memory_stall.at(t))
+        .sum::<f64>()
+        .min(100.0);
     let pods: Vec<Pod> = present.iter().map(|p| p.record(t)).collect();
-    let used: f64 = scenario.node.system_memory.at(t)
-        + pods
-            .iter()
-            .map(|p| p.usage.memory_working_set_bytes as f64)
-            .sum::<f64>();
-    let mut signals = vec![Signal {
-        name: "memory.available".into(),
-        value: (scenario.node.memory - used).max(0.0),
-        capacity: Some(scenario.node.memory),
-    }];
-    signals.extend(scenario.signals.iter().map(|(name, timeline)| Signal {
-        name: name.clone(),
-        value: timeline.at(t),
-        capacity: name.starts_with("psi.").then_some(100.0),
-    }));
-    NodeState { signals, pods }
+    let node = &scenario.node;
+    let sum = |usage: fn(&Pod) -> u64| pods.iter().map(|p| usage(p) as f64).sum::<f64>();
+    let available = |capacity: f64, used: f64| (capacity - used).max(0.0);
+    let memory = node.system_memory.at(t) + sum(|p| p.usage.memory_working_set_bytes);
+    let disk = node.system_disk.at(t) + sum(|p| p.usage.ephemeral_storage_bytes);
+    let pids = node.system_pids.at(t) + sum(|p| p.usage.pids);
+    let pid_max = node.pid_max as f64;
+    let mut signals: BTreeMap<String, Signal> = [
+        (
+            "memory.available",
+            available(node.memory, memory),
+            Some(node.memory),
+        ),
+        (
+            "nodefs.available",
+            available(node.disk, disk),
+            Some(node.disk),
+        ),
+        ("pid.available", available(pid_max, pids), Some(pid_max)),
+        ("psi.memory.some.avg10", stall, Some(100.0)),
+    ]
+    .into_iter()
+    .map(|(name, value, capacity)| {
+        (
+            name.to_owned(),
+            Signal {
+                name: name.into(),
+                value,
+                capacity,
+            },
+        )
+    })
+    .collect();
+    for (name, timeline) in &scenario.signals {
+        let capacity = signals
+            .get(name)
+            .and_then(|s| s.capacity)
+            .or(name.starts_with("psi.").then_some(100.0));
+        signals.insert(
+            name.clone(),
+            Signal {
+                name: name.clone(),
+                value: timeline.at(t),
+                capacity,
+            },
+        );
+    }
+    NodeState {
+        signals: signals.into_values().collect(),
+        pods,
+    }
 }
 
 fn step(t: Duration, node: &NodeState, report: &crate::eviction::CycleReport) -> Step {

@@ -107,6 +107,15 @@ pub struct PodSpec {
     /// Memory working set over time.
     #[serde(default)]
     pub memory: Timeline,
+    /// Bytes written to the node's root filesystem over time.
+    #[serde(default)]
+    pub disk: Timeline,
+    /// Its share of the node's memory stall (`psi.memory.some.avg10`, percent) over time.
+    #[serde(default)]
+    pub memory_stall: Timeline,
+    /// Processes over time (one, if not given).
+    #[serde(default)]
+    pub pids: Option<Timeline>,
     /// Cpu usage (millicores) over time.
     #[serde(default)]
     pub cpu: Timeline,
@@ -140,6 +149,26 @@ pub struct NodeSpec {
     /// Memory used outside pods (system daemons, kernel) over time.
     #[serde(default)]
     pub system_memory: Timeline,
+    /// Size of the node's root filesystem (`100Gi`).
+    #[serde(default = "default_disk", deserialize_with = "amount")]
+    pub disk: f64,
+    /// Bytes of the root filesystem used outside pods over time.
+    #[serde(default)]
+    pub system_disk: Timeline,
+    /// The kernel's `pid_max` (32768).
+    #[serde(default = "default_pid_max")]
+    pub pid_max: u64,
+    /// Processes outside pods over time.
+    #[serde(default)]
+    pub system_pids: Timeline,
+}
+
+fn default_disk() -> f64 {
+    (100u64 << 30) as f64
+}
+
+fn default_pid_max() -> u64 {
+    32768
 }
 
 /// A whole scenario.
@@ -163,7 +192,9 @@ pub struct Scenario {
     pub policies_dir: Option<PathBuf>,
     /// The pods.
     pub pods: Vec<PodSpec>,
-    /// Other node signals over time, by name (e.g. `psi.memory.some.avg10`).
+    /// Other node signals over time, by name (e.g. `psi.memory.some.avg10`);
+    /// one named like a computed signal (`memory.available`,
+    /// `nodefs.available`, `pid.available`) replaces it.
     #[serde(default)]
     pub signals: BTreeMap<String, Timeline>,
 }
@@ -287,6 +318,8 @@ impl Scenario {
             problems.push("config: must be a mapping".into());
         }
         problems.extend(self.node.system_memory.problems("node.systemMemory"));
+        problems.extend(self.node.system_disk.problems("node.systemDisk"));
+        problems.extend(self.node.system_pids.problems("node.systemPids"));
         let mut names = BTreeSet::new();
         for (i, pod) in self.pods.iter().enumerate() {
             if !names.insert((&pod.namespace, &pod.name)) {
@@ -297,6 +330,11 @@ impl Scenario {
             }
             problems.extend(pod.memory.problems(&format!("pods[{i}].memory")));
             problems.extend(pod.cpu.problems(&format!("pods[{i}].cpu")));
+            problems.extend(pod.disk.problems(&format!("pods[{i}].disk")));
+            problems.extend(pod.memory_stall.problems(&format!("pods[{i}].memoryStall")));
+            if let Some(pids) = &pod.pids {
+                problems.extend(pids.problems(&format!("pods[{i}].pids")));
+            }
         }
         for (name, timeline) in &self.signals {
             problems.extend(timeline.problems(&format!("signals.{name}")));

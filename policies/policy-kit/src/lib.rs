@@ -3,10 +3,14 @@
 //!
 //! - [`memory_rank`]: the kubelet's ranking of pods under memory pressure.
 //! - [`Amount`]: thresholds written as Kubernetes quantities or percentages.
+//! - [`Thresholds`]: hard and soft thresholds with grace and minimum reclaim.
 //! - [`pod!`]: a sample pod record, for tests and canaries on either side of
 //!   the component boundary.
 
+mod threshold;
+
 use std::cmp::Ordering;
+pub use threshold::{Direction, Judgement, Level, Thresholds};
 
 /// The memory facts the kubelet ranks a pod by.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
