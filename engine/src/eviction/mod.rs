@@ -7,11 +7,13 @@
 //! - [`queue`] remembers waiting and in-flight victims and enforces the burst;
 //! - [`killer`] is what starts an eviction ([`RecordingKiller`] for
 //!   simulations and tests);
-//! - [`settings`] are the manager's knobs.
+//! - [`settings`] are the manager's knobs;
+//! - [`runner`] drives the manager live: every period and on signal events.
 
 pub mod killer;
 mod manager;
 pub mod queue;
+pub mod runner;
 pub mod settings;
 pub mod tracker;
 

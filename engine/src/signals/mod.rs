@@ -20,6 +20,7 @@
 //! - `psi.{memory,cpu,io}.{some,full}.{avg10,avg60}` (capacity: 100).
 
 pub mod cgroup;
+mod cpu;
 mod error;
 mod meminfo;
 mod pids;
@@ -27,6 +28,7 @@ mod psi;
 pub mod wake;
 
 pub use cgroup::{Cgroups, Driver, Memory, Version};
+pub use cpu::CpuRates;
 pub use error::SignalError;
 pub use meminfo::MemInfo;
 pub use psi::{Pressure, PsiLine};
@@ -107,7 +109,7 @@ pub struct PodUsage {
     pub working_set: u64,
     /// Anonymous memory, in bytes.
     pub rss: u64,
-    /// Cumulative cpu time.
+    /// Cumulative cpu time (turn it into millicores with [`CpuRates`]).
     pub cpu_time: Duration,
     /// Processes.
     pub pids: u64,

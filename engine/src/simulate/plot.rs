@@ -3,7 +3,7 @@
 
 use super::record::Simulation;
 use plotters::prelude::*;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use thiserror::Error;
 
@@ -40,12 +40,16 @@ fn draw_panels(
     simulation: &Simulation,
     path: &Path,
 ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
-    let mut signals: BTreeSet<&str> = simulation
-        .steps
-        .iter()
-        .flat_map(|s| s.thresholds.iter().map(|t| t.signal.as_str()))
-        .collect();
-    signals.insert("memory.available");
+    // memory.available, and every signal whose threshold is met at some point;
+    // each eviction is marked on the panel of the signal its strategy watches.
+    let mut signals: BTreeSet<&str> = ["memory.available"].into();
+    let mut watched: BTreeMap<&str, &str> = BTreeMap::new();
+    for threshold in simulation.steps.iter().flat_map(|s| &s.thresholds) {
+        watched.insert(&threshold.strategy, &threshold.signal);
+        if threshold.met != "not-met" {
+            signals.insert(&threshold.signal);
+        }
+    }
     let root = SVGBackend::new(path, (960, 320 * signals.len() as u32)).into_drawing_area();
     root.fill(&WHITE)?;
     let end = simulation.steps.last().map_or(1.0, |s| s.t.max(1.0));
@@ -101,6 +105,7 @@ fn draw_panels(
                 simulation
                     .evictions
                     .iter()
+                    .filter(|e| watched.get(e.strategy.as_str()) == Some(&signal))
                     .map(|e| Cross::new((e.at, at(e.at)), 6, BLACK.stroke_width(2))),
             )?
             .label("eviction")

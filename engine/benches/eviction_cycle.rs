@@ -1,0 +1,186 @@
+//! Benchmark of the eviction loop (not a test: it prints figures, asserts nothing).
+//!
+//! Run with `cargo bench -p vigil --bench eviction_cycle`. Prints, from one run:
+//! - the time of one decision cycle with the default policies at 110, 500 and
+//!   1000 pods, calm (every strategy judges, nobody is evicted) and under hard
+//!   memory pressure (plus top victims, the sorter and the killer);
+//! - the time from a signal event (a write to a cgroup's `memory.events`,
+//!   seen through inotify) to the killer being called.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+use tokio::sync::{mpsc, oneshot};
+use vigil::clock::SystemClock;
+use vigil::eviction::runner::{NodeSource, run};
+use vigil::eviction::{
+    EvictionManager, EvictionSettings, KillError, Killer, NodeState, RecordingKiller, Victim,
+};
+use vigil::policy::bindings::{Pod, QosClass, Resources, Signal, Usage};
+use vigil::policy::{Host, LimitsTable, Registry};
+use vigil::signals::wake::watch_memory_events;
+
+fn node(pods: usize, available_mib: u64) -> NodeState {
+    let qos = [
+        QosClass::BestEffort,
+        QosClass::Burstable,
+        QosClass::Guaranteed,
+    ];
+    let pods = (0..pods)
+        .map(|i| {
+            let usage = ((i * 7919) % 2048) as u64;
+            let request = ((i * 104_729) % 1024) as u64;
+            let name = format!("pod-{i}");
+            policy_kit::pod!(&name, qos[i % 3], priority: (i % 7) as i32 * 100, usage_mib: usage, request_mib: request)
+        })
+        .collect();
+    let gib = (1u64 << 30) as f64;
+    let signal = |name: &str, value: f64, capacity: f64| Signal {
+        name: name.into(),
+        value,
+        capacity: Some(capacity),
+    };
+    NodeState {
+        signals: vec![
+            signal("memory.available", (available_mib << 20) as f64, 64.0 * gib),
+            signal("nodefs.available", 60.0 * gib, 100.0 * gib),
+            signal("pid.available", 30_000.0, 32_768.0),
+            signal("psi.memory.some.avg10", 1.0, 100.0),
+        ],
+        pods,
+    }
+}
+
+fn median(mut samples: Vec<Duration>) -> Duration {
+    samples.sort();
+    samples[samples.len() / 2]
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.2} ms", d.as_secs_f64() * 1e3)
+}
+
+fn cycle_times(registry: &Arc<Registry>) {
+    println!("decision cycle with the default policies (median)");
+    println!("{:>6} {:>12} {:>16}", "pods", "calm", "hard pressure");
+    for pods in [110, 500, 1000] {
+        let (calm, pressed) = (node(pods, 8192), node(pods, 50));
+        let killer = Arc::new(RecordingKiller::default());
+        let mut manager = EvictionManager::new(
+            Arc::clone(registry),
+            EvictionSettings::default(),
+            killer.clone(),
+        );
+        let calm_times = (0..30)
+            .map(|_| {
+                let t = Instant::now();
+                manager.cycle(SystemTime::now(), &calm);
+                t.elapsed()
+            })
+            .collect();
+        let pressed_times = (0..30)
+            .map(|_| {
+                // A fresh manager each time, so every cycle picks and evicts a victim.
+                let mut manager = EvictionManager::new(
+                    Arc::clone(registry),
+                    EvictionSettings::default(),
+                    killer.clone(),
+                );
+                let t = Instant::now();
+                let report = manager.cycle(SystemTime::now(), &pressed);
+                assert_eq!(report.started.len(), 1, "the benchmark must evict");
+                t.elapsed()
+            })
+            .collect();
+        println!(
+            "{pods:>6} {:>12} {:>16}",
+            ms(median(calm_times)),
+            ms(median(pressed_times))
+        );
+    }
+}
+
+/// Sends the instant each eviction starts.
+struct TimingKiller(mpsc::UnboundedSender<Instant>);
+
+impl Killer for TimingKiller {
+    fn evict(&self, _now: SystemTime, _victim: &Victim) -> Result<(), KillError> {
+        let _ = self.0.send(Instant::now());
+        Ok(())
+    }
+}
+
+struct Shared(Arc<Mutex<NodeState>>);
+
+impl NodeSource for Shared {
+    fn observe(&mut self) -> NodeState {
+        self.0.lock().expect("lock").clone()
+    }
+}
+
+async fn event_to_killer(registry: &Arc<Registry>) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let events = dir.path().join("memory.events");
+    std::fs::write(
+        &events,
+        "low 0\nhigh 0\nmax 0\noom 0\noom_kill 0\noom_group_kill 0\n",
+    )
+    .expect("write");
+    let mut samples = Vec::new();
+    for i in 0..15 {
+        let state = Arc::new(Mutex::new(node(110, 8192)));
+        let (killed, mut kills) = mpsc::unbounded_channel();
+        let manager = EvictionManager::new(
+            Arc::clone(registry),
+            EvictionSettings::default(),
+            Arc::new(TimingKiller(killed)),
+        );
+        let (wake, wakes) = mpsc::channel(1);
+        let _watcher = watch_memory_events(&events, wake).expect("watch");
+        let (reports, mut cycles) = mpsc::unbounded_channel();
+        let (stop, stopped) = oneshot::channel::<()>();
+        let shutdown = async { stopped.await.unwrap_or(()) };
+        let task = tokio::spawn(run(
+            manager,
+            Arc::new(SystemClock),
+            Shared(Arc::clone(&state)),
+            wakes,
+            Some(reports),
+            shutdown,
+        ));
+        cycles.recv().await.expect("first cycle");
+        *state.lock().expect("lock") = node(110, 50);
+        let written = Instant::now();
+        std::fs::write(
+            &events,
+            format!(
+                "low 0\nhigh {}\nmax 0\noom 0\noom_kill 0\noom_group_kill 0\n",
+                i + 1
+            ),
+        )
+        .expect("write");
+        let killed_at = kills.recv().await.expect("an eviction");
+        samples.push(killed_at - written);
+        stop.send(()).expect("running");
+        task.await.expect("joins");
+    }
+    println!(
+        "signal event (memory.events write) to killer called, 110 pods: median {}, max {} over {} events",
+        ms(median(samples.clone())),
+        ms(*samples.iter().max().expect("samples")),
+        samples.len()
+    );
+}
+
+fn main() {
+    let host = Arc::new(Host::new(None).expect("host"));
+    let registry = Arc::new(
+        Registry::new(host, Arc::new(SystemClock), LimitsTable::default(), None).expect("registry"),
+    );
+    cycle_times(&registry);
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime")
+        .block_on(event_to_killer(&registry));
+}
