@@ -342,3 +342,28 @@ fn a_waiting_victim_is_dropped_once_its_pressure_is_gone() {
     );
     assert!(node.killer.evicted().is_empty());
 }
+
+#[test]
+fn two_pressures_that_pick_the_same_pod_share_it_and_pick_no_second_one() {
+    // Both strategies are hard and rank the hog first.
+    let script = config(r#"{"met":"hard","scope":"other","victims":["uid-hog"]}"#);
+    let mut node = Node::new(
+        settings(&[("script", script)]),
+        &[("script", SCRIPTED_STRATEGY)],
+    );
+    node.available_mib = 50;
+    let first = node.cycle();
+    assert_eq!(names(&first.started), ["hog"], "{first:?}");
+    // The hog is terminating: neither pressure may pick another pod meanwhile.
+    let second = node.cycle();
+    assert!(
+        second.started.is_empty() && second.decisions.is_empty(),
+        "{second:?}"
+    );
+    let waiting = second
+        .skipped
+        .iter()
+        .filter(|s| s.contains("reclaim in progress"))
+        .count();
+    assert_eq!(waiting, 2, "{:?}", second.skipped);
+}

@@ -171,16 +171,12 @@ impl EvictionManager {
             .tracker
             .conditions(now, self.settings.condition_transition);
 
-        let mut chosen = Vec::new();
+        // Queued at once, so a later threshold that picks the same pod shares it.
         for threshold in met.iter().filter(|m| m.past_grace) {
-            chosen.extend(self.threshold_victim(
-                threshold,
-                &strategies,
-                &mut snapshot,
-                &mut report,
-            ));
+            let chosen = self.threshold_victim(threshold, &strategies, &mut snapshot, &mut report);
+            self.enqueue(chosen.into_iter().collect(), &mut report);
         }
-        chosen.extend(self.force_victims(&answers.force, &snapshot.pods, &mut report));
+        let mut chosen = self.force_victims(&answers.force, &snapshot.pods, &mut report);
         let forced: HashSet<&str> = answers.force.iter().map(|(_, e)| e.uid.as_str()).collect();
         let soft: Vec<_> = answers
             .soft
@@ -256,7 +252,7 @@ impl EvictionManager {
     /// The top valid victim for a threshold past its grace period, unless a
     /// victim chosen for it earlier is still waiting or terminating.
     fn threshold_victim(
-        &self,
+        &mut self,
         met: &MetThreshold,
         strategies: &BTreeMap<String, Arc<Policy>>,
         snapshot: &mut Snapshot,
@@ -299,10 +295,17 @@ impl EvictionManager {
         let sorted = self.sort(&candidates, urgency == Urgency::Hard, report)?;
         let rejected: HashSet<u32> = sorted.rejected.iter().map(|r| r.index).collect();
         // The strategy's order decides; the sorter only vetoes.
-        let index = (0..candidates.len() as u32).find(|i| {
-            !rejected.contains(i) && !self.queue.holds(&candidates[*i as usize].pod.uid)
-        })?;
-        let (candidate, eviction) = (&candidates[index as usize], &victims[index as usize]);
+        let index = (0..candidates.len()).find(|i| !rejected.contains(&(*i as u32)))?;
+        let (candidate, eviction) = (&candidates[index], &victims[index]);
+        if self.queue.holds(&candidate.pod.uid) {
+            // Another threshold already evicts this pod: count on it, pick no other.
+            self.queue.share(&candidate.pod.uid, name, scope, urgency);
+            report.skipped.push(format!(
+                "{name}/{scope}: reclaim in progress, {} is already being evicted",
+                candidate.pod.name
+            ));
+            return None;
+        }
         Some(victim(candidate, eviction, urgency, Some(scope.clone())))
     }
 

@@ -22,9 +22,19 @@ pub enum Urgency {
     Soft,
 }
 
+/// A pressure a victim relieves: the strategy, scope and urgency of a threshold.
+type Relief = (String, String, Urgency);
+
+/// A queued victim and the thresholds counting on its eviction.
+#[derive(Debug, Clone)]
+struct Queued {
+    victim: Victim,
+    relieves: Vec<Relief>,
+}
+
 #[derive(Debug, Clone)]
 struct InFlight {
-    victim: Victim,
+    queued: Queued,
     since: SystemTime,
 }
 
@@ -42,7 +52,7 @@ pub struct Started {
 /// Waiting and in-flight victims.
 #[derive(Debug, Default)]
 pub struct KillQueue {
-    waiting: Vec<Victim>,
+    waiting: Vec<Queued>,
     in_flight: BTreeMap<String, InFlight>,
 }
 
@@ -57,11 +67,11 @@ impl KillQueue {
         timeout: Duration,
     ) -> Vec<Victim> {
         self.waiting
-            .retain(|v| present.contains(v.pod.uid.as_str()));
+            .retain(|q| present.contains(q.victim.pod.uid.as_str()));
         let mut gone = Vec::new();
         self.in_flight.retain(|uid, flight| {
             if !present.contains(uid.as_str()) {
-                gone.push(flight.victim.clone());
+                gone.push(flight.queued.victim.clone());
                 return false;
             }
             let stuck = now.duration_since(flight.since).unwrap_or_default() >= timeout;
@@ -80,16 +90,18 @@ impl KillQueue {
 
     /// Whether `uid` is waiting or being evicted.
     pub fn holds(&self, uid: &str) -> bool {
-        self.in_flight(uid) || self.waiting.iter().any(|v| v.pod.uid == uid)
+        self.in_flight(uid) || self.waiting.iter().any(|q| q.victim.pod.uid == uid)
     }
 
-    /// Whether a victim chosen for this strategy, scope and urgency is still
-    /// waiting or being evicted: reclaim for that pressure is in progress.
+    /// Whether a victim counted on by this strategy, scope and urgency is
+    /// still waiting or being evicted: reclaim for that pressure is in progress.
     pub fn reclaiming(&self, strategy: &str, scope: &str, urgency: Urgency) -> bool {
-        let same = |v: &Victim| {
-            v.strategy == strategy && v.scope.as_deref() == Some(scope) && v.urgency == urgency
+        let counts = |q: &Queued| {
+            q.relieves
+                .iter()
+                .any(|(s, sc, u)| s == strategy && sc == scope && *u == urgency)
         };
-        self.waiting.iter().any(same) || self.in_flight.values().any(|f| same(&f.victim))
+        self.waiting.iter().any(counts) || self.in_flight.values().any(|f| counts(&f.queued))
     }
 
     /// Queues `victim` unless its pod is already queued or being evicted.
@@ -97,13 +109,31 @@ impl KillQueue {
         if self.holds(&victim.pod.uid) {
             return false;
         }
-        self.waiting.push(victim);
+        let relieves = victim
+            .scope
+            .iter()
+            .map(|scope| (victim.strategy.clone(), scope.clone(), victim.urgency))
+            .collect();
+        self.waiting.push(Queued { victim, relieves });
         true
+    }
+
+    /// Counts the already queued or in-flight pod `uid` as the reclaim of
+    /// another threshold too, so that threshold picks no second victim.
+    pub fn share(&mut self, uid: &str, strategy: &str, scope: &str, urgency: Urgency) {
+        let relief = (strategy.to_owned(), scope.to_owned(), urgency);
+        let queued = match self.in_flight.get_mut(uid) {
+            Some(flight) => Some(&mut flight.queued),
+            None => self.waiting.iter_mut().find(|q| q.victim.pod.uid == uid),
+        };
+        if let Some(queued) = queued.filter(|q| !q.relieves.contains(&relief)) {
+            queued.relieves.push(relief);
+        }
     }
 
     /// Keeps only the waiting victims for which `wanted` holds.
     pub fn retain_waiting(&mut self, wanted: impl Fn(&Victim) -> bool) {
-        self.waiting.retain(wanted);
+        self.waiting.retain(|q| wanted(&q.victim));
     }
 
     /// Starts at most `burst` evictions, most urgent first (first come first
@@ -111,30 +141,28 @@ impl KillQueue {
     pub fn start(&mut self, now: SystemTime, burst: usize, killer: &dyn Killer) -> Started {
         let mut report = Started::default();
         let mut waiting = std::mem::take(&mut self.waiting);
-        waiting.sort_by_key(|v| v.urgency);
+        waiting.sort_by_key(|q| q.victim.urgency);
         let mut attempts = 0;
-        for victim in waiting {
+        for queued in waiting {
+            let victim = queued.victim.clone();
             if attempts == burst {
                 report.deferred.push((
-                    victim.clone(),
+                    victim,
                     format!("burst of {burst} evictions per cycle reached"),
                 ));
-                self.waiting.push(victim);
+                self.waiting.push(queued);
                 continue;
             }
             attempts += 1;
             match killer.evict(now, &victim) {
                 Ok(()) => {
-                    let flight = InFlight {
-                        victim: victim.clone(),
-                        since: now,
-                    };
-                    self.in_flight.insert(victim.pod.uid.clone(), flight);
+                    self.in_flight
+                        .insert(victim.pod.uid.clone(), InFlight { queued, since: now });
                     report.started.push(victim);
                 }
                 Err(KillError::Retry(why)) => {
-                    report.deferred.push((victim.clone(), why));
-                    self.waiting.push(victim);
+                    report.deferred.push((victim, why));
+                    self.waiting.push(queued);
                 }
                 Err(error) => report.failed.push((victim, error)),
             }
