@@ -199,3 +199,45 @@ impl VigilConfig {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn per_policy_limits_and_settings_come_from_the_config() {
+        let config: VigilConfig = serde_json::from_value(serde_json::json!({
+            "evictionBurst": 1,
+            "policies": {
+                "js-sorter": {"deadlineMs": 250, "trialSeconds": 60},
+                "memory-pressure": {"dryRun": true, "config": {"hard": "1Gi"}},
+            }
+        }))
+        .unwrap();
+        let limits = config.limits();
+        let js = limits.for_policy("js-sorter");
+        assert_eq!(
+            (js.deadline, js.trial),
+            (Duration::from_millis(250), Duration::from_secs(60))
+        );
+        assert_eq!(js.memory_bytes, Limits::default().memory_bytes);
+        assert_eq!(
+            limits.overrides.len(),
+            1,
+            "a policy without limits gets no override"
+        );
+        let settings = config.eviction_settings();
+        assert_eq!(settings.burst, 1);
+        let memory = settings.policy("memory-pressure");
+        assert!(memory.dry_run && memory.config == r#"{"hard":"1Gi"}"#);
+    }
+
+    #[test]
+    fn unknown_fields_are_refused() {
+        let error = serde_json::from_str::<VigilConfig>(r#"{"evictionBursts": 2}"#).unwrap_err();
+        assert!(
+            error.to_string().contains("unknown field `evictionBursts`"),
+            "{error}"
+        );
+    }
+}
