@@ -84,3 +84,25 @@ async fn a_signal_event_starts_a_cycle_at_once_and_the_period_keeps_them_coming(
         "the terminating pod was not picked twice"
     );
 }
+
+#[test]
+fn polling_wakes_are_forwarded_until_the_loop_goes_away() {
+    use vigil::eviction::runner::forward_wakes;
+    use vigil::signals::wake::Wake;
+    let poll = Wake::Poll {
+        interval: Duration::from_millis(10),
+        reason: "the test polls".into(),
+    };
+    let (wake, mut wakes) = mpsc::channel(1);
+    let thread = forward_wakes(poll, Duration::from_secs(5), wake);
+    assert_eq!(
+        wakes.blocking_recv(),
+        Some(()),
+        "polling sends a wake each interval"
+    );
+    assert_eq!(wakes.blocking_recv(), Some(()));
+    drop(wakes);
+    thread
+        .join()
+        .expect("the wake thread ends once nobody listens");
+}
