@@ -92,16 +92,9 @@ fn check(files: &[PathBuf], builtin: bool) -> anyhow::Result<()> {
     let host = Host::new(None)?;
     let mut failures = 0;
     let builtins = BUILTINS.iter().filter(|_| builtin).map(|(name, bytes)| {
-        (
-            format!("builtin:{name}"),
-            check_bytes(
-                &host,
-                format!("builtin:{name}"),
-                name,
-                (*bytes).into(),
-                Source::Builtin,
-            ),
-        )
+        let origin = format!("builtin:{name}");
+        let result = check_bytes(&host, origin.clone(), name, *bytes, Source::Builtin);
+        (origin, result)
     });
     let files = files
         .iter()

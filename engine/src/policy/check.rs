@@ -1,10 +1,9 @@
 //! `vigil policy check`: loads component files exactly as the agent would
 //! (format, world, imports, canary call) and describes each one.
 
-use super::{Digest, Host, Limits, LoadError, Policy, Source, World, canary};
+use super::{Digest, Host, Limits, LoadError, Policy, Source, WasmBytes, World, canary};
 use std::fmt;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::Duration;
 
 /// What a valid policy component is.
@@ -77,10 +76,10 @@ pub fn check_bytes(
     host: &Host,
     origin: String,
     name: &str,
-    bytes: Arc<[u8]>,
+    wasm: impl Into<WasmBytes>,
     source: Source,
 ) -> Result<CheckReport, LoadError> {
-    let policy = host.load(name, bytes, source, Limits::default())?;
+    let policy = host.load(name, wasm, source, Limits::default())?;
     canary::run(&policy, "{}").map_err(LoadError::Canary)?;
     Ok(CheckReport::new(origin, &policy))
 }
@@ -99,11 +98,5 @@ pub fn check_file(host: &Host, path: &Path) -> Result<CheckReport, LoadError> {
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_default();
     let source = Source::File(path.to_owned());
-    check_bytes(
-        host,
-        path.display().to_string(),
-        &name,
-        bytes.into(),
-        source,
-    )
+    check_bytes(host, path.display().to_string(), &name, bytes, source)
 }

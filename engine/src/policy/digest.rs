@@ -1,7 +1,10 @@
 //! Content digests: a policy version is the sha256 of its component bytes.
+//! [`WasmBytes`] carries the bytes with their digest, computed once, from the
+//! file read to the loaded policy.
 
 use sha2::{Digest as _, Sha256};
 use std::fmt;
+use std::sync::Arc;
 
 /// The sha256 of a component's bytes; identifies a policy version.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -46,6 +49,49 @@ impl fmt::Display for Digest {
 impl fmt::Debug for Digest {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "Digest({self})")
+    }
+}
+
+/// Component bytes and their digest, hashed once.
+#[derive(Debug, Clone)]
+pub struct WasmBytes {
+    bytes: Arc<[u8]>,
+    digest: Digest,
+}
+
+impl WasmBytes {
+    /// The bytes, hashed.
+    pub fn new(bytes: Arc<[u8]>) -> Self {
+        let digest = Digest::of(&bytes);
+        Self { bytes, digest }
+    }
+
+    /// The bytes.
+    pub fn bytes(&self) -> &Arc<[u8]> {
+        &self.bytes
+    }
+
+    /// Their digest.
+    pub fn digest(&self) -> Digest {
+        self.digest
+    }
+}
+
+impl From<Arc<[u8]>> for WasmBytes {
+    fn from(bytes: Arc<[u8]>) -> Self {
+        Self::new(bytes)
+    }
+}
+
+impl From<&[u8]> for WasmBytes {
+    fn from(bytes: &[u8]) -> Self {
+        Self::new(bytes.into())
+    }
+}
+
+impl From<Vec<u8>> for WasmBytes {
+    fn from(bytes: Vec<u8>) -> Self {
+        Self::new(bytes.into())
     }
 }
 

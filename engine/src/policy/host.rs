@@ -8,7 +8,7 @@ use super::cache::{ArtifactCache, CacheOutcome};
 use super::component::{Policy, Pre, Source};
 use super::error::cause;
 use super::sandbox::Sandbox;
-use super::{Digest, Limits, LoadError, World};
+use super::{Digest, Limits, LoadError, WasmBytes, World};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -98,7 +98,7 @@ impl Host {
         })
     }
 
-    /// Loads `bytes` as the policy `name`: checks the format, compiles (or
+    /// Loads `wasm` as the policy `name`: checks the format, compiles (or
     /// loads from the cache), identifies the world and checks every import.
     /// This compiles, which can take seconds for JS or Python components.
     ///
@@ -107,12 +107,13 @@ impl Host {
     pub fn load(
         &self,
         name: &str,
-        bytes: Arc<[u8]>,
+        wasm: impl Into<WasmBytes>,
         source: Source,
         limits: Limits,
     ) -> Result<Policy, LoadError> {
+        let wasm = wasm.into();
+        let (bytes, digest) = (Arc::clone(wasm.bytes()), wasm.digest());
         check_header(&bytes)?;
-        let digest = Digest::of(&bytes);
         let started = Instant::now();
         let (component, cache) = self.component(&digest, &bytes)?;
         let compile_time = started.elapsed();

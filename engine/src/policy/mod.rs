@@ -30,7 +30,7 @@ mod world;
 
 pub use cache::CacheOutcome;
 pub use component::{Outcome, Policy, Source};
-pub use digest::Digest;
+pub use digest::{Digest, WasmBytes};
 pub use error::{Cause, Fault, LoadError};
 pub use host::{Host, HostError};
 pub use limits::{Limits, LimitsTable};

@@ -18,7 +18,9 @@
 
 use super::builtin::BUILTINS;
 use super::state::StateStore;
-use super::{Digest, Fault, Host, LimitsTable, LoadError, Outcome, Policy, Source, World, canary};
+use super::{
+    Digest, Fault, Host, LimitsTable, LoadError, Outcome, Policy, Source, WasmBytes, World, canary,
+};
 use crate::clock::Clock;
 use crate::report::Chain;
 use arc_swap::ArcSwap;
@@ -145,7 +147,7 @@ impl Registry {
         };
         for (name, bytes) in BUILTINS {
             let policy = host
-                .load(name, bytes.into(), Source::Builtin, limits.for_policy(name))
+                .load(name, bytes, Source::Builtin, limits.for_policy(name))
                 .map_err(|source| RegistryError::Builtin { name, source })?;
             let policy = Arc::new(policy);
             books.builtins.insert(name.to_owned(), Arc::clone(&policy));
@@ -162,7 +164,7 @@ impl Registry {
             let source = Source::LastKnownGood(saved.path.clone());
             match host.load(
                 &saved.name,
-                saved.bytes.into(),
+                saved.wasm,
                 source,
                 limits.for_policy(&saved.name),
             ) {
@@ -192,11 +194,6 @@ impl Registry {
         registry.publish(&books);
         *registry.books.lock().expect("registry lock poisoned") = books;
         Ok(registry)
-    }
-
-    /// The host that loads this registry's policies.
-    pub fn host(&self) -> &Host {
-        &self.host
     }
 
     /// The serving version of `name`.
@@ -266,16 +263,17 @@ impl Registry {
     pub fn prepare(
         &self,
         name: &str,
-        bytes: Arc<[u8]>,
+        wasm: impl Into<WasmBytes>,
         source: Source,
     ) -> Result<Arc<Policy>, LoadError> {
-        let digest = Digest::of(&bytes);
+        let wasm = wasm.into();
+        let digest = wasm.digest();
         if self.lock().rejected.contains(&digest) {
             return Err(LoadError::Rejected { digest });
         }
         let policy = self
             .host
-            .load(name, bytes, source, self.limits.for_policy(name))?;
+            .load(name, wasm, source, self.limits.for_policy(name))?;
         if let Some(serving) = self.get(name).filter(|s| s.world() != policy.world()) {
             return Err(LoadError::WorldChanged {
                 name: name.to_owned(),

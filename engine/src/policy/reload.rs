@@ -13,7 +13,7 @@
 //! ignored. A half-written file fails to load and leaves the serving version
 //! alone; the write that completes it triggers another scan.
 
-use super::{Digest, LoadError, Registry, Source};
+use super::{Digest, LoadError, Registry, Source, WasmBytes};
 use crate::report::Chain;
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
@@ -133,7 +133,7 @@ impl Reloader {
             .await
             .expect("read panicked")
         {
-            Ok(bytes) => Arc::<[u8]>::from(bytes),
+            Ok(bytes) => WasmBytes::from(bytes),
             Err(source) => {
                 let error = LoadError::Read { path, source };
                 tracing::error!(policy = name, error = %Chain(&error), "cannot read policy file; keeping what serves");
@@ -141,7 +141,7 @@ impl Reloader {
                 return;
             }
         };
-        let digest = Digest::of(&bytes);
+        let digest = bytes.digest();
         let serving = registry.get(&name).map(|p| p.digest());
         if self.tried.insert(name.clone(), digest) == Some(digest) || serving == Some(digest) {
             return;

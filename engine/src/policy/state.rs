@@ -9,7 +9,7 @@
 //!
 //! Without a state directory (`vigil policy check`, tests) nothing persists.
 
-use super::Digest;
+use super::{Digest, WasmBytes};
 use crate::fsutil::write_atomic;
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
@@ -22,7 +22,7 @@ const REJECTED_KEPT: usize = 256;
 pub(crate) struct SavedVersion {
     pub(crate) name: String,
     pub(crate) path: PathBuf,
-    pub(crate) bytes: Vec<u8>,
+    pub(crate) wasm: WasmBytes,
 }
 
 /// Reads and writes the state directory.
@@ -58,12 +58,14 @@ impl StateStore {
                 continue;
             };
             match std::fs::read(&path) {
-                Ok(bytes) if Digest::of(&bytes) == digest => {
-                    found.push(SavedVersion { name, path, bytes })
-                }
-                Ok(_) => {
-                    tracing::error!(path = %path.display(), "last-known-good copy is damaged (digest mismatch); ignoring it")
-                }
+                Ok(bytes) => match WasmBytes::from(bytes) {
+                    wasm if wasm.digest() == digest => {
+                        found.push(SavedVersion { name, path, wasm })
+                    }
+                    _ => {
+                        tracing::error!(path = %path.display(), "last-known-good copy is damaged (digest mismatch); ignoring it")
+                    }
+                },
                 Err(error) => {
                     tracing::error!(path = %path.display(), %error, "cannot read last-known-good copy")
                 }
@@ -176,7 +178,7 @@ mod tests {
         let saved: Vec<_> = store
             .last_known_good()
             .into_iter()
-            .map(|s| (s.name, s.bytes))
+            .map(|s| (s.name, s.wasm.bytes().to_vec()))
             .collect();
         assert_eq!(
             saved,

@@ -6,10 +6,10 @@ use super::record::{DecisionRecord, EvictionRecord, Simulation, Step, ThresholdR
 use super::scenario::{PodSpec, Qos, Scenario};
 use crate::clock::ManualClock;
 use crate::config::{ConfigError, VigilConfig};
-use crate::eviction::{EvictionManager, NodeState, RecordingKiller, Victim};
+use crate::eviction::{EvictionManager, NodeState, RecordingKiller};
 use crate::policy::bindings::{KeyValue, Layer, MetLevel, Pod, QosClass, Resources, Signal, Usage};
 use crate::policy::reload::Reloader;
-use crate::policy::{Host, HostError, LimitsTable, Registry, RegistryError};
+use crate::policy::{Host, HostError, LimitsTable, LoadError, Registry, RegistryError};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
@@ -32,12 +32,13 @@ pub enum SimulateError {
     #[error("the scenario's config")]
     Config(#[from] ConfigError),
     /// A file in the scenario's policies directory did not load.
-    #[error("policy {name} in the scenario's policies directory did not load: {reason}")]
+    #[error("policy {name} in the scenario's policies directory did not load")]
     Policy {
         /// The policy.
         name: String,
         /// Why.
-        reason: String,
+        #[source]
+        source: LoadError,
     },
 }
 
@@ -119,7 +120,7 @@ async fn registry(
             if let Some((name, error)) = report.failed.into_iter().next() {
                 return Err(SimulateError::Policy {
                     name,
-                    reason: crate::report::Chain(&error).to_string(),
+                    source: error,
                 });
             }
         }
@@ -167,14 +168,13 @@ pub async fn run(scenario: &Scenario, base: &Path) -> Result<Simulation, Simulat
         let node = node_state(scenario, &present, t);
         let report = manager.cycle(start + t, &node);
         for victim in &report.started {
-            let grace = victim.grace_period_seconds.map_or_else(
-                || pod_of(&pods, victim).spec.grace_period,
-                Duration::from_secs,
-            );
             let pod = pods
                 .iter_mut()
                 .find(|p| p.uid == victim.pod.uid)
                 .expect("victims are scenario pods");
+            let grace = victim
+                .grace_period_seconds
+                .map_or(pod.spec.grace_period, Duration::from_secs);
             pod.leaves_at = Some(t + grace);
             simulation
                 .evictions
@@ -185,12 +185,6 @@ pub async fn run(scenario: &Scenario, base: &Path) -> Result<Simulation, Simulat
         clock.advance(period);
     }
     Ok(simulation)
-}
-
-fn pod_of<'a, 'b>(pods: &'a [SimPod<'b>], victim: &Victim) -> &'a SimPod<'b> {
-    pods.iter()
-        .find(|p| p.uid == victim.pod.uid)
-        .expect("victims are scenario pods")
 }
 
 /// The node at `t`: `memory.available`, `nodefs.available` and
