@@ -6,7 +6,7 @@ use crate::policy::check::{check_bytes, check_file};
 use crate::policy::reload::Reloader;
 use crate::policy::{Host, LimitsTable, Registry, Source};
 use crate::report::Chain;
-use crate::simulate::{Scenario, output, plot};
+use crate::simulate::{RunOptions, Scenario, output, plot};
 use anyhow::{Context, bail};
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
@@ -41,6 +41,13 @@ struct SimulateArgs {
     /// Also draw the signals against their thresholds, with evictions marked, to this SVG file.
     #[arg(long, value_name = "FILE.svg")]
     plot: Option<PathBuf>,
+    /// Load policies (`NAME.wasm`, overriding the built-in of that name) from this
+    /// directory instead of the scenario's `policiesDir`.
+    #[arg(long, value_name = "DIR")]
+    policies_dir: Option<PathBuf>,
+    /// Keep precompiled components here, so a JS or Python policy compiles once, not every run.
+    #[arg(long, value_name = "DIR")]
+    cache_dir: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
@@ -117,7 +124,11 @@ fn check(files: &[PathBuf], builtin: bool) -> anyhow::Result<()> {
 async fn simulate(args: SimulateArgs) -> anyhow::Result<()> {
     let scenario = Scenario::load(&args.scenario)?;
     let base = args.scenario.parent().unwrap_or(std::path::Path::new("."));
-    let simulation = crate::simulate::run(&scenario, base)
+    let options = RunOptions {
+        policies_dir: args.policies_dir,
+        cache_dir: args.cache_dir,
+    };
+    let simulation = crate::simulate::run(&scenario, base, &options)
         .await
         .with_context(|| format!("simulating {}", args.scenario.display()))?;
     match args.output {

@@ -2,7 +2,7 @@
 //! policies: exact victims at exact virtual times.
 
 use std::path::PathBuf;
-use vigil::simulate::{Scenario, Simulation, run};
+use vigil::simulate::{RunOptions, Scenario, Simulation, run};
 
 fn scenario_path(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -13,7 +13,7 @@ fn scenario_path(name: &str) -> PathBuf {
 async fn simulate(name: &str) -> Simulation {
     let path = scenario_path(name);
     let scenario = Scenario::load(&path).expect("the bundled scenario is valid");
-    run(&scenario, path.parent().unwrap())
+    run(&scenario, path.parent().unwrap(), &RunOptions::default())
         .await
         .expect("the scenario runs")
 }
@@ -92,7 +92,9 @@ async fn a_scenario_with_a_bad_config_layer_is_rejected_naming_the_field() {
     )
     .unwrap();
     let scenario = Scenario::load(&path).unwrap();
-    let error = run(&scenario, dir.path()).await.unwrap_err();
+    let error = run(&scenario, dir.path(), &RunOptions::default())
+        .await
+        .unwrap_err();
     let text = vigil::report::Chain(&error).to_string();
     assert!(
         text.contains("$.evictionBurst (from scenario): must be a positive integer"),

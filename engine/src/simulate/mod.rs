@@ -13,7 +13,7 @@ mod run;
 mod scenario;
 mod timeline;
 
-pub use record::{DecisionRecord, EvictionRecord, Simulation, Step, ThresholdRecord};
-pub use run::{SimulateError, run};
+pub use record::{DecisionRecord, EvictionRecord, PolicyRecord, Simulation, Step, ThresholdRecord};
+pub use run::{RunOptions, SimulateError, run};
 pub use scenario::{NodeSpec, PodSpec, Qos, ResourceSpec, Scenario, ScenarioError};
 pub use timeline::{Point, Timeline};

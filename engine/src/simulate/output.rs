@@ -74,6 +74,18 @@ pub fn render(simulation: &Simulation) -> String {
     if !simulation.description.is_empty() {
         writeln!(w, "{}", simulation.description).unwrap();
     }
+    for policy in &simulation.policies {
+        if let Some(file) = &policy.file {
+            let digest = &policy.digest[..12];
+            let (name, world) = (&policy.name, policy.world);
+            writeln!(
+                w,
+                "policy {name}@{digest} ({world}) from {}",
+                file.display()
+            )
+            .unwrap();
+        }
+    }
     writeln!(w).unwrap();
     // memory.available, and every signal whose threshold is met at some point.
     let mut shown: BTreeSet<&str> = ["memory.available"].into();

@@ -4,8 +4,10 @@
 use super::scenario::Scenario;
 use crate::eviction::{Decision, Urgency, Victim};
 use crate::policy::bindings::QosClass;
+use crate::policy::{PolicyStatus, Source};
 use serde::Serialize;
 use std::collections::BTreeMap;
+use std::path::PathBuf;
 use std::time::Duration;
 
 /// A threshold as one strategy reported it in one cycle.
@@ -26,7 +28,7 @@ pub struct ThresholdRecord {
 }
 
 /// A victim chosen in one cycle.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct DecisionRecord {
     /// `namespace/name`.
     pub pod: String,
@@ -83,7 +85,7 @@ pub struct Step {
 }
 
 /// One eviction.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct EvictionRecord {
     /// `namespace/name`.
     pub pod: String,
@@ -123,6 +125,33 @@ impl EvictionRecord {
     }
 }
 
+/// A policy that served during the simulation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PolicyRecord {
+    /// Its name.
+    pub name: String,
+    /// Its world, e.g. `candidate-sorter`.
+    pub world: &'static str,
+    /// The sha256 of its component.
+    pub digest: String,
+    /// The file it was loaded from; none if built in.
+    pub file: Option<PathBuf>,
+}
+
+impl PolicyRecord {
+    pub(super) fn new(status: PolicyStatus) -> Self {
+        Self {
+            name: status.name,
+            world: status.world.name(),
+            digest: status.digest.hex(),
+            file: match status.source {
+                Source::File(path) | Source::LastKnownGood(path) => Some(path),
+                Source::Builtin => None,
+            },
+        }
+    }
+}
+
 /// A whole simulation.
 #[derive(Debug, Clone, Serialize)]
 pub struct Simulation {
@@ -130,6 +159,8 @@ pub struct Simulation {
     pub scenario: String,
     /// What it shows.
     pub description: String,
+    /// The policies that served, by name.
+    pub policies: Vec<PolicyRecord>,
     /// Seconds between cycles.
     pub period: f64,
     /// Every cycle.
@@ -143,6 +174,7 @@ impl Simulation {
         Self {
             scenario: scenario.name.clone(),
             description: scenario.description.trim().to_owned(),
+            policies: Vec::new(),
             period: period.as_secs_f64(),
             steps: Vec::new(),
             evictions: Vec::new(),

@@ -2,7 +2,9 @@
 //! scenario, on a virtual clock. Evicted pods leave after their grace period,
 //! taking their usage with them, so the timeline shows recovery.
 
-use super::record::{DecisionRecord, EvictionRecord, Simulation, Step, ThresholdRecord};
+use super::record::{
+    DecisionRecord, EvictionRecord, PolicyRecord, Simulation, Step, ThresholdRecord,
+};
 use super::scenario::{PodSpec, Qos, Scenario};
 use crate::clock::ManualClock;
 use crate::config::{ConfigError, VigilConfig};
@@ -11,7 +13,7 @@ use crate::policy::bindings::{KeyValue, Layer, MetLevel, Pod, QosClass, Resource
 use crate::policy::reload::Reloader;
 use crate::policy::{Host, HostError, LimitsTable, LoadError, Registry, RegistryError};
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, UNIX_EPOCH};
 use thiserror::Error;
@@ -31,8 +33,8 @@ pub enum SimulateError {
     /// The scenario's config layer is rejected.
     #[error("the scenario's config")]
     Config(#[from] ConfigError),
-    /// A file in the scenario's policies directory did not load.
-    #[error("policy {name} in the scenario's policies directory did not load")]
+    /// A file in the policies directory did not load.
+    #[error("policy {name} in the policies directory did not load")]
     Policy {
         /// The policy.
         name: String,
@@ -97,14 +99,30 @@ impl SimPod<'_> {
     }
 }
 
-/// Loads the policies: the built-ins, the scenario's directory over them,
+/// How to run a scenario, beyond what its file says.
+#[derive(Debug, Clone, Default)]
+pub struct RunOptions {
+    /// A policies directory to use instead of the scenario's `policiesDir`
+    /// (relative to the working directory, not to the scenario).
+    pub policies_dir: Option<PathBuf>,
+    /// Where to keep precompiled components between runs: a JS or Python
+    /// policy compiles for seconds and then loads in milliseconds.
+    pub cache_dir: Option<PathBuf>,
+}
+
+/// Loads the policies: the built-ins, the policies directory over them,
 /// and limits from the merged config.
 async fn registry(
     scenario: &Scenario,
     base: &Path,
+    options: &RunOptions,
     clock: Arc<ManualClock>,
 ) -> Result<(Arc<Registry>, VigilConfig), SimulateError> {
-    let host = Arc::new(Host::new(None)?);
+    let host = Arc::new(Host::new(options.cache_dir.clone())?);
+    let policies_dir = options
+        .policies_dir
+        .clone()
+        .or_else(|| scenario.policies_dir.as_ref().map(|dir| base.join(dir)));
     let mut limits = LimitsTable::default();
     loop {
         let registry = Arc::new(Registry::new(
@@ -113,8 +131,8 @@ async fn registry(
             limits.clone(),
             None,
         )?);
-        if let Some(dir) = &scenario.policies_dir {
-            let report = Reloader::new(Arc::clone(&registry), base.join(dir))
+        if let Some(dir) = &policies_dir {
+            let report = Reloader::new(Arc::clone(&registry), dir.clone())
                 .scan()
                 .await;
             if let Some((name, error)) = report.failed.into_iter().next() {
@@ -141,14 +159,18 @@ async fn registry(
 ///
 /// # Errors
 /// The policies or the scenario's config do not load.
-pub async fn run(scenario: &Scenario, base: &Path) -> Result<Simulation, SimulateError> {
+pub async fn run(
+    scenario: &Scenario,
+    base: &Path,
+    options: &RunOptions,
+) -> Result<Simulation, SimulateError> {
     let start = UNIX_EPOCH + START;
     let clock = Arc::new(ManualClock::new(start));
-    let (registry, config) = registry(scenario, base, Arc::clone(&clock)).await?;
+    let (registry, config) = registry(scenario, base, options, Arc::clone(&clock)).await?;
     let settings = config.eviction_settings();
     let period = settings.period;
     let killer = Arc::new(RecordingKiller::default());
-    let mut manager = EvictionManager::new(registry, settings, killer);
+    let mut manager = EvictionManager::new(Arc::clone(&registry), settings, killer);
     let mut pods: Vec<SimPod<'_>> = scenario
         .pods
         .iter()
@@ -159,6 +181,11 @@ pub async fn run(scenario: &Scenario, base: &Path) -> Result<Simulation, Simulat
         })
         .collect();
     let mut simulation = Simulation::new(scenario, period);
+    simulation.policies = registry
+        .status()
+        .into_iter()
+        .map(PolicyRecord::new)
+        .collect();
     let mut t = Duration::ZERO;
     while t <= scenario.duration {
         let present: Vec<&SimPod<'_>> = pods
