@@ -93,3 +93,114 @@ pub fn order_of(candidates: &[Candidate], order: &[u32]) -> Vec<String> {
         .map(|&i| candidates[i as usize].pod.name.clone())
         .collect()
 }
+
+/// The component of the example policy `name` (`examples/policies/NAME/NAME.wasm`).
+///
+/// # Panics
+/// If it has not been built: `examples/policies/build.sh` builds them all.
+pub fn example_policy(name: &str) -> Vec<u8> {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../examples/policies")
+        .join(name)
+        .join(format!("{name}.wasm"));
+    std::fs::read(&path).unwrap_or_else(|e| {
+        panic!(
+            "cannot read {}: {e}; build the example policies first with examples/policies/build.sh",
+            path.display()
+        )
+    })
+}
+
+/// The bundled scenario files (`examples/scenarios/*.yaml`), sorted.
+pub fn bundled_scenarios() -> Vec<std::path::PathBuf> {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/scenarios");
+    let mut found: Vec<_> = std::fs::read_dir(&dir)
+        .expect("examples/scenarios is readable")
+        .map(|entry| entry.expect("a directory entry").path())
+        .filter(|path| path.extension().is_some_and(|e| e == "yaml"))
+        .collect();
+    found.sort();
+    found
+}
+
+/// A small deterministic random generator (SplitMix64), so generated inputs
+/// are the same on every run and a failure can be replayed.
+#[derive(Debug, Clone)]
+pub struct Rng(u64);
+
+impl Rng {
+    /// A generator seeded with `seed`.
+    pub fn new(seed: u64) -> Self {
+        Self(seed)
+    }
+
+    /// The next 64 random bits.
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// A number below `n`.
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next_u64() % n
+    }
+
+    /// One of `items`.
+    pub fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
+        &items[self.below(items.len() as u64) as usize]
+    }
+}
+
+/// `n` random candidates drawn from few values, so ties at every level of
+/// the default sorter's order are common: shared namespaces and names
+/// (non-ASCII among them), repeated usage and requests, refusable pods and
+/// skip labels, and usage or requests at `u64::MAX`.
+pub fn random_candidates(rng: &mut Rng, n: usize) -> Vec<Candidate> {
+    const NAMES: [&str; 8] = [
+        "web", "web-2", "Web", "db", "café", "日本", "ｚ-web", "🦀-job",
+    ];
+    const NAMESPACES: [&str; 3] = ["default", "batch", "ｚ-wide"];
+    const QOS: [QosClass; 3] = [
+        QosClass::BestEffort,
+        QosClass::Burstable,
+        QosClass::Guaranteed,
+    ];
+    const KEYS: [&str; 4] = ["app", "vigil.io/skip", "team", "vigil.io/keep"];
+    (0..n)
+        .map(|i| {
+            let name = *rng.pick(&NAMES);
+            let mut pod = policy_kit::pod!(name, *rng.pick(&QOS), priority: *rng.pick(&[-5, 0, 0, 100, i32::MAX]), usage_mib: *rng.pick(&[0, 64, 100, 512]), request_mib: *rng.pick(&[0, 64, 100]));
+            pod.namespace = (*rng.pick(&NAMESPACES)).into();
+            pod.uid = format!("uid-{}", rng.below(4));
+            pod.usage.memory_working_set_bytes += rng.below(2);
+            // The extremes, where `usage - request` needs more than 64 bits.
+            match rng.below(20) {
+                0 => pod.usage.memory_working_set_bytes = u64::MAX,
+                1 => pod.requests.memory_bytes = u64::MAX,
+                _ => {}
+            }
+            let mut pairs = || {
+                (0..rng.below(3))
+                    .map(|_| vigil::policy::bindings::KeyValue {
+                        key: (*rng.pick(&KEYS)).into(),
+                        value: "x".into(),
+                    })
+                    .collect::<Vec<_>>()
+            };
+            pod.labels = pairs();
+            pod.annotations = pairs();
+            let flag = rng.below(40);
+            pod.is_static = flag == 0;
+            pod.is_mirror = flag == 1;
+            pod.is_critical = flag == 2;
+            Candidate {
+                pod,
+                strategy: format!("strategy-{i}"),
+                reason: "generated".into(),
+            }
+        })
+        .collect()
+}

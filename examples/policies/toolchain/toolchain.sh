@@ -1,0 +1,92 @@
+# shellcheck shell=bash
+# Shared by the example policies' build scripts (sourced, not run): where things
+# are, installing each toolchain from the package registries once, and skipping a
+# build whose inputs have not changed.
+#
+# Toolchains go under target/toolchains/ (a Python venv, an npm prefix, a cargo
+# root), except the C compiler, which comes from Debian's packages.
+
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)
+WIT="$ROOT/wit"
+TOOLCHAIN="$ROOT/examples/policies/toolchain"
+TOOLS="$ROOT/target/toolchains"
+mkdir -p "$TOOLS/stamps"
+
+say() { printf '%s: %s\n' "${POLICY:-toolchain}" "$*" >&2; }
+
+# The digest of everything a component is built from: the given files, the WIT
+# contract and this toolchain's pins.
+inputs_digest() {
+  cat "$@" "$WIT"/*.wit "$TOOLCHAIN"/toolchain.sh "$TOOLCHAIN"/requirements.txt \
+    "$TOOLCHAIN"/package-lock.json | sha256sum | cut -d' ' -f1
+}
+
+# Exits the build script when OUT exists and was built from exactly these inputs.
+skip_if_fresh() {
+  local out=$1
+  shift
+  local stamp="$TOOLS/stamps/$(basename "$out").inputs"
+  if [[ -f $out && -f $stamp && $(cat "$stamp") == "$(inputs_digest "$@")" ]]; then
+    say "up to date"
+    exit 0
+  fi
+}
+
+# Moves the freshly built TMP over OUT (one rename, so a watching agent never
+# sees half a file) and records what it was built from.
+publish() {
+  local tmp=$1 out=$2
+  shift 2
+  mv "$tmp" "$out"
+  inputs_digest "$@" >"$TOOLS/stamps/$(basename "$out").inputs"
+  say "wrote $out ($(stat -c %s "$out") bytes)"
+}
+
+# componentize-py and wasm-tools from PyPI, in a venv.
+need_python_tools() {
+  local venv="$TOOLS/python"
+  if ! cmp -s "$TOOLCHAIN/requirements.txt" "$venv/requirements.txt"; then
+    say "installing componentize-py and wasm-tools from PyPI"
+    python3 -m venv "$venv"
+    "$venv/bin/pip" install --quiet --disable-pip-version-check -r "$TOOLCHAIN/requirements.txt"
+    cp "$TOOLCHAIN/requirements.txt" "$venv/requirements.txt"
+  fi
+  export PATH="$venv/bin:$PATH"
+}
+
+# componentize-js from npm, as locked.
+need_js_tools() {
+  local prefix="$TOOLS/js"
+  if ! cmp -s "$TOOLCHAIN/package-lock.json" "$prefix/package-lock.json"; then
+    say "installing componentize-js from npm"
+    mkdir -p "$prefix"
+    cp "$TOOLCHAIN/package.json" "$TOOLCHAIN/package-lock.json" "$prefix/"
+    # `npm ci` refuses this lock: the registry mirror lacks some optional
+    # platform packages the lock would list. `npm install` follows the lock.
+    (cd "$prefix" && npm install --no-audit --no-fund --loglevel=error)
+  fi
+  export PATH="$prefix/node_modules/.bin:$PATH"
+}
+
+# clang and wasi-libc from Debian; wit-bindgen from crates.io; wasm-tools from
+# PyPI; the WASI preview1 reactor adapter from the crate of vigil's wasmtime.
+need_c_tools() {
+  local packages=(clang lld wasi-libc libclang-rt-14-dev-wasm32)
+  if ! dpkg -s "${packages[@]}" >/dev/null 2>&1; then
+    say "installing ${packages[*]} from Debian"
+    local sudo=()
+    [[ $(id -u) == 0 ]] || sudo=(sudo)
+    "${sudo[@]}" apt-get install -y --no-install-recommends "${packages[@]}" ||
+      { "${sudo[@]}" apt-get update && "${sudo[@]}" apt-get install -y --no-install-recommends "${packages[@]}"; }
+  fi
+  if [[ $("$TOOLS/cargo/bin/wit-bindgen" --version 2>/dev/null) != "wit-bindgen-cli 0.63.0"* ]]; then
+    say "installing wit-bindgen-cli from crates.io (a few minutes, once)"
+    cargo install --quiet wit-bindgen-cli --version 0.63.0 --locked --root "$TOOLS/cargo"
+  fi
+  export PATH="$TOOLS/cargo/bin:$PATH"
+  need_python_tools
+  ADAPTER="$TOOLS/wasi_snapshot_preview1.reactor.wasm"
+  cargo run --quiet --manifest-path "$ROOT/Cargo.toml" -p wasi-adapter -- "$ADAPTER"
+}
