@@ -63,3 +63,36 @@ fn nothing_to_check_is_an_error() {
     let (ok, text) = vigil(&["policy", "check"]);
     assert!(!ok && text.contains("nothing to check"), "{text}");
 }
+
+#[test]
+fn the_example_policies_in_c_javascript_and_python_pass_and_name_their_world() {
+    let examples = [
+        ("c-sorter", "candidate-sorter"),
+        ("js-sorter", "candidate-sorter"),
+        ("python-sorter", "candidate-sorter"),
+        ("python-psi-strategy", "eviction-strategy"),
+        ("js-merger", "config-merger"),
+    ];
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/policies");
+    let paths: Vec<String> = examples
+        .iter()
+        .map(|(name, _)| {
+            let path = root.join(name).join(format!("{name}.wasm"));
+            assert!(
+                path.is_file(),
+                "{} is missing: build the example policies with examples/policies/build.sh",
+                path.display()
+            );
+            path.display().to_string()
+        })
+        .collect();
+    let mut args = vec!["policy", "check"];
+    args.extend(paths.iter().map(String::as_str));
+    let (ok, text) = vigil(&args);
+    assert!(ok, "{text}");
+    for (path, (_, world)) in paths.iter().zip(examples) {
+        let report = format!("{path}: ok\n  world:    vigil:policy/{world}@0.1.0\n");
+        assert!(text.contains(&report), "{report} in {text}");
+    }
+    assert_eq!(text.matches("canary call passed").count(), examples.len());
+}

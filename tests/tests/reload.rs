@@ -3,11 +3,11 @@
 //! with a timeout so a missed event fails instead of hanging.
 
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
 use vigil::policy::reload::{Reloader, ScanReport};
-use vigil::policy::{Digest, LoadError, Registry, Source};
+use vigil::policy::{CacheOutcome, Digest, LoadError, Registry, Source};
 use vigil_tests::*;
 
 /// A running reloader over a temporary policies directory.
@@ -42,9 +42,10 @@ impl Agent {
     }
 
     async fn next_report(&mut self) -> ScanReport {
-        tokio::time::timeout(Duration::from_secs(20), self.reports.recv())
+        // Generous: a JavaScript component compiles for seconds on a busy machine.
+        tokio::time::timeout(Duration::from_secs(120), self.reports.recv())
             .await
-            .expect("no scan within 20 s")
+            .expect("no scan within 120 s")
             .expect("reloader stopped")
     }
 
@@ -202,5 +203,72 @@ async fn a_configmap_style_data_symlink_swap_is_picked_up() {
     publish("..2026_11_22_02", FLAKY_SORTER);
     std::fs::remove_dir_all(root.join("..2026_11_22_01")).unwrap();
     agent.until_loaded("default-sorter", FLAKY_SORTER).await;
+    agent.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_javascript_policy_compiles_while_the_serving_version_keeps_answering() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut agent, _) = Agent::start(dir.path()).await;
+    let serving = agent.registry.get("default-sorter").unwrap().digest();
+    // A caller on its own thread, as the eviction loop's, notes which version
+    // answered each call, until the new one answers.
+    let answered = Arc::new(Mutex::new(Vec::<Digest>::new()));
+    let caller = {
+        let (registry, answered) = (Arc::clone(&agent.registry), Arc::clone(&answered));
+        std::thread::spawn(move || {
+            let candidates = three_candidates();
+            loop {
+                let policy = registry.get("default-sorter").unwrap();
+                let sorted = registry.call(&policy, |p| p.sort(&candidates, "{}"));
+                assert_eq!(
+                    order_of(&candidates, &sorted.unwrap().unwrap().order),
+                    ["b", "c", "a"]
+                );
+                answered.lock().unwrap().push(policy.digest());
+                if policy.digest() != serving {
+                    return;
+                }
+            }
+        })
+    };
+    while answered.lock().unwrap().is_empty() {
+        tokio::task::yield_now().await;
+    }
+    let js = example_policy("js-sorter");
+    replace_by_rename(dir.path(), "default-sorter.wasm", &js);
+    let dropped = answered.lock().unwrap().len();
+    agent.until_loaded("default-sorter", &js).await;
+    let loaded = answered.lock().unwrap().len();
+    tokio::task::spawn_blocking(move || caller.join().unwrap())
+        .await
+        .unwrap();
+
+    let new = agent.registry.get("default-sorter").unwrap();
+    assert_eq!(
+        new.cache_outcome(),
+        CacheOutcome::Disabled,
+        "it was compiled"
+    );
+    let answered = answered.lock().unwrap();
+    let during_load = answered[dropped..loaded]
+        .iter()
+        .filter(|&&d| d == serving)
+        .count();
+    eprintln!(
+        "{during_load} calls answered by the serving version during a {:?} compile",
+        new.compile_time()
+    );
+    assert!(
+        during_load >= 100,
+        "only {during_load} calls answered during a {:?} compile",
+        new.compile_time()
+    );
+    let switched = answered.iter().position(|&d| d != serving).unwrap();
+    assert!(switched >= dropped + during_load);
+    assert!(
+        answered[switched..].iter().all(|&d| d == new.digest()),
+        "once the new version answers, the old one never does again"
+    );
     agent.stop().await;
 }
