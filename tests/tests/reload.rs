@@ -250,7 +250,7 @@ async fn a_javascript_policy_compiles_while_the_serving_version_keeps_answering(
         CacheOutcome::Disabled,
         "it was compiled"
     );
-    let answered = answered.lock().unwrap();
+    let answered = std::mem::take(&mut *answered.lock().unwrap());
     let during_load = answered[dropped..loaded]
         .iter()
         .filter(|&&d| d == serving)
