@@ -7,75 +7,21 @@
 //! - reload latency: from renaming a new version into the policies directory
 //!   to that version answering, through the real watcher and reload loop.
 
+mod common;
+
+use common::{builtin, candidates, median, micros};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use vigil::clock::SystemClock;
-use vigil::policy::builtin::BUILTINS;
 use vigil::policy::reload::Reloader;
 use vigil::policy::{Digest, Host, Limits, LimitsTable, Registry, Source};
-
-/// Name, QoS index, priority, usage and request (MiB) of candidate `i`.
-fn facts(i: usize) -> (String, usize, i32, u64, u64) {
-    let priority = (i % 7) as i32 * 100;
-    let usage_mib = ((i * 7919) % 2048) as u64;
-    let request_mib = ((i * 104_729) % 1024) as u64;
-    (format!("pod-{i}"), i % 3, priority, usage_mib, request_mib)
-}
-
-/// `n` candidates built from [`facts`], of the `Candidate` type in module `$types`
-/// (the host's bindings or the natively compiled sorter's).
-macro_rules! candidates {
-    ($($types:ident)::+, $n:expr) => {{
-        use $($types)::+::{Candidate, Pod, QosClass, Resources, Usage};
-        (0..$n)
-            .map(|i| {
-                let (name, qos, priority, usage_mib, request_mib) = facts(i);
-                let qos = [QosClass::BestEffort, QosClass::Burstable, QosClass::Guaranteed][qos];
-                let pod = policy_kit::pod!(&name, qos, priority: priority, usage_mib: usage_mib, request_mib: request_mib);
-                Candidate {
-                    pod: Pod { is_critical: i % 97 == 0, ..pod },
-                    strategy: "bench".into(),
-                    reason: "bench".into(),
-                }
-            })
-            .collect::<Vec<Candidate>>()
-    }};
-}
-
-/// Median duration of `run` over enough repetitions to fill about 300 ms.
-fn median(mut run: impl FnMut()) -> Duration {
-    run();
-    let mut samples = Vec::new();
-    let started = Instant::now();
-    while samples.len() < 15
-        || (started.elapsed() < Duration::from_millis(300) && samples.len() < 10_000)
-    {
-        let t = Instant::now();
-        run();
-        samples.push(t.elapsed());
-    }
-    samples.sort();
-    samples[samples.len() / 2]
-}
-
-fn micros(d: Duration) -> String {
-    format!("{:.1} µs", d.as_secs_f64() * 1e6)
-}
-
-fn builtin_sorter() -> &'static [u8] {
-    BUILTINS
-        .iter()
-        .find(|(n, _)| *n == "default-sorter")
-        .expect("built in")
-        .1
-}
 
 fn sorter_ratios(host: &Host) {
     let policy = host
         .load(
             "default-sorter",
-            Arc::from(builtin_sorter()),
+            Arc::from(builtin("default-sorter")),
             Source::Builtin,
             Limits::default(),
         )
@@ -158,7 +104,7 @@ async fn reload_latency(dir: &Path) {
     let mut changes = registry.subscribe();
     let mut samples = Vec::new();
     for i in 0..15 {
-        let bytes = variant(builtin_sorter(), i);
+        let bytes = variant(builtin("default-sorter"), i);
         let want = Digest::of(&bytes);
         let tmp = dir.join(".default-sorter.wasm.new");
         std::fs::write(&tmp, &bytes).expect("write");

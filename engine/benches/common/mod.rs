@@ -1,0 +1,64 @@
+//! Helpers shared by the policy benchmarks: generated candidates, a median
+//! timer and the built-in components.
+
+use std::time::{Duration, Instant};
+use vigil::policy::builtin::BUILTINS;
+
+/// Name, QoS index, priority, usage and request (MiB) of candidate `i`.
+pub fn facts(i: usize) -> (String, usize, i32, u64, u64) {
+    let priority = (i % 7) as i32 * 100;
+    let usage_mib = ((i * 7919) % 2048) as u64;
+    let request_mib = ((i * 104_729) % 1024) as u64;
+    (format!("pod-{i}"), i % 3, priority, usage_mib, request_mib)
+}
+
+/// `n` candidates built from [`facts`], of the `Candidate` type in module `$types`
+/// (the host's bindings or the natively compiled sorter's).
+macro_rules! candidates {
+    ($($types:ident)::+, $n:expr) => {{
+        use $($types)::+::{Candidate, Pod, QosClass, Resources, Usage};
+        (0..$n)
+            .map(|i| {
+                let (name, qos, priority, usage_mib, request_mib) = crate::common::facts(i);
+                let qos = [QosClass::BestEffort, QosClass::Burstable, QosClass::Guaranteed][qos];
+                let pod = policy_kit::pod!(&name, qos, priority: priority, usage_mib: usage_mib, request_mib: request_mib);
+                Candidate {
+                    pod: Pod { is_critical: i % 97 == 0, ..pod },
+                    strategy: "bench".into(),
+                    reason: "bench".into(),
+                }
+            })
+            .collect::<Vec<Candidate>>()
+    }};
+}
+pub(crate) use candidates;
+
+/// Median duration of `run` over enough repetitions to fill about 300 ms.
+pub fn median(mut run: impl FnMut()) -> Duration {
+    run();
+    let mut samples = Vec::new();
+    let started = Instant::now();
+    while samples.len() < 15
+        || (started.elapsed() < Duration::from_millis(300) && samples.len() < 10_000)
+    {
+        let t = Instant::now();
+        run();
+        samples.push(t.elapsed());
+    }
+    samples.sort();
+    samples[samples.len() / 2]
+}
+
+/// `d` in microseconds, for tables.
+pub fn micros(d: Duration) -> String {
+    format!("{:.1} µs", d.as_secs_f64() * 1e6)
+}
+
+/// The component of the built-in policy `name`.
+pub fn builtin(name: &str) -> &'static [u8] {
+    BUILTINS
+        .iter()
+        .find(|(n, _)| *n == name)
+        .expect("built in")
+        .1
+}
