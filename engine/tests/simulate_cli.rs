@@ -73,3 +73,55 @@ fn an_invalid_scenario_fails_with_the_line_and_field() {
         "{stderr}"
     );
 }
+
+#[test]
+fn a_policies_directory_replaces_built_ins_and_the_run_names_the_file_that_served() {
+    let (policies, cache) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let c_sorter = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../examples/policies/c-sorter/c-sorter.wasm");
+    let sorter = policies.path().join("default-sorter.wasm");
+    std::fs::copy(&c_sorter, &sorter).unwrap_or_else(|e| {
+        panic!(
+            "{}: {e}; run examples/policies/build.sh",
+            c_sorter.display()
+        )
+    });
+    let simulate = || {
+        Command::new(env!("CARGO_BIN_EXE_vigil"))
+            .arg("simulate")
+            .arg(scenario())
+            .arg("--policies-dir")
+            .arg(policies.path())
+            .arg("--cache-dir")
+            .arg(cache.path())
+            .output()
+            .unwrap()
+    };
+    let output = simulate();
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{text}");
+    let served = format!(" (candidate-sorter) from {}\n", sorter.display());
+    assert!(
+        text.contains("policy default-sorter@") && text.contains(&served),
+        "{text}"
+    );
+    assert!(text.contains("summary: 1 eviction(s)"), "{text}");
+    let digest = vigil::policy::Digest::of(&std::fs::read(&sorter).unwrap()).hex();
+    let kept = std::fs::read_dir(cache.path()).unwrap().any(|entry| {
+        entry
+            .unwrap()
+            .file_name()
+            .to_string_lossy()
+            .starts_with(&digest)
+    });
+    assert!(kept, "the compiled sorter is kept in the cache");
+
+    std::fs::write(&sorter, b"not a component").unwrap();
+    let output = simulate();
+    let errors = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success());
+    assert!(
+        errors.contains("policy default-sorter in the policies directory did not load"),
+        "{errors}"
+    );
+}

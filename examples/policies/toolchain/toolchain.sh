@@ -90,3 +90,30 @@ need_c_tools() {
   ADAPTER="$TOOLS/wasi_snapshot_preview1.reactor.wasm"
   cargo run --quiet --manifest-path "$ROOT/Cargo.toml" -p wasi-adapter -- "$ADAPTER"
 }
+
+# Builds the JavaScript policy NAME from SOURCE (in its folder) for WORLD with
+# componentize-js. WASI features a policy has no use for are left out, so the
+# component imports only what the policy imports.
+build_js_policy() {
+  local name=$1 source=$2 world=$3
+  local here="$ROOT/examples/policies/$name"
+  local out="$here/$name.wasm"
+  skip_if_fresh "$out" "$here/$source" "$here/build.sh"
+  need_js_tools
+  componentize-js "$here/$source" --wit "$WIT" --world-name "$world" \
+    --disable stdio random clocks http fetch-event -o "$out.tmp"
+  publish "$out.tmp" "$out" "$here/$source" "$here/build.sh"
+}
+
+# Builds the Python policy NAME from MODULE.py (in its folder) for WORLD with
+# componentize-py, which bundles CPython into the component.
+build_python_policy() {
+  local name=$1 module=$2 world=$3
+  local here="$ROOT/examples/policies/$name"
+  local out="$here/$name.wasm"
+  skip_if_fresh "$out" "$here/$module.py" "$here/build.sh"
+  need_python_tools
+  (cd "$ROOT/target" && componentize-py --wit-path "$WIT" --world "$world" \
+    componentize --python-path "$here" "$module" -o "$out.tmp")
+  publish "$out.tmp" "$out" "$here/$module.py" "$here/build.sh"
+}
