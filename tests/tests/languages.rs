@@ -45,9 +45,10 @@ fn example(name: &str) -> Policy {
 // ---- Sorters ----------------------------------------------------------------
 
 /// Configs every sorter must accept.
-const CONFIGS: [&str; 5] = [
+const CONFIGS: [&str; 6] = [
     "{}",
     "  ",
+    r#"{"skipLabels": ["vigil.io\/skip", "\u0061pp", "\ud83e\udd80"]}"#,
     r#"{"skipLabels": ["vigil.io/skip"]}"#,
     r#"{"skipAnnotations": ["vigil.io/keep", "team"], "skipLabels": []}"#,
     r#"{"skipLabels": ["app"], "skipLabels": ["vigil.io/skip"]}"#,
@@ -55,7 +56,7 @@ const CONFIGS: [&str; 5] = [
 
 /// Configs every sorter must refuse, with the exact message where the
 /// contract fixes it (a JSON syntax error is described by each parser).
-const BAD_CONFIGS: [(&str, &str); 6] = [
+const BAD_CONFIGS: [(&str, &str); 7] = [
     ("[]", "config must be a JSON object"),
     (
         r#"{"skipLabels": "app"}"#,
@@ -68,6 +69,7 @@ const BAD_CONFIGS: [(&str, &str); 6] = [
     (r#"{"skipPods": []}"#, "$.skipPods: unknown field"),
     (r#"{"skipLabels": ["#, "config is not JSON"),
     ("{} {}", "config is not JSON"),
+    (r#"{"skipLabels": ["app\"#, "config is not JSON"),
 ];
 
 type SortAnswer = Result<(Vec<u32>, Vec<(u32, String)>), String>;

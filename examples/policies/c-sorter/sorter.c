@@ -106,10 +106,11 @@ static bool hex4(reader_t *r, uint32_t *value) {
   return true;
 }
 
-// Reads a string; `out` (if not NULL) receives it decoded, malloc'd.
+// Reads a string; `out` (if not NULL) receives it decoded, malloc'd. Decoding
+// never lengthens text, so what is left of the input bounds the buffer.
 static bool read_string(reader_t *r, string_t *out) {
   if (!eat(r, '"')) return syntax(r, "expected a string");
-  string_t text = {malloc(4 * (size_t)(r->end - r->at) + 1), 0};
+  string_t text = {malloc((size_t)(r->end - r->at) + 1), 0};
   while (true) {
     if (r->at >= r->end) {
       free(text.ptr);
@@ -125,7 +126,10 @@ static bool read_string(reader_t *r, string_t *out) {
       text.ptr[text.len++] = c;
       continue;
     }
-    if (r->at >= r->end) break;
+    if (r->at >= r->end) {
+      free(text.ptr);
+      return syntax(r, "unterminated string");
+    }
     uint8_t e = *r->at++;
     const char *simple = strchr("\"\\/bfnrt", e);
     if (e != 'u' && (simple == NULL || e == '\0')) {
@@ -156,7 +160,7 @@ static bool read_string(reader_t *r, string_t *out) {
     push_utf8(&text, cp);
   }
   if (out != NULL) {
-    *out = text;
+    *out = (string_t){realloc(text.ptr, text.len + 1), text.len};
   } else {
     free(text.ptr);
   }
