@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 use vigil::clock::ManualClock;
-use vigil::policy::bindings::{Candidate, Pod, QosClass, Resources, Usage};
+use vigil::policy::bindings::{Candidate, KeyValue, Pod, QosClass, Resources, Usage};
 use vigil::policy::{Host, Limits, LimitsTable, Registry};
 
 /// An honest sorter that orders candidates in reverse input order.
@@ -184,7 +184,7 @@ pub fn random_candidates(rng: &mut Rng, n: usize) -> Vec<Candidate> {
             }
             let mut pairs = || {
                 (0..rng.below(3))
-                    .map(|_| vigil::policy::bindings::KeyValue {
+                    .map(|_| KeyValue {
                         key: (*rng.pick(&KEYS)).into(),
                         value: "x".into(),
                     })

@@ -19,27 +19,22 @@ fn cache_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("policy-cache")
 }
 
-/// Loads `bytes` as the policy `name` through the shared cache. Loads take
-/// turns, so two tests needing the same component compile it once.
-fn load(name: &str, bytes: &[u8]) -> Policy {
+/// Loads `bytes` from `source` as the policy `name` through the shared cache.
+/// Loads take turns, so two tests needing the same component compile it once.
+fn load(name: &str, bytes: &[u8], source: Source) -> Policy {
     static TURN: Mutex<()> = Mutex::new(());
     let _turn = TURN.lock().unwrap_or_else(PoisonError::into_inner);
     let host = Host::new(Some(cache_dir())).expect("host starts");
-    host.load(
-        name,
-        bytes.to_vec(),
-        Source::File(name.into()),
-        Limits::default(),
-    )
-    .unwrap_or_else(|e| panic!("{name} does not load: {e}"))
+    host.load(name, bytes.to_vec(), source, Limits::default())
+        .unwrap_or_else(|e| panic!("{name} does not load: {e}"))
 }
 
 fn rust_policy(name: &str) -> Policy {
-    load(name, builtin(name))
+    load(name, builtin(name), Source::Builtin)
 }
 
 fn example(name: &str) -> Policy {
-    load(name, &example_policy(name))
+    load(name, &example_policy(name), Source::File(name.into()))
 }
 
 // ---- Sorters ----------------------------------------------------------------
@@ -144,7 +139,7 @@ fn the_python_sorter_sorts_as_the_rust_sorter() {
 /// with vigil's Rust policies.
 async fn assert_same_evictions_on_every_scenario(policy: &str, name: &str) {
     let bytes = example_policy(name);
-    load(name, &bytes);
+    load(name, &bytes, Source::File(name.into()));
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join(format!("{policy}.wasm")), &bytes).unwrap();
     let options = RunOptions {
