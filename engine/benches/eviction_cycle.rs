@@ -7,15 +7,15 @@
 //! - the time from a signal event (a write to a cgroup's `memory.events`,
 //!   seen through inotify) to the killer being called.
 
+use futures::FutureExt;
+use futures::future::BoxFuture;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 use tokio::sync::{mpsc, oneshot};
 use vigil::clock::SystemClock;
-use vigil::eviction::runner::{NodeSource, run};
-use vigil::eviction::{
-    EvictionManager, EvictionSettings, KillError, Killer, NodeState, RecordingKiller, Victim,
-};
-use vigil::policy::bindings::{Pod, QosClass, Resources, Signal, Usage};
+use vigil::eviction::runner::{Heartbeat, NodeSource, Report, Runner};
+use vigil::eviction::{EvictionManager, EvictionSettings, KillError, Killer, NodeState, Victim};
+use vigil::model::{Pod, QosClass, Resources, Signal, Usage};
 use vigil::policy::{Host, LimitsTable, Registry};
 use vigil::signals::wake::watch_memory_events;
 
@@ -47,6 +47,7 @@ fn node(pods: usize, available_mib: u64) -> NodeState {
             signal("psi.memory.some.avg10", 1.0, 100.0),
         ],
         pods,
+        terminating: Vec::new(),
     }
 }
 
@@ -64,12 +65,7 @@ fn cycle_times(registry: &Arc<Registry>) {
     println!("{:>6} {:>12} {:>16}", "pods", "calm", "hard pressure");
     for pods in [110, 500, 1000] {
         let (calm, pressed) = (node(pods, 8192), node(pods, 50));
-        let killer = Arc::new(RecordingKiller::default());
-        let mut manager = EvictionManager::new(
-            Arc::clone(registry),
-            EvictionSettings::default(),
-            killer.clone(),
-        );
+        let mut manager = EvictionManager::new(registry.clone(), EvictionSettings::default());
         let calm_times = (0..30)
             .map(|_| {
                 let t = Instant::now();
@@ -80,14 +76,11 @@ fn cycle_times(registry: &Arc<Registry>) {
         let pressed_times = (0..30)
             .map(|_| {
                 // A fresh manager each time, so every cycle picks and evicts a victim.
-                let mut manager = EvictionManager::new(
-                    Arc::clone(registry),
-                    EvictionSettings::default(),
-                    killer.clone(),
-                );
+                let mut manager =
+                    EvictionManager::new(registry.clone(), EvictionSettings::default());
                 let t = Instant::now();
                 let report = manager.cycle(SystemTime::now(), &pressed);
-                assert_eq!(report.started.len(), 1, "the benchmark must evict");
+                assert_eq!(report.requested.len(), 1, "the benchmark must evict");
                 t.elapsed()
             })
             .collect();
@@ -103,9 +96,9 @@ fn cycle_times(registry: &Arc<Registry>) {
 struct TimingKiller(mpsc::UnboundedSender<Instant>);
 
 impl Killer for TimingKiller {
-    fn evict(&self, _now: SystemTime, _victim: &Victim) -> Result<(), KillError> {
+    fn evict(&self, _victim: &Victim) -> BoxFuture<'static, Result<(), KillError>> {
         let _ = self.0.send(Instant::now());
-        Ok(())
+        futures::future::ready(Ok(())).boxed()
     }
 }
 
@@ -129,25 +122,22 @@ async fn event_to_killer(registry: &Arc<Registry>) {
     for i in 0..15 {
         let state = Arc::new(Mutex::new(node(110, 8192)));
         let (killed, mut kills) = mpsc::unbounded_channel();
-        let manager = EvictionManager::new(
-            Arc::clone(registry),
-            EvictionSettings::default(),
-            Arc::new(TimingKiller(killed)),
-        );
+        let manager = EvictionManager::new(registry.clone(), EvictionSettings::default());
         let (wake, wakes) = mpsc::channel(1);
         let _watcher = watch_memory_events(&events, wake).expect("watch");
-        let (reports, mut cycles) = mpsc::unbounded_channel();
+        let (reports, mut cycles) = mpsc::channel(64);
         let (stop, stopped) = oneshot::channel::<()>();
         let shutdown = async { stopped.await.unwrap_or(()) };
-        let task = tokio::spawn(run(
+        let runner = Runner {
             manager,
-            Arc::new(SystemClock),
-            Shared(Arc::clone(&state)),
+            clock: Arc::new(SystemClock),
+            killer: Arc::new(TimingKiller(killed)),
             wakes,
-            Some(reports),
-            shutdown,
-        ));
-        cycles.recv().await.expect("first cycle");
+            reports: Some(reports),
+            heartbeat: Heartbeat::default(),
+        };
+        let task = tokio::spawn(runner.run(Shared(Arc::clone(&state)), shutdown));
+        while !matches!(cycles.recv().await, Some(Report::Cycle(..))) {}
         *state.lock().expect("lock") = node(110, 50);
         let written = Instant::now();
         std::fs::write(

@@ -1,28 +1,40 @@
 //! The `vigil` command line. `main.rs` only calls [`run`].
 
-use crate::clock::SystemClock;
+use crate::agent::AgentConfig;
 use crate::policy::builtin::BUILTINS;
 use crate::policy::check::{check_bytes, check_file};
-use crate::policy::reload::Reloader;
-use crate::policy::{Host, LimitsTable, Registry, Source};
+use crate::policy::{Host, Source};
 use crate::report::Chain;
+use crate::signals::Driver;
 use crate::simulate::{RunOptions, Scenario, output, plot};
 use anyhow::{Context, bail};
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
-use std::sync::Arc;
 
 /// vigil: a node agent that evicts pods under pressure, with decisions made by WebAssembly policies.
 #[derive(Debug, Parser)]
 #[command(name = "vigil", version)]
 pub struct Cli {
+    /// How to write logs (to stderr).
+    #[arg(long, value_enum, default_value = "text", global = true)]
+    pub log_format: LogFormat,
     #[command(subcommand)]
     command: Command,
 }
 
+/// How logs are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Run the node agent: serve the policies and hot-reload them.
+    /// Run the node agent: watch this node's pods, decide with the policies
+    /// (hot-reloaded), evict through the Eviction API, report on the Node.
     Agent(AgentArgs),
     /// Run a scenario through the real eviction manager and policies, on virtual time.
     Simulate(SimulateArgs),
@@ -60,12 +72,72 @@ enum Output {
 
 #[derive(Debug, clap::Args)]
 struct AgentArgs {
+    /// The node this agent protects (the DaemonSet passes `spec.nodeName`).
+    #[arg(long, env = "NODE_NAME")]
+    node_name: Option<String>,
+    /// A kubeconfig file; without it the in-cluster service account, else `$KUBECONFIG`.
+    #[arg(long, value_name = "FILE")]
+    kubeconfig: Option<PathBuf>,
     /// Directory of policy components (`NAME.wasm`), watched for changes.
     #[arg(long, default_value = "/etc/vigil/policies")]
     policies_dir: PathBuf,
     /// Directory for state that survives restarts (last-known-good policies, artifact cache).
     #[arg(long, default_value = "/var/lib/vigil")]
     state_dir: PathBuf,
+    /// A config layer (YAML or JSON, vigil's config shape) merged over the built-in defaults.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Where to serve /metrics, /healthz and /readyz.
+    #[arg(long, default_value = "0.0.0.0:9464")]
+    metrics_addr: std::net::SocketAddr,
+    /// Decide and report, evict nothing: evictions are sent as dry-run requests.
+    #[arg(long)]
+    dry_run: bool,
+    /// The host's procfs (the DaemonSet mounts it here).
+    #[arg(long, default_value = "/proc")]
+    proc_root: PathBuf,
+    /// The host's cgroup mount.
+    #[arg(long, default_value = "/sys/fs/cgroup")]
+    cgroup_root: PathBuf,
+    /// The kubelet's cgroup driver.
+    #[arg(long, value_enum, default_value = "systemd")]
+    cgroup_driver: CgroupDriver,
+    /// The filesystem holding the kubelet's data, for `nodefs.*` signals.
+    #[arg(long, default_value = "/var/lib/kubelet")]
+    nodefs: PathBuf,
+}
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum CgroupDriver {
+    /// `kubepods.slice/...-pod<uid>.slice`.
+    Systemd,
+    /// `kubepods/<qos>/pod<uid>`.
+    Cgroupfs,
+}
+
+impl AgentArgs {
+    fn into_config(self) -> anyhow::Result<AgentConfig> {
+        let node_name = self
+            .node_name
+            .filter(|n| !n.is_empty())
+            .context("the node name is required: pass --node-name or set $NODE_NAME (the DaemonSet sets it from spec.nodeName)")?;
+        Ok(AgentConfig {
+            node_name,
+            kubeconfig: self.kubeconfig,
+            policies_dir: self.policies_dir,
+            state_dir: self.state_dir,
+            config_file: self.config,
+            dry_run: self.dry_run,
+            metrics_addr: self.metrics_addr,
+            proc_root: self.proc_root,
+            cgroup_root: self.cgroup_root,
+            cgroup_driver: match self.cgroup_driver {
+                CgroupDriver::Systemd => Driver::Systemd,
+                CgroupDriver::Cgroupfs => Driver::Cgroupfs,
+            },
+            nodefs: self.nodefs,
+        })
+    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -143,21 +215,7 @@ async fn simulate(args: SimulateArgs) -> anyhow::Result<()> {
 }
 
 async fn agent(args: AgentArgs) -> anyhow::Result<()> {
-    let host = Arc::new(Host::new(Some(args.state_dir.join("cache")))?);
-    let registry = Arc::new(Registry::new(
-        host,
-        Arc::new(SystemClock),
-        LimitsTable::default(),
-        Some(args.state_dir),
-    )?);
-    let reloader = Reloader::new(Arc::clone(&registry), args.policies_dir.clone());
-    tracing::info!(policies_dir = %args.policies_dir.display(), "vigil agent started");
-    reloader
-        .run(shutdown_signal(), None)
-        .await
-        .with_context(|| format!("policy reloader for {}", args.policies_dir.display()))?;
-    tracing::info!("vigil agent stopped");
-    Ok(())
+    crate::agent::run(args.into_config()?, shutdown_signal()).await
 }
 
 /// Resolves on SIGTERM or Ctrl-C.

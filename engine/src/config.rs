@@ -7,7 +7,7 @@
 //! [`EvictionSettings`].
 
 use crate::eviction::{EvictionSettings, PolicySettings};
-use crate::policy::bindings::{Layer, MergeRejection};
+use crate::model::{Layer, MergeRejection};
 use crate::policy::{Fault, Limits, LimitsTable, Registry};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -81,6 +81,12 @@ pub struct VigilConfig {
     pub condition_transition_seconds: u64,
     /// Log and count every decision, carry none out (false).
     pub dry_run: bool,
+    /// Seconds every candidate of a hard threshold may be refused by
+    /// PodDisruptionBudgets before vigil deletes the top one anyway (60 in
+    /// the defaults layer). A layer that sets it to `null` removes it, and
+    /// absent means never: the field's own default is `None`, not 60.
+    #[serde(default)]
+    pub pdb_override_after_seconds: Option<u64>,
     /// Name of the candidate sorter policy (`default-sorter`).
     pub sorter: String,
     /// Settings by policy name.
@@ -95,6 +101,7 @@ impl Default for VigilConfig {
             eviction_burst: settings.burst,
             condition_transition_seconds: settings.condition_transition.as_secs(),
             dry_run: settings.dry_run,
+            pdb_override_after_seconds: settings.pdb_override_after.map(|d| d.as_secs()),
             sorter: settings.sorter,
             policies: BTreeMap::new(),
         }
@@ -193,6 +200,7 @@ impl VigilConfig {
             burst: self.eviction_burst,
             condition_transition: Duration::from_secs(self.condition_transition_seconds),
             dry_run: self.dry_run,
+            pdb_override_after: self.pdb_override_after_seconds.map(Duration::from_secs),
             sorter: self.sorter.clone(),
             policies,
             ..EvictionSettings::default()
@@ -230,6 +238,19 @@ mod tests {
         assert_eq!(settings.burst, 1);
         let memory = settings.policy("memory-pressure");
         assert!(memory.dry_run && memory.config == r#"{"hard":"1Gi"}"#);
+    }
+
+    #[test]
+    fn the_pdb_override_is_60_seconds_by_default_and_never_once_removed() {
+        let defaults = serde_json::to_value(VigilConfig::default()).unwrap();
+        assert_eq!(defaults["pdbOverrideAfterSeconds"], 60);
+        let parsed: VigilConfig = serde_json::from_value(defaults).unwrap();
+        assert_eq!(
+            parsed.eviction_settings().pdb_override_after,
+            Some(Duration::from_secs(60))
+        );
+        let removed: VigilConfig = serde_json::from_str(r#"{"dryRun": false}"#).unwrap();
+        assert_eq!(removed.eviction_settings().pdb_override_after, None);
     }
 
     #[test]

@@ -8,14 +8,22 @@
 //! - [`eviction`]: the eviction loop — strategies, thresholds, the kill queue;
 //! - [`signals`]: node signals from the kernel's own files;
 //! - [`simulate`]: scenarios on virtual time (`vigil simulate`);
+//! - [`agent`]: `vigil agent`, the composition root of the DaemonSet process;
+//! - [`cluster`]: everything that talks to the Kubernetes API server;
+//! - [`model`]: the contract's records, the data model of the whole engine;
 //! - [`cli`]: the `vigil` command line (`main.rs` only calls [`cli::run`]).
 
+pub mod agent;
 pub mod cli;
 pub mod clock;
+pub mod cluster;
 pub mod config;
 pub mod eviction;
 pub mod fsutil;
+pub mod metrics;
+pub mod model;
 pub mod policy;
+pub mod quantity;
 pub mod report;
 pub mod signals;
 pub mod simulate;

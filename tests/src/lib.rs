@@ -2,6 +2,9 @@
 //! `guests/` by `build.rs`), inline WAT components, and helpers that set up a
 //! real host and registry in temporary directories.
 
+pub mod killer;
+
+pub use killer::RecordingKiller;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 use vigil::clock::ManualClock;

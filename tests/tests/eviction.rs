@@ -7,7 +7,6 @@ use std::time::Duration;
 use vigil::clock::{Clock, ManualClock};
 use vigil::eviction::{
     CycleReport, EvictionManager, EvictionSettings, KillError, NodeState, PolicySettings,
-    RecordingKiller,
 };
 use vigil::policy::bindings::{Pod, QosClass, Resources, Signal, Usage};
 use vigil::policy::{Registry, Source};
@@ -68,7 +67,7 @@ impl Node {
             registry.install(policy);
         }
         let killer = Arc::new(RecordingKiller::default());
-        let manager = EvictionManager::new(Arc::clone(&registry), settings, killer.clone());
+        let manager = EvictionManager::new(registry.clone(), settings);
         Self {
             registry,
             clock,
@@ -79,7 +78,7 @@ impl Node {
         }
     }
 
-    fn cycle(&mut self) -> CycleReport {
+    async fn cycle(&mut self) -> CycleReport {
         let signal = Signal {
             name: "memory.available".into(),
             value: (self.available_mib << 20) as f64,
@@ -88,8 +87,12 @@ impl Node {
         let node = NodeState {
             signals: vec![signal],
             pods: self.pods.clone(),
+            terminating: Vec::new(),
         };
-        let report = self.manager.cycle(self.clock.now(), &node);
+        let report = self
+            .manager
+            .cycle_through(self.clock.now(), &node, self.killer.as_ref())
+            .await;
         self.clock.advance(Duration::from_secs(5));
         report
     }
@@ -100,7 +103,7 @@ impl Node {
             .killer
             .evicted()
             .into_iter()
-            .map(|(_, v)| v.pod.uid)
+            .map(|v| v.pod.uid)
             .collect();
         self.pods.retain(|p| !evicted.contains(&p.uid));
     }
@@ -110,15 +113,15 @@ fn names(victims: &[vigil::eviction::Victim]) -> Vec<&str> {
     victims.iter().map(|v| v.pod.name.as_str()).collect()
 }
 
-#[test]
-fn hard_pressure_evicts_the_kubelet_ranked_pod_never_a_critical_one_and_waits_for_it() {
+#[tokio::test]
+async fn hard_pressure_evicts_the_kubelet_ranked_pod_never_a_critical_one_and_waits_for_it() {
     let mut node = Node::new(EvictionSettings::default(), &[]);
     node.available_mib = 50;
-    let first = node.cycle();
+    let first = node.cycle().await;
     assert_eq!(names(&first.started), ["hog"], "{first:?}");
     assert_eq!(first.conditions[0].name, "MemoryPressure");
 
-    let second = node.cycle();
+    let second = node.cycle().await;
     assert!(
         second.started.is_empty(),
         "the hog is still terminating: {second:?}"
@@ -133,7 +136,7 @@ fn hard_pressure_evicts_the_kubelet_ranked_pod_never_a_critical_one_and_waits_fo
     );
 
     node.finish_evictions();
-    let third = node.cycle();
+    let third = node.cycle().await;
     assert_eq!(names(&third.gone), ["hog"]);
     // Nobody else exceeds its request; the larger usage above request goes next.
     assert_eq!(names(&third.started), ["steady"]);
@@ -141,30 +144,30 @@ fn hard_pressure_evicts_the_kubelet_ranked_pod_never_a_critical_one_and_waits_fo
         .killer
         .evicted()
         .into_iter()
-        .map(|(_, v)| v.pod.name)
+        .map(|v| v.pod.name)
         .collect();
     assert!(!evicted.contains(&"critical-hog".to_owned()));
 }
 
-#[test]
-fn a_soft_threshold_with_a_30s_grace_period_evicts_at_30s_not_25s() {
+#[tokio::test]
+async fn a_soft_threshold_with_a_30s_grace_period_evicts_at_30s_not_25s() {
     let memory = config(r#"{"hard":"10Mi","soft":"500Mi","softGracePeriodSeconds":30}"#);
     let mut node = Node::new(settings(&[("memory-pressure", memory)]), &[]);
     node.available_mib = 300;
     let start = node.clock.now();
     for second in (0..30).step_by(5) {
-        let report = node.cycle();
+        let report = node.cycle().await;
         assert!(report.started.is_empty(), "evicted at {second}s");
         assert!(!report.thresholds[0].past_grace);
     }
-    let report = node.cycle();
+    let at = node.clock.now();
+    let report = node.cycle().await;
     assert_eq!(names(&report.started), ["hog"]);
-    let (when, _) = &node.killer.evicted()[0];
-    assert_eq!(when.duration_since(start).unwrap(), Duration::from_secs(30));
+    assert_eq!(at.duration_since(start).unwrap(), Duration::from_secs(30));
 }
 
-#[test]
-fn the_burst_is_never_exceeded_and_the_rest_waits_its_turn() {
+#[tokio::test]
+async fn the_burst_is_never_exceeded_and_the_rest_waits_its_turn() {
     let uids: Vec<String> = (0..5).map(|i| format!("\"uid-p{i}\"")).collect();
     let script = config(&format!(r#"{{"force":[{}]}}"#, uids.join(",")));
     let mut node = Node::new(
@@ -174,17 +177,20 @@ fn the_burst_is_never_exceeded_and_the_rest_waits_its_turn() {
     node.pods = (0..5)
         .map(|i| pod(&format!("p{i}"), QosClass::BestEffort, 10, 0))
         .collect();
-    let first = node.cycle();
+    let first = node.cycle().await;
     assert_eq!(names(&first.started), ["p0", "p1", "p2"]);
     assert_eq!(first.deferred.len(), 2);
-    assert!(first.deferred[0].1.contains("burst of 3"));
-    let second = node.cycle();
+    assert!(first.deferred[0].1.contains("at most 3 evictions at once"));
+    let second = node.cycle().await;
     assert_eq!(names(&second.started), ["p3", "p4"]);
-    assert!(node.cycle().started.is_empty(), "nothing is evicted twice");
+    assert!(
+        node.cycle().await.started.is_empty(),
+        "nothing is evicted twice"
+    );
 }
 
-#[test]
-fn hard_evictions_go_first_and_a_terminating_soft_victim_never_blocks_them() {
+#[tokio::test]
+async fn hard_evictions_go_first_and_a_terminating_soft_victim_never_blocks_them() {
     let script = config(r#"{"soft":["uid-within-request"]}"#);
     let settings = EvictionSettings {
         burst: 1,
@@ -192,15 +198,15 @@ fn hard_evictions_go_first_and_a_terminating_soft_victim_never_blocks_them() {
     };
     let mut node = Node::new(settings, &[("script", SCRIPTED_STRATEGY)]);
     // Calm memory: the soft candidate goes, and stays terminating.
-    assert_eq!(names(&node.cycle().started), ["within-request"]);
+    assert_eq!(names(&node.cycle().await.started), ["within-request"]);
     // Now hard pressure: the hard victim goes at once, not after the soft one.
     node.available_mib = 50;
-    let report = node.cycle();
+    let report = node.cycle().await;
     assert_eq!(names(&report.started), ["hog"], "{report:?}");
 }
 
-#[test]
-fn with_one_eviction_allowed_the_hard_victim_wins_over_a_soft_candidate() {
+#[tokio::test]
+async fn with_one_eviction_allowed_the_hard_victim_wins_over_a_soft_candidate() {
     let script = config(r#"{"soft":["uid-within-request"]}"#);
     let settings = EvictionSettings {
         burst: 1,
@@ -208,7 +214,7 @@ fn with_one_eviction_allowed_the_hard_victim_wins_over_a_soft_candidate() {
     };
     let mut node = Node::new(settings, &[("script", SCRIPTED_STRATEGY)]);
     node.available_mib = 50;
-    let report = node.cycle();
+    let report = node.cycle().await;
     assert_eq!(names(&report.started), ["hog"]);
     assert_eq!(
         report
@@ -220,8 +226,8 @@ fn with_one_eviction_allowed_the_hard_victim_wins_over_a_soft_candidate() {
     );
 }
 
-#[test]
-fn a_strategy_that_traps_is_skipped_while_the_others_act() {
+#[tokio::test]
+async fn a_strategy_that_traps_is_skipped_while_the_others_act() {
     let script = config(&format!(
         r#"{{"force":["uid-steady"],"trapOnPod":"{TRIGGER}"}}"#
     ));
@@ -229,11 +235,11 @@ fn a_strategy_that_traps_is_skipped_while_the_others_act() {
         settings(&[("script", script)]),
         &[("script", SCRIPTED_STRATEGY)],
     );
-    assert_eq!(names(&node.cycle().started), ["steady"]);
+    assert_eq!(names(&node.cycle().await.started), ["steady"]);
     node.finish_evictions();
     node.pods.push(pod(TRIGGER, QosClass::Guaranteed, 1, 1));
     node.available_mib = 50;
-    let report = node.cycle();
+    let report = node.cycle().await;
     assert!(
         report
             .skipped
@@ -253,8 +259,8 @@ fn a_strategy_that_traps_is_skipped_while_the_others_act() {
     );
 }
 
-#[test]
-fn a_failing_sorter_makes_soft_candidates_wait_while_hard_victims_use_the_builtin_sorter() {
+#[tokio::test]
+async fn a_failing_sorter_makes_soft_candidates_wait_while_hard_victims_use_the_builtin_sorter() {
     let script = config(&format!(r#"{{"soft":["uid-{TRIGGER}"]}}"#));
     let mut node = Node::new(
         settings(&[("script", script)]),
@@ -270,7 +276,7 @@ fn a_failing_sorter_makes_soft_candidates_wait_while_hard_victims_use_the_builti
     // The flaky sorter faults on every call that offers it the trigger pod.
     node.pods.push(pod(TRIGGER, QosClass::BestEffort, 1, 0));
     node.available_mib = 50;
-    let report = node.cycle();
+    let report = node.cycle().await;
     assert_eq!(
         names(&report.started),
         ["hog"],
@@ -298,8 +304,8 @@ fn a_failing_sorter_makes_soft_candidates_wait_while_hard_victims_use_the_builti
     );
 }
 
-#[test]
-fn a_dry_run_strategy_decides_but_nothing_is_evicted() {
+#[tokio::test]
+async fn a_dry_run_strategy_decides_and_asks_once_but_nothing_is_evicted() {
     let memory = PolicySettings {
         dry_run: true,
         ..PolicySettings::default()
@@ -307,35 +313,86 @@ fn a_dry_run_strategy_decides_but_nothing_is_evicted() {
     let mut node = Node::new(settings(&[("memory-pressure", memory)]), &[]);
     node.available_mib = 50;
     for _ in 0..2 {
-        let report = node.cycle();
+        let report = node.cycle().await;
         assert_eq!(report.decisions.len(), 1);
         assert!(report.decisions[0].dry_run && report.decisions[0].victim.pod.name == "hog");
         assert!(report.started.is_empty());
     }
+    let asked = node.killer.asked();
+    assert_eq!(asked.len(), 1, "one dry-run request per in-flight timeout");
+    assert!(asked[0].dry_run);
     assert!(node.killer.evicted().is_empty());
 }
 
-#[test]
-fn an_eviction_refused_for_now_is_retried_next_cycle() {
+#[tokio::test]
+async fn a_victim_refused_by_its_pdb_passes_its_turn_to_the_next_candidate_at_once() {
     let mut node = Node::new(EvictionSettings::default(), &[]);
-    node.killer.refuse_next([KillError::Retry(
-        "429: the PodDisruptionBudget allows no disruption".into(),
+    node.killer.refuse_next([KillError::Refused(
+        "Cannot evict pod as it would violate the pod's disruption budget.".into(),
     )]);
     node.available_mib = 50;
-    let first = node.cycle();
-    assert!(first.started.is_empty());
-    assert!(first.deferred[0].1.contains("PodDisruptionBudget"));
-    assert_eq!(names(&node.cycle().started), ["hog"]);
+    let first = node.cycle().await;
+    assert_eq!(first.started.len(), 1, "{first:?}");
+    assert_ne!(first.started[0].pod.name, "hog");
+    assert_eq!(first.deferred[0].0.pod.name, "hog");
+    assert!(first.deferred[0].1.contains("disruption budget"));
+    // One pressure, one victim at a time: nothing more while it terminates.
+    assert!(node.cycle().await.started.is_empty());
 }
 
-#[test]
-fn a_waiting_victim_is_dropped_once_its_pressure_is_gone() {
-    let mut node = Node::new(EvictionSettings::default(), &[]);
-    node.killer.refuse_next([KillError::Retry("429".into())]);
+#[tokio::test]
+async fn when_every_candidate_is_refused_under_hard_pressure_the_top_one_is_deleted_after_the_override_delay()
+ {
+    let settings = EvictionSettings {
+        pdb_override_after: Some(Duration::from_secs(20)),
+        ..EvictionSettings::default()
+    };
+    let mut node = Node::new(settings, &[]);
+    node.killer.protect_all();
     node.available_mib = 50;
-    assert_eq!(node.cycle().deferred.len(), 1);
+    let start = node.clock.now();
+    for _ in 0..4 {
+        let report = node.cycle().await;
+        assert!(report.started.is_empty(), "{report:?}");
+        assert!(
+            report
+                .skipped
+                .iter()
+                .any(|s| s.contains("every candidate's eviction was refused")),
+            "{:?}",
+            report.skipped
+        );
+    }
+    let at = node.clock.now();
+    let report = node.cycle().await;
+    assert_eq!(at.duration_since(start).unwrap(), Duration::from_secs(20));
+    assert_eq!(names(&report.started), ["hog"]);
+    assert!(report.started[0].override_pdb);
+}
+
+#[tokio::test]
+async fn without_an_override_delay_refused_candidates_are_never_deleted() {
+    let settings = EvictionSettings {
+        pdb_override_after: None,
+        ..EvictionSettings::default()
+    };
+    let mut node = Node::new(settings, &[]);
+    node.killer.protect_all();
+    node.available_mib = 50;
+    for _ in 0..30 {
+        assert!(node.cycle().await.started.is_empty());
+    }
+}
+
+#[tokio::test]
+async fn a_waiting_victim_is_dropped_once_its_pressure_is_gone() {
+    let mut node = Node::new(EvictionSettings::default(), &[]);
+    node.killer
+        .refuse_next([KillError::Unavailable("503: the API server is down".into())]);
+    node.available_mib = 50;
+    assert_eq!(node.cycle().await.deferred.len(), 1);
     node.available_mib = 4096;
-    let report = node.cycle();
+    let report = node.cycle().await;
     assert!(
         report.started.is_empty() && report.deferred.is_empty(),
         "{report:?}"
@@ -343,8 +400,8 @@ fn a_waiting_victim_is_dropped_once_its_pressure_is_gone() {
     assert!(node.killer.evicted().is_empty());
 }
 
-#[test]
-fn two_pressures_that_pick_the_same_pod_share_it_and_pick_no_second_one() {
+#[tokio::test]
+async fn two_pressures_that_pick_the_same_pod_share_it_and_pick_no_second_one() {
     // Both strategies are hard and rank the hog first.
     let script = config(r#"{"met":"hard","scope":"other","victims":["uid-hog"]}"#);
     let mut node = Node::new(
@@ -352,10 +409,10 @@ fn two_pressures_that_pick_the_same_pod_share_it_and_pick_no_second_one() {
         &[("script", SCRIPTED_STRATEGY)],
     );
     node.available_mib = 50;
-    let first = node.cycle();
+    let first = node.cycle().await;
     assert_eq!(names(&first.started), ["hog"], "{first:?}");
     // The hog is terminating: neither pressure may pick another pod meanwhile.
-    let second = node.cycle();
+    let second = node.cycle().await;
     assert!(
         second.started.is_empty() && second.decisions.is_empty(),
         "{second:?}"

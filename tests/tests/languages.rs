@@ -5,7 +5,7 @@
 
 use std::path::PathBuf;
 use std::sync::{Mutex, PoisonError};
-use vigil::policy::bindings::{
+use vigil::model::{
     Candidate, Decision, Eviction, Layer, MetLevel, Pod, QosClass, Resources, Signal, Snapshot,
     Usage,
 };

@@ -5,10 +5,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
-use vigil::eviction::runner::{NodeSource, run};
-use vigil::eviction::{CycleReport, EvictionManager, EvictionSettings, NodeState, RecordingKiller};
-use vigil::policy::bindings::{Pod, QosClass, Resources, Signal, Usage};
-use vigil_tests::registry;
+use vigil::eviction::runner::{Heartbeat, NodeSource, Report, Runner};
+use vigil::eviction::{CycleReport, EvictionManager, EvictionSettings, NodeState};
+use vigil::model::{Pod, QosClass, Resources, Signal, Usage};
+use vigil_tests::{RecordingKiller, registry};
 
 /// The node as the test sets it.
 struct Shared(Arc<Mutex<NodeState>>);
@@ -30,39 +30,50 @@ fn node(available_mib: u64) -> NodeState {
     NodeState {
         signals: vec![signal],
         pods: vec![hog],
+        terminating: Vec::new(),
     }
 }
 
-async fn next(reports: &mut mpsc::UnboundedReceiver<CycleReport>) -> CycleReport {
-    reports.recv().await.expect("the loop is running")
+/// The next cycle's report (eviction outcomes in between are skipped).
+async fn next(reports: &mut mpsc::Receiver<Report>) -> CycleReport {
+    loop {
+        match reports.recv().await.expect("the loop is running") {
+            Report::Cycle(report, _) => return report,
+            Report::Settled { .. } => {}
+        }
+    }
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_signal_event_starts_a_cycle_at_once_and_the_period_keeps_them_coming() {
     let (registry, clock) = registry(None);
     let killer = Arc::new(RecordingKiller::default());
-    let manager = EvictionManager::new(registry, EvictionSettings::default(), killer.clone());
+    let manager = EvictionManager::new(registry, EvictionSettings::default());
     let state = Arc::new(Mutex::new(node(4096)));
     let (wake, wakes) = mpsc::channel(1);
-    let (send_report, mut reports) = mpsc::unbounded_channel();
+    let (send_report, mut reports) = mpsc::channel(64);
     let (stop, stopped) = oneshot::channel::<()>();
     let source = Shared(Arc::clone(&state));
     let shutdown = async { stopped.await.unwrap_or(()) };
-    let task = tokio::spawn(run(
+    let runner = Runner {
         manager,
         clock,
-        source,
+        killer: killer.clone(),
         wakes,
-        Some(send_report),
-        shutdown,
-    ));
+        reports: Some(send_report),
+        heartbeat: Heartbeat::default(),
+    };
+    let task = tokio::spawn(runner.run(source, shutdown));
 
     let start = Instant::now();
-    assert!(next(&mut reports).await.started.is_empty(), "calm at first");
+    assert!(
+        next(&mut reports).await.requested.is_empty(),
+        "calm at first"
+    );
     *state.lock().unwrap() = node(50);
     wake.send(()).await.unwrap();
     let woken = next(&mut reports).await;
-    assert_eq!(woken.started.len(), 1, "{woken:?}");
+    assert_eq!(woken.requested.len(), 1, "{woken:?}");
     assert_eq!(
         start.elapsed(),
         Duration::ZERO,

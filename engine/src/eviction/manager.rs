@@ -6,22 +6,28 @@
 //!   so a threshold gets no second victim while its first is terminating;
 //! - the queue is not wiped each cycle, and hard evictions go first, so a
 //!   slow soft eviction never blocks a hard one;
-//! - at most `burst` evictions start per cycle;
+//! - at most `burst` eviction calls run at once, and their outcomes come
+//!   back to the queue: a victim refused by a PodDisruptionBudget is passed
+//!   over and the next candidate tried at once; when every candidate of a
+//!   hard threshold is refused for `pdb_override_after`, the top one is
+//!   deleted as the kubelet would;
 //! - a strategy that faults is skipped for that cycle, the others still act;
 //!   a faulting sorter makes soft evictions wait, while hard ones are
 //!   validated by the built-in sorter.
 
-use super::killer::Killer;
-use super::queue::{KillQueue, Urgency};
+use super::killer::{KillError, Killer};
+use super::policies::{Policies, Unanswered};
+use super::queue::{KillQueue, Settled, Urgency};
 use super::settings::EvictionSettings;
 use super::tracker::{ActiveCondition, MetThreshold, Tracker};
-use crate::policy::bindings::{
-    Candidate, Eviction, MetLevel, Pod, Signal, Snapshot, Sorted, Threshold,
-};
-use crate::policy::{Policy, Registry, World};
+use crate::model::{Candidate, Eviction, MetLevel, Pod, Signal, Snapshot, Sorted, Threshold};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
+
+/// Most decision rounds [`EvictionManager::cycle_through`] runs at one
+/// instant while evictions are refused (each round tries the next candidate).
+const MAX_ROUNDS: usize = 16;
 
 /// The built-in sorter that validates hard victims when the configured one fails.
 const FALLBACK_SORTER: &str = "default-sorter";
@@ -41,6 +47,12 @@ pub struct Victim {
     pub scope: Option<String>,
     /// Termination grace period the strategy asked for.
     pub grace_period_seconds: Option<u64>,
+    /// Decided in dry-run: the killer only asks whether the eviction would be allowed.
+    pub dry_run: bool,
+    /// Every candidate's eviction was refused for longer than
+    /// `pdb_override_after` under a hard threshold: delete the pod instead of
+    /// evicting it, as the kubelet would.
+    pub override_pdb: bool,
 }
 
 /// What the node looks like this cycle.
@@ -48,8 +60,22 @@ pub struct Victim {
 pub struct NodeState {
     /// Node signals; one that could not be read is absent.
     pub signals: Vec<Signal>,
-    /// The pods running on the node.
+    /// The pods running on the node, candidates for eviction.
     pub pods: Vec<Pod>,
+    /// Pods being deleted (they have a `deletionTimestamp`): not candidates,
+    /// but reclaim in progress until their grace period ends.
+    pub terminating: Vec<Terminating>,
+}
+
+/// A pod being deleted.
+#[derive(Debug, Clone)]
+pub struct Terminating {
+    /// The pod's UID.
+    pub uid: String,
+    /// `namespace/name`.
+    pub name: String,
+    /// When its grace period ends (its `deletionTimestamp`).
+    pub until: SystemTime,
 }
 
 /// A victim chosen this cycle.
@@ -72,9 +98,13 @@ pub struct CycleReport {
     pub conditions: Vec<ActiveCondition>,
     /// Victims chosen this cycle.
     pub decisions: Vec<Decision>,
-    /// Evictions started this cycle.
+    /// Victims handed to the killer this cycle (dry-run ones included).
+    pub requested: Vec<Victim>,
+    /// Evictions the killer accepted (filled by
+    /// [`EvictionManager::cycle_through`]; the live runner reports outcomes
+    /// as they arrive).
     pub started: Vec<Victim>,
-    /// Victims left waiting, and why.
+    /// Victims left waiting or refused, and why.
     pub deferred: Vec<(Victim, String)>,
     /// Evicted pods that are now gone.
     pub gone: Vec<Victim>,
@@ -90,14 +120,47 @@ struct Answers {
     soft: Vec<(String, Eviction)>,
 }
 
+impl CycleReport {
+    /// Adds a later decision round at the same instant: its view of
+    /// thresholds and conditions replaces this one's, its actions add up.
+    fn absorb(&mut self, later: CycleReport) {
+        self.reported = later.reported;
+        self.thresholds = later.thresholds;
+        self.conditions = later.conditions;
+        self.decisions.extend(later.decisions);
+        self.requested.extend(later.requested);
+        self.started.extend(later.started);
+        self.deferred.extend(later.deferred);
+        self.gone.extend(later.gone);
+        self.skipped.extend(later.skipped);
+    }
+
+    /// Records what became of an eviction call.
+    fn record(&mut self, settled: Settled) {
+        match settled {
+            // A dry-run eviction starts nothing.
+            Settled::Accepted(victim) if victim.dry_run => {}
+            Settled::Accepted(victim) => self.started.push(victim),
+            Settled::Refused(victim, why) => {
+                self.deferred.push((victim, format!("refused: {why}")))
+            }
+            Settled::Waiting(victim, why) => self.deferred.push((victim, why)),
+            Settled::Gone(victim) => self.gone.push(victim),
+        }
+    }
+}
+
 /// The eviction loop's state between cycles.
 pub struct EvictionManager {
-    registry: Arc<Registry>,
+    policies: Arc<dyn Policies>,
     settings: EvictionSettings,
-    killer: Arc<dyn Killer>,
     tracker: Tracker,
     queue: KillQueue,
     last_met: HashMap<String, MetLevel>,
+    /// Dry-run victims already asked about, until when they are not asked again.
+    dry_runs: HashMap<String, SystemTime>,
+    /// Hard thresholds (strategy, scope) whose every candidate is refused, since when.
+    blocked: HashMap<(String, String), SystemTime>,
 }
 
 impl std::fmt::Debug for EvictionManager {
@@ -109,19 +172,16 @@ impl std::fmt::Debug for EvictionManager {
 }
 
 impl EvictionManager {
-    /// A manager deciding with `registry`'s policies and evicting through `killer`.
-    pub fn new(
-        registry: Arc<Registry>,
-        settings: EvictionSettings,
-        killer: Arc<dyn Killer>,
-    ) -> Self {
+    /// A manager deciding with `policies`.
+    pub fn new(policies: Arc<dyn Policies>, settings: EvictionSettings) -> Self {
         Self {
-            registry,
+            policies,
             settings,
-            killer,
             tracker: Tracker::default(),
             queue: KillQueue::default(),
             last_met: HashMap::new(),
+            dry_runs: HashMap::new(),
+            blocked: HashMap::new(),
         }
     }
 
@@ -136,13 +196,21 @@ impl EvictionManager {
             .conditions(now, self.settings.condition_transition)
     }
 
-    /// Runs one cycle at `now` on `node`.
+    /// Runs one cycle at `now` on `node`: decides, and hands the victims
+    /// to evict now to the caller in [`CycleReport::requested`]. Each
+    /// request's result must come back through [`EvictionManager::outcome`].
     pub fn cycle(&mut self, now: SystemTime, node: &NodeState) -> CycleReport {
         let mut report = CycleReport::default();
-        let present: HashSet<&str> = node.pods.iter().map(|p| p.uid.as_str()).collect();
+        let present: HashSet<&str> = node
+            .pods
+            .iter()
+            .map(|p| p.uid.as_str())
+            .chain(node.terminating.iter().map(|t| t.uid.as_str()))
+            .collect();
         report.gone = self
             .queue
             .settle(now, &present, self.settings.in_flight_timeout);
+        self.dry_runs.retain(|_, until| *until > now);
         let mut snapshot = Snapshot {
             now_ms: now
                 .duration_since(UNIX_EPOCH)
@@ -157,24 +225,32 @@ impl EvictionManager {
             last_met: MetLevel::NotMet,
             config: String::new(),
         };
-        let strategies: BTreeMap<String, Arc<Policy>> = self
-            .registry
-            .of_world(World::EvictionStrategy)
-            .into_iter()
-            .filter(|p| self.settings.policy(p.name()).enabled)
-            .map(|p| (p.name().to_owned(), p))
-            .collect();
+        let mut strategies = self.policies.strategies();
+        strategies.retain(|name| self.settings.policy(name).enabled);
+        strategies.sort();
         let answers = self.ask_strategies(&strategies, &mut snapshot, &mut report);
         let met = self.tracker.observe(now, &answers.thresholds);
         report.reported = answers.thresholds.clone();
         report.conditions = self
             .tracker
             .conditions(now, self.settings.condition_transition);
+        self.blocked.retain(|(strategy, scope), _| {
+            met.iter()
+                .any(|m| &m.strategy == strategy && &m.threshold.scope == scope)
+        });
 
+        let terminating = foreign_terminating(now, node, &self.queue);
         // Queued at once, so a later threshold that picks the same pod shares it.
         for threshold in met.iter().filter(|m| m.past_grace) {
-            let chosen = self.threshold_victim(threshold, &strategies, &mut snapshot, &mut report);
-            self.enqueue(chosen.into_iter().collect(), &mut report);
+            if let Some(pod) = &terminating {
+                report.skipped.push(format!(
+                    "{}/{}: reclaim in progress, {pod} is terminating",
+                    threshold.strategy, threshold.threshold.scope
+                ));
+                continue;
+            }
+            let chosen = self.threshold_victim(now, threshold, &mut snapshot, &mut report);
+            self.enqueue(now, chosen.into_iter().collect(), &mut report);
         }
         let mut chosen = self.force_victims(&answers.force, &snapshot.pods, &mut report);
         let forced: HashSet<&str> = answers.force.iter().map(|(_, e)| e.uid.as_str()).collect();
@@ -187,39 +263,92 @@ impl EvictionManager {
         chosen.extend(self.best_soft_candidate(&soft, &snapshot.pods, &mut report));
         report.thresholds = met;
 
-        self.enqueue(chosen, &mut report);
+        self.enqueue(now, chosen, &mut report);
         self.drop_unwanted(&report.thresholds, &answers);
-        let started = self
-            .queue
-            .start(now, self.settings.burst, self.killer.as_ref());
-        for (victim, error) in &started.failed {
-            report
-                .skipped
-                .push(format!("eviction of {} failed: {error}", victim.pod.name));
-        }
-        report.started = started.started;
+        let started = self.queue.start(now, self.settings.burst);
+        report.requested.extend(started.requested);
         report.deferred = started.deferred;
+        report
+    }
+
+    /// Records the result of the eviction call for `victim`: accepted, the
+    /// pod is terminating; refused, it is passed over for a period and the
+    /// next cycle tries the next candidate; not asked, it waits again.
+    pub fn outcome(
+        &mut self,
+        now: SystemTime,
+        victim: &Victim,
+        result: Result<(), KillError>,
+    ) -> Option<Settled> {
+        if victim.dry_run {
+            return Some(match result {
+                Ok(()) => Settled::Accepted(victim.clone()),
+                Err(KillError::Refused(why)) => Settled::Refused(victim.clone(), why),
+                Err(KillError::Unavailable(why)) => Settled::Waiting(victim.clone(), why),
+                Err(KillError::Gone(_)) => Settled::Gone(victim.clone()),
+            });
+        }
+        if result.is_ok()
+            && let Some(scope) = &victim.scope
+        {
+            // The threshold got a victim: its wait for a PDB override is over.
+            self.blocked
+                .remove(&(victim.strategy.clone(), scope.clone()));
+        }
+        self.queue
+            .outcome(now, &victim.pod.uid, result, self.settings.period)
+    }
+
+    /// Runs a cycle at `now` and carries out its requests through `killer`,
+    /// one after another, recording each outcome; while evictions are refused,
+    /// decides again at the same instant so the next candidate gets its turn
+    /// (at most [`MAX_ROUNDS`] times). What the live runner does as outcomes
+    /// arrive, in one call: for simulations and tests.
+    pub async fn cycle_through(
+        &mut self,
+        now: SystemTime,
+        node: &NodeState,
+        killer: &dyn Killer,
+    ) -> CycleReport {
+        let mut report = self.cycle(now, node);
+        let mut pending = report.requested.clone();
+        for _ in 0..MAX_ROUNDS {
+            let mut refused = false;
+            for victim in std::mem::take(&mut pending) {
+                let result = killer.evict(&victim).await;
+                refused |= !victim.dry_run && matches!(result, Err(KillError::Refused(_)));
+                if let Some(settled) = self.outcome(now, &victim, result) {
+                    report.record(settled);
+                }
+            }
+            if !refused {
+                break;
+            }
+            let next = self.cycle(now, node);
+            pending = next.requested.clone();
+            report.absorb(next);
+        }
         report
     }
 
     /// Calls `evaluate` on every strategy; one that faults or declines is skipped.
     fn ask_strategies(
         &mut self,
-        strategies: &BTreeMap<String, Arc<Policy>>,
+        strategies: &[String],
         snapshot: &mut Snapshot,
         report: &mut CycleReport,
     ) -> Answers {
         let mut answers = Answers::default();
-        for (name, strategy) in strategies {
+        for name in strategies {
             self.prepare_snapshot(name, snapshot);
-            match self.registry.call(strategy, |p| p.evaluate(snapshot)) {
-                Err(fault) => report
+            match self.policies.evaluate(name, snapshot) {
+                Err(why @ Unanswered::Declined(_)) => {
+                    report.skipped.push(format!("strategy {name} {why}"))
+                }
+                Err(why) => report
                     .skipped
-                    .push(format!("strategy {name} skipped: {fault}")),
-                Ok(Err(reason)) => report
-                    .skipped
-                    .push(format!("strategy {name} declined: {reason}")),
-                Ok(Ok(decision)) => {
+                    .push(format!("strategy {name} skipped: {why}")),
+                Ok(decision) => {
                     self.last_met.insert(name.clone(), decision.threshold.met);
                     answers.thresholds.push((name.clone(), decision.threshold));
                     answers.force.extend(
@@ -250,11 +379,13 @@ impl EvictionManager {
     }
 
     /// The top valid victim for a threshold past its grace period, unless a
-    /// victim chosen for it earlier is still waiting or terminating.
+    /// victim chosen for it earlier is still waiting or terminating. Pods
+    /// whose eviction was refused lately are passed over; when all are, a
+    /// hard threshold deletes its top victim after `pdb_override_after`.
     fn threshold_victim(
         &mut self,
+        now: SystemTime,
         met: &MetThreshold,
-        strategies: &BTreeMap<String, Arc<Policy>>,
         snapshot: &mut Snapshot,
         report: &mut CycleReport,
     ) -> Option<Victim> {
@@ -270,24 +401,20 @@ impl EvictionManager {
             ));
             return None;
         }
-        let strategy = strategies.get(name)?;
         self.prepare_snapshot(name, snapshot);
         let n = u32::try_from(snapshot.pods.len()).unwrap_or(u32::MAX);
-        let victims = match self
-            .registry
-            .call(strategy, |p| p.top_victims(snapshot, scope, n))
-        {
-            Ok(Ok(victims)) => victims,
-            Err(fault) => {
+        let victims = match self.policies.top_victims(name, snapshot, scope, n) {
+            Ok(victims) => victims,
+            Err(why @ Unanswered::Declined(_)) => {
                 report
                     .skipped
-                    .push(format!("strategy {name} top victims skipped: {fault}"));
+                    .push(format!("strategy {name} gave no victims: {why}"));
                 return None;
             }
-            Ok(Err(reason)) => {
+            Err(why) => {
                 report
                     .skipped
-                    .push(format!("strategy {name} gave no victims: {reason}"));
+                    .push(format!("strategy {name} top victims skipped: {why}"));
                 return None;
             }
         };
@@ -295,7 +422,32 @@ impl EvictionManager {
         let sorted = self.sort(&candidates, urgency == Urgency::Hard, report)?;
         let rejected: HashSet<u32> = sorted.rejected.iter().map(|r| r.index).collect();
         // The strategy's order decides; the sorter only vetoes.
-        let index = (0..candidates.len()).find(|i| !rejected.contains(&(*i as u32)))?;
+        let valid: Vec<usize> = (0..candidates.len())
+            .filter(|i| !rejected.contains(&(*i as u32)))
+            .collect();
+        let open = valid
+            .iter()
+            .copied()
+            .find(|&i| !self.queue.refused(&candidates[i].pod.uid));
+        let key = (name.clone(), scope.clone());
+        let (index, override_pdb) = match (open, valid.first()) {
+            (Some(index), _) => (index, false),
+            (None, None) => return None,
+            (None, Some(&top)) => {
+                let since = *self.blocked.entry(key).or_insert(now);
+                let due = self.settings.pdb_override_after.filter(|after| {
+                    urgency == Urgency::Hard
+                        && now.duration_since(since).unwrap_or_default() >= *after
+                });
+                if due.is_none() {
+                    report.skipped.push(format!(
+                        "{name}/{scope}: every candidate's eviction was refused; waiting"
+                    ));
+                    return None;
+                }
+                (top, true)
+            }
+        };
         let (candidate, eviction) = (&candidates[index], &victims[index]);
         if self.queue.holds(&candidate.pod.uid) {
             // Another threshold already evicts this pod: count on it, pick no other.
@@ -306,7 +458,12 @@ impl EvictionManager {
             ));
             return None;
         }
-        Some(victim(candidate, eviction, urgency, Some(scope.clone())))
+        let mut chosen = victim(candidate, eviction, urgency, Some(scope.clone()));
+        if override_pdb {
+            tracing::warn!(pod = %chosen.pod.name, strategy = %name, "every candidate's eviction was refused under hard pressure; deleting the top victim despite its PodDisruptionBudget");
+            chosen.override_pdb = true;
+        }
+        Some(chosen)
     }
 
     /// Every force eviction the sorter accepts.
@@ -377,40 +534,38 @@ impl EvictionManager {
     ) -> Option<Sorted> {
         let name = &self.settings.sorter;
         let config = self.settings.policy(name).config;
-        let answer = match self.registry.get(name) {
-            Some(sorter) => match self.registry.call(&sorter, |p| p.sort(candidates, &config)) {
-                Ok(Ok(sorted)) => return Some(sorted),
-                Ok(Err(reason)) => format!("sorter {name} declined: {reason}"),
-                Err(fault) => format!("sorter {name} {fault}"),
-            },
-            None => format!("sorter {name} is not loaded"),
+        let why = match self.policies.sort(name, false, candidates, &config) {
+            Ok(sorted) => return Some(sorted),
+            Err(why) => why,
         };
         if !fallback {
             report
                 .skipped
-                .push(format!("{answer}; soft evictions wait"));
+                .push(format!("sorter {name} {why}; soft evictions wait"));
             return None;
         }
-        report
-            .skipped
-            .push(format!("{answer}; using the built-in {FALLBACK_SORTER}"));
-        let builtin = self.registry.builtin(FALLBACK_SORTER)?;
+        report.skipped.push(format!(
+            "sorter {name} {why}; using the built-in {FALLBACK_SORTER}"
+        ));
         let fallback_config = self.settings.policy(FALLBACK_SORTER).config;
-        match self
-            .registry
-            .call(&builtin, |p| p.sort(candidates, &fallback_config))
-        {
-            Ok(Ok(sorted)) => Some(sorted),
-            _ => None,
-        }
+        self.policies
+            .sort(FALLBACK_SORTER, true, candidates, &fallback_config)
+            .ok()
     }
 
-    /// Queues the chosen victims, or records them only, for dry-run strategies.
-    fn enqueue(&mut self, chosen: Vec<Victim>, report: &mut CycleReport) {
-        for victim in chosen {
+    /// Queues the chosen victims; a dry-run victim is handed to the killer
+    /// (as a dry-run request) once per in-flight timeout, never queued.
+    fn enqueue(&mut self, now: SystemTime, chosen: Vec<Victim>, report: &mut CycleReport) {
+        for mut victim in chosen {
             let dry_run = self.settings.dry_run || self.settings.policy(&victim.strategy).dry_run;
             if dry_run {
                 tracing::info!(pod = %victim.pod.name, strategy = %victim.strategy, reason = %victim.reason, "dry run: would evict");
+                victim.dry_run = true;
+                if !self.dry_runs.contains_key(&victim.pod.uid) {
+                    let until = now + self.settings.in_flight_timeout;
+                    self.dry_runs.insert(victim.pod.uid.clone(), until);
+                    report.requested.push(victim.clone());
+                }
             } else if !self.queue.push(victim.clone()) {
                 continue;
             }
@@ -484,5 +639,330 @@ fn victim(
         urgency,
         scope,
         grace_period_seconds: eviction.grace_period_seconds,
+        dry_run: false,
+        override_pdb: false,
+    }
+}
+
+/// A pod terminating for another reason than one of our evictions, still
+/// within its grace period: reclaim in progress.
+fn foreign_terminating(now: SystemTime, node: &NodeState, queue: &KillQueue) -> Option<String> {
+    node.terminating
+        .iter()
+        .find(|t| t.until > now && !queue.holds(&t.uid))
+        .map(|t| t.name.clone())
+}
+
+#[cfg(test)]
+mod tests {
+    //! The manager alone, with an in-memory fake of its policies: one hard
+    //! strategy whose victims are the test's, a sorter that refuses what the
+    //! test says.
+
+    use super::*;
+    use crate::model::{
+        Condition, Decision as Answer, QosClass, Resources, Signal, SortRejection, Usage,
+    };
+    use std::sync::Mutex;
+    use std::time::Duration;
+
+    #[derive(Default)]
+    struct Fake {
+        met: Mutex<Option<MetLevel>>,
+        victims: Vec<String>,
+        refused_by_sorter: Vec<String>,
+        sorter_faults: bool,
+    }
+
+    impl Policies for Fake {
+        fn strategies(&self) -> Vec<String> {
+            vec!["fake".into()]
+        }
+
+        fn evaluate(&self, _: &str, _: &Snapshot) -> Result<Answer, Unanswered> {
+            let met = self.met.lock().unwrap().unwrap_or(MetLevel::NotMet);
+            Ok(Answer {
+                threshold: Threshold {
+                    met,
+                    scope: "memory".into(),
+                    signal: "memory.available".into(),
+                    observed: 1.0,
+                    threshold: 2.0,
+                    grace_period_seconds: 0,
+                    condition: Some(Condition {
+                        name: "MemoryPressure".into(),
+                        effects: vec!["NoSchedule".into()],
+                    }),
+                },
+                soft_candidates: vec![],
+                force_evictions: vec![],
+            })
+        }
+
+        fn top_victims(
+            &self,
+            _: &str,
+            snapshot: &Snapshot,
+            _: &str,
+            _: u32,
+        ) -> Result<Vec<Eviction>, Unanswered> {
+            Ok(self
+                .victims
+                .iter()
+                .filter(|uid| snapshot.pods.iter().any(|p| &&p.uid == uid))
+                .map(|uid| Eviction {
+                    uid: uid.clone(),
+                    reason: "fake".into(),
+                    grace_period_seconds: None,
+                })
+                .collect())
+        }
+
+        fn sort(
+            &self,
+            _: &str,
+            builtin: bool,
+            candidates: &[Candidate],
+            _: &str,
+        ) -> Result<Sorted, Unanswered> {
+            if self.sorter_faults && !builtin {
+                return Err(Unanswered::Fault("trapped".into()));
+            }
+            let (mut order, mut rejected) = (vec![], vec![]);
+            for (i, c) in candidates.iter().enumerate() {
+                if self.refused_by_sorter.contains(&c.pod.uid) {
+                    rejected.push(SortRejection {
+                        index: i as u32,
+                        reason: "refused".into(),
+                    });
+                } else {
+                    order.push(i as u32);
+                }
+            }
+            Ok(Sorted { order, rejected })
+        }
+    }
+
+    fn pod(uid: &str) -> Pod {
+        Pod {
+            uid: uid.into(),
+            namespace: "default".into(),
+            name: uid.into(),
+            qos: QosClass::BestEffort,
+            priority: 0,
+            labels: vec![],
+            annotations: vec![],
+            requests: Resources {
+                memory_bytes: 0,
+                cpu_millis: 0,
+            },
+            limits: Resources {
+                memory_bytes: 0,
+                cpu_millis: 0,
+            },
+            usage: Usage {
+                memory_working_set_bytes: 0,
+                memory_rss_bytes: 0,
+                cpu_millis: 0,
+                ephemeral_storage_bytes: 0,
+                pids: 0,
+            },
+            start_time_ms: 0,
+            owner_kind: None,
+            is_static: false,
+            is_mirror: false,
+            is_critical: false,
+            pdb_disruptions_allowed: None,
+        }
+    }
+
+    fn node(uids: &[&str]) -> NodeState {
+        NodeState {
+            signals: vec![Signal {
+                name: "memory.available".into(),
+                value: 1.0,
+                capacity: None,
+            }],
+            pods: uids.iter().map(|u| pod(u)).collect(),
+            terminating: vec![],
+        }
+    }
+
+    fn manager(fake: Fake) -> (EvictionManager, Arc<Fake>) {
+        let fake = Arc::new(fake);
+        let settings = EvictionSettings {
+            pdb_override_after: Some(Duration::from_secs(10)),
+            ..EvictionSettings::default()
+        };
+        (EvictionManager::new(fake.clone(), settings), fake)
+    }
+
+    fn hard(fake: &Fake) {
+        *fake.met.lock().unwrap() = Some(MetLevel::Hard);
+    }
+
+    fn uids(victims: &[Victim]) -> Vec<&str> {
+        victims.iter().map(|v| v.pod.uid.as_str()).collect()
+    }
+
+    const T0: SystemTime = UNIX_EPOCH;
+
+    #[test]
+    fn a_hard_threshold_requests_its_top_victim_the_sorter_allows() {
+        let (mut m, fake) = manager(Fake {
+            victims: vec!["a".into(), "b".into()],
+            refused_by_sorter: vec!["a".into()],
+            ..Fake::default()
+        });
+        assert!(m.cycle(T0, &node(&["a", "b"])).requested.is_empty(), "calm");
+        hard(&fake);
+        let report = m.cycle(T0, &node(&["a", "b"]));
+        assert_eq!(uids(&report.requested), ["b"]);
+        assert_eq!(report.conditions[0].name, "MemoryPressure");
+    }
+
+    #[test]
+    fn a_requested_victim_is_reclaim_in_progress_until_its_pod_is_gone() {
+        let (mut m, fake) = manager(Fake {
+            victims: vec!["a".into(), "b".into()],
+            ..Fake::default()
+        });
+        hard(&fake);
+        let first = m.cycle(T0, &node(&["a", "b"])).requested;
+        assert_eq!(uids(&first), ["a"]);
+        // The call is still running: no second victim.
+        assert!(m.cycle(T0, &node(&["a", "b"])).requested.is_empty());
+        assert!(matches!(
+            m.outcome(T0, &first[0], Ok(())),
+            Some(Settled::Accepted(_))
+        ));
+        assert!(m.cycle(T0, &node(&["a", "b"])).requested.is_empty());
+        // The pod is gone: the next one is picked.
+        let report = m.cycle(T0, &node(&["b"]));
+        assert_eq!(uids(&report.gone), ["a"]);
+        assert_eq!(uids(&report.requested), ["b"]);
+    }
+
+    #[test]
+    fn a_refusal_passes_the_turn_and_the_refused_pod_comes_back_after_a_period() {
+        let (mut m, fake) = manager(Fake {
+            victims: vec!["a".into(), "b".into()],
+            ..Fake::default()
+        });
+        hard(&fake);
+        let all = node(&["a", "b"]);
+        let first = m.cycle(T0, &all).requested;
+        let refused = m.outcome(T0, &first[0], Err(KillError::Refused("pdb".into())));
+        assert!(matches!(refused, Some(Settled::Refused(..))));
+        assert_eq!(uids(&m.cycle(T0, &all).requested), ["b"]);
+        let second = m.cycle(T0, &all);
+        assert!(second.requested.is_empty(), "b's call runs");
+        let later = T0 + m.settings().period;
+        m.outcome(later, &first[0], Ok(()));
+        let b = Victim {
+            pod: pod("b"),
+            ..first[0].clone()
+        };
+        m.outcome(later, &b, Err(KillError::Refused("pdb".into())));
+        assert_eq!(
+            uids(&m.cycle(later, &all).requested),
+            ["a"],
+            "a's refusal is over"
+        );
+    }
+
+    #[test]
+    fn an_unanswered_call_keeps_the_victim_waiting_and_a_gone_pod_needs_no_eviction() {
+        let (mut m, fake) = manager(Fake {
+            victims: vec!["a".into(), "b".into()],
+            ..Fake::default()
+        });
+        hard(&fake);
+        let all = node(&["a", "b"]);
+        let first = m.cycle(T0, &all).requested;
+        m.outcome(T0, &first[0], Err(KillError::Unavailable("503".into())));
+        let again = m.cycle(T0, &all).requested;
+        assert_eq!(uids(&again), ["a"], "the same victim, not the next one");
+        let gone = m.outcome(T0, &again[0], Err(KillError::Gone("404".into())));
+        assert!(matches!(gone, Some(Settled::Gone(_))));
+        assert_eq!(uids(&m.cycle(T0, &node(&["b"])).requested), ["b"]);
+    }
+
+    #[test]
+    fn every_candidate_refused_under_hard_pressure_deletes_the_top_one_after_the_delay() {
+        let (mut m, fake) = manager(Fake {
+            victims: vec!["a".into(), "b".into()],
+            ..Fake::default()
+        });
+        hard(&fake);
+        let all = node(&["a", "b"]);
+        let mut now = T0;
+        // Each candidate is asked and refused; then the manager waits.
+        let refuse_all = |m: &mut EvictionManager, now: SystemTime| {
+            for _ in 0..2 {
+                let requested = m.cycle(now, &all).requested;
+                assert!(!requested[0].override_pdb);
+                m.outcome(now, &requested[0], Err(KillError::Refused("pdb".into())));
+            }
+            m.cycle(now, &all)
+        };
+        let waiting = refuse_all(&mut m, now);
+        assert!(waiting.requested.is_empty(), "{waiting:?}");
+        now += Duration::from_secs(5);
+        // Refusals last a period: every candidate is asked again first.
+        assert!(
+            refuse_all(&mut m, now).requested.is_empty(),
+            "5 s: still waiting"
+        );
+        now += Duration::from_secs(5);
+        // 10 s after every candidate was first refused: the top one is deleted.
+        let report = refuse_all(&mut m, now);
+        assert_eq!(uids(&report.requested), ["a"]);
+        assert!(report.requested[0].override_pdb);
+    }
+
+    #[test]
+    fn a_faulting_sorter_makes_hard_victims_use_the_builtin_one() {
+        let (mut m, fake) = manager(Fake {
+            victims: vec!["a".into()],
+            sorter_faults: true,
+            ..Fake::default()
+        });
+        hard(&fake);
+        let report = m.cycle(T0, &node(&["a"]));
+        assert_eq!(uids(&report.requested), ["a"]);
+        assert!(
+            report
+                .skipped
+                .iter()
+                .any(|s| s.contains("using the built-in")),
+            "{:?}",
+            report.skipped
+        );
+    }
+
+    #[test]
+    fn a_pod_terminating_for_another_reason_is_reclaim_in_progress_within_its_grace() {
+        let (mut m, fake) = manager(Fake {
+            victims: vec!["a".into()],
+            ..Fake::default()
+        });
+        hard(&fake);
+        let mut state = node(&["a"]);
+        state.terminating.push(Terminating {
+            uid: "x".into(),
+            name: "default/x".into(),
+            until: T0 + Duration::from_secs(30),
+        });
+        let report = m.cycle(T0, &state);
+        assert!(report.requested.is_empty());
+        assert!(
+            report
+                .skipped
+                .iter()
+                .any(|s| s.contains("default/x is terminating"))
+        );
+        let later = T0 + Duration::from_secs(30);
+        assert_eq!(uids(&m.cycle(later, &state).requested), ["a"]);
     }
 }

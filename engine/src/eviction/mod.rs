@@ -5,20 +5,23 @@
 //! - [`tracker`] carries first-observed and last-observed times between cycles
 //!   (grace periods, condition transition periods);
 //! - [`queue`] remembers waiting and in-flight victims and enforces the burst;
-//! - [`killer`] is what starts an eviction ([`RecordingKiller`] for
-//!   simulations and tests);
+//! - [`killer`] is what starts an eviction (the Eviction API in the agent,
+//!   a model of it in simulations);
+//! - [`policies`] is what the manager asks its decisions of (the registry);
 //! - [`settings`] are the manager's knobs;
 //! - [`runner`] drives the manager live: every period and on signal events.
 
 pub mod killer;
 mod manager;
+pub mod policies;
 pub mod queue;
 pub mod runner;
 pub mod settings;
 pub mod tracker;
 
-pub use killer::{KillError, Killer, RecordingKiller};
-pub use manager::{CycleReport, Decision, EvictionManager, NodeState, Victim};
-pub use queue::Urgency;
+pub use killer::{KillError, Killer};
+pub use manager::{CycleReport, Decision, EvictionManager, NodeState, Terminating, Victim};
+pub use policies::{Policies, Unanswered};
+pub use queue::{Settled, Urgency};
 pub use settings::{EvictionSettings, PolicySettings};
 pub use tracker::{ActiveCondition, MetThreshold};

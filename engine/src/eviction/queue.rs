@@ -4,11 +4,13 @@
 //! evicted are remembered until their pod is gone (or a timeout passes), so
 //! they count as reclaim in progress and are never picked twice; waiting
 //! victims keep their place while the decision that produced them still holds.
-//! At most `burst` evictions start per cycle, most urgent first.
+//! At most `burst` eviction calls run at once, most urgent first; a pod whose
+//! eviction was refused (a PodDisruptionBudget) is passed over for a while so
+//! the next candidate gets its turn.
 
 use super::Victim;
-use super::killer::{KillError, Killer};
-use std::collections::{BTreeMap, HashSet};
+use super::killer::KillError;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::{Duration, SystemTime};
 
 /// How urgent an eviction is; hard evictions never wait behind soft ones.
@@ -32,34 +34,49 @@ struct Queued {
     relieves: Vec<Relief>,
 }
 
+/// A victim handed to the killer: its call is running (`accepted` false) or
+/// the API server accepted the eviction and the pod is terminating.
 #[derive(Debug, Clone)]
 struct InFlight {
     queued: Queued,
     since: SystemTime,
+    accepted: bool,
 }
 
-/// What one round of starting evictions did.
+/// What one round of handing out evictions did.
 #[derive(Debug, Default)]
 pub struct Started {
-    /// Evictions the killer accepted.
-    pub started: Vec<Victim>,
-    /// Victims left waiting: refused for now, or over the burst.
+    /// Victims handed to the killer now.
+    pub requested: Vec<Victim>,
+    /// Victims left waiting, and why.
     pub deferred: Vec<(Victim, String)>,
-    /// Victims dropped because their eviction failed for good.
-    pub failed: Vec<(Victim, KillError)>,
 }
 
-/// Waiting and in-flight victims.
+/// What became of an eviction call.
+#[derive(Debug)]
+pub enum Settled {
+    /// Accepted: the pod is terminating.
+    Accepted(Victim),
+    /// Refused for now: passed over until the backoff ends.
+    Refused(Victim, String),
+    /// Could not be asked: waiting again.
+    Waiting(Victim, String),
+    /// The pod is gone already.
+    Gone(Victim),
+}
+
+/// Waiting and in-flight victims, and pods recently refused.
 #[derive(Debug, Default)]
 pub struct KillQueue {
     waiting: Vec<Queued>,
     in_flight: BTreeMap<String, InFlight>,
+    refused: HashMap<String, SystemTime>,
 }
 
 impl KillQueue {
     /// Forgets in-flight victims whose pod is gone (evicted) or whose eviction
-    /// has run longer than `timeout`, and waiting victims whose pod is gone.
-    /// Returns the victims whose pod is gone.
+    /// has run longer than `timeout`, waiting victims whose pod is gone, and
+    /// refusals that are over. Returns the victims whose pod is gone.
     pub fn settle(
         &mut self,
         now: SystemTime,
@@ -68,8 +85,14 @@ impl KillQueue {
     ) -> Vec<Victim> {
         self.waiting
             .retain(|q| present.contains(q.victim.pod.uid.as_str()));
+        self.refused
+            .retain(|uid, until| *until > now && present.contains(uid.as_str()));
         let mut gone = Vec::new();
         self.in_flight.retain(|uid, flight| {
+            if !flight.accepted {
+                // Its call is still running; the call's outcome settles it.
+                return true;
+            }
             if !present.contains(uid.as_str()) {
                 gone.push(flight.queued.victim.clone());
                 return false;
@@ -83,7 +106,7 @@ impl KillQueue {
         gone
     }
 
-    /// Whether `uid` is being evicted.
+    /// Whether `uid` is being evicted (its call runs, or it is terminating).
     pub fn in_flight(&self, uid: &str) -> bool {
         self.in_flight.contains_key(uid)
     }
@@ -91,6 +114,11 @@ impl KillQueue {
     /// Whether `uid` is waiting or being evicted.
     pub fn holds(&self, uid: &str) -> bool {
         self.in_flight(uid) || self.waiting.iter().any(|q| q.victim.pod.uid == uid)
+    }
+
+    /// Whether an eviction of `uid` was refused and its backoff is not over.
+    pub fn refused(&self, uid: &str) -> bool {
+        self.refused.contains_key(uid)
     }
 
     /// Whether a victim counted on by this strategy, scope and urgency is
@@ -136,37 +164,61 @@ impl KillQueue {
         self.waiting.retain(|q| wanted(&q.victim));
     }
 
-    /// Starts at most `burst` evictions, most urgent first (first come first
-    /// within an urgency).
-    pub fn start(&mut self, now: SystemTime, burst: usize, killer: &dyn Killer) -> Started {
+    /// Hands out waiting victims, most urgent first (first come first within
+    /// an urgency), so that at most `burst` eviction calls run at once.
+    pub fn start(&mut self, now: SystemTime, burst: usize) -> Started {
         let mut report = Started::default();
+        let running = self.in_flight.values().filter(|f| !f.accepted).count();
+        let mut slots = burst.saturating_sub(running);
         let mut waiting = std::mem::take(&mut self.waiting);
         waiting.sort_by_key(|q| q.victim.urgency);
-        let mut attempts = 0;
         for queued in waiting {
-            let victim = queued.victim.clone();
-            if attempts == burst {
-                report.deferred.push((
-                    victim,
-                    format!("burst of {burst} evictions per cycle reached"),
-                ));
+            if slots == 0 {
+                let why = format!("at most {burst} evictions at once");
+                report.deferred.push((queued.victim.clone(), why));
                 self.waiting.push(queued);
                 continue;
             }
-            attempts += 1;
-            match killer.evict(now, &victim) {
-                Ok(()) => {
-                    self.in_flight
-                        .insert(victim.pod.uid.clone(), InFlight { queued, since: now });
-                    report.started.push(victim);
-                }
-                Err(KillError::Retry(why)) => {
-                    report.deferred.push((victim, why));
-                    self.waiting.push(queued);
-                }
-                Err(error) => report.failed.push((victim, error)),
-            }
+            slots -= 1;
+            report.requested.push(queued.victim.clone());
+            let flight = InFlight {
+                queued,
+                since: now,
+                accepted: false,
+            };
+            self.in_flight
+                .insert(flight.queued.victim.pod.uid.clone(), flight);
         }
         report
+    }
+
+    /// Records the outcome of the eviction call for `uid`; a refused pod is
+    /// passed over until `now + backoff`. `None` if no call for `uid` runs.
+    pub fn outcome(
+        &mut self,
+        now: SystemTime,
+        uid: &str,
+        result: Result<(), KillError>,
+        backoff: Duration,
+    ) -> Option<Settled> {
+        let flight = self.in_flight.get_mut(uid).filter(|f| !f.accepted)?;
+        let victim = flight.queued.victim.clone();
+        let Err(error) = result else {
+            flight.accepted = true;
+            flight.since = now;
+            return Some(Settled::Accepted(victim));
+        };
+        let flight = self.in_flight.remove(uid)?;
+        Some(match error {
+            KillError::Refused(why) => {
+                self.refused.insert(uid.to_owned(), now + backoff);
+                Settled::Refused(victim, why)
+            }
+            KillError::Unavailable(why) => {
+                self.waiting.push(flight.queued);
+                Settled::Waiting(victim, why)
+            }
+            KillError::Gone(_) => Settled::Gone(victim),
+        })
     }
 }

@@ -1,14 +1,22 @@
-//! The live eviction loop: a cycle every period, and at once whenever a
-//! signal event arrives (a PSI trigger, a `memory.events` change, or the
-//! polling fallback), until shutdown.
+//! The live eviction loop: a cycle every period, at once whenever a signal
+//! event arrives (a PSI trigger, a `memory.events` change, or the polling
+//! fallback), and at once when an eviction was refused (so the next
+//! candidate is tried), until shutdown.
+//!
+//! The runner owns the eviction calls: each runs as a task of its own with a
+//! timeout, at most `burst` at once (the queue hands out no more), and its
+//! outcome goes back to the manager. On shutdown no new eviction starts; the
+//! calls already running may finish within their timeout.
 
-use super::{CycleReport, EvictionManager, NodeState};
+use super::{CycleReport, EvictionManager, KillError, Killer, NodeState, Settled, Victim};
 use crate::clock::Clock;
 use crate::signals::wake::{Wake, Woke};
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc;
+use tokio::task::JoinSet;
+use tokio::time::Instant;
 
 /// Where each cycle's view of the node comes from (signals and pods).
 pub trait NodeSource: Send {
@@ -16,39 +24,177 @@ pub trait NodeSource: Send {
     fn observe(&mut self) -> NodeState;
 }
 
-/// Runs `manager` until `shutdown` resolves: one cycle at start, then one
-/// per `period` and one per signal event received on `wakes`. Each cycle's
-/// report goes to `reports`, if given.
-pub async fn run(
-    mut manager: EvictionManager,
-    clock: Arc<dyn Clock>,
-    mut source: impl NodeSource,
-    mut wakes: mpsc::Receiver<()>,
-    reports: Option<mpsc::UnboundedSender<CycleReport>>,
-    shutdown: impl Future<Output = ()>,
-) {
-    let period = manager.settings().period;
-    let mut wakes_open = true;
-    tokio::pin!(shutdown);
-    loop {
-        let node = source.observe();
-        let report = manager.cycle(clock.now(), &node);
-        if let Some(reports) = &reports {
-            let _ = reports.send(report);
-        }
-        let period_over = tokio::time::sleep(period);
-        tokio::pin!(period_over);
+/// What the runner reports as it goes.
+#[derive(Debug)]
+pub enum Report {
+    /// A cycle ran, and how long it took.
+    Cycle(CycleReport, Duration),
+    /// An eviction call ended.
+    Settled {
+        /// What became of it.
+        settled: Settled,
+        /// For an accepted eviction decided on a signal event: from the event
+        /// to the API server's answer.
+        latency: Option<Duration>,
+    },
+}
+
+/// How many reports may wait for their reader before new ones are dropped
+/// (the loop never waits for a slow reader).
+pub const REPORT_BACKLOG: usize = 1024;
+
+/// When the loop last cycled, for health checks.
+#[derive(Debug, Clone, Default)]
+pub struct Heartbeat(Arc<std::sync::Mutex<Option<Instant>>>);
+
+impl Heartbeat {
+    fn beat(&self) {
+        *self.0.lock().expect("heartbeat lock poisoned") = Some(Instant::now());
+    }
+
+    /// Time since the last cycle; none before the first.
+    pub fn since_last(&self) -> Option<Duration> {
+        let last = *self.0.lock().expect("heartbeat lock poisoned");
+        last.map(|at| at.elapsed())
+    }
+}
+
+/// The live loop's parts.
+pub struct Runner {
+    /// The manager.
+    pub manager: EvictionManager,
+    /// Time for the manager's decisions.
+    pub clock: Arc<dyn Clock>,
+    /// Carries out evictions.
+    pub killer: Arc<dyn Killer>,
+    /// Signal events.
+    pub wakes: mpsc::Receiver<()>,
+    /// Where reports go, if anywhere.
+    pub reports: Option<mpsc::Sender<Report>>,
+    /// Beats after every cycle.
+    pub heartbeat: Heartbeat,
+}
+
+/// One eviction call's result, with when its decision's signal event came.
+type Call = (Victim, Result<(), KillError>, Option<Instant>);
+
+/// Why the loop wakes up.
+enum Next {
+    Cycle(Option<Instant>),
+    Stop,
+}
+
+impl Runner {
+    /// Runs until `shutdown` resolves: one cycle at start, then one per
+    /// period, per signal event and per refused eviction.
+    pub async fn run(self, mut source: impl NodeSource, shutdown: impl Future<Output = ()>) {
+        let Self {
+            mut manager,
+            clock,
+            killer,
+            mut wakes,
+            reports,
+            heartbeat,
+        } = self;
+        let send = |report: Report| {
+            if let Some(reports) = &reports
+                && reports.try_send(report).is_err()
+                && !reports.is_closed()
+            {
+                tracing::warn!("report reader is behind; a report was dropped");
+            }
+        };
+        let period = manager.settings().period;
+        let timeout = manager.settings().call_timeout;
+        let mut calls: JoinSet<Call> = JoinSet::new();
+        let mut wakes_open = true;
+        let mut woken = None;
+        tokio::pin!(shutdown);
         loop {
-            tokio::select! {
-                () = &mut shutdown => return,
-                () = &mut period_over => break,
-                wake = wakes.recv(), if wakes_open => match wake {
-                    Some(()) => break,
-                    // Without event sources left, the period alone drives the loop.
-                    None => wakes_open = false,
-                },
+            let started = Instant::now();
+            let report = manager.cycle(clock.now(), &source.observe());
+            for victim in &report.requested {
+                let call = killer.evict(victim);
+                let victim = victim.clone();
+                calls.spawn(async move {
+                    let result = match tokio::time::timeout(timeout, call).await {
+                        Ok(result) => result,
+                        Err(_) => Err(KillError::Unavailable(format!(
+                            "no answer within {timeout:?}"
+                        ))),
+                    };
+                    (victim, result, woken)
+                });
+            }
+            heartbeat.beat();
+            send(Report::Cycle(report, started.elapsed()));
+            let period_over = tokio::time::sleep(period);
+            tokio::pin!(period_over);
+            let next = loop {
+                tokio::select! {
+                    () = &mut shutdown => break Next::Stop,
+                    () = &mut period_over => break Next::Cycle(None),
+                    wake = wakes.recv(), if wakes_open => match wake {
+                        Some(()) => break Next::Cycle(Some(Instant::now())),
+                        // Without event sources left, the period alone drives the loop.
+                        None => wakes_open = false,
+                    },
+                    Some(joined) = calls.join_next() => {
+                        let Ok((victim, result, woken)) = joined else { continue };
+                        let refused = matches!(result, Err(KillError::Refused(_))) && !victim.dry_run;
+                        let accepted = result.is_ok();
+                        if let Some(settled) = manager.outcome(clock.now(), &victim, result) {
+                            let latency = woken.filter(|_| accepted).map(|w| w.elapsed());
+                            send(Report::Settled { settled, latency });
+                        }
+                        if refused {
+                            break Next::Cycle(woken);
+                        }
+                    }
+                }
+            };
+            match next {
+                Next::Cycle(at) => woken = at,
+                Next::Stop => break,
             }
         }
+        drain(&mut manager, clock.as_ref(), calls, timeout, &send).await;
+    }
+}
+
+/// Lets the eviction calls already running finish (each is bounded by its
+/// timeout), recording their outcomes; starts none.
+async fn drain(
+    manager: &mut EvictionManager,
+    clock: &dyn Clock,
+    mut calls: JoinSet<Call>,
+    timeout: Duration,
+    send: &impl Fn(Report),
+) {
+    if calls.is_empty() {
+        return;
+    }
+    tracing::info!(
+        calls = calls.len(),
+        "shutting down: waiting for eviction calls in flight"
+    );
+    let finish = async {
+        while let Some(joined) = calls.join_next().await {
+            let Ok((victim, result, _)) = joined else {
+                continue;
+            };
+            if let Some(settled) = manager.outcome(clock.now(), &victim, result) {
+                send(Report::Settled {
+                    settled,
+                    latency: None,
+                });
+            }
+        }
+    };
+    // Each call has its own timeout; this bound only guards against a killer
+    // that ignores cancellation.
+    if tokio::time::timeout(timeout * 2, finish).await.is_err() {
+        tracing::warn!("eviction calls still running at shutdown were abandoned");
     }
 }
 

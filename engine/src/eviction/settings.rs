@@ -38,6 +38,12 @@ pub struct EvictionSettings {
     pub in_flight_timeout: Duration,
     /// Every decision is logged and counted, none carried out (off).
     pub dry_run: bool,
+    /// How long every candidate of a hard threshold may be refused by
+    /// PodDisruptionBudgets before the top one is deleted anyway (60 s);
+    /// `None`: never.
+    pub pdb_override_after: Option<Duration>,
+    /// How long one eviction call may take before it counts as not asked (10 s).
+    pub call_timeout: Duration,
     /// Name of the candidate sorter policy (`default-sorter`).
     pub sorter: String,
     /// Settings by policy name; a policy without an entry gets the defaults.
@@ -52,6 +58,8 @@ impl Default for EvictionSettings {
             condition_transition: Duration::from_secs(300),
             in_flight_timeout: Duration::from_secs(300),
             dry_run: false,
+            pdb_override_after: Some(Duration::from_secs(60)),
+            call_timeout: Duration::from_secs(10),
             sorter: "default-sorter".into(),
             policies: BTreeMap::new(),
         }

@@ -2,7 +2,7 @@
 //! grace periods) and when each condition was last seen (for the transition
 //! period during which it is still reported).
 
-use crate::policy::bindings::{MetLevel, Threshold};
+use crate::model::{MetLevel, Threshold};
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
 
@@ -94,7 +94,7 @@ impl Tracker {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::bindings::Condition;
+    use crate::model::Condition;
 
     fn threshold(met: MetLevel, grace: u64) -> Threshold {
         Threshold {

@@ -9,14 +9,40 @@ use super::{Fault, Policy, World};
 
 const MIB: u64 = 1 << 20;
 
+/// A sample pod of the canary's node.
 fn pod(name: &str, qos: QosClass, priority: i32, usage_mib: u64, request_mib: u64) -> Pod {
     Pod {
+        uid: format!("uid-{name}"),
+        namespace: "default".into(),
+        name: name.into(),
+        qos,
+        priority,
         labels: vec![KeyValue {
             key: "app".into(),
             value: name.into(),
         }],
+        annotations: vec![],
+        requests: Resources {
+            memory_bytes: request_mib * MIB,
+            cpu_millis: 100,
+        },
+        limits: Resources {
+            memory_bytes: 0,
+            cpu_millis: 0,
+        },
+        usage: Usage {
+            memory_working_set_bytes: usage_mib * MIB,
+            memory_rss_bytes: usage_mib * MIB,
+            cpu_millis: 50,
+            ephemeral_storage_bytes: 0,
+            pids: 3,
+        },
+        start_time_ms: 1_699_999_000_000,
         owner_kind: Some("ReplicaSet".into()),
-        ..policy_kit::pod!(name, qos, priority: priority, usage_mib: usage_mib, request_mib: request_mib)
+        is_static: false,
+        is_mirror: false,
+        is_critical: false,
+        pdb_disruptions_allowed: None,
     }
 }
 

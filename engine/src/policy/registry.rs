@@ -206,6 +206,11 @@ impl Registry {
         self.lock().builtins.get(name).cloned()
     }
 
+    /// Every serving policy, by name.
+    pub fn serving(&self) -> Vec<Arc<Policy>> {
+        self.serving.load().values().cloned().collect()
+    }
+
     /// Every serving policy of `world`, by name.
     pub fn of_world(&self, world: World) -> Vec<Arc<Policy>> {
         self.serving

@@ -4,7 +4,7 @@
 
 use super::error::{SignalError, read, read_u64, stat_value};
 use super::psi::Pressure;
-use crate::policy::bindings::QosClass;
+use crate::model::QosClass;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 

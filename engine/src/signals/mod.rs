@@ -33,7 +33,7 @@ pub use error::SignalError;
 pub use meminfo::MemInfo;
 pub use psi::{Pressure, PsiLine};
 
-use crate::policy::bindings::{QosClass, Signal};
+use crate::model::{QosClass, Signal};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 

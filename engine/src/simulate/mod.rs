@@ -6,6 +6,7 @@
 //! [`Simulation`], which [`output::render`] prints, serde writes as JSON, and
 //! [`plot::draw`] turns into an SVG chart.
 
+mod api;
 pub mod output;
 pub mod plot;
 mod record;
@@ -13,6 +14,7 @@ mod run;
 mod scenario;
 mod timeline;
 
+pub use api::EvictionApi;
 pub use record::{DecisionRecord, EvictionRecord, PolicyRecord, Simulation, Step, ThresholdRecord};
 pub use run::{RunOptions, SimulateError, run};
 pub use scenario::{NodeSpec, PodSpec, Qos, ResourceSpec, Scenario, ScenarioError};

@@ -3,7 +3,7 @@
 
 use super::scenario::Scenario;
 use crate::eviction::{Decision, Urgency, Victim};
-use crate::policy::bindings::QosClass;
+use crate::model::QosClass;
 use crate::policy::{PolicyStatus, Source};
 use serde::Serialize;
 use std::collections::BTreeMap;

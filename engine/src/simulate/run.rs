@@ -2,14 +2,15 @@
 //! scenario, on a virtual clock. Evicted pods leave after their grace period,
 //! taking their usage with them, so the timeline shows recovery.
 
+use super::api::EvictionApi;
 use super::record::{
     DecisionRecord, EvictionRecord, PolicyRecord, Simulation, Step, ThresholdRecord,
 };
 use super::scenario::{PodSpec, Qos, Scenario};
 use crate::clock::ManualClock;
 use crate::config::{ConfigError, VigilConfig};
-use crate::eviction::{EvictionManager, NodeState, RecordingKiller};
-use crate::policy::bindings::{KeyValue, Layer, MetLevel, Pod, QosClass, Resources, Signal, Usage};
+use crate::eviction::{EvictionManager, NodeState};
+use crate::model::{KeyValue, Layer, MetLevel, Pod, QosClass, Resources, Signal, Usage};
 use crate::policy::reload::Reloader;
 use crate::policy::{Host, HostError, LimitsTable, LoadError, Registry, RegistryError};
 use std::collections::BTreeMap;
@@ -169,8 +170,7 @@ pub async fn run(
     let (registry, config) = registry(scenario, base, options, Arc::clone(&clock)).await?;
     let settings = config.eviction_settings();
     let period = settings.period;
-    let killer = Arc::new(RecordingKiller::default());
-    let mut manager = EvictionManager::new(Arc::clone(&registry), settings, killer);
+    let mut manager = EvictionManager::new(registry.clone(), settings);
     let mut pods: Vec<SimPod<'_>> = scenario
         .pods
         .iter()
@@ -193,7 +193,7 @@ pub async fn run(
             .filter(|p| p.leaves_at.is_none_or(|at| at > t))
             .collect();
         let node = node_state(scenario, &present, t);
-        let report = manager.cycle(start + t, &node);
+        let report = manager.cycle_through(start + t, &node, &EvictionApi).await;
         for victim in &report.started {
             let pod = pods
                 .iter_mut()
@@ -275,6 +275,7 @@ fn node_state(scenario: &Scenario, present: &[&SimPod<'_>], t: Duration) -> Node
     NodeState {
         signals: signals.into_values().collect(),
         pods,
+        terminating: Vec::new(),
     }
 }
 

@@ -33,6 +33,7 @@ const VIGIL_CONFIG = {
     evictionBurst: POSITIVE_INT,
     conditionTransitionSeconds: NON_NEGATIVE_INT,
     dryRun: BOOL,
+    pdbOverrideAfterSeconds: NON_NEGATIVE_INT,
     sorter: TEXT,
     policies: { mapOf: POLICY },
   },

@@ -8,7 +8,7 @@
 //! vigil's configuration (every field optional):
 //! ```json
 //! { "evictionPeriodSeconds": 5, "evictionBurst": 3, "conditionTransitionSeconds": 300,
-//!   "dryRun": false, "sorter": "default-sorter",
+//!   "dryRun": false, "pdbOverrideAfterSeconds": 60, "sorter": "default-sorter",
 //!   "policies": { "<name>": { "enabled": true, "dryRun": false, "deadlineMs": 100,
 //!                             "memoryLimitMiB": 64, "trialSeconds": 300, "config": {} } } }
 //! ```
@@ -47,6 +47,7 @@ const VIGIL_CONFIG: Shape = Shape::Object(&[
     ("evictionBurst", Shape::PositiveInt),
     ("conditionTransitionSeconds", Shape::NonNegativeInt),
     ("dryRun", Shape::Bool),
+    ("pdbOverrideAfterSeconds", Shape::NonNegativeInt),
     ("sorter", Shape::Text),
     ("policies", Shape::MapOf(&POLICY)),
 ]);

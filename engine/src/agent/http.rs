@@ -1,0 +1,116 @@
+//! The agent's HTTP endpoints: `/metrics` (Prometheus text format),
+//! `/healthz` (the eviction loop cycled within three periods) and `/readyz`
+//! (the pod store holds its first list and the loop has run, with the
+//! policies it loaded).
+
+use crate::eviction::runner::Heartbeat;
+use crate::metrics::Metrics;
+use axum::Router;
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::IntoResponse;
+use axum::routing::get;
+use futures::FutureExt;
+use k8s_openapi::api::core::v1::Pod;
+use kube::runtime::reflector::Store;
+use prometheus_client::registry::Registry as PromRegistry;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// What the health endpoints look at.
+#[derive(Clone)]
+pub struct Health {
+    period: Duration,
+    pods: Store<Pod>,
+    heartbeat: Heartbeat,
+}
+
+impl Health {
+    /// Health of a loop with `period`, beating `heartbeat`, reading `pods`.
+    pub fn new(period: Duration, pods: Store<Pod>, heartbeat: Heartbeat) -> Self {
+        Self {
+            period,
+            pods,
+            heartbeat,
+        }
+    }
+
+    fn live(&self) -> bool {
+        self.heartbeat
+            .since_last()
+            .is_some_and(|since| since <= self.period * 3)
+    }
+
+    fn ready(&self) -> bool {
+        let synced = self.pods.wait_until_ready().now_or_never();
+        matches!(synced, Some(Ok(()))) && self.heartbeat.since_last().is_some()
+    }
+}
+
+struct Shared {
+    metrics: PromRegistry,
+    health: Health,
+}
+
+/// Serves the endpoints on `listener` until `stop` resolves.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    metrics: Arc<Metrics>,
+    health: Health,
+    stop: impl Future<Output = ()> + Send + 'static,
+) {
+    let shared = Arc::new(Shared {
+        metrics: metrics.registry(),
+        health,
+    });
+    let app = Router::new()
+        .route("/metrics", get(export))
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .with_state(shared);
+    if let Err(error) = axum::serve(listener, app)
+        .with_graceful_shutdown(stop)
+        .await
+    {
+        tracing::error!(%error, "the metrics endpoint stopped");
+    }
+}
+
+async fn export(State(shared): State<Arc<Shared>>) -> impl IntoResponse {
+    let mut text = String::new();
+    match prometheus_client::encoding::text::encode(&mut text, &shared.metrics) {
+        Ok(()) => (
+            StatusCode::OK,
+            [(
+                header::CONTENT_TYPE,
+                "application/openmetrics-text; version=1.0.0; charset=utf-8",
+            )],
+            text,
+        )
+            .into_response(),
+        Err(error) => (StatusCode::INTERNAL_SERVER_ERROR, error.to_string()).into_response(),
+    }
+}
+
+fn verdict(ok: bool, what: &str) -> (StatusCode, String) {
+    if ok {
+        (StatusCode::OK, "ok\n".into())
+    } else {
+        (StatusCode::SERVICE_UNAVAILABLE, format!("{what}\n"))
+    }
+}
+
+async fn healthz(State(shared): State<Arc<Shared>>) -> impl IntoResponse {
+    verdict(
+        shared.health.live(),
+        "the eviction loop has not cycled within three periods",
+    )
+}
+
+async fn readyz(State(shared): State<Arc<Shared>>) -> impl IntoResponse {
+    verdict(
+        shared.health.ready(),
+        "waiting for the pod list and the first cycle",
+    )
+}

@@ -1,0 +1,252 @@
+//! `vigil agent`: the composition root of the DaemonSet process.
+//!
+//! [`run`] wires, in order: the policy registry and its reloader; the API
+//! clients; the watches on this node's pods and Node (and PDBs per namespace);
+//! the node source (signals + pods) → the eviction runner → the Eviction API
+//! killer; the publisher (Events, metrics) and the node status writer; the
+//! HTTP endpoints. Every task it starts is owned here and stopped on
+//! shutdown: no new eviction starts, calls in flight finish within their
+//! timeout, watches stop, and `run` returns.
+
+mod http;
+
+use crate::clock::{Clock, SystemClock};
+use crate::cluster::budgets::Budgets;
+use crate::cluster::client;
+use crate::cluster::evict::EvictionApi;
+use crate::cluster::node_status::NodeStatus;
+use crate::cluster::publisher::{Publisher, write_node_status};
+use crate::cluster::source::ClusterSource;
+use crate::cluster::watches;
+use crate::config::VigilConfig;
+use crate::eviction::EvictionManager;
+use crate::eviction::runner::{Heartbeat, REPORT_BACKLOG, Runner, forward_wakes};
+use crate::metrics::Metrics;
+use crate::model::Layer;
+use crate::policy::reload::Reloader;
+use crate::policy::{Host, Registry};
+use crate::signals::wake::{TriggerSettings, Wake};
+use crate::signals::{CpuRates, Driver, Sources};
+use anyhow::Context;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use tokio::sync::{mpsc, watch};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+/// Everything `vigil agent` is told.
+#[derive(Debug, Clone)]
+pub struct AgentConfig {
+    /// The node this agent protects.
+    pub node_name: String,
+    /// A kubeconfig file; none: in-cluster, else `$KUBECONFIG`.
+    pub kubeconfig: Option<PathBuf>,
+    /// Policy components (`NAME.wasm`), watched for changes.
+    pub policies_dir: PathBuf,
+    /// State that survives restarts.
+    pub state_dir: PathBuf,
+    /// A config layer over the built-in defaults (JSON or YAML), if any.
+    pub config_file: Option<PathBuf>,
+    /// Decide and report, evict nothing (dry-run requests only).
+    pub dry_run: bool,
+    /// Where `/metrics`, `/healthz` and `/readyz` are served.
+    pub metrics_addr: SocketAddr,
+    /// The host's procfs.
+    pub proc_root: PathBuf,
+    /// The host's cgroup mount.
+    pub cgroup_root: PathBuf,
+    /// The kubelet's cgroup driver.
+    pub cgroup_driver: Driver,
+    /// The filesystem holding the kubelet's data, for `nodefs.*`.
+    pub nodefs: PathBuf,
+}
+
+/// Runs the agent until `shutdown` resolves.
+///
+/// # Errors
+/// Start-up failed: the state directory, the config, the API client or the
+/// metrics address. Once running, errors are logged and retried, never fatal.
+pub async fn run(config: AgentConfig, shutdown: impl Future<Output = ()>) -> anyhow::Result<()> {
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let host = Arc::new(Host::new(Some(config.state_dir.join("cache")))?);
+    let settings = load_settings(&config, &host, &clock)?;
+    let registry = Arc::new(Registry::new(
+        host,
+        Arc::clone(&clock),
+        settings.limits(),
+        Some(config.state_dir.clone()),
+    )?);
+    let mut eviction = settings.eviction_settings();
+    eviction.dry_run |= config.dry_run;
+
+    let metrics = Arc::new(Metrics::default());
+    let clients = client::connect(config.kubeconfig.as_deref(), &metrics).await?;
+    let restarts = |metrics: &Arc<Metrics>| {
+        let metrics = Arc::clone(metrics);
+        move |watch: &str| metrics.watch_restarted(watch)
+    };
+    let pods = watches::pods(clients.api.clone(), &config.node_name, restarts(&metrics));
+    let node = watches::node(clients.api.clone(), &config.node_name, restarts(&metrics));
+    let budgets = Arc::new(Budgets::new(clients.api.clone(), restarts(&metrics)));
+
+    let stop = CancellationToken::new();
+    let tasks = TaskTracker::new();
+    let listener = tokio::net::TcpListener::bind(config.metrics_addr)
+        .await
+        .with_context(|| format!("cannot listen on {}", config.metrics_addr))?;
+    let heartbeat = Heartbeat::default();
+    let health = http::Health::new(eviction.period, pods.store.clone(), heartbeat.clone());
+    tasks.spawn(http::serve(
+        listener,
+        Arc::clone(&metrics),
+        health.clone(),
+        stop.clone().cancelled_owned(),
+    ));
+
+    let reloader = Reloader::new(Arc::clone(&registry), config.policies_dir.clone());
+    let reload_stop = stop.clone();
+    tasks.spawn(async move {
+        if let Err(error) = reloader.run(reload_stop.cancelled_owned(), None).await {
+            tracing::error!(error = %crate::report::Chain(&error), "the policy reloader stopped; serving the loaded policies");
+        }
+    });
+
+    let (conditions_tx, conditions_rx) = watch::channel(Vec::new());
+    let status = NodeStatus::new(clients.api.clone(), &config.node_name);
+    tasks.spawn(write_node_status(status, conditions_rx));
+    let (reports_tx, reports_rx) = mpsc::channel(REPORT_BACKLOG);
+    let publisher = Publisher::new(
+        clients.api.clone(),
+        &config.node_name,
+        None,
+        Arc::clone(&metrics),
+        conditions_tx,
+    );
+    tasks.spawn(publisher.run(reports_rx));
+    tasks.spawn(record_policies(
+        Arc::clone(&metrics),
+        Arc::clone(&registry),
+        stop.clone(),
+    ));
+
+    let (wakes_tx, wakes_rx) = mpsc::channel(1);
+    let wake = Wake::arm(
+        &config.proc_root.join("pressure/memory"),
+        &TriggerSettings::default(),
+    );
+    let wake_thread = forward_wakes(wake, eviction.period, wakes_tx.clone());
+    let memory_events = watch_memory_events(&config, wakes_tx);
+
+    let source = ClusterSource {
+        signals: Sources {
+            proc_root: config.proc_root.clone(),
+            cgroup_root: config.cgroup_root.clone(),
+            driver: config.cgroup_driver,
+            nodefs: config.nodefs.clone(),
+            ..Sources::default()
+        },
+        pods: pods.store.clone(),
+        node: node.store.clone(),
+        budgets: Arc::clone(&budgets),
+        clock: Arc::clone(&clock),
+        cpu: CpuRates::default(),
+    };
+    let runner = Runner {
+        manager: EvictionManager::new(registry.clone(), eviction),
+        clock,
+        killer: Arc::new(EvictionApi::new(clients.evictions)),
+        wakes: wakes_rx,
+        reports: Some(reports_tx),
+        heartbeat,
+    };
+    tracing::info!(node = %config.node_name, policies_dir = %config.policies_dir.display(), dry_run = config.dry_run, "vigil agent started");
+    let loop_stop = stop.clone();
+    let pods_store = pods.store.clone();
+    let decide = tokio::spawn(async move {
+        // Decide only once the pods are known: an empty store is not an empty node.
+        tokio::select! {
+            () = loop_stop.cancelled() => {}
+            ready = pods_store.wait_until_ready() => if ready.is_ok() {
+                runner.run(source, loop_stop.cancelled_owned()).await;
+            }
+        }
+    });
+
+    shutdown.await;
+    tracing::info!("shutting down");
+    stop.cancel();
+    if let Err(error) = decide.await {
+        tracing::error!(%error, "the eviction loop ended abnormally");
+    }
+    drop((pods, node, budgets, memory_events));
+    tasks.close();
+    tasks.wait().await;
+    drop(wake_thread);
+    tracing::info!("vigil agent stopped");
+    Ok(())
+}
+
+/// The built-in defaults, with `--config` merged over them by the merger policy.
+fn load_settings(
+    config: &AgentConfig,
+    host: &Arc<Host>,
+    clock: &Arc<dyn Clock>,
+) -> anyhow::Result<VigilConfig> {
+    let Some(path) = &config.config_file else {
+        return Ok(VigilConfig::default());
+    };
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read the config {}", path.display()))?;
+    let value: serde_json::Value = serde_norway::from_str(&text)
+        .with_context(|| format!("the config {} is not YAML or JSON", path.display()))?;
+    let registry = Registry::new(
+        Arc::clone(host),
+        Arc::clone(clock),
+        Default::default(),
+        None,
+    )?;
+    let layer = Layer {
+        source: path.display().to_string(),
+        json: value.to_string(),
+    };
+    VigilConfig::merge(&registry, vec![layer])
+        .with_context(|| format!("the config {}", path.display()))
+}
+
+/// Wakes the loop on every change of the kubepods cgroup's `memory.events`
+/// (cgroup v2), if it can be watched.
+fn watch_memory_events(
+    config: &AgentConfig,
+    wakes: mpsc::Sender<()>,
+) -> Option<notify::RecommendedWatcher> {
+    let sources = Sources {
+        cgroup_root: config.cgroup_root.clone(),
+        driver: config.cgroup_driver,
+        ..Sources::default()
+    };
+    let cgroups = sources.cgroups();
+    let path = cgroups.memory_events(&cgroups.kubepods());
+    match crate::signals::wake::watch_memory_events(&path, wakes) {
+        Ok(watcher) => Some(watcher),
+        Err(error) => {
+            tracing::info!(path = %path.display(), %error, "memory.events not watched; PSI and the period drive the loop");
+            None
+        }
+    }
+}
+
+/// Refreshes the policy metrics whenever the serving set changes, and once
+/// per second for call counts, until `stop`.
+async fn record_policies(metrics: Arc<Metrics>, registry: Arc<Registry>, stop: CancellationToken) {
+    let mut changes = registry.subscribe();
+    loop {
+        metrics.policies(&registry);
+        tokio::select! {
+            () = stop.cancelled() => return,
+            _ = changes.changed() => {}
+            () = tokio::time::sleep(std::time::Duration::from_secs(1)) => {}
+        }
+    }
+}

@@ -1,0 +1,20 @@
+//! The Kubernetes side of the agent: everything that talks to the API server.
+//!
+//! - [`client`] connects (kubeconfig, in-cluster) and counts requests;
+//! - [`watches`] keeps this node's pods and this Node in local stores;
+//! - [`budgets`] watches PodDisruptionBudgets only in the namespaces with
+//!   pods on this node;
+//! - [`pods`] turns a Pod into the contract's record; [`source`] assembles
+//!   the node for each cycle;
+//! - [`evict`] evicts through the Eviction API;
+//! - [`node_status`] writes conditions and taints; [`publisher`] records
+//!   Events and feeds the node status from the loop's reports.
+
+pub mod budgets;
+pub mod client;
+pub mod evict;
+pub mod node_status;
+pub mod pods;
+pub mod publisher;
+pub mod source;
+pub mod watches;

@@ -1,0 +1,239 @@
+//! Pressure on the Node object: vigil's own condition types
+//! (`VigilMemoryPressure`, … — the kubelet owns `MemoryPressure` and would
+//! overwrite ours) by server-side apply on `nodes/status` with field manager
+//! `vigil`, and taints `vigil.dev/<condition>` with the effects the strategy
+//! asked for, by read-modify-write with a resourceVersion precondition
+//! (taints are one atomic list: a conflict means someone else wrote it, so
+//! read again). Taints vigil did not add are never touched.
+
+use crate::eviction::ActiveCondition;
+use k8s_openapi::api::core::v1::{Node, Taint};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::api::{Patch, PatchParams};
+use kube::{Api, Client};
+use std::collections::BTreeMap;
+
+/// The field manager of everything vigil applies.
+pub const FIELD_MANAGER: &str = "vigil";
+/// The prefix of every taint key vigil owns.
+pub const TAINT_PREFIX: &str = "vigil.dev/";
+/// Attempts at a taint update that keeps losing to concurrent writers.
+const TAINT_ATTEMPTS: usize = 5;
+
+/// The node condition type for a strategy's condition name.
+pub fn condition_type(name: &str) -> String {
+    if name.starts_with("Vigil") {
+        name.to_owned()
+    } else {
+        format!("Vigil{name}")
+    }
+}
+
+/// The taint key for a strategy's condition name.
+pub fn taint_key(name: &str) -> String {
+    format!(
+        "{TAINT_PREFIX}{}",
+        name.strip_prefix("Vigil").unwrap_or(name)
+    )
+}
+
+/// Writes this node's conditions and taints.
+pub struct NodeStatus {
+    api: Api<Node>,
+    node: String,
+    /// Every condition type written by this process, with whether it holds
+    /// and since when (its last transition).
+    written: BTreeMap<String, (bool, jiff::Timestamp)>,
+}
+
+impl NodeStatus {
+    /// A writer for the Node `node`.
+    pub fn new(client: Client, node: &str) -> Self {
+        Self {
+            api: Api::all(client),
+            node: node.to_owned(),
+            written: BTreeMap::new(),
+        }
+    }
+
+    /// Makes the Node show exactly `active`: each as a `True` condition and a
+    /// taint per effect; conditions reported before and no longer active stay
+    /// as `False`, and their taints are removed.
+    ///
+    /// # Errors
+    /// The API server refused or could not be reached; call again later.
+    pub async fn publish(&mut self, active: &[ActiveCondition]) -> Result<(), kube::Error> {
+        self.apply_conditions(active).await?;
+        self.update_taints(active).await
+    }
+
+    async fn apply_conditions(&mut self, active: &[ActiveCondition]) -> Result<(), kube::Error> {
+        let now = jiff::Timestamp::now();
+        let mut next = self.written.clone();
+        for (_, (holds, _)) in next.iter_mut() {
+            *holds = false;
+        }
+        for condition in active {
+            next.insert(condition_type(&condition.name), (true, now));
+        }
+        for (kind, (holds, since)) in next.iter_mut() {
+            match self.written.get(kind) {
+                Some((before, then)) if before == holds => *since = *then,
+                _ => *since = now,
+            }
+        }
+        if next.is_empty() {
+            return Ok(());
+        }
+        let conditions: Vec<serde_json::Value> = next
+            .iter()
+            .map(|(kind, (holds, since))| {
+                serde_json::json!({
+                    "type": kind,
+                    "status": if *holds { "True" } else { "False" },
+                    "reason": if *holds { "PressureObserved" } else { "NoPressure" },
+                    "message": if *holds { "vigil observes this pressure on the node" } else { "vigil observes no such pressure" },
+                    "lastHeartbeatTime": Time(now),
+                    "lastTransitionTime": Time(*since),
+                })
+            })
+            .collect();
+        let patch = serde_json::json!({
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {"name": self.node},
+            "status": {"conditions": conditions},
+        });
+        let params = PatchParams::apply(FIELD_MANAGER).force();
+        self.api
+            .patch_status(&self.node, &params, &Patch::Apply(&patch))
+            .await?;
+        self.written = next;
+        Ok(())
+    }
+
+    async fn update_taints(&self, active: &[ActiveCondition]) -> Result<(), kube::Error> {
+        let mut last_error = None;
+        for _ in 0..TAINT_ATTEMPTS {
+            let node = self.api.get(&self.node).await?;
+            let current = node
+                .spec
+                .as_ref()
+                .and_then(|s| s.taints.clone())
+                .unwrap_or_default();
+            let next = desired_taints(&current, active);
+            if same_taints(&current, &next) {
+                return Ok(());
+            }
+            let patch = serde_json::json!({
+                "metadata": {"resourceVersion": node.metadata.resource_version},
+                "spec": {"taints": next},
+            });
+            match self
+                .api
+                .patch(&self.node, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+            {
+                Ok(_) => return Ok(()),
+                Err(kube::Error::Api(status)) if status.code == 409 => {
+                    tracing::debug!("taints changed meanwhile; reading the node again");
+                    last_error = Some(kube::Error::Api(status));
+                }
+                Err(error) => return Err(error),
+            }
+        }
+        Err(last_error.expect("every attempt conflicted"))
+    }
+}
+
+/// The taints the node should carry: every taint vigil does not own as it
+/// is, then one per active condition and effect (keeping the time a taint
+/// already there was added).
+fn desired_taints(current: &[Taint], active: &[ActiveCondition]) -> Vec<Taint> {
+    let mut next: Vec<Taint> = current
+        .iter()
+        .filter(|t| !t.key.starts_with(TAINT_PREFIX))
+        .cloned()
+        .collect();
+    for condition in active {
+        let key = taint_key(&condition.name);
+        for effect in &condition.effects {
+            let existing = current.iter().find(|t| t.key == key && &t.effect == effect);
+            next.push(existing.cloned().unwrap_or_else(|| Taint {
+                key: key.clone(),
+                effect: effect.clone(),
+                time_added: (effect == "NoExecute").then(|| Time(jiff::Timestamp::now())),
+                value: None,
+            }));
+        }
+    }
+    next
+}
+
+fn same_taints(a: &[Taint], b: &[Taint]) -> bool {
+    let keys = |taints: &[Taint]| {
+        let mut keys: Vec<(String, String, Option<String>)> = taints
+            .iter()
+            .map(|t| (t.key.clone(), t.effect.clone(), t.value.clone()))
+            .collect();
+        keys.sort();
+        keys
+    };
+    keys(a) == keys(b)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::SystemTime;
+
+    fn taint(key: &str, effect: &str) -> Taint {
+        Taint {
+            key: key.into(),
+            effect: effect.into(),
+            ..Taint::default()
+        }
+    }
+
+    #[test]
+    fn only_vigils_own_taints_change() {
+        let current = [
+            taint("node.kubernetes.io/memory-pressure", "NoSchedule"),
+            taint("vigil.dev/DiskPressure", "NoSchedule"),
+            taint("team/dedicated", "NoExecute"),
+        ];
+        let active = [ActiveCondition {
+            name: "MemoryPressure".into(),
+            effects: vec!["NoSchedule".into(), "NoExecute".into()],
+            last_observed: SystemTime::UNIX_EPOCH,
+        }];
+        let next = desired_taints(&current, &active);
+        let keys: Vec<(&str, &str)> = next
+            .iter()
+            .map(|t| (t.key.as_str(), t.effect.as_str()))
+            .collect();
+        assert_eq!(
+            keys,
+            [
+                ("node.kubernetes.io/memory-pressure", "NoSchedule"),
+                ("team/dedicated", "NoExecute"),
+                ("vigil.dev/MemoryPressure", "NoSchedule"),
+                ("vigil.dev/MemoryPressure", "NoExecute"),
+            ]
+        );
+        assert!(
+            next[3].time_added.is_some(),
+            "NoExecute taints carry their time"
+        );
+        assert!(same_taints(&next, &desired_taints(&next, &active)));
+        assert_eq!(desired_taints(&next, &[]).len(), 2);
+    }
+
+    #[test]
+    fn condition_types_and_taint_keys_are_vigils_own() {
+        assert_eq!(condition_type("MemoryPressure"), "VigilMemoryPressure");
+        assert_eq!(condition_type("VigilPIDPressure"), "VigilPIDPressure");
+        assert_eq!(taint_key("VigilDiskPressure"), "vigil.dev/DiskPressure");
+        assert_eq!(taint_key("MemoryPressure"), "vigil.dev/MemoryPressure");
+    }
+}

@@ -1,0 +1,334 @@
+//! A Kubernetes Pod as the policies see it: the contract's `pod` record, with
+//! its QoS class computed as the kubelet does, its priority and owner, whether
+//! it is static, mirror or critical, and its requests and limits summed over
+//! its containers. Usage and the PodDisruptionBudget come from elsewhere
+//! ([`super::source`]); this module only reads the object.
+
+use crate::model::{KeyValue, Pod, QosClass, Resources, Usage};
+use k8s_openapi::api::core::v1::{Container, Pod as KubePod};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use std::collections::BTreeMap;
+use std::time::{Duration, SystemTime};
+
+/// Priority at and above which a pod is system-critical (the kubelet's
+/// `SystemCriticalPriority`).
+const SYSTEM_CRITICAL_PRIORITY: i32 = 2_000_000_000;
+/// The priority classes the kubelet treats as critical.
+const CRITICAL_CLASSES: [&str; 2] = ["system-node-critical", "system-cluster-critical"];
+/// Annotation telling where a pod's definition came from (`api` for the API server).
+const CONFIG_SOURCE: &str = "kubernetes.io/config.source";
+/// Annotation the kubelet puts on the mirror pod of a static pod.
+const CONFIG_MIRROR: &str = "kubernetes.io/config.mirror";
+/// Annotations longer than this are not passed to policies (they carry
+/// manifests, not eviction hints).
+const MAX_ANNOTATION_BYTES: usize = 256;
+
+/// Where a pod is in its life, for the eviction loop.
+#[derive(Debug, Clone)]
+pub enum Phase {
+    /// Running or pending: a candidate.
+    Live(Pod),
+    /// Being deleted (it has a `deletionTimestamp`): reclaim in progress until `until`.
+    Terminating {
+        /// Its UID.
+        uid: String,
+        /// `namespace/name`.
+        name: String,
+        /// When its grace period ends.
+        until: SystemTime,
+    },
+    /// Succeeded or failed: holds no resources worth evicting for.
+    Finished,
+}
+
+/// Reads `pod` into the contract's record (usage zero, no PDB budget).
+pub fn read(pod: &KubePod) -> Phase {
+    let meta = &pod.metadata;
+    let uid = meta.uid.clone().unwrap_or_default();
+    let namespace = meta.namespace.clone().unwrap_or_default();
+    let name = meta.name.clone().unwrap_or_default();
+    if let Some(deleted) = &meta.deletion_timestamp {
+        return Phase::Terminating {
+            uid,
+            name: format!("{namespace}/{name}"),
+            until: to_system_time(deleted.0),
+        };
+    }
+    let status = pod.status.as_ref();
+    if status
+        .and_then(|s| s.phase.as_deref())
+        .is_some_and(|p| p == "Succeeded" || p == "Failed")
+    {
+        return Phase::Finished;
+    }
+    let spec = pod.spec.clone().unwrap_or_default();
+    let labels = meta.labels.clone().unwrap_or_default();
+    let annotations = meta.annotations.clone().unwrap_or_default();
+    let priority = spec.priority.unwrap_or(0);
+    let critical_class = spec
+        .priority_class_name
+        .as_deref()
+        .is_some_and(|c| CRITICAL_CLASSES.contains(&c));
+    let owner_kind = meta
+        .owner_references
+        .iter()
+        .flatten()
+        .find(|o| o.controller == Some(true))
+        .map(|o| o.kind.clone());
+    let start_time_ms = status
+        .and_then(|s| s.start_time.as_ref())
+        .or(meta.creation_timestamp.as_ref())
+        .map_or(0, |t| t.0.as_millisecond());
+    Phase::Live(Pod {
+        uid,
+        namespace,
+        name,
+        qos: qos(
+            &spec.containers,
+            spec.init_containers.as_deref().unwrap_or(&[]),
+        ),
+        priority,
+        labels: pairs(&labels, |_| true),
+        annotations: pairs(&annotations, |v| v.len() <= MAX_ANNOTATION_BYTES),
+        requests: total(&spec.containers, |c| {
+            c.resources.as_ref()?.requests.as_ref()
+        }),
+        limits: total(&spec.containers, |c| c.resources.as_ref()?.limits.as_ref()),
+        usage: Usage {
+            memory_working_set_bytes: 0,
+            memory_rss_bytes: 0,
+            cpu_millis: 0,
+            ephemeral_storage_bytes: 0,
+            pids: 0,
+        },
+        start_time_ms,
+        owner_kind,
+        is_static: annotations
+            .get(CONFIG_SOURCE)
+            .is_some_and(|source| source != "api"),
+        is_mirror: annotations.contains_key(CONFIG_MIRROR),
+        is_critical: priority >= SYSTEM_CRITICAL_PRIORITY || critical_class,
+        pdb_disruptions_allowed: None,
+    })
+}
+
+fn to_system_time(at: jiff::Timestamp) -> SystemTime {
+    let millis = at.as_millisecond();
+    match u64::try_from(millis) {
+        Ok(after) => SystemTime::UNIX_EPOCH + Duration::from_millis(after),
+        Err(_) => SystemTime::UNIX_EPOCH,
+    }
+}
+
+fn pairs(map: &BTreeMap<String, String>, keep: impl Fn(&str) -> bool) -> Vec<KeyValue> {
+    map.iter()
+        .filter(|(_, value)| keep(value))
+        .map(|(key, value)| KeyValue {
+            key: key.clone(),
+            value: value.clone(),
+        })
+        .collect()
+}
+
+/// Memory in bytes and cpu in millicores; an unparsable quantity counts as none.
+fn amounts(resources: &BTreeMap<String, Quantity>) -> (Option<u64>, Option<u64>) {
+    let parse = |name: &str| crate::quantity::value(resources.get(name)?);
+    let memory = parse("memory").map(|bytes| bytes.max(0.0).round() as u64);
+    let cpu = parse("cpu").map(|cores| (cores.max(0.0) * 1000.0).round() as u64);
+    (memory.filter(|m| *m > 0), cpu.filter(|c| *c > 0))
+}
+
+/// The sum over `containers` of what `field` gives.
+fn total<'a>(
+    containers: &'a [Container],
+    field: impl Fn(&'a Container) -> Option<&'a BTreeMap<String, Quantity>>,
+) -> Resources {
+    let mut sum = Resources {
+        memory_bytes: 0,
+        cpu_millis: 0,
+    };
+    for resources in containers.iter().filter_map(field) {
+        let (memory, cpu) = amounts(resources);
+        sum.memory_bytes = sum.memory_bytes.saturating_add(memory.unwrap_or(0));
+        sum.cpu_millis = sum.cpu_millis.saturating_add(cpu.unwrap_or(0));
+    }
+    sum
+}
+
+/// The kubelet's QoS class: best-effort without any cpu or memory request or
+/// limit; guaranteed when every container (init containers included) limits
+/// both and the summed requests equal the summed limits; burstable otherwise.
+fn qos(containers: &[Container], init: &[Container]) -> QosClass {
+    let (mut requests, mut limits) = ([None::<u64>; 2], [None::<u64>; 2]);
+    let mut guaranteed = true;
+    let add = |sum: &mut Option<u64>, amount: Option<u64>| {
+        if let Some(amount) = amount {
+            *sum = Some(sum.unwrap_or(0).saturating_add(amount));
+        }
+    };
+    for container in init.iter().chain(containers) {
+        let resources = container.resources.clone().unwrap_or_default();
+        let (memory, cpu) = amounts(&resources.requests.unwrap_or_default());
+        add(&mut requests[0], memory);
+        add(&mut requests[1], cpu);
+        let (memory, cpu) = amounts(&resources.limits.unwrap_or_default());
+        add(&mut limits[0], memory);
+        add(&mut limits[1], cpu);
+        guaranteed &= memory.is_some() && cpu.is_some();
+    }
+    if requests.iter().chain(&limits).all(Option::is_none) {
+        return QosClass::BestEffort;
+    }
+    // A request left out defaults to the limit (the API server fills it in).
+    let matches = (0..2).all(|i| requests[i].is_none_or(|r| Some(r) == limits[i]));
+    if guaranteed && matches {
+        QosClass::Guaranteed
+    } else {
+        QosClass::Burstable
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::ResourceRequirements;
+
+    fn container(requests: &[(&str, &str)], limits: &[(&str, &str)]) -> Container {
+        let map = |pairs: &[(&str, &str)]| {
+            (!pairs.is_empty()).then(|| {
+                pairs
+                    .iter()
+                    .map(|(k, v)| ((*k).to_owned(), Quantity((*v).to_owned())))
+                    .collect()
+            })
+        };
+        Container {
+            name: "c".into(),
+            resources: Some(ResourceRequirements {
+                requests: map(requests),
+                limits: map(limits),
+                ..ResourceRequirements::default()
+            }),
+            ..Container::default()
+        }
+    }
+
+    #[test]
+    fn qos_is_computed_as_the_kubelet_does() {
+        let full = [("cpu", "500m"), ("memory", "256Mi")];
+        assert_eq!(qos(&[container(&[], &[])], &[]), QosClass::BestEffort);
+        assert_eq!(qos(&[container(&full, &full)], &[]), QosClass::Guaranteed);
+        // Requests left out default to the limits.
+        assert_eq!(qos(&[container(&[], &full)], &[]), QosClass::Guaranteed);
+        assert_eq!(
+            qos(&[container(&[("cpu", "250m")], &full)], &[]),
+            QosClass::Burstable
+        );
+        assert_eq!(
+            qos(&[container(&[("memory", "1Gi")], &[])], &[]),
+            QosClass::Burstable
+        );
+        // One container without limits spoils the guarantee of the others.
+        assert_eq!(
+            qos(&[container(&full, &full), container(&[], &[])], &[]),
+            QosClass::Burstable
+        );
+        // Init containers count.
+        assert_eq!(
+            qos(
+                &[container(&full, &full)],
+                &[container(&[("cpu", "1")], &[])]
+            ),
+            QosClass::Burstable
+        );
+        // A zero request is no request.
+        assert_eq!(
+            qos(&[container(&[("cpu", "0")], &[])], &[]),
+            QosClass::BestEffort
+        );
+    }
+
+    fn kube_pod(yaml: &str) -> KubePod {
+        serde_norway::from_str(yaml).expect("test pod parses")
+    }
+
+    #[test]
+    fn a_pod_becomes_the_contract_record() {
+        let pod = kube_pod(
+            r#"
+metadata:
+  name: web-1
+  namespace: shop
+  uid: u-1
+  labels: {app: web}
+  annotations:
+    kubernetes.io/config.source: file
+    kubernetes.io/config.mirror: abc
+    kubectl.kubernetes.io/last-applied-configuration: "LONG"
+  ownerReferences:
+    - {apiVersion: v1, kind: Node, name: n, uid: x}
+    - {apiVersion: apps/v1, kind: ReplicaSet, name: web, uid: y, controller: true}
+spec:
+  priority: 2000000000
+  containers:
+    - name: a
+      resources: {requests: {cpu: 100m, memory: 64Mi}, limits: {memory: 128Mi}}
+    - name: b
+      resources: {requests: {cpu: "1", memory: 1Gi}}
+status:
+  startTime: "2024-01-02T03:04:05Z"
+"#
+            .replace("LONG", &"x".repeat(300))
+            .as_str(),
+        );
+        let Phase::Live(record) = read(&pod) else {
+            panic!("a running pod is live")
+        };
+        assert_eq!(
+            (
+                record.uid.as_str(),
+                record.namespace.as_str(),
+                record.name.as_str()
+            ),
+            ("u-1", "shop", "web-1")
+        );
+        assert_eq!(record.qos, QosClass::Burstable);
+        assert_eq!(record.requests.cpu_millis, 1100);
+        assert_eq!(record.requests.memory_bytes, (64 + 1024) << 20);
+        assert_eq!(record.limits.memory_bytes, 128 << 20);
+        assert_eq!(record.owner_kind.as_deref(), Some("ReplicaSet"));
+        assert!(record.is_static && record.is_mirror && record.is_critical);
+        assert_eq!(record.start_time_ms, 1_704_164_645_000);
+        let keys: Vec<&str> = record.annotations.iter().map(|a| a.key.as_str()).collect();
+        assert_eq!(
+            keys,
+            ["kubernetes.io/config.mirror", "kubernetes.io/config.source"]
+        );
+    }
+
+    #[test]
+    fn terminating_and_finished_pods_are_no_candidates() {
+        let terminating = kube_pod(
+            "metadata: {name: a, namespace: n, uid: u, deletionTimestamp: '2024-01-02T03:04:05Z'}",
+        );
+        match read(&terminating) {
+            Phase::Terminating { uid, name, until } => {
+                assert_eq!((uid.as_str(), name.as_str()), ("u", "n/a"));
+                assert_eq!(
+                    until,
+                    SystemTime::UNIX_EPOCH + Duration::from_secs(1_704_164_645)
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        let done = kube_pod("metadata: {name: a, uid: u}\nstatus: {phase: Succeeded}");
+        assert!(matches!(read(&done), Phase::Finished));
+        let critical_class = kube_pod(
+            "metadata: {name: a, uid: u}\nspec: {containers: [], priorityClassName: system-node-critical}",
+        );
+        let Phase::Live(record) = read(&critical_class) else {
+            panic!()
+        };
+        assert!(record.is_critical && !record.is_static && !record.is_mirror);
+    }
+}

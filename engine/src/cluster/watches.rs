@@ -1,0 +1,91 @@
+//! Reflectors: this node's pods (field selector `spec.nodeName`) and this
+//! Node (field selector `metadata.name`), each kept in a local store by a
+//! task that lists, watches, resumes after a dropped stream and lists again
+//! after `410 Gone`, with backoff. The loop reads the stores, so it keeps
+//! deciding from the last known state while a watch reconnects.
+
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, Client, Resource};
+use serde::de::DeserializeOwned;
+use std::fmt::Debug;
+use std::sync::Arc;
+
+/// A store kept up to date by a watch task.
+pub struct Reflected<K: Resource + 'static>
+where
+    K::DynamicType: std::hash::Hash + Eq + Clone,
+{
+    /// The objects.
+    pub store: Store<K>,
+    /// The task keeping it; aborted when this is dropped.
+    pub task: tokio::task::JoinHandle<()>,
+}
+
+impl<K: Resource + 'static> Drop for Reflected<K>
+where
+    K::DynamicType: std::hash::Hash + Eq + Clone,
+{
+    /// Stops the watch.
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Watches the pods bound to `node`.
+pub fn pods(
+    client: Client,
+    node: &str,
+    on_restart: impl Fn(&str) + Send + Sync + 'static,
+) -> Reflected<Pod> {
+    let config = watcher::Config::default().fields(&format!("spec.nodeName={node}"));
+    reflect(
+        Api::all(client),
+        config,
+        "pods".into(),
+        Arc::new(on_restart),
+    )
+}
+
+/// Watches the Node `node`.
+pub fn node(
+    client: Client,
+    node: &str,
+    on_restart: impl Fn(&str) + Send + Sync + 'static,
+) -> Reflected<Node> {
+    let config = watcher::Config::default().fields(&format!("metadata.name={node}"));
+    reflect(
+        Api::all(client),
+        config,
+        "node".into(),
+        Arc::new(on_restart),
+    )
+}
+
+/// Keeps what `api` lists and watches with `config` in a store; `name`
+/// says which watch it is in logs and to `on_restart`.
+pub(crate) fn reflect<K>(
+    api: Api<K>,
+    config: watcher::Config,
+    name: String,
+    on_restart: Arc<dyn Fn(&str) + Send + Sync>,
+) -> Reflected<K>
+where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K::DynamicType: std::hash::Hash + Eq + Clone + Default,
+{
+    use futures::StreamExt;
+    let (store, writer) = reflector::store();
+    let stream = reflector::reflector(writer, watcher(api, config)).default_backoff();
+    let task = tokio::spawn(async move {
+        let mut stream = std::pin::pin!(stream);
+        while let Some(event) = stream.next().await {
+            if let Err(error) = event {
+                tracing::warn!(watch = %name, %error, "watch interrupted; resuming from the cached state");
+                on_restart(&name);
+            }
+        }
+    });
+    Reflected { store, task }
+}

@@ -1,0 +1,124 @@
+//! What the eviction manager needs from policies, as a trait of its own:
+//! the registry implements it with WebAssembly components, the manager's unit
+//! tests with an in-memory fake. The manager never sees a component.
+
+use crate::model::{Candidate, Decision, Eviction, Snapshot, Sorted};
+use crate::policy::{Policy, Registry, World};
+use crate::report::Chain;
+use std::fmt;
+use std::sync::Arc;
+
+/// Why a policy gave no answer this time.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Unanswered {
+    /// No policy of that name and world serves.
+    NotLoaded,
+    /// The policy answered with a refusal (the WIT `result`'s `err`).
+    Declined(String),
+    /// The call faulted: trap, deadline, memory limit, contract breach.
+    Fault(String),
+}
+
+impl fmt::Display for Unanswered {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::NotLoaded => f.write_str("is not loaded"),
+            Self::Declined(reason) => write!(f, "declined: {reason}"),
+            Self::Fault(fault) => write!(f, "{fault}"),
+        }
+    }
+}
+
+/// The policies the eviction manager decides with.
+pub trait Policies: Send + Sync {
+    /// Names of the eviction strategies that serve now.
+    fn strategies(&self) -> Vec<String>;
+
+    /// Asks strategy `name` to judge `snapshot`.
+    ///
+    /// # Errors
+    /// The strategy is not loaded, declined or faulted.
+    fn evaluate(&self, name: &str, snapshot: &Snapshot) -> Result<Decision, Unanswered>;
+
+    /// Asks strategy `name` for at most `n` victims for `scope`, best first.
+    ///
+    /// # Errors
+    /// As [`Policies::evaluate`].
+    fn top_victims(
+        &self,
+        name: &str,
+        snapshot: &Snapshot,
+        scope: &str,
+        n: u32,
+    ) -> Result<Vec<Eviction>, Unanswered>;
+
+    /// Asks sorter `name` (the built-in one if `builtin`) to validate and order `candidates`.
+    ///
+    /// # Errors
+    /// The sorter is not loaded, declined or faulted.
+    fn sort(
+        &self,
+        name: &str,
+        builtin: bool,
+        candidates: &[Candidate],
+        config: &str,
+    ) -> Result<Sorted, Unanswered>;
+}
+
+fn answer<T>(outcome: crate::policy::Outcome<T, String>) -> Result<T, Unanswered> {
+    match outcome {
+        Ok(Ok(answer)) => Ok(answer),
+        Ok(Err(reason)) => Err(Unanswered::Declined(reason)),
+        Err(fault) => Err(Unanswered::Fault(Chain(&fault).to_string())),
+    }
+}
+
+impl Policies for Registry {
+    fn strategies(&self) -> Vec<String> {
+        self.of_world(World::EvictionStrategy)
+            .iter()
+            .map(|p| p.name().to_owned())
+            .collect()
+    }
+
+    fn evaluate(&self, name: &str, snapshot: &Snapshot) -> Result<Decision, Unanswered> {
+        let strategy = serving(self, name, World::EvictionStrategy)?;
+        answer(self.call(&strategy, |p| p.evaluate(snapshot)))
+    }
+
+    fn top_victims(
+        &self,
+        name: &str,
+        snapshot: &Snapshot,
+        scope: &str,
+        n: u32,
+    ) -> Result<Vec<Eviction>, Unanswered> {
+        let strategy = serving(self, name, World::EvictionStrategy)?;
+        answer(self.call(&strategy, |p| p.top_victims(snapshot, scope, n)))
+    }
+
+    fn sort(
+        &self,
+        name: &str,
+        builtin: bool,
+        candidates: &[Candidate],
+        config: &str,
+    ) -> Result<Sorted, Unanswered> {
+        let sorter = if builtin {
+            self.builtin(name)
+                .filter(|p| p.world() == World::CandidateSorter)
+                .ok_or(Unanswered::NotLoaded)?
+        } else {
+            serving(self, name, World::CandidateSorter)?
+        };
+        answer(self.call(&sorter, |p| p.sort(candidates, config)))
+    }
+}
+
+/// The serving policy `name`, if it is of `world`.
+fn serving(registry: &Registry, name: &str, world: World) -> Result<Arc<Policy>, Unanswered> {
+    registry
+        .get(name)
+        .filter(|p| p.world() == world)
+        .ok_or(Unanswered::NotLoaded)
+}

@@ -1,0 +1,297 @@
+//! The agent's Prometheus metrics (`/metrics`, text exposition format), in one
+//! registry: evictions, thresholds and conditions, cycle and
+//! signal-to-eviction latency, policy calls, faults and state, watch
+//! restarts, API requests, build info.
+//!
+//! Everything here is cheap to update from any thread; nothing blocks.
+
+use crate::eviction::runner::Report;
+use crate::eviction::{CycleReport, Settled, Urgency, Victim};
+use crate::model::MetLevel;
+use crate::policy::{Phase, Registry};
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry as PromRegistry;
+use std::sync::Arc;
+
+/// Labels of an eviction.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct EvictionLabels {
+    /// The strategy that chose the victim.
+    pub strategy: String,
+    /// `hard`, `force` or `soft`.
+    pub urgency: String,
+    /// `accepted`, `refused`, `failed`, `gone` or `dry-run`.
+    pub result: String,
+}
+
+/// Labels naming one thing.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct NameLabel {
+    /// The name (a strategy, condition, policy or watch).
+    pub name: String,
+}
+
+/// Labels of a threshold.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ThresholdLabels {
+    /// The strategy.
+    pub strategy: String,
+    /// `soft` or `hard`.
+    pub level: String,
+}
+
+/// Labels of a policy's state.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PolicyStateLabels {
+    /// The policy.
+    pub policy: String,
+    /// `trial`, `active` or `rolled-back`.
+    pub state: String,
+}
+
+/// Labels of an API request.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ApiLabels {
+    /// The HTTP method.
+    pub verb: String,
+    /// The status code, or `error` when no answer came.
+    pub code: String,
+}
+
+/// Labels of the build.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct BuildLabels {
+    /// vigil's version.
+    pub version: String,
+    /// The policy contract's version.
+    pub contract: String,
+}
+
+/// Every metric the agent exports.
+#[derive(Debug)]
+pub struct Metrics {
+    /// Eviction calls ended, by strategy, urgency and result.
+    pub evictions: Family<EvictionLabels, Counter>,
+    /// Eviction calls running or accepted and not yet gone.
+    pub evictions_in_flight: Gauge,
+    /// Thresholds met in the last cycle.
+    pub thresholds_met: Family<ThresholdLabels, Gauge>,
+    /// Node conditions reported (1) or not (0).
+    pub conditions: Family<NameLabel, Gauge>,
+    /// How long one decision cycle takes, in seconds.
+    pub cycle_seconds: Histogram,
+    /// From a signal event to an accepted eviction, in seconds.
+    pub signal_to_eviction_seconds: Histogram,
+    /// Policy calls, by policy (all versions of it this process loaded).
+    pub policy_calls: Family<NameLabel, Gauge>,
+    /// Policy calls that faulted, by policy.
+    pub policy_faults: Family<NameLabel, Gauge>,
+    /// Lifecycle state of each serving policy (1 for its current state).
+    pub policy_state: Family<PolicyStateLabels, Gauge>,
+    /// Watches that had to start over (dropped stream, error, `410 Gone`).
+    pub watch_restarts: Family<NameLabel, Counter>,
+    /// API requests, by verb and status code.
+    pub api_requests: Family<ApiLabels, Counter>,
+    /// Always 1, labelled with the build.
+    pub build_info: Family<BuildLabels, Gauge>,
+}
+
+impl Default for Metrics {
+    /// The metrics, with histograms set up and build info filled in.
+    fn default() -> Self {
+        let metrics = Self {
+            evictions: Family::default(),
+            evictions_in_flight: Gauge::default(),
+            thresholds_met: Family::default(),
+            conditions: Family::default(),
+            cycle_seconds: Histogram::new(exponential_buckets(0.0001, 4.0, 10)),
+            signal_to_eviction_seconds: Histogram::new(exponential_buckets(0.001, 4.0, 10)),
+            policy_calls: Family::default(),
+            policy_faults: Family::default(),
+            policy_state: Family::default(),
+            watch_restarts: Family::default(),
+            api_requests: Family::default(),
+            build_info: Family::default(),
+        };
+        metrics
+            .build_info
+            .get_or_create(&BuildLabels {
+                version: env!("CARGO_PKG_VERSION").into(),
+                contract: crate::policy::CONTRACT_VERSION.into(),
+            })
+            .set(1);
+        metrics
+    }
+}
+
+impl Metrics {
+    /// A Prometheus registry exporting these metrics under `vigil_`.
+    pub fn registry(self: &Arc<Self>) -> PromRegistry {
+        let mut registry = PromRegistry::with_prefix("vigil");
+        let m = self.as_ref();
+        registry.register(
+            "evictions",
+            "Eviction calls ended, by strategy, urgency and result",
+            m.evictions.clone(),
+        );
+        registry.register(
+            "evictions_in_flight",
+            "Evictions asked and not yet gone",
+            m.evictions_in_flight.clone(),
+        );
+        registry.register(
+            "thresholds_met",
+            "Thresholds met in the last cycle",
+            m.thresholds_met.clone(),
+        );
+        registry.register(
+            "conditions",
+            "Node conditions reported",
+            m.conditions.clone(),
+        );
+        registry.register(
+            "cycle_seconds",
+            "Duration of one decision cycle",
+            m.cycle_seconds.clone(),
+        );
+        registry.register(
+            "signal_to_eviction_seconds",
+            "From a signal event to an accepted eviction",
+            m.signal_to_eviction_seconds.clone(),
+        );
+        registry.register(
+            "policy_calls",
+            "Policy calls, by policy",
+            m.policy_calls.clone(),
+        );
+        registry.register(
+            "policy_faults",
+            "Policy calls that faulted, by policy",
+            m.policy_faults.clone(),
+        );
+        registry.register(
+            "policy_state",
+            "Lifecycle state of each serving policy",
+            m.policy_state.clone(),
+        );
+        registry.register(
+            "watch_restarts",
+            "Watches that started over",
+            m.watch_restarts.clone(),
+        );
+        registry.register(
+            "api_requests",
+            "API server requests, by verb and code",
+            m.api_requests.clone(),
+        );
+        registry.register("build_info", "vigil's build", m.build_info.clone());
+        registry
+    }
+
+    /// Counts a watch that had to start over.
+    pub fn watch_restarted(&self, watch: &str) {
+        self.watch_restarts
+            .get_or_create(&NameLabel { name: watch.into() })
+            .inc();
+    }
+
+    /// Updates the metrics from one of the runner's reports.
+    pub fn record(&self, report: &Report) {
+        match report {
+            Report::Cycle(cycle, took) => self.cycle(cycle, took.as_secs_f64()),
+            Report::Settled { settled, latency } => {
+                let (victim, result) = match settled {
+                    Settled::Accepted(v) if v.dry_run => (v, "dry-run"),
+                    Settled::Accepted(v) => (v, "accepted"),
+                    Settled::Refused(v, _) => (v, "refused"),
+                    Settled::Waiting(v, _) => (v, "failed"),
+                    Settled::Gone(v) => (v, "gone"),
+                };
+                self.eviction(victim, result);
+                if let Some(latency) = latency {
+                    self.signal_to_eviction_seconds
+                        .observe(latency.as_secs_f64());
+                }
+            }
+        }
+    }
+
+    fn eviction(&self, victim: &Victim, result: &str) {
+        let urgency = match victim.urgency {
+            Urgency::Hard => "hard",
+            Urgency::Force => "force",
+            Urgency::Soft => "soft",
+        };
+        self.evictions
+            .get_or_create(&EvictionLabels {
+                strategy: victim.strategy.clone(),
+                urgency: urgency.into(),
+                result: result.into(),
+            })
+            .inc();
+        if result == "accepted" {
+            self.evictions_in_flight.inc();
+        }
+    }
+
+    fn cycle(&self, report: &CycleReport, seconds: f64) {
+        self.cycle_seconds.observe(seconds);
+        for _ in &report.gone {
+            self.evictions_in_flight.dec();
+        }
+        self.thresholds_met.clear();
+        for met in &report.thresholds {
+            let level = match met.threshold.met {
+                MetLevel::Hard => "hard",
+                _ => "soft",
+            };
+            self.thresholds_met
+                .get_or_create(&ThresholdLabels {
+                    strategy: met.strategy.clone(),
+                    level: level.into(),
+                })
+                .inc();
+        }
+        self.conditions.clear();
+        for condition in &report.conditions {
+            self.conditions
+                .get_or_create(&NameLabel {
+                    name: condition.name.clone(),
+                })
+                .set(1);
+        }
+    }
+
+    /// Updates the policy metrics from the registry.
+    pub fn policies(&self, registry: &Registry) {
+        self.policy_state.clear();
+        for status in registry.status() {
+            let state = match status.phase {
+                Phase::Trial { .. } => "trial",
+                Phase::Active => "active",
+                Phase::RolledBack { .. } => "rolled-back",
+            };
+            self.policy_state
+                .get_or_create(&PolicyStateLabels {
+                    policy: status.name.clone(),
+                    state: state.into(),
+                })
+                .set(1);
+        }
+        for policy in registry.serving() {
+            let name = NameLabel {
+                name: policy.name().to_owned(),
+            };
+            self.policy_calls
+                .get_or_create(&name)
+                .set(i64::try_from(policy.calls()).unwrap_or(i64::MAX));
+            self.policy_faults
+                .get_or_create(&name)
+                .set(i64::try_from(policy.faults()).unwrap_or(i64::MAX));
+        }
+    }
+}
