@@ -54,7 +54,14 @@ fn measure(language: &'static str, bytes: &[u8]) -> Figures {
     let load_precompiled = load_time(5, cached, bytes);
     let policy = load(&cached(), bytes);
     let empty_call = median(|| {
-        std::hint::black_box(policy.sort(&[], "{}").expect("no fault").expect("sorts"));
+        std::hint::black_box(
+            policy
+                .as_sorter()
+                .expect("a sorter")
+                .sort(&[], "{}")
+                .expect("no fault")
+                .expect("sorts"),
+        );
     });
     let sorts = SIZES
         .iter()
@@ -63,6 +70,8 @@ fn measure(language: &'static str, bytes: &[u8]) -> Figures {
             median(|| {
                 std::hint::black_box(
                     policy
+                        .as_sorter()
+                        .expect("a sorter")
                         .sort(&candidates, "{}")
                         .expect("no fault")
                         .expect("sorts"),

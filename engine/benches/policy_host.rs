@@ -46,6 +46,8 @@ fn sorter_ratios(host: &Host) {
         let component_time = median(|| {
             std::hint::black_box(
                 policy
+                    .as_sorter()
+                    .expect("a sorter")
                     .sort(&hosted, "{}")
                     .expect("no fault")
                     .expect("sorts"),
@@ -56,6 +58,8 @@ fn sorter_ratios(host: &Host) {
         let crossing = median(|| {
             std::hint::black_box(
                 policy
+                    .as_sorter()
+                    .expect("a sorter")
                     .sort(&hosted, "[]")
                     .expect("no fault")
                     .expect_err("refuses"),
@@ -73,7 +77,14 @@ fn sorter_ratios(host: &Host) {
         );
     }
     let empty = median(|| {
-        std::hint::black_box(policy.sort(&[], "{}").expect("no fault").expect("sorts"));
+        std::hint::black_box(
+            policy
+                .as_sorter()
+                .expect("a sorter")
+                .sort(&[], "{}")
+                .expect("no fault")
+                .expect("sorts"),
+        );
     });
     println!(
         "fixed cost of one call (fresh store, instantiate, empty sort): {}",
@@ -115,6 +126,8 @@ async fn reload_latency(dir: &Path) {
         }
         let policy = registry.get("default-sorter").expect("serves");
         policy
+            .as_sorter()
+            .expect("a sorter")
             .sort(&candidates!(vigil::policy::bindings, 10), "{}")
             .expect("no fault")
             .expect("sorts");

@@ -155,7 +155,8 @@ impl VigilConfig {
     /// # Errors
     /// See [`ConfigError`]; nothing partial is returned.
     pub fn merge(registry: &Registry, overlays: Vec<Layer>) -> Result<Self, ConfigError> {
-        let merger = registry.get(MERGER).ok_or(ConfigError::NoMerger)?;
+        let policy = registry.get(MERGER).ok_or(ConfigError::NoMerger)?;
+        let merger = policy.as_merger().ok_or(ConfigError::NoMerger)?;
         let defaults = serde_json::to_string(&Self::default()).expect("the defaults serialise");
         let mut layers = vec![Layer {
             source: "defaults".into(),
@@ -163,7 +164,7 @@ impl VigilConfig {
         }];
         layers.extend(overlays);
         let merged = registry
-            .call(&merger, |p| p.merge(&layers))
+            .call(&policy, |_| merger.merge(&layers))
             .map_err(ConfigError::MergerFault)?
             .map_err(|rejections| ConfigError::Rejected(Rejections(rejections)))?;
         serde_json::from_value(serde_json::Value::Object(merged)).map_err(ConfigError::Invalid)

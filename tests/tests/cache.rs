@@ -20,7 +20,13 @@ fn answers(policy: &Policy) -> Vec<String> {
     let candidates = three_candidates();
     order_of(
         &candidates,
-        &policy.sort(&candidates, "{}").unwrap().unwrap().order,
+        &policy
+            .as_sorter()
+            .expect("a sorter")
+            .sort(&candidates, "{}")
+            .unwrap()
+            .unwrap()
+            .order,
     )
 }
 

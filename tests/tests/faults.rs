@@ -18,7 +18,11 @@ fn load(bytes: &[u8]) -> Result<vigil::policy::Policy, LoadError> {
 
 fn sort_fault(bytes: &[u8]) -> Fault {
     let policy = load(bytes).expect("guest loads");
-    match policy.sort(&three_candidates(), "{}") {
+    match policy
+        .as_sorter()
+        .expect("a sorter")
+        .sort(&three_candidates(), "{}")
+    {
         Err(fault) => fault,
         Ok(answer) => panic!("expected a fault, got {answer:?}"),
     }
@@ -28,7 +32,11 @@ fn sort_fault(bytes: &[u8]) -> Fault {
 fn an_endless_loop_is_interrupted_at_the_deadline_every_time() {
     let policy = load(ENDLESS_SORTER).unwrap();
     for _ in 0..2 {
-        let fault = policy.sort(&three_candidates(), "{}").unwrap_err();
+        let fault = policy
+            .as_sorter()
+            .expect("a sorter")
+            .sort(&three_candidates(), "{}")
+            .unwrap_err();
         assert!(
             matches!(fault, Fault::Deadline { deadline_ms: 50 }),
             "{fault:?}"
@@ -62,15 +70,16 @@ fn an_index_out_of_range_is_an_invalid_answer() {
 }
 
 #[test]
-fn a_policy_asked_for_another_world_says_so() {
-    let fault = load(builtin("memory-pressure"))
-        .unwrap()
-        .sort(&three_candidates(), "{}")
-        .unwrap_err();
-    assert_eq!(
-        fault.to_string(),
-        "is a eviction-strategy policy, not a candidate-sorter"
-    );
+fn a_policy_offers_only_the_handle_of_its_own_world() {
+    let strategy = load(builtin("memory-pressure")).unwrap();
+    assert!(strategy.as_strategy().is_some());
+    assert!(strategy.as_sorter().is_none() && strategy.as_merger().is_none());
+    let sorter = load(builtin("default-sorter")).unwrap();
+    assert!(sorter.as_sorter().is_some());
+    assert!(sorter.as_strategy().is_none() && sorter.as_merger().is_none());
+    let merger = load(builtin("default-merger")).unwrap();
+    assert!(merger.as_merger().is_some());
+    assert!(merger.as_strategy().is_none() && merger.as_sorter().is_none());
 }
 
 #[test]
@@ -149,7 +158,9 @@ fn a_bad_new_version_never_replaces_the_serving_one() {
         );
         let candidates = three_candidates();
         let sorted = registry
-            .call(&now, |p| p.sort(&candidates, "{}"))
+            .call(&now, |p| {
+                p.as_sorter().expect("a sorter").sort(&candidates, "{}")
+            })
             .unwrap()
             .unwrap();
         assert_eq!(
@@ -189,7 +200,9 @@ fn a_fault_is_logged_with_the_policy_name_and_version_and_the_guest_output() {
         .finish();
     let candidates = vec![candidate(TRIGGER, 1)];
     let outcome = tracing::subscriber::with_default(subscriber, || {
-        registry.call(&policy, |p| p.sort(&candidates, ""))
+        registry.call(&policy, |p| {
+            p.as_sorter().expect("a sorter").sort(&candidates, "")
+        })
     });
     assert!(matches!(outcome, Err(Fault::Trap(_))));
     let text = String::from_utf8(logs.0.lock().unwrap().clone()).unwrap();

@@ -71,6 +71,8 @@ type SortAnswer = Result<(Vec<u32>, Vec<(u32, String)>), String>;
 
 fn sort(policy: &Policy, candidates: &[Candidate], config: &str) -> SortAnswer {
     let sorted = policy
+        .as_sorter()
+        .expect("a sorter")
         .sort(candidates, config)
         .unwrap_or_else(|fault| panic!("{} faulted: {fault}", policy.label()))?;
     let rejected = sorted.rejected.into_iter().map(|r| (r.index, r.reason));
@@ -232,6 +234,8 @@ fn judged(decision: &Decision) -> (MetLevel, f64, u64, Option<String>) {
 
 fn evaluate(policy: &Policy, stall: f64, last: MetLevel, config: &str) -> Result<Decision, String> {
     policy
+        .as_strategy()
+        .expect("a strategy")
         .evaluate(&snapshot(stall, last, config))
         .unwrap_or_else(|fault| panic!("{} faulted: {fault}", policy.label()))
 }
@@ -301,6 +305,8 @@ fn the_python_psi_strategy_names_victims_in_the_kubelets_memory_order() {
     let python = example("python-psi-strategy");
     let victims = |n| -> Vec<Eviction> {
         python
+            .as_strategy()
+            .expect("a strategy")
             .top_victims(&snapshot(45.0, MetLevel::Hard, "{}"), "psi-memory", n)
             .unwrap()
             .unwrap()
@@ -323,6 +329,8 @@ fn the_python_psi_strategy_names_victims_in_the_kubelets_memory_order() {
     );
     assert_eq!(first[0].grace_period_seconds, None);
     let wrong = python
+        .as_strategy()
+        .expect("a strategy")
         .top_victims(&snapshot(45.0, MetLevel::Hard, "{}"), "memory", 1)
         .unwrap();
     assert_eq!(
@@ -349,7 +357,11 @@ fn the_python_psi_strategy_judges_and_ranks_as_the_rust_one() {
     }
     let snapshot = snapshot(45.04, MetLevel::Hard, "{}");
     let victims = |policy: &Policy| -> Vec<(String, String)> {
-        let answer = policy.top_victims(&snapshot, "psi-memory", 3).unwrap();
+        let answer = policy
+            .as_strategy()
+            .expect("a strategy")
+            .top_victims(&snapshot, "psi-memory", 3)
+            .unwrap();
         answer
             .unwrap()
             .into_iter()
@@ -424,6 +436,8 @@ fn merge(policy: &Policy, layers: &[(&str, &str)]) -> MergeAnswer {
         })
         .collect();
     let answer = policy
+        .as_merger()
+        .expect("a merger")
         .merge(&layers)
         .unwrap_or_else(|fault| panic!("{} faulted: {fault}", policy.label()));
     answer.map_err(|rejections| {

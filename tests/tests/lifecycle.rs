@@ -31,7 +31,9 @@ fn sort_names(registry: &Registry, name: &str) -> Vec<String> {
     let policy = registry.get(name).expect("serves");
     let candidates = three_candidates();
     let sorted = registry
-        .call(&policy, |p| p.sort(&candidates, "{}"))
+        .call(&policy, |p| {
+            p.as_sorter().expect("a sorter").sort(&candidates, "{}")
+        })
         .unwrap()
         .unwrap();
     order_of(&candidates, &sorted.order)
@@ -42,7 +44,9 @@ fn trigger(registry: &Registry, name: &str) -> Fault {
     let policy = registry.get(name).unwrap();
     let candidates = vec![candidate(TRIGGER, 1)];
     registry
-        .call(&policy, |p| p.sort(&candidates, "{}"))
+        .call(&policy, |p| {
+            p.as_sorter().expect("a sorter").sort(&candidates, "{}")
+        })
         .unwrap_err()
 }
 
@@ -116,7 +120,12 @@ fn calls_already_holding_a_version_finish_on_it_after_a_swap() {
     let old = registry.get("default-sorter").unwrap();
     install(&registry, "default-sorter", REVERSE_SORTER, Source::Builtin);
     let candidates = three_candidates();
-    let from_old = old.sort(&candidates, "{}").unwrap().unwrap();
+    let from_old = old
+        .as_sorter()
+        .expect("a sorter")
+        .sort(&candidates, "{}")
+        .unwrap()
+        .unwrap();
     assert_eq!(order_of(&candidates, &from_old.order), ["b", "c", "a"]);
     assert_eq!(sort_names(&registry, "default-sorter"), ["c", "b", "a"]);
 }

@@ -70,7 +70,9 @@ impl Agent {
         let candidates = three_candidates();
         let sorted = self
             .registry
-            .call(&policy, |p| p.sort(&candidates, "{}"))
+            .call(&policy, |p| {
+                p.as_sorter().expect("a sorter").sort(&candidates, "{}")
+            })
             .unwrap()
             .unwrap();
         order_of(&candidates, &sorted.order)
@@ -220,7 +222,9 @@ async fn a_javascript_policy_compiles_while_the_serving_version_keeps_answering(
             let candidates = three_candidates();
             loop {
                 let policy = registry.get("default-sorter").unwrap();
-                let sorted = registry.call(&policy, |p| p.sort(&candidates, "{}"));
+                let sorted = registry.call(&policy, |p| {
+                    p.as_sorter().expect("a sorter").sort(&candidates, "{}")
+                });
                 assert_eq!(
                     order_of(&candidates, &sorted.unwrap().unwrap().order),
                     ["b", "c", "a"]

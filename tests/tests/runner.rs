@@ -97,23 +97,53 @@ async fn a_signal_event_starts_a_cycle_at_once_and_the_period_keeps_them_coming(
 }
 
 #[test]
-fn polling_wakes_are_forwarded_until_the_loop_goes_away() {
+fn polled_stall_growth_is_forwarded_as_wakes_until_the_loop_goes_away() {
+    use std::sync::atomic::{AtomicBool, Ordering};
     use vigil::eviction::runner::forward_wakes;
-    use vigil::signals::wake::Wake;
-    let poll = Wake::Poll {
-        interval: Duration::from_millis(10),
-        reason: "the test polls".into(),
+    use vigil::signals::wake::{TriggerSettings, Wake};
+    let dir = tempfile::tempdir().unwrap();
+    let target = dir.path().join("memory");
+    let write = move |total: u64| {
+        let text = format!(
+            "some avg10=50.00 avg60=10.00 avg300=1.00 total={total}\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=0\n"
+        );
+        let temp = target.with_extension("tmp");
+        std::fs::write(&temp, text).unwrap();
+        std::fs::rename(&temp, &target).unwrap();
+    };
+    write(0);
+    let file = dir.path().join("memory");
+    let settings = TriggerSettings {
+        poll_interval: Duration::from_millis(10),
+        ..TriggerSettings::default()
+    };
+    let poll = Wake::poll(&file, &settings, "the test polls".into());
+    // Tasks stall on memory all the time: 200 ms more every 5 ms.
+    let stalling = Arc::new(AtomicBool::new(true));
+    let stall = {
+        let stalling = Arc::clone(&stalling);
+        let write = write.clone();
+        std::thread::spawn(move || {
+            let mut total = 0;
+            while stalling.load(Ordering::Relaxed) {
+                total += 200_000;
+                write(total);
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        })
     };
     let (wake, mut wakes) = mpsc::channel(1);
     let thread = forward_wakes(poll, Duration::from_secs(5), wake);
     assert_eq!(
         wakes.blocking_recv(),
         Some(()),
-        "polling sends a wake each interval"
+        "stall growth wakes the loop"
     );
     assert_eq!(wakes.blocking_recv(), Some(()));
     drop(wakes);
     thread
         .join()
         .expect("the wake thread ends once nobody listens");
+    stalling.store(false, Ordering::Relaxed);
+    stall.join().unwrap();
 }

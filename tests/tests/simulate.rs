@@ -138,3 +138,31 @@ async fn disk_then_pid_pressure_each_evict_their_own_culprit() {
         "DiskPressure lingers for its transition period"
     );
 }
+
+#[tokio::test]
+async fn a_pdb_protected_top_victim_is_passed_over_for_the_next_pod_at_the_same_instant() {
+    let path = scenario_path("hard-memory-pressure");
+    let text = std::fs::read_to_string(&path).unwrap().replace(
+        "  - name: batch-job\n",
+        "  - name: batch-job\n    pdbDisruptionsAllowed: 0\n",
+    );
+    assert!(text.contains("pdbDisruptionsAllowed: 0"));
+    let scenario = Scenario::parse(&text, &path).expect("valid");
+    let simulation = run(&scenario, path.parent().unwrap(), &RunOptions::default())
+        .await
+        .expect("runs");
+    let evicted = evictions(&simulation);
+    // Without the budget the batch job goes at 35 s; with it, another pod
+    // goes at that very step instead.
+    assert_eq!(evicted[0].0, 35.0, "{evicted:?}");
+    assert_ne!(evicted[0].1, "default/batch-job", "{evicted:?}");
+    let overridden: Vec<_> = simulation
+        .evictions
+        .iter()
+        .filter(|e| e.pod == "default/batch-job")
+        .collect();
+    assert!(
+        overridden.iter().all(|e| e.at >= 35.0 + 60.0),
+        "deleted despite its budget only after pdbOverrideAfterSeconds: {evicted:?}"
+    );
+}

@@ -5,6 +5,7 @@
 
 use crate::eviction::runner::Heartbeat;
 use crate::metrics::Metrics;
+use crate::policy::Registry;
 use axum::Router;
 use axum::extract::State;
 use axum::http::{StatusCode, header};
@@ -49,7 +50,9 @@ impl Health {
 }
 
 struct Shared {
-    metrics: PromRegistry,
+    metrics: Arc<Metrics>,
+    exported: PromRegistry,
+    policies: Arc<Registry>,
     health: Health,
 }
 
@@ -57,11 +60,14 @@ struct Shared {
 pub async fn serve(
     listener: tokio::net::TcpListener,
     metrics: Arc<Metrics>,
+    policies: Arc<Registry>,
     health: Health,
     stop: impl Future<Output = ()> + Send + 'static,
 ) {
     let shared = Arc::new(Shared {
-        metrics: metrics.registry(),
+        exported: metrics.registry(),
+        metrics,
+        policies,
         health,
     });
     let app = Router::new()
@@ -78,8 +84,10 @@ pub async fn serve(
 }
 
 async fn export(State(shared): State<Arc<Shared>>) -> impl IntoResponse {
+    // Policy calls, faults and states are read when asked for, not kept up to date.
+    shared.metrics.policies(&shared.policies);
     let mut text = String::new();
-    match prometheus_client::encoding::text::encode(&mut text, &shared.metrics) {
+    match prometheus_client::encoding::text::encode(&mut text, &shared.exported) {
         Ok(()) => (
             StatusCode::OK,
             [(

@@ -24,7 +24,7 @@ use crate::eviction::runner::{Heartbeat, REPORT_BACKLOG, Runner, forward_wakes};
 use crate::metrics::Metrics;
 use crate::model::Layer;
 use crate::policy::reload::Reloader;
-use crate::policy::{Host, Registry};
+use crate::policy::{Host, LimitsTable, Registry};
 use crate::signals::wake::{TriggerSettings, Wake};
 use crate::signals::{CpuRates, Driver, Sources};
 use anyhow::Context;
@@ -71,13 +71,17 @@ pub struct AgentConfig {
 pub async fn run(config: AgentConfig, shutdown: impl Future<Output = ()>) -> anyhow::Result<()> {
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let host = Arc::new(Host::new(Some(config.state_dir.join("cache")))?);
-    let settings = load_settings(&config, &host, &clock)?;
-    let registry = Arc::new(Registry::new(
-        host,
-        Arc::clone(&clock),
-        settings.limits(),
-        Some(config.state_dir.clone()),
-    )?);
+    let open = |limits| {
+        let state = Some(config.state_dir.clone());
+        Registry::new(Arc::clone(&host), Arc::clone(&clock), limits, state)
+    };
+    let mut registry = open(LimitsTable::default())?;
+    let settings = load_settings(&config, &registry)?;
+    if settings.limits() != LimitsTable::default() {
+        // Limits are fixed when a policy loads: load again with the config's.
+        registry = open(settings.limits())?;
+    }
+    let registry = Arc::new(registry);
     let mut eviction = settings.eviction_settings();
     eviction.dry_run |= config.dry_run;
 
@@ -101,6 +105,7 @@ pub async fn run(config: AgentConfig, shutdown: impl Future<Output = ()>) -> any
     tasks.spawn(http::serve(
         listener,
         Arc::clone(&metrics),
+        Arc::clone(&registry),
         health.clone(),
         stop.clone().cancelled_owned(),
     ));
@@ -125,11 +130,6 @@ pub async fn run(config: AgentConfig, shutdown: impl Future<Output = ()>) -> any
         conditions_tx,
     );
     tasks.spawn(publisher.run(reports_rx));
-    tasks.spawn(record_policies(
-        Arc::clone(&metrics),
-        Arc::clone(&registry),
-        stop.clone(),
-    ));
 
     let (wakes_tx, wakes_rx) = mpsc::channel(1);
     let wake = Wake::arm(
@@ -188,12 +188,9 @@ pub async fn run(config: AgentConfig, shutdown: impl Future<Output = ()>) -> any
     Ok(())
 }
 
-/// The built-in defaults, with `--config` merged over them by the merger policy.
-fn load_settings(
-    config: &AgentConfig,
-    host: &Arc<Host>,
-    clock: &Arc<dyn Clock>,
-) -> anyhow::Result<VigilConfig> {
+/// The built-in defaults, with `--config` merged over them by `registry`'s
+/// merger policy.
+fn load_settings(config: &AgentConfig, registry: &Registry) -> anyhow::Result<VigilConfig> {
     let Some(path) = &config.config_file else {
         return Ok(VigilConfig::default());
     };
@@ -201,17 +198,11 @@ fn load_settings(
         .with_context(|| format!("cannot read the config {}", path.display()))?;
     let value: serde_json::Value = serde_norway::from_str(&text)
         .with_context(|| format!("the config {} is not YAML or JSON", path.display()))?;
-    let registry = Registry::new(
-        Arc::clone(host),
-        Arc::clone(clock),
-        Default::default(),
-        None,
-    )?;
     let layer = Layer {
         source: path.display().to_string(),
         json: value.to_string(),
     };
-    VigilConfig::merge(&registry, vec![layer])
+    VigilConfig::merge(registry, vec![layer])
         .with_context(|| format!("the config {}", path.display()))
 }
 
@@ -233,20 +224,6 @@ fn watch_memory_events(
         Err(error) => {
             tracing::info!(path = %path.display(), %error, "memory.events not watched; PSI and the period drive the loop");
             None
-        }
-    }
-}
-
-/// Refreshes the policy metrics whenever the serving set changes, and once
-/// per second for call counts, until `stop`.
-async fn record_policies(metrics: Arc<Metrics>, registry: Arc<Registry>, stop: CancellationToken) {
-    let mut changes = registry.subscribe();
-    loop {
-        metrics.policies(&registry);
-        tokio::select! {
-            () = stop.cancelled() => return,
-            _ = changes.changed() => {}
-            () = tokio::time::sleep(std::time::Duration::from_secs(1)) => {}
         }
     }
 }

@@ -82,8 +82,9 @@ impl Policies for Registry {
     }
 
     fn evaluate(&self, name: &str, snapshot: &Snapshot) -> Result<Decision, Unanswered> {
-        let strategy = serving(self, name, World::EvictionStrategy)?;
-        answer(self.call(&strategy, |p| p.evaluate(snapshot)))
+        let policy = serving(self, name, World::EvictionStrategy)?;
+        let strategy = policy.as_strategy().ok_or(Unanswered::NotLoaded)?;
+        answer(self.call(&policy, |_| strategy.evaluate(snapshot)))
     }
 
     fn top_victims(
@@ -93,8 +94,9 @@ impl Policies for Registry {
         scope: &str,
         n: u32,
     ) -> Result<Vec<Eviction>, Unanswered> {
-        let strategy = serving(self, name, World::EvictionStrategy)?;
-        answer(self.call(&strategy, |p| p.top_victims(snapshot, scope, n)))
+        let policy = serving(self, name, World::EvictionStrategy)?;
+        let strategy = policy.as_strategy().ok_or(Unanswered::NotLoaded)?;
+        answer(self.call(&policy, |_| strategy.top_victims(snapshot, scope, n)))
     }
 
     fn sort(
@@ -104,14 +106,13 @@ impl Policies for Registry {
         candidates: &[Candidate],
         config: &str,
     ) -> Result<Sorted, Unanswered> {
-        let sorter = if builtin {
-            self.builtin(name)
-                .filter(|p| p.world() == World::CandidateSorter)
-                .ok_or(Unanswered::NotLoaded)?
+        let policy = if builtin {
+            self.builtin(name).ok_or(Unanswered::NotLoaded)?
         } else {
             serving(self, name, World::CandidateSorter)?
         };
-        answer(self.call(&sorter, |p| p.sort(candidates, config)))
+        let sorter = policy.as_sorter().ok_or(Unanswered::NotLoaded)?;
+        answer(self.call(&policy, |_| sorter.sort(candidates, config)))
     }
 }
 

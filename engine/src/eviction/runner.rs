@@ -199,8 +199,8 @@ async fn drain(
 }
 
 /// Turns a blocking wake source into events on `wakes`, on a thread of its
-/// own, until the receiver is dropped. With a PSI trigger an event is sent
-/// when it fires; when polling, one per interval.
+/// own, until the receiver is dropped: an event each time the PSI trigger
+/// fires (or, when polling, the stall grew as much as it would have to).
 pub fn forward_wakes(
     wake: Wake,
     period: Duration,
@@ -212,7 +212,7 @@ pub fn forward_wakes(
             loop {
                 let send = match wake.wait(period) {
                     Ok(Woke::Pressure) => true,
-                    Ok(Woke::Timeout) => matches!(wake, Wake::Poll { .. }),
+                    Ok(Woke::Timeout) => false,
                     Err(error) => {
                         tracing::error!(%error, "the PSI trigger failed; the period alone drives evictions now");
                         return;

@@ -5,7 +5,7 @@
 use super::bindings::{
     Candidate, KeyValue, Layer, MetLevel, Pod, QosClass, Resources, Signal, Snapshot, Usage,
 };
-use super::{Fault, Policy, World};
+use super::{Fault, Policy};
 
 const MIB: u64 = 1 << 20;
 
@@ -77,40 +77,36 @@ pub(crate) fn snapshot(config: String) -> Snapshot {
 /// # Errors
 /// The fault the call raised.
 pub(crate) fn run(policy: &Policy, config: &str) -> Result<(), Fault> {
-    match policy.world() {
-        World::EvictionStrategy => {
-            let snapshot = snapshot(config.to_owned());
-            if let Ok(decision) = policy.evaluate(&snapshot)? {
-                policy
-                    .top_victims(&snapshot, &decision.threshold.scope, 2)?
-                    .ok();
-            }
+    if let Some(strategy) = policy.as_strategy() {
+        let snapshot = snapshot(config.to_owned());
+        if let Ok(decision) = strategy.evaluate(&snapshot)? {
+            strategy
+                .top_victims(&snapshot, &decision.threshold.scope, 2)?
+                .ok();
         }
-        World::CandidateSorter => {
-            let candidates: Vec<Candidate> = snapshot(String::new())
-                .pods
-                .into_iter()
-                .map(|pod| Candidate {
-                    pod,
-                    strategy: "canary".into(),
-                    reason: "canary".into(),
-                })
-                .collect();
-            policy.sort(&candidates, config)?.ok();
-        }
-        World::ConfigMerger => {
-            let layers = [
-                Layer {
-                    source: "canary-defaults".into(),
-                    json: "{}".into(),
-                },
-                Layer {
-                    source: "canary-overlay".into(),
-                    json: "{}".into(),
-                },
-            ];
-            policy.merge(&layers)?.ok();
-        }
+    } else if let Some(sorter) = policy.as_sorter() {
+        let candidates: Vec<Candidate> = snapshot(String::new())
+            .pods
+            .into_iter()
+            .map(|pod| Candidate {
+                pod,
+                strategy: "canary".into(),
+                reason: "canary".into(),
+            })
+            .collect();
+        sorter.sort(&candidates, config)?.ok();
+    } else if let Some(merger) = policy.as_merger() {
+        let layers = [
+            Layer {
+                source: "canary-defaults".into(),
+                json: "{}".into(),
+            },
+            Layer {
+                source: "canary-overlay".into(),
+                json: "{}".into(),
+            },
+        ];
+        merger.merge(&layers)?.ok();
     }
     Ok(())
 }

@@ -2,15 +2,13 @@
 //! limits. Every call gets a fresh store, an epoch deadline and a memory cap;
 //! its answer is validated against the contract before anyone sees it.
 
-use super::bindings::{
-    Candidate, Decision, Eviction, Layer, MergeRejection, Snapshot, Sorted, merger, sorter,
-    strategy,
-};
+use super::bindings::{merger, sorter, strategy};
 use super::cache::CacheOutcome;
 use super::error::{Cause, cause};
+use super::handle::{Merger, Sorter, Strategy};
 use super::host::EPOCH_TICK;
 use super::sandbox::{Sandbox, off_runtime};
-use super::{Digest, Fault, Limits, World, validate};
+use super::{Digest, Fault, Limits, World};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -137,16 +135,9 @@ impl Policy {
         self.faults.load(Ordering::Relaxed)
     }
 
-    fn wrong_world(&self, expected: World) -> Fault {
-        Fault::WrongWorld {
-            expected: expected.name(),
-            actual: self.parts.world.name(),
-        }
-    }
-
     /// Runs one call in a fresh, bounded store: `instantiate`, then `invoke`.
     /// Safe to call from anywhere, async runtime threads included.
-    fn call<I, R: Send>(
+    pub(super) fn call<I, R: Send>(
         &self,
         instantiate: impl FnOnce(&mut Store<Sandbox>) -> wasmtime::Result<I> + Send,
         invoke: impl FnOnce(&I, &mut Store<Sandbox>) -> wasmtime::Result<R> + Send,
@@ -183,7 +174,7 @@ impl Policy {
     }
 
     /// Counts `result` as a fault if it is one.
-    fn counted<T>(&self, result: Result<T, Fault>) -> Result<T, Fault> {
+    pub(super) fn counted<T>(&self, result: Result<T, Fault>) -> Result<T, Fault> {
         result.inspect_err(|_| {
             self.faults.fetch_add(1, Ordering::Relaxed);
         })
@@ -191,7 +182,7 @@ impl Policy {
 
     /// The policy's answer, once `check` has found it within the contract; a
     /// fault of the call or of the check is counted.
-    fn checked<T, E>(
+    pub(super) fn checked<T, E>(
         &self,
         outcome: Result<Result<T, E>, Fault>,
         check: impl FnOnce(&T) -> Result<(), Fault>,
@@ -203,87 +194,27 @@ impl Policy {
         Ok(answer)
     }
 
-    /// Asks an eviction strategy to judge `snapshot`.
-    ///
-    /// # Errors
-    /// A [`Fault`]: trap, deadline, memory limit, an answer naming a pod not in
-    /// the snapshot, or this policy is not a strategy.
-    pub fn evaluate(&self, snapshot: &Snapshot) -> Outcome<Decision, String> {
-        let Pre::Strategy(pre) = &self.parts.pre else {
-            return Err(self.wrong_world(World::EvictionStrategy));
-        };
-        let outcome = self.call(
-            |store| pre.instantiate(store),
-            |instance, store| {
-                instance
-                    .vigil_policy_strategy()
-                    .call_evaluate(store, snapshot)
-            },
-        );
-        self.checked(outcome, |decision| validate::decision(snapshot, decision))
+    /// This policy as an eviction strategy, if it is one.
+    pub fn as_strategy(&self) -> Option<Strategy<'_>> {
+        match &self.parts.pre {
+            Pre::Strategy(pre) => Some(Strategy::new(self, pre)),
+            _ => None,
+        }
     }
 
-    /// Asks an eviction strategy for at most `n` victims for `scope`.
-    ///
-    /// # Errors
-    /// As [`Policy::evaluate`], and more than `n` victims or a repeated one.
-    pub fn top_victims(
-        &self,
-        snapshot: &Snapshot,
-        scope: &str,
-        n: u32,
-    ) -> Outcome<Vec<Eviction>, String> {
-        let Pre::Strategy(pre) = &self.parts.pre else {
-            return Err(self.wrong_world(World::EvictionStrategy));
-        };
-        let outcome = self.call(
-            |store| pre.instantiate(store),
-            |instance, store| {
-                instance
-                    .vigil_policy_strategy()
-                    .call_top_victims(store, snapshot, scope, n)
-            },
-        );
-        self.checked(outcome, |victims| validate::victims(snapshot, n, victims))
+    /// This policy as a candidate sorter, if it is one.
+    pub fn as_sorter(&self) -> Option<Sorter<'_>> {
+        match &self.parts.pre {
+            Pre::Sorter(pre) => Some(Sorter::new(self, pre)),
+            _ => None,
+        }
     }
 
-    /// Asks a candidate sorter to validate and order `candidates`.
-    ///
-    /// # Errors
-    /// A [`Fault`]; an answer that does not place every candidate exactly once is one.
-    pub fn sort(&self, candidates: &[Candidate], config: &str) -> Outcome<Sorted, String> {
-        let Pre::Sorter(pre) = &self.parts.pre else {
-            return Err(self.wrong_world(World::CandidateSorter));
-        };
-        let outcome = self.call(
-            |store| pre.instantiate(store),
-            |instance, store| {
-                instance
-                    .vigil_policy_sorter()
-                    .call_sort(store, candidates, config)
-            },
-        );
-        self.checked(outcome, |sorted| validate::sorted(candidates.len(), sorted))
-    }
-
-    /// Asks a config merger to merge `layers` into one JSON object.
-    ///
-    /// # Errors
-    /// A [`Fault`]; a merge result that is not a JSON object is one.
-    pub fn merge(
-        &self,
-        layers: &[Layer],
-    ) -> Outcome<serde_json::Map<String, serde_json::Value>, Vec<MergeRejection>> {
-        let Pre::Merger(pre) = &self.parts.pre else {
-            return Err(self.wrong_world(World::ConfigMerger));
-        };
-        let answer = self.counted(self.call(
-            |store| pre.instantiate(store),
-            |instance, store| instance.vigil_policy_merger().call_merge(store, layers),
-        ))?;
-        match answer {
-            Ok(json) => Ok(Ok(self.counted(validate::merged(&json))?)),
-            Err(rejections) => Ok(Err(rejections)),
+    /// This policy as a config merger, if it is one.
+    pub fn as_merger(&self) -> Option<Merger<'_>> {
+        match &self.parts.pre {
+            Pre::Merger(pre) => Some(Merger::new(self, pre)),
+            _ => None,
         }
     }
 }

@@ -113,14 +113,6 @@ pub enum Fault {
     /// The answer broke the contract (an index out of range, an unknown pod...).
     #[error("gave an invalid answer: {0}")]
     InvalidAnswer(String),
-    /// The policy was asked for an export of a world it does not implement.
-    #[error("is a {actual} policy, not a {expected}")]
-    WrongWorld {
-        /// The world the caller needed.
-        expected: &'static str,
-        /// The world the policy implements.
-        actual: &'static str,
-    },
 }
 
 impl Fault {
@@ -132,7 +124,6 @@ impl Fault {
             Self::Trap(_) => "trap",
             Self::Instantiate(_) => "instantiate",
             Self::InvalidAnswer(_) => "invalid-answer",
-            Self::WrongWorld { .. } => "wrong-world",
         }
     }
 }

@@ -5,7 +5,9 @@
 //! rest of vigil calls. Underneath:
 //! - [`Host`] compiles components (with an on-disk artifact cache) and checks
 //!   their world and imports; a [`Policy`] is one loaded version whose calls
-//!   each run in a fresh, bounded store and whose answers are validated;
+//!   each run in a fresh, bounded store and whose answers are validated,
+//!   made through a typed handle per world ([`Strategy`], [`Sorter`],
+//!   [`Merger`]);
 //! - the registry swaps versions atomically, puts new ones on trial and rolls
 //!   back to the last-known-good (kept in the state directory) on a fault;
 //! - [`reload`] watches the policies directory and drives the registry;
@@ -19,6 +21,7 @@ pub mod check;
 mod component;
 mod digest;
 mod error;
+mod handle;
 mod host;
 mod limits;
 mod registry;
@@ -32,6 +35,7 @@ pub use cache::CacheOutcome;
 pub use component::{Outcome, Policy, Source};
 pub use digest::{Digest, WasmBytes};
 pub use error::{Cause, Fault, LoadError};
+pub use handle::{Merger, Sorter, Strategy};
 pub use host::{Host, HostError};
 pub use limits::{Limits, LimitsTable};
 pub use registry::{Phase, PolicyStatus, Registry, RegistryError};

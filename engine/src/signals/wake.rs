@@ -3,15 +3,19 @@
 //! - A PSI trigger on `/proc/pressure/memory`: the kernel wakes a `poll` for
 //!   `POLLPRI` when tasks stalled on memory for `stall` within `window`.
 //!   Some kernels refuse triggers (`EINVAL`, e.g. without
-//!   `CONFIG_PSI` or for unprivileged writers): then vigil polls at an
-//!   interval instead and says so once in the log.
+//!   `CONFIG_PSI` or for unprivileged writers): then vigil polls the same
+//!   file at an interval and wakes when the `some` stall total grew by the
+//!   trigger's stall since the last look — the trigger's rule, emulated — and
+//!   says so once in the log. A calm node is not woken at every interval.
 //! - cgroup v2's `memory.events` of the kubepods cgroup, watched with inotify:
 //!   the kernel touches it on every high, max and oom event.
 
+use super::Pressure;
 use rustix::event::{PollFd, PollFlags, Timespec};
 use rustix::fs::{Mode, OFlags};
 use std::os::fd::OwnedFd;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 use std::time::Duration;
 use tokio::sync::mpsc;
 
@@ -62,6 +66,12 @@ pub enum Wake {
         interval: Duration,
         /// Why there is no trigger.
         reason: String,
+        /// The pressure file to read.
+        file: PathBuf,
+        /// Stall growth within one interval that counts as pressure.
+        stall: Duration,
+        /// The `some` stall total at the last look, in microseconds.
+        last_total: Mutex<Option<u64>>,
     },
 }
 
@@ -72,6 +82,14 @@ impl Trigger {
             OFlags::RDWR | OFlags::NONBLOCK | OFlags::CLOEXEC,
             Mode::empty(),
         )?;
+        // Only procfs turns the write below into a trigger: on any other
+        // file it would overwrite the file and `poll` would never wait.
+        if rustix::fs::fstatfs(&fd)?.f_type != rustix::fs::PROC_SUPER_MAGIC {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "not a procfs pressure file",
+            ));
+        }
         let spec = format!(
             "some {} {}\0",
             settings.stall.as_micros(),
@@ -114,22 +132,50 @@ impl Wake {
                 let reason = format!("{}: {error}", pressure_file.display());
                 let interval = settings.poll_interval;
                 tracing::warn!(%reason, ?interval, "the kernel refused a PSI trigger; polling instead");
-                Self::Poll { interval, reason }
+                Self::poll(pressure_file, settings, reason)
             }
         }
     }
 
-    /// Blocks until it is time to look again: the trigger fired, or `period`
-    /// passed (with polling, the shorter of `period` and the interval).
+    /// Polling of `pressure_file` with the trigger's `settings`, for `reason`.
+    pub fn poll(pressure_file: &Path, settings: &TriggerSettings, reason: String) -> Self {
+        Self::Poll {
+            interval: settings.poll_interval,
+            reason,
+            file: pressure_file.to_owned(),
+            stall: settings.stall,
+            last_total: Mutex::new(None),
+        }
+    }
+
+    /// Blocks until it is time to look again: the trigger fired (or, when
+    /// polling, the stall grew enough since the last look), or `period`
+    /// passed (with polling, the shorter of `period` and the interval). An
+    /// unreadable pressure file while polling is never pressure.
     ///
     /// # Errors
     /// The trigger failed; the caller should arm again or poll.
     pub fn wait(&self, period: Duration) -> std::io::Result<Woke> {
         match self {
             Self::Trigger(trigger) => trigger.wait(period),
-            Self::Poll { interval, .. } => {
+            Self::Poll {
+                interval,
+                file,
+                stall,
+                last_total,
+                ..
+            } => {
                 std::thread::sleep(period.min(*interval));
-                Ok(Woke::Timeout)
+                let total = Pressure::read(file).ok().map(|p| p.some.total);
+                let mut last = last_total.lock().expect("wake lock poisoned");
+                let grown = match (*last, total) {
+                    (Some(before), Some(now)) => {
+                        u128::from(now.saturating_sub(before)) >= stall.as_micros()
+                    }
+                    _ => false,
+                };
+                *last = total;
+                Ok(if grown { Woke::Pressure } else { Woke::Timeout })
             }
         }
     }
@@ -159,10 +205,70 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_pressure_file_outside_procfs_gets_polling_and_stays_untouched() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("memory");
+        let text = "some avg10=0.00 avg60=0.00 avg300=0.00 total=0\n";
+        std::fs::write(&file, text).unwrap();
+        match Wake::arm(&file, &TriggerSettings::default()) {
+            Wake::Poll { reason, .. } => assert!(reason.contains("not a procfs"), "{reason}"),
+            Wake::Trigger(_) => panic!("a regular file cannot hold a trigger"),
+        }
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), text);
+    }
+
+    #[test]
+    fn polling_wakes_only_when_the_stall_grew_as_the_trigger_would_require() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("memory");
+        let write = |total: u64| {
+            let text = format!("some avg10=0.00 avg60=0.00 avg300=0.00 total={total}\n");
+            std::fs::write(&file, text).unwrap();
+        };
+        write(1_000_000);
+        let settings = TriggerSettings {
+            poll_interval: Duration::from_millis(1),
+            ..TriggerSettings::default()
+        };
+        let poll = Wake::poll(&file, &settings, "test".into());
+        let period = Duration::from_secs(5);
+        assert_eq!(
+            poll.wait(period).unwrap(),
+            Woke::Timeout,
+            "the first look only sets the baseline"
+        );
+        assert_eq!(
+            poll.wait(period).unwrap(),
+            Woke::Timeout,
+            "a calm node is not woken"
+        );
+        write(1_100_000);
+        assert_eq!(
+            poll.wait(period).unwrap(),
+            Woke::Timeout,
+            "100 ms is under the 150 ms stall"
+        );
+        write(1_250_000);
+        assert_eq!(
+            poll.wait(period).unwrap(),
+            Woke::Pressure,
+            "150 ms of stall since the last look"
+        );
+        std::fs::remove_file(&file).unwrap();
+        assert_eq!(
+            poll.wait(period).unwrap(),
+            Woke::Timeout,
+            "no file, no pressure"
+        );
+    }
+
+    #[test]
     fn a_refused_trigger_falls_back_to_polling_and_says_why() {
         let missing = Path::new("/nonexistent/pressure/memory");
         match Wake::arm(missing, &TriggerSettings::default()) {
-            Wake::Poll { interval, reason } => {
+            Wake::Poll {
+                interval, reason, ..
+            } => {
                 assert_eq!(interval, Duration::from_secs(1));
                 assert!(
                     reason.starts_with("/nonexistent/pressure/memory: "),

@@ -6,11 +6,11 @@ use super::api::EvictionApi;
 use super::record::{
     DecisionRecord, EvictionRecord, PolicyRecord, Simulation, Step, ThresholdRecord,
 };
-use super::scenario::{PodSpec, Qos, Scenario};
+use super::scenario::{PodSpec, Scenario};
 use crate::clock::ManualClock;
 use crate::config::{ConfigError, VigilConfig};
 use crate::eviction::{EvictionManager, NodeState};
-use crate::model::{KeyValue, Layer, MetLevel, Pod, QosClass, Resources, Signal, Usage};
+use crate::model::{KeyValue, Layer, MetLevel, Pod, Resources, Signal, Usage};
 use crate::policy::reload::Reloader;
 use crate::policy::{Host, HostError, LimitsTable, LoadError, Registry, RegistryError};
 use std::collections::BTreeMap;
@@ -73,11 +73,7 @@ impl SimPod<'_> {
             uid: self.uid.clone(),
             namespace: spec.namespace.clone(),
             name: spec.name.clone(),
-            qos: match spec.qos() {
-                Qos::BestEffort => QosClass::BestEffort,
-                Qos::Burstable => QosClass::Burstable,
-                Qos::Guaranteed => QosClass::Guaranteed,
-            },
+            qos: spec.qos().into(),
             priority: spec.priority,
             labels: pairs(&spec.labels),
             annotations: pairs(&spec.annotations),

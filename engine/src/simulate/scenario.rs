@@ -52,6 +52,16 @@ pub enum Qos {
     Guaranteed,
 }
 
+impl From<Qos> for crate::model::QosClass {
+    fn from(qos: Qos) -> Self {
+        match qos {
+            Qos::BestEffort => Self::BestEffort,
+            Qos::Burstable => Self::Burstable,
+            Qos::Guaranteed => Self::Guaranteed,
+        }
+    }
+}
+
 /// Requests or limits.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]

@@ -1,0 +1,175 @@
+//! Benchmark of `vigil agent` on a node (not a test: it prints figures and
+//! asserts nothing). Run with `cargo bench -p vigil --bench agent`: the
+//! release binary against the project's test API server, with the node's
+//! kernel files as fixtures. Prints, from one run:
+//! - from a signal change (`meminfo` under the hard threshold, then a `high`
+//!   event in the kubepods cgroup's `memory.events`) to the Eviction POST
+//!   arriving at the API server: median and max over 20 events;
+//! - the agent's RSS, its CPU use and its API requests while at rest for
+//!   20 s, with 110 and with 1000 pods on the node.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+use vigil_testbed::{AgentProcess, ApiServer, NodeFiles, objects};
+
+const NODE: &str = "bench-node";
+const NS: &str = "bench";
+const LIMIT: Duration = Duration::from_secs(60);
+const REST: Duration = Duration::from_secs(20);
+/// The default period (5 s): events, not the period, must drive the loop.
+const CONFIG: &str = "policies:\n  memory-pressure:\n    config: {hard: 500Mi}\n";
+
+fn binary() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_vigil"))
+}
+
+fn pod(server: &ApiServer, files: &NodeFiles, name: &str, usage_mib: u64) {
+    let object = objects::best_effort_pod(NODE, NS, name, 0);
+    let uid = object["metadata"]["uid"]
+        .as_str()
+        .expect("a uid")
+        .to_owned();
+    files.best_effort_pod(&uid, usage_mib);
+    server.put("pods", NS, object);
+}
+
+async fn started(server: &ApiServer, agent: &AgentProcess) {
+    server
+        .until(LIMIT, "the agent watches pods", |s| {
+            s.requests()
+                .iter()
+                .any(|r| r.uri.starts_with("/api/v1/pods?") && r.uri.contains("watch=true"))
+        })
+        .await;
+    // Its first cycles are done once /metrics shows one.
+    while !agent.metrics().contains("vigil_cycle_seconds_count") {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn in_flight(agent: &AgentProcess) -> Option<u64> {
+    agent
+        .metrics()
+        .lines()
+        .find(|l| l.starts_with("vigil_evictions_in_flight "))
+        .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+}
+
+async fn signal_to_eviction() {
+    const EVENTS: usize = 20;
+    let server = ApiServer::start().await;
+    server.put("nodes", "", objects::node(NODE));
+    let files = NodeFiles::default();
+    // The largest goes first: victim-0 in the first event, and so on.
+    for i in 0..EVENTS {
+        pod(
+            &server,
+            &files,
+            &format!("victim-{i}"),
+            4000 - i as u64 * 10,
+        );
+    }
+    let agent = AgentProcess::start(binary(), NODE, &files, &server, CONFIG, &[]);
+    started(&server, &agent).await;
+    let mut samples = Vec::new();
+    for i in 0..EVENTS {
+        let posts = server.evictions().len();
+        let signal = Instant::now();
+        files.memory_available(50);
+        files.memory_event();
+        server
+            .until(LIMIT, "the eviction POST", |s| {
+                s.arrived()
+                    .iter()
+                    .filter(|u| u.ends_with("/eviction"))
+                    .count()
+                    > posts
+            })
+            .await;
+        samples.push(signal.elapsed());
+        files.memory_available(4096);
+        // The victim is gone (grace 0); wait until the agent knows, so the
+        // next event is not held back as reclaim in progress.
+        server
+            .until(LIMIT, "the victim is gone", |s| {
+                s.get("pods", NS, &format!("victim-{i}")).is_none()
+            })
+            .await;
+        while in_flight(&agent) != Some(0) {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+    samples.sort();
+    println!(
+        "signal change -> Eviction POST at the API server: median {:.1} ms, max {:.1} ms over {} events (period 5 s)",
+        samples[samples.len() / 2].as_secs_f64() * 1e3,
+        samples[samples.len() - 1].as_secs_f64() * 1e3,
+        samples.len()
+    );
+}
+
+/// RSS in KiB and cumulative cpu time of `pid`, from procfs.
+fn usage(pid: u32) -> (u64, Duration) {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
+    let rss = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches(" kB").trim().parse().ok())
+        .expect("VmRSS");
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("stat");
+    let fields: Vec<&str> = stat
+        .rsplit(')')
+        .next()
+        .expect("fields")
+        .split_whitespace()
+        .collect();
+    let ticks: u64 =
+        fields[11].parse::<u64>().expect("utime") + fields[12].parse::<u64>().expect("stime");
+    let hz = 100; // USER_HZ on Linux
+    (rss, Duration::from_millis(ticks * 1000 / hz))
+}
+
+async fn at_rest(pods: usize) {
+    let server = ApiServer::start().await;
+    server.put("nodes", "", objects::node(NODE));
+    let files = NodeFiles::default();
+    for i in 0..pods {
+        pod(&server, &files, &format!("pod-{i}"), 10 + (i as u64 % 200));
+    }
+    let agent = AgentProcess::start(binary(), NODE, &files, &server, CONFIG, &[]);
+    started(&server, &agent).await;
+    let requests_before = server.requests().len();
+    let (_, cpu_before) = usage(agent.pid());
+    let start = Instant::now();
+    tokio::time::sleep(REST).await;
+    let (rss, cpu_after) = usage(agent.pid());
+    let wall = start.elapsed();
+    let requests = server.requests()[requests_before..].to_vec();
+    let watches = server
+        .requests()
+        .iter()
+        .filter(|r| r.uri.contains("watch=true"))
+        .count();
+    println!(
+        "{pods:>5} pods at rest: RSS {:.1} MiB, cpu {:.2} % of a core, {} API requests in {:.0} s ({:.1}/min; {} watches open, each renewed every 290 s)",
+        rss as f64 / 1024.0,
+        (cpu_after - cpu_before).as_secs_f64() / wall.as_secs_f64() * 100.0,
+        requests.len(),
+        wall.as_secs_f64(),
+        requests.len() as f64 * 60.0 / wall.as_secs_f64(),
+        watches,
+    );
+}
+
+fn main() {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime")
+        .block_on(async {
+            signal_to_eviction().await;
+            at_rest(110).await;
+            at_rest(1000).await;
+        });
+}

@@ -1,0 +1,130 @@
+//! Typed handles, one per world: a [`Strategy`] can only be asked to
+//! evaluate and name victims, a [`Sorter`] to sort, a [`Merger`] to merge, so
+//! calling a policy for an export of another world does not compile. Get one
+//! from a [`Policy`] with `as_strategy`, `as_sorter` or `as_merger`.
+//!
+//! Each call runs in a fresh, bounded store (see [`Policy`]) and its answer
+//! is checked against the contract before anyone sees it.
+
+use super::bindings::{
+    Candidate, Decision, Eviction, Layer, MergeRejection, Snapshot, Sorted, merger, sorter,
+    strategy,
+};
+use super::component::Outcome;
+use super::sandbox::Sandbox;
+use super::{Policy, validate};
+
+/// An eviction strategy.
+#[derive(Clone, Copy)]
+pub struct Strategy<'a> {
+    policy: &'a Policy,
+    pre: &'a strategy::EvictionStrategyPre<Sandbox>,
+}
+
+/// A candidate sorter.
+#[derive(Clone, Copy)]
+pub struct Sorter<'a> {
+    policy: &'a Policy,
+    pre: &'a sorter::CandidateSorterPre<Sandbox>,
+}
+
+/// A config merger.
+#[derive(Clone, Copy)]
+pub struct Merger<'a> {
+    policy: &'a Policy,
+    pre: &'a merger::ConfigMergerPre<Sandbox>,
+}
+
+impl<'a> Strategy<'a> {
+    pub(super) fn new(policy: &'a Policy, pre: &'a strategy::EvictionStrategyPre<Sandbox>) -> Self {
+        Self { policy, pre }
+    }
+
+    /// Asks the strategy to judge `snapshot`.
+    ///
+    /// # Errors
+    /// A [`super::Fault`]: trap, deadline, memory limit, or an answer naming
+    /// a pod not in the snapshot.
+    pub fn evaluate(&self, snapshot: &Snapshot) -> Outcome<Decision, String> {
+        let outcome = self.policy.call(
+            |store| self.pre.instantiate(store),
+            |instance, store| {
+                instance
+                    .vigil_policy_strategy()
+                    .call_evaluate(store, snapshot)
+            },
+        );
+        self.policy
+            .checked(outcome, |decision| validate::decision(snapshot, decision))
+    }
+
+    /// Asks the strategy for at most `n` victims for `scope`.
+    ///
+    /// # Errors
+    /// As [`Strategy::evaluate`], and more than `n` victims or a repeated one.
+    pub fn top_victims(
+        &self,
+        snapshot: &Snapshot,
+        scope: &str,
+        n: u32,
+    ) -> Outcome<Vec<Eviction>, String> {
+        let outcome = self.policy.call(
+            |store| self.pre.instantiate(store),
+            |instance, store| {
+                instance
+                    .vigil_policy_strategy()
+                    .call_top_victims(store, snapshot, scope, n)
+            },
+        );
+        self.policy
+            .checked(outcome, |victims| validate::victims(snapshot, n, victims))
+    }
+}
+
+impl<'a> Sorter<'a> {
+    pub(super) fn new(policy: &'a Policy, pre: &'a sorter::CandidateSorterPre<Sandbox>) -> Self {
+        Self { policy, pre }
+    }
+
+    /// Asks the sorter to validate and order `candidates`.
+    ///
+    /// # Errors
+    /// A [`super::Fault`]; an answer that does not place every candidate
+    /// exactly once is one.
+    pub fn sort(&self, candidates: &[Candidate], config: &str) -> Outcome<Sorted, String> {
+        let outcome = self.policy.call(
+            |store| self.pre.instantiate(store),
+            |instance, store| {
+                instance
+                    .vigil_policy_sorter()
+                    .call_sort(store, candidates, config)
+            },
+        );
+        self.policy
+            .checked(outcome, |sorted| validate::sorted(candidates.len(), sorted))
+    }
+}
+
+impl<'a> Merger<'a> {
+    pub(super) fn new(policy: &'a Policy, pre: &'a merger::ConfigMergerPre<Sandbox>) -> Self {
+        Self { policy, pre }
+    }
+
+    /// Asks the merger to merge `layers` into one JSON object.
+    ///
+    /// # Errors
+    /// A [`super::Fault`]; a merge result that is not a JSON object is one.
+    pub fn merge(
+        &self,
+        layers: &[Layer],
+    ) -> Outcome<serde_json::Map<String, serde_json::Value>, Vec<MergeRejection>> {
+        let answer = self.policy.counted(self.policy.call(
+            |store| self.pre.instantiate(store),
+            |instance, store| instance.vigil_policy_merger().call_merge(store, layers),
+        ))?;
+        match answer {
+            Ok(json) => Ok(Ok(self.policy.counted(validate::merged(&json))?)),
+            Err(rejections) => Ok(Err(rejections)),
+        }
+    }
+}

@@ -1,0 +1,674 @@
+//! The real `vigil agent` binary against the project's test API server
+//! (`vigil-testbed`, HTTP on loopback), with the node's `/proc` and cgroup
+//! files laid out as fixtures in a temporary directory. Memory pressure is
+//! made by writing the fixture `meminfo`; the API server plays the kubelet.
+
+use serde_json::{Value, json};
+use std::process::Command;
+use std::time::Duration;
+use vigil_testbed::{AgentProcess, ApiServer, NodeFiles, objects};
+
+const NODE: &str = "node-1";
+const NS: &str = "shop";
+/// A bound for a broken test, never a wait: everything is awaited on changes.
+const LIMIT: Duration = Duration::from_secs(60);
+
+/// The agent's config: a short period and transition so tests are quick.
+const CONFIG: &str = "evictionPeriodSeconds: 1\nconditionTransitionSeconds: 2\npolicies:\n  memory-pressure:\n    config: {hard: 500Mi}\n";
+
+/// A best-effort pod on this node whose cgroup uses `usage_mib`; its UID.
+fn pod(server: &ApiServer, fixture: &NodeFiles, name: &str, usage_mib: u64) -> String {
+    let object = objects::best_effort_pod(NODE, NS, name, 3);
+    let uid = object["metadata"]["uid"]
+        .as_str()
+        .expect("a uid")
+        .to_owned();
+    fixture.best_effort_pod(&uid, usage_mib);
+    server.put("pods", NS, object);
+    uid
+}
+
+fn node(server: &ApiServer) {
+    server.put("nodes", "", objects::node(NODE));
+}
+
+/// Starts the agent on the fixture's node.
+fn start(server: &ApiServer, fixture: &NodeFiles, extra: &[&str]) -> AgentProcess {
+    let binary = std::path::Path::new(env!("CARGO_BIN_EXE_vigil"));
+    AgentProcess::start(binary, NODE, fixture, server, CONFIG, extra)
+}
+
+/// Waits until the agent watches pods (its first list is done).
+async fn watching(server: &ApiServer) {
+    server
+        .until(LIMIT, "the agent watches this node's pods", |s| {
+            s.requests()
+                .iter()
+                .any(|r| r.uri.starts_with("/api/v1/pods?") && r.uri.contains("watch=true"))
+        })
+        .await;
+}
+
+fn evicted_names(server: &ApiServer) -> Vec<(String, u16)> {
+    server
+        .evictions()
+        .iter()
+        .map(|r| {
+            let name = r.uri.rsplit('/').nth(1).unwrap_or_default().to_owned();
+            (name, r.status)
+        })
+        .collect()
+}
+
+fn node_condition(server: &ApiServer, kind: &str) -> Option<String> {
+    let node = server.get("nodes", "", NODE)?;
+    node["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == kind)
+        .and_then(|c| c["status"].as_str().map(str::to_owned))
+}
+
+fn taint_keys(server: &ApiServer) -> Vec<String> {
+    let node = server.get("nodes", "", NODE).unwrap_or(Value::Null);
+    node["spec"]["taints"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|t| t["key"].as_str().map(str::to_owned))
+        .collect()
+}
+
+fn events(server: &ApiServer, reason: &str) -> Vec<Value> {
+    server
+        .list("events")
+        .into_iter()
+        .filter(|e| e["reason"] == reason)
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn memory_pressure_evicts_the_top_pod_through_the_api_and_shows_it_on_the_node() {
+    let server = ApiServer::start().await;
+    node(&server);
+    let fixture = NodeFiles::default();
+    pod(&server, &fixture, "small", 100);
+    let big = pod(&server, &fixture, "big", 900);
+    pod(&server, &fixture, "medium", 300);
+    let agent = start(&server, &fixture, &[]);
+    watching(&server).await;
+
+    fixture.memory_available(50);
+    server
+        .until(LIMIT, "an eviction", |s| !s.evictions().is_empty())
+        .await;
+    let eviction = &server.evictions()[0];
+    assert!(
+        eviction.uri.ends_with("/namespaces/shop/pods/big/eviction"),
+        "{}",
+        agent.logs()
+    );
+    assert_eq!(eviction.status, 201);
+    let body = eviction.body.as_ref().expect("a JSON body");
+    assert_eq!(body["kind"], "Eviction");
+    assert_eq!(body["apiVersion"], "policy/v1");
+    assert_eq!(body["deleteOptions"]["preconditions"]["uid"], big.as_str());
+    assert!(body["deleteOptions"].get("dryRun").is_none());
+    // The pressure is relieved once the victim is terminating.
+    fixture.memory_available(4096);
+
+    server
+        .until(LIMIT, "the condition and the taint", |s| {
+            node_condition(s, "VigilMemoryPressure").as_deref() == Some("True")
+                && taint_keys(s).contains(&"vigil.dev/MemoryPressure".to_owned())
+        })
+        .await;
+    assert!(taint_keys(&server).contains(&"team/dedicated".to_owned()));
+    server
+        .until(LIMIT, "the kubelet removed the pod", |s| {
+            s.get("pods", NS, "big").is_none()
+        })
+        .await;
+    server
+        .until(
+            LIMIT,
+            "the condition clears after the transition period",
+            |s| {
+                node_condition(s, "VigilMemoryPressure").as_deref() == Some("False")
+                    && !taint_keys(s).iter().any(|k| k.starts_with("vigil.dev/"))
+            },
+        )
+        .await;
+    assert_eq!(
+        taint_keys(&server),
+        ["team/dedicated"],
+        "other taints untouched"
+    );
+    assert_eq!(node_condition(&server, "Ready").as_deref(), Some("True"));
+    server
+        .until(LIMIT, "events on the pod and the node", |s| {
+            !events(s, "Evicting").is_empty()
+                && !events(s, "EvictionCompleted").is_empty()
+                && !events(s, "VigilMemoryPressureStarted").is_empty()
+                && !events(s, "VigilMemoryPressureEnded").is_empty()
+        })
+        .await;
+    let evicting = &events(&server, "Evicting")[0];
+    assert_eq!(evicting["regarding"]["name"], "big");
+    assert_eq!(evicting["reportingController"], "vigil");
+    assert_eq!(
+        evicted_names(&server),
+        [("big".to_owned(), 201)],
+        "one eviction only"
+    );
+
+    let metrics = agent.metrics();
+    assert!(
+        metrics.contains(r#"vigil_evictions_total{strategy="memory-pressure",urgency="hard",result="accepted"} 1"#),
+        "{metrics}"
+    );
+    assert!(metrics.contains("vigil_api_requests_total{verb=\"POST\",code=\"201\"}"));
+    assert!(metrics.contains("vigil_build_info"));
+    assert!(agent.get("/healthz").starts_with("HTTP/1.1 200"));
+    assert!(agent.get("/readyz").starts_with("HTTP/1.1 200"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pdb_protected_top_victim_passes_the_turn_to_the_next_pod_at_once() {
+    let server = ApiServer::start().await;
+    node(&server);
+    let fixture = NodeFiles::default();
+    pod(&server, &fixture, "small", 100);
+    pod(&server, &fixture, "big", 900);
+    pod(&server, &fixture, "medium", 300);
+    server.put("poddisruptionbudgets", NS, objects::pdb(NS, "big", 0));
+    let agent = start(&server, &fixture, &[]);
+    watching(&server).await;
+    server
+        .until(LIMIT, "the agent watches the namespace's PDBs", |s| {
+            s.requests().iter().any(|r| {
+                r.uri
+                    .starts_with("/apis/policy/v1/namespaces/shop/poddisruptionbudgets")
+            })
+        })
+        .await;
+
+    fixture.memory_available(50);
+    server
+        .until(LIMIT, "an accepted eviction", |s| {
+            s.evictions().iter().any(|r| r.status == 201)
+        })
+        .await;
+    fixture.memory_available(4096);
+    let evicted = evicted_names(&server);
+    assert_eq!(
+        evicted[..2],
+        [("big".to_owned(), 429), ("medium".to_owned(), 201)],
+        "{}",
+        agent.logs()
+    );
+    server
+        .until(LIMIT, "the refusal is an event", |s| {
+            !events(s, "EvictionRefused").is_empty()
+        })
+        .await;
+    assert!(
+        server.get("pods", NS, "big").is_some(),
+        "the protected pod stays"
+    );
+    assert!(
+        server
+            .requests()
+            .iter()
+            .all(|r| !r.uri.starts_with("/apis/policy/v1/poddisruptionbudgets")),
+        "no cluster-wide PDB watch"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_a_dropped_watch_and_410_gone_the_agent_sees_new_pods_and_evicts_once() {
+    let server = ApiServer::start().await;
+    node(&server);
+    let fixture = NodeFiles::default();
+    pod(&server, &fixture, "small", 100);
+    let agent = start(&server, &fixture, &[]);
+    watching(&server).await;
+    let lists_before = pod_lists(&server);
+
+    // A pod arrives while the stream holds changes back; the history is
+    // compacted and the stream dropped: resuming gets 410 Gone and must list again.
+    server.pause_watches(true);
+    pod(&server, &fixture, "huge", 2048);
+    server.compact();
+    server.drop_watches();
+    server.pause_watches(false);
+    server
+        .until(LIMIT, "the pods are listed again", |s| {
+            pod_lists(s) > lists_before
+        })
+        .await;
+    assert!(
+        server.gone_sent() > 0,
+        "the resumed watch was told 410 Gone"
+    );
+    fixture.memory_available(50);
+    server
+        .until(LIMIT, "an eviction", |s| !s.evictions().is_empty())
+        .await;
+    fixture.memory_available(4096);
+    server
+        .until(LIMIT, "the pod is gone", |s| {
+            s.get("pods", NS, "huge").is_none()
+        })
+        .await;
+    assert_eq!(
+        evicted_names(&server),
+        [("huge".to_owned(), 201)],
+        "{}",
+        agent.logs()
+    );
+    let metrics = agent.metrics();
+    assert!(
+        metrics.contains("vigil_watch_restarts_total{name=\"pods\"}"),
+        "{metrics}"
+    );
+}
+
+/// Plain lists of this node's pods (not watches).
+fn pod_lists(server: &ApiServer) -> usize {
+    server
+        .requests()
+        .iter()
+        .filter(|r| r.uri.starts_with("/api/v1/pods?") && !r.uri.contains("watch=true"))
+        .count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_api_outage_under_pressure_is_survived_and_evictions_resume() {
+    let server = ApiServer::start().await;
+    node(&server);
+    let fixture = NodeFiles::default();
+    pod(&server, &fixture, "small", 100);
+    pod(&server, &fixture, "big", 900);
+    let mut agent = start(&server, &fixture, &[]);
+    watching(&server).await;
+
+    server.outage(true);
+    fixture.memory_available(50);
+    server
+        .until(LIMIT, "eviction attempts fail during the outage", |s| {
+            s.evictions().iter().filter(|r| r.status == 503).count() >= 2
+        })
+        .await;
+    assert!(agent.alive(), "{}", agent.logs());
+    server.outage(false);
+    server
+        .until(LIMIT, "the eviction goes through", |s| {
+            s.evictions().iter().any(|r| r.status == 201)
+        })
+        .await;
+    fixture.memory_available(4096);
+    let accepted: Vec<_> = evicted_names(&server)
+        .into_iter()
+        .filter(|(_, status)| *status == 201)
+        .collect();
+    assert_eq!(accepted, [("big".to_owned(), 201)], "{}", agent.logs());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dry_run_sends_a_dry_run_request_and_an_event_and_deletes_nothing() {
+    let server = ApiServer::start().await;
+    node(&server);
+    let fixture = NodeFiles::default();
+    pod(&server, &fixture, "big", 900);
+    let agent = start(&server, &fixture, &["--dry-run"]);
+    watching(&server).await;
+
+    fixture.memory_available(50);
+    server
+        .until(LIMIT, "a dry-run event", |s| {
+            !events(s, "EvictionDryRun").is_empty()
+        })
+        .await;
+    let eviction = &server.evictions()[0];
+    let options = &eviction.body.as_ref().expect("a body")["deleteOptions"];
+    assert_eq!(options["dryRun"], json!(["All"]), "{}", agent.logs());
+    let pod = server.get("pods", NS, "big").expect("the pod stays");
+    assert!(pod["metadata"]["deletionTimestamp"].is_null());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_during_an_eviction_call_lets_it_finish_and_exits_cleanly() {
+    let server = ApiServer::start().await;
+    node(&server);
+    let fixture = NodeFiles::default();
+    pod(&server, &fixture, "big", 900);
+    let mut agent = start(&server, &fixture, &[]);
+    watching(&server).await;
+
+    server.latency(Duration::from_millis(1500));
+    fixture.memory_available(50);
+    server
+        .until(LIMIT, "the eviction call is under way", |s| {
+            s.arrived().iter().any(|uri| uri.ends_with("/eviction"))
+        })
+        .await;
+    assert!(server.evictions().is_empty(), "not answered yet");
+    let (status, logs) = tokio::task::spawn_blocking(move || {
+        let status = agent.terminate();
+        (status, agent.logs())
+    })
+    .await
+    .expect("joins");
+    assert!(status.success(), "exit {status:?}: {logs}");
+    assert!(logs.contains("vigil agent stopped"), "{logs}");
+    assert_eq!(
+        evicted_names(&server),
+        [("big".to_owned(), 201)],
+        "the call in flight was answered before the exit"
+    );
+}
+
+#[test]
+fn the_agent_refuses_to_start_without_a_node_name() {
+    let output = Command::new(env!("CARGO_BIN_EXE_vigil"))
+        .args(["agent", "--kubeconfig", "/nonexistent"])
+        .env_remove("NODE_NAME")
+        .output()
+        .expect("runs");
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("--node-name"), "{stderr}");
+}
+
+/// The killer alone, in-process, with a real `kube::Client` against the test server.
+mod eviction_api {
+    use super::*;
+    use vigil::cluster::evict::EvictionApi;
+    use vigil::eviction::{KillError, Killer, Urgency, Victim};
+    use vigil::model::{Pod, QosClass, Resources, Usage};
+
+    fn victim(name: &str, uid: &str) -> Victim {
+        let mut pod: Pod = policy_kit::pod!(name, QosClass::BestEffort, priority: 0, usage_mib: 100, request_mib: 0);
+        pod.namespace = NS.into();
+        pod.uid = uid.into();
+        Victim {
+            pod,
+            strategy: "memory-pressure".into(),
+            reason: "test".into(),
+            urgency: Urgency::Hard,
+            scope: Some("memory".into()),
+            grace_period_seconds: Some(7),
+            dry_run: false,
+            override_pdb: false,
+        }
+    }
+
+    fn killer(server: &ApiServer) -> EvictionApi {
+        let mut config = kube::Config::new(server.url().parse().expect("a URL"));
+        config.default_retry = false;
+        EvictionApi::new(kube::Client::try_from(config).expect("a client"))
+    }
+
+    #[tokio::test]
+    async fn the_eviction_apis_answers_mean_what_the_api_server_says() {
+        let server = ApiServer::start().await;
+        for name in ["web", "db", "cache"] {
+            server.put("pods", NS, objects::best_effort_pod(NODE, NS, name, 30));
+        }
+        server.put("poddisruptionbudgets", NS, objects::pdb(NS, "db", 0));
+        let killer = killer(&server);
+
+        // Accepted, with the strategy's grace period and the UID precondition.
+        assert_eq!(killer.evict(&victim("web", "uid-web")).await, Ok(()));
+        let options = &server.evictions()[0].body.clone().expect("a body")["deleteOptions"];
+        assert_eq!(options["gracePeriodSeconds"], 7);
+        assert_eq!(options["preconditions"]["uid"], "uid-web");
+        let web = server
+            .get("pods", NS, "web")
+            .expect("terminating, not gone");
+        assert_eq!(web["metadata"]["deletionGracePeriodSeconds"], 7);
+
+        // A PodDisruptionBudget allowing nothing: refused, for now.
+        let refused = killer.evict(&victim("db", "uid-db")).await;
+        assert!(
+            matches!(refused, Err(KillError::Refused(ref m)) if m.contains("disruption budget")),
+            "{refused:?}"
+        );
+        // Dry-run is judged the same way, and changes nothing.
+        let mut dry = victim("db", "uid-db");
+        dry.dry_run = true;
+        assert!(matches!(
+            killer.evict(&dry).await,
+            Err(KillError::Refused(_))
+        ));
+        let mut dry = victim("cache", "uid-cache");
+        dry.dry_run = true;
+        assert_eq!(killer.evict(&dry).await, Ok(()));
+        let cache = server.get("pods", NS, "cache").expect("still there");
+        assert!(cache["metadata"]["deletionTimestamp"].is_null());
+
+        // A new pod under the same name, and a pod that is gone: nothing to evict.
+        let recreated = killer.evict(&victim("cache", "uid-old-cache")).await;
+        assert!(
+            matches!(recreated, Err(KillError::Gone(_))),
+            "{recreated:?}"
+        );
+        let gone = killer.evict(&victim("nobody", "uid-nobody")).await;
+        assert!(matches!(gone, Err(KillError::Gone(_))), "{gone:?}");
+
+        // An API server error is no answer: the victim waits, once, not for minutes.
+        server.fail_next("/pods/cache/eviction", 500);
+        let failed = killer.evict(&victim("cache", "uid-cache")).await;
+        assert!(
+            matches!(failed, Err(KillError::Unavailable(_))),
+            "{failed:?}"
+        );
+
+        // The PDB override deletes, with the same precondition.
+        let mut forced = victim("db", "uid-db");
+        forced.override_pdb = true;
+        assert_eq!(killer.evict(&forced).await, Ok(()));
+        let deleted = server
+            .requests()
+            .into_iter()
+            .find(|r| r.method == "DELETE")
+            .expect("a DELETE");
+        assert_eq!(
+            deleted.body.expect("options")["preconditions"]["uid"],
+            "uid-db"
+        );
+    }
+}
+
+/// A bundled scenario replayed step by step through the cluster path — pods
+/// as Kubernetes objects read by the agent's pod reader, usage from cgroup
+/// files, `memory.available` from `meminfo`, the Eviction API killer against
+/// the test API server — evicts the same pods at the same times as
+/// `vigil simulate`.
+mod scenario_replay {
+    use super::*;
+    use k8s_openapi::api::core::v1::{Node, Pod};
+    use kube::runtime::reflector::{self, Store};
+    use kube::runtime::watcher::Event;
+    use std::sync::Arc;
+    use std::time::{Duration, SystemTime};
+    use vigil::clock::ManualClock;
+    use vigil::cluster::budgets::Budgets;
+    use vigil::cluster::evict::EvictionApi;
+    use vigil::cluster::source::ClusterSource;
+    use vigil::config::VigilConfig;
+    use vigil::eviction::EvictionManager;
+    use vigil::eviction::runner::NodeSource;
+    use vigil::model::{Layer, QosClass};
+    use vigil::policy::{Host, LimitsTable, Registry};
+    use vigil::signals::{CpuRates, Driver, Sources};
+    use vigil::simulate::{PodSpec, RunOptions, Scenario, run};
+
+    /// The virtual start of every simulation.
+    const START: Duration = Duration::from_secs(1_700_000_000);
+
+    fn quantity(bytes: f64) -> String {
+        format!("{}", bytes as u64)
+    }
+
+    fn resources(memory: f64, cpu: f64) -> Value {
+        let mut map = serde_json::Map::new();
+        if memory > 0.0 {
+            map.insert("memory".into(), json!(quantity(memory)));
+        }
+        if cpu > 0.0 {
+            map.insert("cpu".into(), json!(format!("{}m", cpu as u64)));
+        }
+        Value::Object(map)
+    }
+
+    fn pod_object(spec: &PodSpec) -> Value {
+        json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": spec.name, "namespace": spec.namespace,
+                         "uid": format!("uid-{}", spec.name), "labels": spec.labels,
+                         "annotations": spec.annotations},
+            "spec": {"nodeName": NODE, "priority": spec.priority,
+                     "terminationGracePeriodSeconds": spec.grace_period.as_secs(),
+                     "containers": [{"name": "main", "image": "example", "resources": {
+                         "requests": resources(spec.requests.memory, spec.requests.cpu),
+                         "limits": resources(spec.limits.memory, spec.limits.cpu)}}]},
+            "status": {"phase": "Running", "startTime": "2023-11-14T22:13:20Z"},
+        })
+    }
+
+    fn cgroup(spec: &PodSpec, qos: QosClass) -> String {
+        let uid = format!("uid-{}", spec.name);
+        match qos {
+            QosClass::BestEffort => format!("kubepods/besteffort/pod{uid}"),
+            QosClass::Burstable => format!("kubepods/burstable/pod{uid}"),
+            QosClass::Guaranteed => format!("kubepods/pod{uid}"),
+        }
+    }
+
+    /// Fills `store` with `objects`, as a watcher's initial list would.
+    fn fill<K: kube::Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned>(
+        writer: &mut reflector::store::Writer<K>,
+        objects: Vec<Value>,
+    ) {
+        writer.apply_watcher_event(&Event::Init);
+        for object in objects {
+            let object: K = serde_json::from_value(object).expect("a valid object");
+            writer.apply_watcher_event(&Event::InitApply(object));
+        }
+        writer.apply_watcher_event(&Event::InitDone);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn hard_memory_pressure_evicts_the_same_pods_at_the_same_times_as_simulate() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../examples/scenarios/hard-memory-pressure.yaml");
+        let scenario = Scenario::load(&path).expect("a valid scenario");
+        let simulated: Vec<(u64, String)> =
+            run(&scenario, path.parent().unwrap(), &RunOptions::default())
+                .await
+                .expect("simulates")
+                .evictions
+                .iter()
+                .map(|e| (e.at as u64, e.pod.clone()))
+                .collect();
+        assert!(simulated.len() >= 2, "{simulated:?}");
+
+        let server = ApiServer::start().await;
+        server.kubelet(false);
+        let files = NodeFiles::default();
+        let mut node = objects::node(NODE);
+        node["status"]["allocatable"]["memory"] = json!(quantity(scenario.node.memory));
+        server.put("nodes", "", node.clone());
+        for spec in &scenario.pods {
+            server.put("pods", &spec.namespace, pod_object(spec));
+        }
+        let mut config = kube::Config::new(server.url().parse().expect("a URL"));
+        config.default_retry = false;
+        let client = kube::Client::try_from(config).expect("a client");
+
+        let host = Arc::new(Host::new(None).expect("host"));
+        let clock = Arc::new(ManualClock::new(SystemTime::UNIX_EPOCH + START));
+        let registry = Arc::new(
+            Registry::new(host, clock.clone(), LimitsTable::default(), None).expect("registry"),
+        );
+        let layer = Layer {
+            source: "scenario".into(),
+            json: scenario.config.clone().unwrap_or(json!({})).to_string(),
+        };
+        let settings = VigilConfig::merge(&registry, vec![layer])
+            .expect("the scenario's config")
+            .eviction_settings();
+        let period = settings.period;
+        let mut manager = EvictionManager::new(registry, settings);
+        let killer = EvictionApi::new(client.clone());
+        let (pods, mut pods_writer) = reflector::store::<Pod>();
+        let (nodes, mut nodes_writer): (Store<Node>, _) = reflector::store();
+        fill(&mut nodes_writer, vec![node]);
+        let mut source = ClusterSource {
+            signals: Sources {
+                proc_root: files.path("proc"),
+                cgroup_root: files.path("cgroup"),
+                driver: Driver::Cgroupfs,
+                nodefs: files.root().to_owned(),
+                ..Sources::default()
+            },
+            pods,
+            node: nodes,
+            budgets: Arc::new(Budgets::new(client, |_| {})),
+            clock: clock.clone(),
+            cpu: CpuRates::default(),
+        };
+
+        let mut leaves: Vec<(String, Duration)> = Vec::new();
+        let mut replayed = Vec::new();
+        let mut t = Duration::ZERO;
+        while t <= scenario.duration {
+            // The kubelet: pods whose grace period is over are gone.
+            for (name, at) in &leaves {
+                if *at <= t {
+                    server.delete("pods", "default", name);
+                }
+            }
+            let present: Vec<&PodSpec> = scenario
+                .pods
+                .iter()
+                .filter(|p| server.get("pods", &p.namespace, &p.name).is_some())
+                .collect();
+            let mut used = scenario.node.system_memory.at(t);
+            for spec in &present {
+                let bytes = spec.memory.at(t);
+                used += bytes;
+                files.cgroup_bytes(&cgroup(spec, spec.qos().into()), bytes as u64);
+            }
+            let total = scenario.node.memory;
+            files.meminfo(total as u64, (total - used).max(0.0) as u64);
+            fill(&mut pods_writer, server.list("pods"));
+
+            let now = SystemTime::UNIX_EPOCH + START + t;
+            let state = source.observe();
+            let report = manager.cycle_through(now, &state, &killer).await;
+            for victim in &report.started {
+                let spec = scenario
+                    .pods
+                    .iter()
+                    .find(|p| p.name == victim.pod.name)
+                    .expect("a scenario pod");
+                let grace = victim
+                    .grace_period_seconds
+                    .map_or(spec.grace_period, Duration::from_secs);
+                leaves.push((spec.name.clone(), t + grace));
+                replayed.push((t.as_secs(), format!("{}/{}", spec.namespace, spec.name)));
+            }
+            t += period;
+            clock.advance(period);
+        }
+        assert_eq!(replayed, simulated);
+        assert_eq!(
+            server.evictions().len(),
+            simulated.len(),
+            "one API call per victim"
+        );
+    }
+}

@@ -1,0 +1,117 @@
+//! A `vigil agent` process on the test node: started with the node's files
+//! as its `/proc` and cgroup roots, a kubeconfig for the [`ApiServer`], a
+//! config file, and empty policies and state directories beside them; its
+//! log goes to a file. Killed when dropped.
+
+use super::{ApiServer, NodeFiles};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+
+/// The running agent.
+#[derive(Debug)]
+pub struct AgentProcess {
+    child: Child,
+    log: PathBuf,
+    metrics: String,
+}
+
+impl Drop for AgentProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl AgentProcess {
+    /// Starts `binary agent` for node `node` with `config` (YAML) and `extra` flags.
+    ///
+    /// # Panics
+    /// If the files cannot be written or the process cannot start.
+    pub fn start(
+        binary: &Path,
+        node: &str,
+        files: &NodeFiles,
+        server: &ApiServer,
+        config: &str,
+        extra: &[&str],
+    ) -> Self {
+        files.write("kubeconfig", &server.kubeconfig());
+        files.write("config.yaml", config);
+        std::fs::create_dir_all(files.path("policies")).expect("policies dir");
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        let metrics = format!("127.0.0.1:{port}");
+        let log = files.path("agent.log");
+        let arg = |p: &str| files.path(p).display().to_string();
+        let child = Command::new(binary)
+            .args(["agent", "--node-name", node, "--cgroup-driver", "cgroupfs"])
+            .args(["--kubeconfig", &arg("kubeconfig")])
+            .args(["--proc-root", &arg("proc"), "--cgroup-root", &arg("cgroup")])
+            .args(["--nodefs", &arg("")])
+            .args([
+                "--state-dir",
+                &arg("state"),
+                "--policies-dir",
+                &arg("policies"),
+            ])
+            .args(["--config", &arg("config.yaml"), "--metrics-addr", &metrics])
+            .args(extra)
+            .env("RUST_LOG", "info,vigil=debug")
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).expect("log file"))
+            .spawn()
+            .expect("the agent starts");
+        Self {
+            child,
+            log,
+            metrics,
+        }
+    }
+
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Everything it logged so far.
+    pub fn logs(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Whether it still runs.
+    pub fn alive(&mut self) -> bool {
+        self.child.try_wait().expect("wait").is_none()
+    }
+
+    /// Sends SIGTERM and waits for the exit status.
+    pub fn terminate(&mut self) -> ExitStatus {
+        let pid = self.child.id().to_string();
+        Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .expect("kill runs");
+        self.child.wait().expect("the agent exits")
+    }
+
+    /// Its `/metrics` page (empty if it does not answer).
+    pub fn metrics(&self) -> String {
+        self.get("/metrics")
+    }
+
+    /// The whole HTTP response (status line, headers, body) of its endpoint
+    /// `path`; empty if it does not answer.
+    pub fn get(&self, path: &str) -> String {
+        use std::io::{Read, Write};
+        let Ok(mut stream) = std::net::TcpStream::connect(&self.metrics) else {
+            return String::new();
+        };
+        let request = format!("GET {path} HTTP/1.1\r\nHost: agent\r\nConnection: close\r\n\r\n");
+        let mut text = String::new();
+        if stream.write_all(request.as_bytes()).is_ok() {
+            let _ = stream.read_to_string(&mut text);
+        }
+        text
+    }
+}

@@ -1,0 +1,273 @@
+//! A Kubernetes API server subset, served over real HTTP on
+//! `127.0.0.1:0` so a real `kube::Client` (its retry, watch and backoff
+//! machinery included) talks to it.
+//!
+//! What it serves:
+//! - list and watch of pods (field selector `spec.nodeName`), nodes
+//!   (`metadata.name`) and PodDisruptionBudgets (per namespace), with label
+//!   selectors, resourceVersions, bookmarks, `410 Gone` for a watch resuming
+//!   from before a [`ApiServer::compact`], and streams closed at
+//!   `timeoutSeconds`;
+//! - `GET` and merge `PATCH` of a node (a `metadata.resourceVersion` in the
+//!   patch is a precondition: 409 when stale), server-side apply of
+//!   `nodes/status` conditions (merged by type, owned per field manager);
+//! - the eviction subresource with the API server's rules (see
+//!   [`eviction`]), pod deletion with preconditions, and a kubelet that sets
+//!   `deletionTimestamp` and removes the pod after its grace period;
+//! - events.k8s.io/v1 Events (create and patch).
+//!
+//! Faults on demand: an outage (every request 503), the next requests
+//! failing with a status, latency, dropping every open watch. Every request
+//! is recorded. Tests wait for what they expect with [`ApiServer::until`],
+//! which wakes on every change instead of sleeping.
+
+mod eviction;
+mod routes;
+mod store;
+
+pub use store::{Key, Selector};
+
+use serde_json::Value;
+use std::collections::{BTreeMap, VecDeque};
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use store::Store;
+use tokio::sync::watch;
+
+/// A request as the server saw it.
+#[derive(Debug, Clone)]
+pub struct Request {
+    /// The HTTP method.
+    pub method: String,
+    /// Path and query.
+    pub uri: String,
+    /// The status answered (for a watch, the status it opened with).
+    pub status: u16,
+    /// The body, if it was JSON.
+    pub body: Option<Value>,
+}
+
+/// Faults to inject.
+#[derive(Debug, Default)]
+struct Faults {
+    outage: bool,
+    kubelet_off: bool,
+    watches_paused: bool,
+    next: VecDeque<(String, u16)>,
+    latency: Duration,
+}
+
+/// Everything the handlers share.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    store: Mutex<Store>,
+    faults: Mutex<Faults>,
+    requests: Mutex<Vec<Request>>,
+    /// The path and query of every request as it arrives, before it is answered.
+    arrived: Mutex<Vec<String>>,
+    /// Bumped on every write and request: what [`ApiServer::until`] waits on.
+    changed: watch::Sender<u64>,
+    /// Bumped to end every open watch stream.
+    drop_watches: watch::Sender<u64>,
+    /// `410 Gone` errors sent on watch streams.
+    gone: std::sync::atomic::AtomicUsize,
+    /// Condition types each (node, field manager) applied last.
+    applied: Mutex<BTreeMap<(String, String), Vec<String>>>,
+}
+
+impl Shared {
+    fn bump(&self) {
+        self.changed.send_modify(|n| *n += 1);
+    }
+
+    fn arrive(&self, uri: &str) {
+        self.arrived.lock().unwrap().push(uri.to_owned());
+        self.bump();
+    }
+
+    fn record(&self, request: Request) {
+        self.requests.lock().unwrap().push(request);
+        self.bump();
+    }
+
+    fn write<T>(&self, change: impl FnOnce(&mut Store) -> T) -> T {
+        let out = change(&mut self.store.lock().unwrap());
+        self.bump();
+        out
+    }
+
+    fn read<T>(&self, look: impl FnOnce(&Store) -> T) -> T {
+        look(&self.store.lock().unwrap())
+    }
+}
+
+/// The running server; stops when dropped.
+#[derive(Debug)]
+pub struct ApiServer {
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for ApiServer {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl ApiServer {
+    /// Starts a server on a free loopback port.
+    ///
+    /// # Panics
+    /// If no loopback port can be bound.
+    pub async fn start() -> Self {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("a loopback port");
+        let addr = listener.local_addr().expect("bound");
+        let shared = Arc::new(Shared {
+            store: Mutex::new(Store::default()),
+            faults: Mutex::new(Faults::default()),
+            requests: Mutex::new(Vec::new()),
+            arrived: Mutex::new(Vec::new()),
+            changed: watch::Sender::new(0),
+            drop_watches: watch::Sender::new(0),
+            applied: Mutex::new(BTreeMap::new()),
+            gone: Default::default(),
+        });
+        let app = routes::router(Arc::clone(&shared));
+        let task = tokio::spawn(async move {
+            axum::serve(listener, app)
+                .await
+                .expect("the test API server runs");
+        });
+        Self { addr, shared, task }
+    }
+
+    /// `http://127.0.0.1:PORT`.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// A kubeconfig file's text pointing at this server, without credentials.
+    pub fn kubeconfig(&self) -> String {
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: test\n  cluster:\n    server: {}\ncontexts:\n- name: test\n  context:\n    cluster: test\n    user: test\nusers:\n- name: test\n  user: {{}}\ncurrent-context: test\n",
+            self.url()
+        )
+    }
+
+    /// Creates or replaces an object; returns it as stored.
+    pub fn put(&self, resource: &str, namespace: &str, object: Value) -> Value {
+        let name = object["metadata"]["name"]
+            .as_str()
+            .expect("objects have a name")
+            .to_owned();
+        self.shared
+            .write(|s| s.put(Key::new(resource, namespace, &name), object))
+    }
+
+    /// Deletes an object at once.
+    pub fn delete(&self, resource: &str, namespace: &str, name: &str) -> Option<Value> {
+        self.shared
+            .write(|s| s.delete(&Key::new(resource, namespace, name)))
+    }
+
+    /// The object, if it exists.
+    pub fn get(&self, resource: &str, namespace: &str, name: &str) -> Option<Value> {
+        self.shared
+            .read(|s| s.objects.get(&Key::new(resource, namespace, name)).cloned())
+    }
+
+    /// Every object of `resource`.
+    pub fn list(&self, resource: &str) -> Vec<Value> {
+        self.shared
+            .read(|s| s.list(resource, None).map(|(_, v)| v.clone()).collect())
+    }
+
+    /// Every request so far.
+    pub fn requests(&self) -> Vec<Request> {
+        self.shared.requests.lock().unwrap().clone()
+    }
+
+    /// The path and query of every request that arrived, answered or not.
+    pub fn arrived(&self) -> Vec<String> {
+        self.shared.arrived.lock().unwrap().clone()
+    }
+
+    /// Every eviction request (`POST …/pods/NAME/eviction`) so far.
+    pub fn evictions(&self) -> Vec<Request> {
+        self.requests()
+            .into_iter()
+            .filter(|r| r.method == "POST" && r.uri.ends_with("/eviction"))
+            .collect()
+    }
+
+    /// How many watches were told `410 Gone` (resuming from compacted history).
+    pub fn gone_sent(&self) -> usize {
+        self.shared.gone.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Forgets the change log: watches resuming from before now get `410 Gone`.
+    pub fn compact(&self) {
+        self.shared.write(Store::compact);
+    }
+
+    /// Ends every open watch stream now (clients must resume).
+    pub fn drop_watches(&self) {
+        self.shared.drop_watches.send_modify(|n| *n += 1);
+    }
+
+    /// Whether the kubelet removes pods after their grace period (on by
+    /// default); a test that keeps its own time removes them itself.
+    pub fn kubelet(&self, on: bool) {
+        self.shared.faults.lock().unwrap().kubelet_off = !on;
+    }
+
+    /// While on, open watches send nothing (changes are held back, as a
+    /// slow or partitioned stream would).
+    pub fn pause_watches(&self, on: bool) {
+        self.shared.faults.lock().unwrap().watches_paused = on;
+        self.shared.bump();
+    }
+
+    /// While on, every request is answered 503.
+    pub fn outage(&self, on: bool) {
+        self.shared.faults.lock().unwrap().outage = on;
+        if on {
+            self.drop_watches();
+        }
+    }
+
+    /// The next request whose path contains `path` is answered `status`.
+    pub fn fail_next(&self, path: &str, status: u16) {
+        let mut faults = self.shared.faults.lock().unwrap();
+        faults.next.push_back((path.to_owned(), status));
+    }
+
+    /// Every request waits `latency` before it is handled.
+    pub fn latency(&self, latency: Duration) {
+        self.shared.faults.lock().unwrap().latency = latency;
+    }
+
+    /// Waits until `condition` holds, checking again on every change and
+    /// request; panics after `limit` (a bound for a broken test, not a wait).
+    ///
+    /// # Panics
+    /// If `condition` does not hold within `limit`.
+    pub async fn until(&self, limit: Duration, what: &str, condition: impl Fn(&Self) -> bool) {
+        let mut changes = self.shared.changed.subscribe();
+        let wait = async {
+            loop {
+                if condition(self) {
+                    return;
+                }
+                changes.changed().await.expect("the server lives");
+            }
+        };
+        if tokio::time::timeout(limit, wait).await.is_err() {
+            panic!("timed out after {limit:?} waiting for: {what}");
+        }
+    }
+}

@@ -1,0 +1,15 @@
+//! A test cluster of one, for vigil's end-to-end tests and benchmarks:
+//! [`ApiServer`], a Kubernetes API server subset over real HTTP on loopback
+//! (driven by a real `kube::Client`), [`NodeFiles`], a node's kernel files
+//! (procfs and a cgroup v2 hierarchy) laid out in a temporary directory, and
+//! [`objects`] to build the Pods and Node the agent sees, and
+//! [`AgentProcess`], a `vigil agent` process wired to all of them.
+
+mod agent;
+mod apiserver;
+mod node;
+pub mod objects;
+
+pub use agent::AgentProcess;
+pub use apiserver::{ApiServer, Key, Request, Selector};
+pub use node::NodeFiles;
