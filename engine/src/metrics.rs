@@ -76,7 +76,7 @@ pub struct BuildLabels {
 pub struct Metrics {
     /// Eviction calls ended, by strategy, urgency and result.
     pub evictions: Family<EvictionLabels, Counter>,
-    /// Eviction calls running or accepted and not yet gone.
+    /// Victims being evicted at the last cycle (calls running, pods terminating).
     pub evictions_in_flight: Gauge,
     /// Thresholds met in the last cycle.
     pub thresholds_met: Family<ThresholdLabels, Gauge>,
@@ -233,16 +233,12 @@ impl Metrics {
                 result: result.into(),
             })
             .inc();
-        if result == "accepted" {
-            self.evictions_in_flight.inc();
-        }
     }
 
     fn cycle(&self, report: &CycleReport, seconds: f64) {
         self.cycle_seconds.observe(seconds);
-        for _ in &report.gone {
-            self.evictions_in_flight.dec();
-        }
+        self.evictions_in_flight
+            .set(i64::try_from(report.in_flight).unwrap_or(i64::MAX));
         self.thresholds_met.clear();
         for met in &report.thresholds {
             let level = match met.threshold.met {

@@ -672,3 +672,38 @@ mod scenario_replay {
         );
     }
 }
+
+/// Runs `vigil agent` for node `n1` with `args` and state in a temp dir; its stderr, if it failed.
+fn failed_start(args: &[&str]) -> String {
+    let state = tempfile::tempdir().expect("temp dir");
+    let output = Command::new(env!("CARGO_BIN_EXE_vigil"))
+        .args(["agent", "--node-name", "n1", "--state-dir"])
+        .arg(state.path())
+        .args(args)
+        .output()
+        .expect("runs");
+    assert!(!output.status.success(), "the agent should refuse to start");
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+#[test]
+fn a_config_layer_with_a_mistyped_field_stops_the_start_naming_the_field() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let config = dir.path().join("config.yaml");
+    std::fs::write(&config, "evictionBursts: 2\n").expect("write");
+    let stderr = failed_start(&["--config", &config.display().to_string()]);
+    assert!(stderr.contains("evictionBursts"), "{stderr}");
+    let broken = dir.path().join("broken.yaml");
+    std::fs::write(&broken, "evictionBurst: [\n").expect("write");
+    let stderr = failed_start(&["--config", &broken.display().to_string()]);
+    assert!(stderr.contains("is not YAML or JSON"), "{stderr}");
+}
+
+#[test]
+fn an_unreadable_kubeconfig_stops_the_start_naming_the_file() {
+    let stderr = failed_start(&["--kubeconfig", "/nonexistent/kubeconfig"]);
+    assert!(
+        stderr.contains("cannot read the kubeconfig /nonexistent/kubeconfig"),
+        "{stderr}"
+    );
+}

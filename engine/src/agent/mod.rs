@@ -125,7 +125,6 @@ pub async fn run(config: AgentConfig, shutdown: impl Future<Output = ()>) -> any
     let publisher = Publisher::new(
         clients.api.clone(),
         &config.node_name,
-        None,
         Arc::clone(&metrics),
         conditions_tx,
     );
@@ -136,7 +135,8 @@ pub async fn run(config: AgentConfig, shutdown: impl Future<Output = ()>) -> any
         &config.proc_root.join("pressure/memory"),
         &TriggerSettings::default(),
     );
-    let wake_thread = forward_wakes(wake, eviction.period, wakes_tx.clone());
+    // The thread ends by itself once the loop (the receiver) is gone.
+    forward_wakes(wake, eviction.period, wakes_tx.clone());
     let memory_events = watch_memory_events(&config, wakes_tx);
 
     let source = ClusterSource {
@@ -183,7 +183,6 @@ pub async fn run(config: AgentConfig, shutdown: impl Future<Output = ()>) -> any
     drop((pods, node, budgets, memory_events));
     tasks.close();
     tasks.wait().await;
-    drop(wake_thread);
     tracing::info!("vigil agent stopped");
     Ok(())
 }

@@ -97,12 +97,6 @@ impl Budgets {
             })
             .min()
     }
-
-    /// The namespaces watched now.
-    pub fn namespaces(&self) -> Vec<String> {
-        let watches = self.watches.lock().expect("budgets lock poisoned");
-        watches.keys().cloned().collect()
-    }
 }
 
 /// Whether `pdb` selects a pod with `labels`: a missing selector selects

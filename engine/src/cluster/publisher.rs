@@ -37,7 +37,6 @@ impl Publisher {
     pub fn new(
         client: Client,
         node: &str,
-        node_uid: Option<String>,
         metrics: Arc<Metrics>,
         conditions: watch::Sender<Vec<ActiveCondition>>,
     ) -> Self {
@@ -49,7 +48,6 @@ impl Publisher {
             api_version: Some("v1".into()),
             kind: Some("Node".into()),
             name: Some(node.to_owned()),
-            uid: node_uid,
             ..ObjectReference::default()
         };
         Self {

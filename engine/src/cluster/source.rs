@@ -9,7 +9,7 @@ use crate::clock::Clock;
 use crate::eviction::runner::NodeSource;
 use crate::eviction::{NodeState, Terminating};
 use crate::model::Pod;
-use crate::signals::{CpuRates, Sources};
+use crate::signals::{self, Cgroups, CpuRates, Sources};
 use k8s_openapi::api::core::v1::{Node, Pod as KubePod};
 use kube::runtime::reflector::Store;
 use std::collections::BTreeMap;
@@ -41,8 +41,8 @@ impl ClusterSource {
 
     /// Fills in `pod`'s usage from its cgroup; a pod whose cgroup cannot be
     /// read (not started yet, or gone) keeps zero usage.
-    fn usage(&mut self, pod: &mut Pod) {
-        match self.signals.pod_usage(&pod.uid, pod.qos) {
+    fn usage(&mut self, cgroups: &Cgroups, pod: &mut Pod) {
+        match signals::pod_usage(cgroups, &pod.uid, pod.qos) {
             Ok(usage) => {
                 pod.usage.memory_working_set_bytes = usage.working_set;
                 pod.usage.memory_rss_bytes = usage.rss;
@@ -68,6 +68,7 @@ impl NodeSource for ClusterSource {
             signals: reading.signals,
             ..NodeState::default()
         };
+        let cgroups = self.signals.cgroups();
         let mut namespaces: BTreeMap<String, usize> = BTreeMap::new();
         for object in self.pods.state() {
             if let Some(namespace) = &object.metadata.namespace {
@@ -75,7 +76,7 @@ impl NodeSource for ClusterSource {
             }
             match pods::read(&object) {
                 Phase::Live(mut pod) => {
-                    self.usage(&mut pod);
+                    self.usage(&cgroups, &mut pod);
                     let labels = object.metadata.labels.clone().unwrap_or_default();
                     pod.pdb_disruptions_allowed =
                         self.budgets.disruptions_allowed(&pod.namespace, &labels);

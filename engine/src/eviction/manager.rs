@@ -108,6 +108,8 @@ pub struct CycleReport {
     pub deferred: Vec<(Victim, String)>,
     /// Evicted pods that are now gone.
     pub gone: Vec<Victim>,
+    /// Victims being evicted at the end of the cycle (calls running, pods terminating).
+    pub in_flight: usize,
     /// Things not done this cycle, and why (a strategy faulted, reclaim in progress...).
     pub skipped: Vec<String>,
 }
@@ -133,6 +135,7 @@ impl CycleReport {
         self.deferred.extend(later.deferred);
         self.gone.extend(later.gone);
         self.skipped.extend(later.skipped);
+        self.in_flight = later.in_flight;
     }
 
     /// Records what became of an eviction call.
@@ -268,6 +271,7 @@ impl EvictionManager {
         let started = self.queue.start(now, self.settings.burst);
         report.requested.extend(started.requested);
         report.deferred = started.deferred;
+        report.in_flight = self.queue.in_flight_count();
         report
     }
 

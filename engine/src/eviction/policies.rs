@@ -3,10 +3,9 @@
 //! tests with an in-memory fake. The manager never sees a component.
 
 use crate::model::{Candidate, Decision, Eviction, Snapshot, Sorted};
-use crate::policy::{Policy, Registry, World};
+use crate::policy::{Registry, World};
 use crate::report::Chain;
 use std::fmt;
-use std::sync::Arc;
 
 /// Why a policy gave no answer this time.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -82,7 +81,7 @@ impl Policies for Registry {
     }
 
     fn evaluate(&self, name: &str, snapshot: &Snapshot) -> Result<Decision, Unanswered> {
-        let policy = serving(self, name, World::EvictionStrategy)?;
+        let policy = self.get(name).ok_or(Unanswered::NotLoaded)?;
         let strategy = policy.as_strategy().ok_or(Unanswered::NotLoaded)?;
         answer(self.call(&policy, |_| strategy.evaluate(snapshot)))
     }
@@ -94,7 +93,7 @@ impl Policies for Registry {
         scope: &str,
         n: u32,
     ) -> Result<Vec<Eviction>, Unanswered> {
-        let policy = serving(self, name, World::EvictionStrategy)?;
+        let policy = self.get(name).ok_or(Unanswered::NotLoaded)?;
         let strategy = policy.as_strategy().ok_or(Unanswered::NotLoaded)?;
         answer(self.call(&policy, |_| strategy.top_victims(snapshot, scope, n)))
     }
@@ -107,19 +106,12 @@ impl Policies for Registry {
         config: &str,
     ) -> Result<Sorted, Unanswered> {
         let policy = if builtin {
-            self.builtin(name).ok_or(Unanswered::NotLoaded)?
+            self.builtin(name)
         } else {
-            serving(self, name, World::CandidateSorter)?
+            self.get(name)
         };
+        let policy = policy.ok_or(Unanswered::NotLoaded)?;
         let sorter = policy.as_sorter().ok_or(Unanswered::NotLoaded)?;
         answer(self.call(&policy, |_| sorter.sort(candidates, config)))
     }
-}
-
-/// The serving policy `name`, if it is of `world`.
-fn serving(registry: &Registry, name: &str, world: World) -> Result<Arc<Policy>, Unanswered> {
-    registry
-        .get(name)
-        .filter(|p| p.world() == world)
-        .ok_or(Unanswered::NotLoaded)
 }

@@ -106,6 +106,11 @@ impl KillQueue {
         gone
     }
 
+    /// How many victims are being evicted (their call runs, or they are terminating).
+    pub fn in_flight_count(&self) -> usize {
+        self.in_flight.len()
+    }
+
     /// Whether `uid` is being evicted (its call runs, or it is terminating).
     pub fn in_flight(&self, uid: &str) -> bool {
         self.in_flight.contains_key(uid)

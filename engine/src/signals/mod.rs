@@ -181,16 +181,24 @@ impl Sources {
     /// # Errors
     /// Its cgroup is missing or unreadable.
     pub fn pod_usage(&self, uid: &str, qos: QosClass) -> Result<PodUsage, SignalError> {
-        let cgroups = self.cgroups();
-        let relative = cgroups.pod(uid, qos);
-        let memory = cgroups.memory(&relative)?;
-        Ok(PodUsage {
-            working_set: memory.working_set,
-            rss: memory.rss,
-            cpu_time: cgroups.cpu_time(&relative)?,
-            pids: cgroups.pids(&relative)?,
-        })
+        pod_usage(&self.cgroups(), uid, qos)
     }
+}
+
+/// Usage of the pod `uid` of class `qos` in `cgroups` (detect the hierarchy
+/// once, then read many pods).
+///
+/// # Errors
+/// Its cgroup is missing or unreadable.
+pub fn pod_usage(cgroups: &Cgroups, uid: &str, qos: QosClass) -> Result<PodUsage, SignalError> {
+    let relative = cgroups.pod(uid, qos);
+    let memory = cgroups.memory(&relative)?;
+    Ok(PodUsage {
+        working_set: memory.working_set,
+        rss: memory.rss,
+        cpu_time: cgroups.cpu_time(&relative)?,
+        pids: cgroups.pids(&relative)?,
+    })
 }
 
 fn push_pressure(reading: &mut Reading, prefix: &str, pressure: &Pressure) {
