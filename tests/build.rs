@@ -19,6 +19,9 @@ fn main() {
         ("VIGIL_GUEST_TRAP_SORTER", sorter(&["trap"])),
         ("VIGIL_GUEST_BAD_INDEX_SORTER", sorter(&["bad-index"])),
         ("VIGIL_GUEST_FLAKY_SORTER", sorter(&["flaky"])),
+        ("VIGIL_GUEST_SLEEPY_SORTER", sorter(&["sleepy"])),
+        ("VIGIL_GUEST_CHATTY_SORTER", sorter(&["chatty"])),
+        ("VIGIL_GUEST_VERBOSE_SORTER", sorter(&["verbose"])),
         (
             "VIGIL_GUEST_SCRIPTED_STRATEGY",
             Guest {

@@ -3,6 +3,7 @@
 use crate::agent::AgentConfig;
 use crate::policy::builtin::BUILTINS;
 use crate::policy::check::{check_bytes, check_file};
+use crate::policy::files::DEFAULT_MAX_POLICY_BYTES;
 use crate::policy::{Host, Source};
 use crate::report::Chain;
 use crate::signals::Driver;
@@ -81,6 +82,10 @@ struct AgentArgs {
     /// Directory of policy components (`NAME.wasm`), watched for changes.
     #[arg(long, default_value = "/etc/vigil/policies")]
     policies_dir: PathBuf,
+    /// Largest policy file read from the policies directory, in MiB; larger ones are refused unread.
+    #[arg(long, value_name = "MIB", default_value_t = DEFAULT_MAX_POLICY_BYTES >> 20,
+          value_parser = clap::value_parser!(u64).range(1..=4096))]
+    max_policy_mib: u64,
     /// Directory for state that survives restarts (last-known-good policies, artifact cache).
     #[arg(long, default_value = "/var/lib/vigil")]
     state_dir: PathBuf,
@@ -125,6 +130,7 @@ impl AgentArgs {
             node_name,
             kubeconfig: self.kubeconfig,
             policies_dir: self.policies_dir,
+            max_policy_bytes: self.max_policy_mib << 20,
             state_dir: self.state_dir,
             config_file: self.config,
             dry_run: self.dry_run,

@@ -1,9 +1,37 @@
-//! Crash-safe file writes: a reader sees the old file or the new one, never
-//! half of one.
+//! Crash-safe file writes (a reader sees the old file or the new one, never
+//! half of one) and private directories.
 
-use std::fs::{self, File};
+use std::fs::{self, DirBuilder, File};
 use std::io::{self, Write};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt};
 use std::path::Path;
+
+/// Creates `dir` (and missing parents) readable and writable by this user
+/// only, and refuses one that someone else could write: it is owned by
+/// another user, or group or others may write it.
+///
+/// # Errors
+/// It cannot be created, or others could write it (`PermissionDenied`,
+/// naming its owner and mode).
+pub fn private_dir(dir: &Path) -> io::Result<()> {
+    DirBuilder::new().recursive(true).mode(0o700).create(dir)?;
+    let meta = fs::metadata(dir)?;
+    let mode = meta.mode() & 0o7777;
+    let me = rustix::process::geteuid().as_raw();
+    if meta.uid() != me || mode & 0o022 != 0 {
+        return Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            format!(
+                "{} is owned by uid {} with mode {mode:o}; it must belong to uid {me} and be \
+                 writable by it alone (chmod go-w), because whoever can write it can make \
+                 this agent run native code",
+                dir.display(),
+                meta.uid()
+            ),
+        ));
+    }
+    Ok(())
+}
 
 /// Writes `bytes` to `path` through a temporary file in the same directory:
 /// write, fsync, rename over `path`, then fsync the directory.
@@ -39,6 +67,21 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn private_dirs_are_created_private_and_shared_ones_refused() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join("state/cache");
+        private_dir(&dir).unwrap();
+        assert_eq!(fs::metadata(&dir).unwrap().mode() & 0o777, 0o700);
+        fs::set_permissions(&dir, fs::Permissions::from_mode(0o777)).unwrap();
+        let refused = private_dir(&dir).unwrap_err();
+        assert_eq!(refused.kind(), io::ErrorKind::PermissionDenied);
+        assert!(refused.to_string().contains("mode 777"), "{refused}");
+        fs::set_permissions(&dir, fs::Permissions::from_mode(0o750)).unwrap();
+        private_dir(&dir).unwrap();
+    }
 
     #[test]
     fn replaces_the_file_and_leaves_no_temporary_behind() {

@@ -1,11 +1,25 @@
 //! The `vigil` binary: parses the command line and hands it to [`vigil::cli::run`].
 
 use clap::Parser;
+use std::time::Duration;
 use tracing_subscriber::EnvFilter;
 use vigil::cli::{Cli, LogFormat};
 
-#[tokio::main]
-async fn main() -> std::process::ExitCode {
+/// How long the exit waits for work left on blocking threads (a policy
+/// compile abandoned at shutdown) before the process ends anyway.
+const EXIT_GRACE: Duration = Duration::from_secs(1);
+
+fn main() -> std::process::ExitCode {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("cannot start the async runtime");
+    let code = runtime.block_on(run());
+    runtime.shutdown_timeout(EXIT_GRACE);
+    code
+}
+
+async fn run() -> std::process::ExitCode {
     let cli = Cli::parse();
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
     let logs = tracing_subscriber::fmt()

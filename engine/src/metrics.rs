@@ -90,6 +90,8 @@ pub struct Metrics {
     pub policy_calls: Family<NameLabel, Gauge>,
     /// Policy calls that faulted, by policy.
     pub policy_faults: Family<NameLabel, Gauge>,
+    /// Log lines dropped because a call went over its budget, by policy.
+    pub policy_log_lines_dropped: Family<NameLabel, Gauge>,
     /// Lifecycle state of each serving policy (1 for its current state).
     pub policy_state: Family<PolicyStateLabels, Gauge>,
     /// Watches that had to start over (dropped stream, error, `410 Gone`).
@@ -112,6 +114,7 @@ impl Default for Metrics {
             signal_to_eviction_seconds: Histogram::new(exponential_buckets(0.001, 4.0, 10)),
             policy_calls: Family::default(),
             policy_faults: Family::default(),
+            policy_log_lines_dropped: Family::default(),
             policy_state: Family::default(),
             watch_restarts: Family::default(),
             api_requests: Family::default(),
@@ -172,6 +175,11 @@ impl Metrics {
             "policy_faults",
             "Policy calls that faulted, by policy",
             m.policy_faults.clone(),
+        );
+        registry.register(
+            "policy_log_lines_dropped",
+            "Log lines dropped because a call went over its budget, by policy",
+            m.policy_log_lines_dropped.clone(),
         );
         registry.register(
             "policy_state",
@@ -288,6 +296,9 @@ impl Metrics {
             self.policy_faults
                 .get_or_create(&name)
                 .set(i64::try_from(policy.faults()).unwrap_or(i64::MAX));
+            self.policy_log_lines_dropped
+                .get_or_create(&name)
+                .set(i64::try_from(policy.log_lines_dropped()).unwrap_or(i64::MAX));
         }
     }
 }

@@ -23,6 +23,12 @@ pub const TRAP_SORTER: &[u8] = include_bytes!(env!("VIGIL_GUEST_TRAP_SORTER"));
 pub const BAD_INDEX_SORTER: &[u8] = include_bytes!(env!("VIGIL_GUEST_BAD_INDEX_SORTER"));
 /// A reverse sorter that panics when a candidate is named `trigger-fault`.
 pub const FLAKY_SORTER: &[u8] = include_bytes!(env!("VIGIL_GUEST_FLAKY_SORTER"));
+/// A reverse sorter that first sleeps for ages when a candidate is named `trigger-fault`.
+pub const SLEEPY_SORTER: &[u8] = include_bytes!(env!("VIGIL_GUEST_SLEEPY_SORTER"));
+/// A reverse sorter that logs and prints 1 000 lines each per call.
+pub const CHATTY_SORTER: &[u8] = include_bytes!(env!("VIGIL_GUEST_CHATTY_SORTER"));
+/// A sorter that declines every call with a 50 MiB message.
+pub const VERBOSE_SORTER: &[u8] = include_bytes!(env!("VIGIL_GUEST_VERBOSE_SORTER"));
 /// An eviction strategy that answers what its config says (see its crate docs).
 pub const SCRIPTED_STRATEGY: &[u8] = include_bytes!(env!("VIGIL_GUEST_SCRIPTED_STRATEGY"));
 /// A WASI command component: no policy world at all.
@@ -206,4 +212,34 @@ pub fn random_candidates(rng: &mut Rng, n: usize) -> Vec<Candidate> {
             }
         })
         .collect()
+}
+
+/// A `tracing` writer that keeps what it is given, for tests that read logs.
+#[derive(Clone, Default)]
+pub struct CapturedLogs(Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl CapturedLogs {
+    /// A plain-text subscriber writing here.
+    pub fn subscriber(&self) -> impl tracing::Subscriber + Send + Sync + use<> {
+        let writer = self.clone();
+        tracing_subscriber::fmt()
+            .with_writer(move || writer.clone())
+            .with_ansi(false)
+            .finish()
+    }
+
+    /// Everything written so far.
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().expect("log lock")).into_owned()
+    }
+}
+
+impl std::io::Write for CapturedLogs {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().expect("log lock").extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }

@@ -1,19 +1,57 @@
-//! The precompiled-artifact cache: hit on the second load, a damaged entry is
-//! discarded and rebuilt, never trusted.
+//! The precompiled-artifact cache: hit on the second load; an entry that is
+//! damaged, edited (even with a checksum recomputed), copied from another
+//! component or built for another engine is discarded and rebuilt, never run.
 
+use hmac::{Hmac, Mac};
+use sha2::{Digest as _, Sha256};
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use vigil::policy::{CacheOutcome, Host, Policy, Source};
+use vigil::policy::{CacheOutcome, Digest, Host, Policy, Source};
 use vigil_tests::*;
 
-fn load_with_cache(dir: &std::path::Path) -> Policy {
+/// Magic, component digest, engine key: the part of the header the MAC covers.
+const SIGNED_HEADER: usize = 8 + 32 + 8;
+
+fn load_bytes_with_cache(dir: &Path, bytes: &[u8]) -> Policy {
     let host = Host::new(Some(dir.to_owned())).unwrap();
     host.load(
         "default-sorter",
-        Arc::from(builtin("default-sorter")),
+        Arc::from(bytes),
         Source::Builtin,
         test_limits(),
     )
     .unwrap()
+}
+
+fn load_with_cache(dir: &Path) -> Policy {
+    load_bytes_with_cache(dir, builtin("default-sorter"))
+}
+
+/// The cache entry of `bytes` (there must be one).
+fn entry_of(dir: &Path, bytes: &[u8]) -> PathBuf {
+    let prefix = Digest::of(bytes).hex();
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| {
+            p.file_name()
+                .unwrap()
+                .to_str()
+                .unwrap()
+                .starts_with(&prefix)
+        })
+        .expect("an entry for the component")
+}
+
+/// Re-authenticates `entry` with the cache's own key, as only someone who
+/// can read the key (the agent's user) could.
+fn resign(dir: &Path, entry: &mut [u8]) {
+    let key = std::fs::read(dir.join("key")).unwrap();
+    let mut mac = Hmac::<Sha256>::new_from_slice(&key).unwrap();
+    mac.update(&entry[..SIGNED_HEADER]);
+    mac.update(&entry[SIGNED_HEADER + 32..]);
+    let tag = mac.finalize().into_bytes();
+    entry[SIGNED_HEADER..SIGNED_HEADER + 32].copy_from_slice(&tag);
 }
 
 fn answers(policy: &Policy) -> Vec<String> {
@@ -42,6 +80,7 @@ fn the_second_load_hits_and_a_damaged_entry_is_rebuilt() {
     let entries: Vec<_> = std::fs::read_dir(dir.path())
         .unwrap()
         .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "cwasm"))
         .collect();
     assert_eq!(
         entries.len(),
@@ -66,4 +105,82 @@ fn the_second_load_hits_and_a_damaged_entry_is_rebuilt() {
         load_with_cache(dir.path()).cache_outcome(),
         CacheOutcome::Damaged
     );
+}
+
+#[test]
+fn an_edited_artifact_with_its_checksum_recomputed_is_never_run() {
+    let dir = tempfile::tempdir().unwrap();
+    load_with_cache(dir.path());
+    let path = entry_of(dir.path(), builtin("default-sorter"));
+    let mut entry = std::fs::read(&path).unwrap();
+    let code = entry.len() - 4096;
+    entry[code] ^= 0x5a;
+    // An unkeyed checksum over everything but the tag, put where the tag goes.
+    let sum = Sha256::new()
+        .chain_update(&entry[..SIGNED_HEADER])
+        .chain_update(&entry[SIGNED_HEADER + 32..])
+        .finalize();
+    entry[SIGNED_HEADER..SIGNED_HEADER + 32].copy_from_slice(&sum);
+    std::fs::write(&path, &entry).unwrap();
+
+    let reloaded = load_with_cache(dir.path());
+    assert_eq!(reloaded.cache_outcome(), CacheOutcome::Damaged);
+    assert_eq!(answers(&reloaded), ["b", "c", "a"]);
+}
+
+#[test]
+fn another_components_artifact_under_this_name_is_recompiled_not_run() {
+    let dir = tempfile::tempdir().unwrap();
+    load_with_cache(dir.path());
+    load_bytes_with_cache(dir.path(), REVERSE_SORTER);
+    let mine = entry_of(dir.path(), builtin("default-sorter"));
+    let theirs = entry_of(dir.path(), REVERSE_SORTER);
+    std::fs::copy(&theirs, &mine).unwrap();
+
+    let reloaded = load_with_cache(dir.path());
+    assert_eq!(reloaded.cache_outcome(), CacheOutcome::Damaged);
+    assert_eq!(
+        answers(&reloaded),
+        ["b", "c", "a"],
+        "the default sorter's answer, not the reverse sorter's"
+    );
+    assert_eq!(
+        load_with_cache(dir.path()).cache_outcome(),
+        CacheOutcome::Hit
+    );
+}
+
+#[test]
+fn an_authentic_artifact_that_claims_another_component_or_engine_is_recompiled() {
+    let dir = tempfile::tempdir().unwrap();
+    load_with_cache(dir.path());
+    let path = entry_of(dir.path(), builtin("default-sorter"));
+    let original = std::fs::read(&path).unwrap();
+    for (field, at) in [("component digest", 8), ("engine key", 8 + 32)] {
+        let mut entry = original.clone();
+        entry[at] ^= 0x01;
+        resign(dir.path(), &mut entry);
+        std::fs::write(&path, &entry).unwrap();
+        let reloaded = load_with_cache(dir.path());
+        assert_eq!(
+            reloaded.cache_outcome(),
+            CacheOutcome::Damaged,
+            "a changed {field} must not load"
+        );
+        assert_eq!(answers(&reloaded), ["b", "c", "a"]);
+    }
+}
+
+#[test]
+fn a_cache_directory_others_can_write_is_refused() {
+    use std::os::unix::fs::PermissionsExt;
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("cache");
+    Host::new(Some(dir.clone())).unwrap();
+    let mode = std::fs::metadata(&dir).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o700, "created private");
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let error = Host::new(Some(dir.clone())).unwrap_err();
+    let text = format!("{:#}", anyhow::Error::from(error));
+    assert!(text.contains("mode 777"), "{text}");
 }

@@ -3,7 +3,10 @@
 //! served before keeps answering.
 
 use std::sync::Arc;
-use vigil::policy::{Fault, Host, LoadError, Source};
+use std::time::{Duration, SystemTime};
+use vigil::clock::ManualClock;
+use vigil::policy::bindings::{MetLevel, Snapshot};
+use vigil::policy::{Fault, Host, Limits, LoadError, Source};
 use vigil_tests::*;
 
 fn load(bytes: &[u8]) -> Result<vigil::policy::Policy, LoadError> {
@@ -171,20 +174,6 @@ fn a_bad_new_version_never_replaces_the_serving_one() {
     }
 }
 
-/// A `tracing` writer that keeps what it is given.
-#[derive(Clone, Default)]
-struct Captured(Arc<std::sync::Mutex<Vec<u8>>>);
-
-impl std::io::Write for Captured {
-    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(bytes);
-        Ok(bytes.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
 #[test]
 fn a_fault_is_logged_with_the_policy_name_and_version_and_the_guest_output() {
     let (registry, _clock) = registry(None);
@@ -192,12 +181,8 @@ fn a_fault_is_logged_with_the_policy_name_and_version_and_the_guest_output() {
         .prepare("flaky", Arc::from(FLAKY_SORTER), Source::Builtin)
         .unwrap();
     registry.install(Arc::clone(&policy));
-    let logs = Captured::default();
-    let writer = logs.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_writer(move || writer.clone())
-        .with_ansi(false)
-        .finish();
+    let logs = CapturedLogs::default();
+    let subscriber = logs.subscriber();
     let candidates = vec![candidate(TRIGGER, 1)];
     let outcome = tracing::subscriber::with_default(subscriber, || {
         registry.call(&policy, |p| {
@@ -205,7 +190,7 @@ fn a_fault_is_logged_with_the_policy_name_and_version_and_the_guest_output() {
         })
     });
     assert!(matches!(outcome, Err(Fault::Trap(_))));
-    let text = String::from_utf8(logs.0.lock().unwrap().clone()).unwrap();
+    let text = logs.text();
     let label = format!("flaky@{}", policy.digest());
     assert!(
         text.contains(&label) && text.contains("policy call faulted"),
@@ -214,5 +199,134 @@ fn a_fault_is_logged_with_the_policy_name_and_version_and_the_guest_output() {
     assert!(
         text.contains("fault-sorter (flaky) met its trigger"),
         "guest stderr not forwarded: {text}"
+    );
+}
+
+/// Runs `call` on its own thread; a call still running after `limit` fails
+/// the test (a bound for a broken host, not a measurement).
+fn bounded<T: Send + 'static>(limit: Duration, call: impl FnOnce() -> T + Send + 'static) -> T {
+    let (done, result) = std::sync::mpsc::channel();
+    std::thread::spawn(move || done.send(call()));
+    result
+        .recv_timeout(limit)
+        .expect("the policy call was still blocked")
+}
+
+#[test]
+fn a_guest_sleeping_through_wasi_cannot_hold_a_call_even_after_passing_the_canary() {
+    let (registry, _clock) = registry(None);
+    let policy = registry
+        .prepare("sleepy", Arc::from(SLEEPY_SORTER), Source::Builtin)
+        .expect("it passes the canary: it sleeps only on its trigger");
+    registry.install(Arc::clone(&policy));
+    let candidates = vec![candidate("a", 1), candidate(TRIGGER, 1)];
+    let sorted = bounded(Duration::from_secs(60), move || {
+        registry.call(&policy, |p| {
+            p.as_sorter().expect("a sorter").sort(&candidates, "{}")
+        })
+    });
+    let order = sorted.expect("no fault").expect("an answer").order;
+    assert_eq!(order, [1, 0], "the sleep returned at once and it answered");
+}
+
+#[test]
+fn a_guest_reads_the_hosts_clock_and_its_sleeps_do_not_wait() {
+    let clock = Arc::new(ManualClock::new(
+        SystemTime::UNIX_EPOCH + Duration::from_millis(1_700_000_123_456),
+    ));
+    let host = Host::with_clock(None, clock.clone()).unwrap();
+    let policy = host
+        .load(
+            "probe",
+            Arc::from(SCRIPTED_STRATEGY),
+            Source::Builtin,
+            test_limits(),
+        )
+        .unwrap();
+    let snapshot = |config: &str| Snapshot {
+        now_ms: 0,
+        signals: vec![],
+        pods: vec![],
+        last_met: MetLevel::NotMet,
+        config: config.into(),
+    };
+    let probe = |policy: &vigil::policy::Policy| {
+        let strategy = policy.as_strategy().expect("a strategy");
+        strategy
+            .evaluate(&snapshot(r#"{"probeClock": true}"#))
+            .expect("no fault")
+            .expect_err("the probe declines with its readings")
+    };
+    assert_eq!(probe(&policy), "wall=1700000123456 slept=0");
+    clock.advance(Duration::from_secs(90));
+    assert_eq!(probe(&policy), "wall=1700000213456 slept=0");
+}
+
+#[test]
+fn a_log_flood_is_cut_to_the_call_budget_counted_and_cannot_forge_lines() {
+    let host = Host::new(None).unwrap();
+    // Room for 2 000 host calls in a debug build on a busy machine.
+    let patient = Limits {
+        deadline: Duration::from_secs(5),
+        ..test_limits()
+    };
+    let policy = host
+        .load("chatty", Arc::from(CHATTY_SORTER), Source::Builtin, patient)
+        .unwrap();
+    let logs = CapturedLogs::default();
+    let subscriber = logs.subscriber();
+    let answers = tracing::subscriber::with_default(subscriber, || {
+        (0..2)
+            .map(|_| {
+                policy
+                    .as_sorter()
+                    .expect("a sorter")
+                    .sort(&three_candidates(), "{}")
+            })
+            .collect::<Vec<_>>()
+    });
+    for answer in answers {
+        assert_eq!(
+            answer.expect("no fault").expect("an answer").order,
+            [2, 1, 0]
+        );
+    }
+    let text = logs.text();
+    let guest_lines = text
+        .lines()
+        .filter(|l| l.contains("chatter") || l.contains("printed") || l.contains("first"))
+        .count();
+    assert_eq!(guest_lines, 2 * 100, "100 lines a call");
+    assert!(text.contains(r"first\nINFO vigil: forged line"), "{text}");
+    assert!(
+        !text.lines().any(|l| l.starts_with("INFO vigil: forged")),
+        "a guest forged a log line"
+    );
+    assert_eq!(policy.log_lines_dropped(), 2 * (2_001 - 100));
+    assert_eq!(
+        text.matches("the excess is dropped").count(),
+        1,
+        "reported once"
+    );
+}
+
+#[test]
+fn a_huge_answer_is_refused_before_the_host_copies_it() {
+    let host = Host::new(None).unwrap();
+    let roomy = Limits {
+        memory_bytes: 256 << 20,
+        ..test_limits()
+    };
+    let policy = host
+        .load("verbose", Arc::from(VERBOSE_SORTER), Source::Builtin, roomy)
+        .unwrap();
+    let fault = policy
+        .as_sorter()
+        .expect("a sorter")
+        .sort(&three_candidates(), "{}")
+        .expect_err("a 50 MiB answer is a fault");
+    assert_eq!(
+        fault.to_string(),
+        "gave an invalid answer: more than 1048576 bytes passed to the host at once"
     );
 }

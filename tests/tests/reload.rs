@@ -276,3 +276,121 @@ async fn a_javascript_policy_compiles_while_the_serving_version_keeps_answering(
     );
     agent.stop().await;
 }
+
+/// Resident memory of this process, from `/proc/self/status`.
+fn rss_bytes() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let kib: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().strip_suffix("kB"))
+        .and_then(|v| v.trim().parse().ok())
+        .expect("VmRSS in /proc/self/status");
+    kib << 10
+}
+
+fn mkfifo(path: &Path) {
+    let status = std::process::Command::new("mkfifo")
+        .arg(path)
+        .status()
+        .unwrap();
+    assert!(status.success(), "mkfifo {}", path.display());
+}
+
+/// The entries a scan refused, with why, by name.
+fn refused(report: &ScanReport) -> std::collections::BTreeMap<String, String> {
+    report
+        .failed
+        .iter()
+        .map(|(name, error)| (name.clone(), error.to_string()))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fifos_devices_huge_sparse_files_and_directories_are_refused_unread() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = |name: &str| dir.path().join(name);
+    mkfifo(&path("fifo.wasm"));
+    std::os::unix::fs::symlink("/dev/zero", path("zero.wasm")).unwrap();
+    std::fs::File::create(path("sparse.wasm"))
+        .unwrap()
+        .set_len(1 << 30)
+        .unwrap();
+    std::fs::create_dir(path("folder.wasm")).unwrap();
+    std::fs::write(path("extra-sorter.wasm"), REVERSE_SORTER).unwrap();
+    let before = rss_bytes();
+
+    let (agent, initial) = Agent::start(dir.path()).await;
+    let loaded: Vec<_> = initial.loaded.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(
+        loaded,
+        ["extra-sorter"],
+        "the good policy beside them loads"
+    );
+    let refused = refused(&initial);
+    let expect = |name: &str, what: &str| {
+        let why = &refused[name];
+        assert!(why.contains(what), "{name}: {why}");
+    };
+    expect("fifo", "is a FIFO, not a regular file");
+    expect("zero", "is a character device, not a regular file");
+    expect("folder", "is a directory, not a regular file");
+    expect("sparse", "is 1073741824 bytes, over the 33554432-byte cap");
+    let grown = rss_bytes().saturating_sub(before);
+    assert!(grown < 256 << 20, "RSS grew by {} MiB", grown >> 20);
+    assert_eq!(agent.sorts("extra-sorter"), ["c", "b", "a"]);
+    agent.stop().await;
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_bad_entry_is_reported_once_until_it_changes() {
+    let logs = CapturedLogs::default();
+    let _guard = tracing::subscriber::set_default(logs.subscriber());
+    let dir = tempfile::tempdir().unwrap();
+    let entry = dir.path().join("x.wasm");
+    std::fs::create_dir(&entry).unwrap();
+    let (mut agent, initial) = Agent::start(dir.path()).await;
+    assert!(refused(&initial).contains_key("x"));
+    for i in 0..3 {
+        std::fs::write(dir.path().join(format!("note-{i}.txt")), "n").unwrap();
+        let report = agent.next_report().await;
+        assert!(refused(&report).contains_key("x"), "still refused");
+    }
+    assert_eq!(logs.text().matches("is a directory").count(), 1);
+
+    std::fs::remove_dir(&entry).unwrap();
+    mkfifo(&entry);
+    agent
+        .until(|r| refused(r).get("x").is_some_and(|why| why.contains("FIFO")))
+        .await;
+    assert_eq!(logs.text().matches("is a FIFO").count(), 1);
+    agent.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_and_recreated_directory_is_watched_again() {
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("policies");
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::write(dir.join("old-sorter.wasm"), REVERSE_SORTER).unwrap();
+    let (mut agent, initial) = Agent::start(&dir).await;
+    assert_eq!(initial.loaded.len(), 1);
+
+    std::fs::remove_dir_all(&dir).unwrap();
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::write(dir.join("new-sorter.wasm"), REVERSE_SORTER).unwrap();
+    let (mut removed, mut loaded) = (false, false);
+    agent
+        .until(|r| {
+            removed |= r.removed.iter().any(|n| n == "old-sorter");
+            loaded |= r.loaded.iter().any(|(n, _)| n == "new-sorter");
+            removed && loaded
+        })
+        .await;
+    assert!(agent.registry.get("old-sorter").is_none());
+
+    // The new directory is watched: a file added to it is picked up.
+    std::fs::write(dir.join("third-sorter.wasm"), REVERSE_SORTER).unwrap();
+    agent.until_loaded("third-sorter", REVERSE_SORTER).await;
+    agent.stop().await;
+}

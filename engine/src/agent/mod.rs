@@ -45,6 +45,8 @@ pub struct AgentConfig {
     pub kubeconfig: Option<PathBuf>,
     /// Policy components (`NAME.wasm`), watched for changes.
     pub policies_dir: PathBuf,
+    /// Largest policy file read from the policies directory.
+    pub max_policy_bytes: u64,
     /// State that survives restarts.
     pub state_dir: PathBuf,
     /// A config layer over the built-in defaults (JSON or YAML), if any.
@@ -71,16 +73,14 @@ pub struct AgentConfig {
 pub async fn run(config: AgentConfig, shutdown: impl Future<Output = ()>) -> anyhow::Result<()> {
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let host = Arc::new(Host::new(Some(config.state_dir.join("cache")))?);
-    let open = |limits| {
-        let state = Some(config.state_dir.clone());
-        Registry::new(Arc::clone(&host), Arc::clone(&clock), limits, state)
-    };
-    let mut registry = open(LimitsTable::default())?;
+    let registry = Registry::new(
+        Arc::clone(&host),
+        Arc::clone(&clock),
+        LimitsTable::default(),
+        Some(config.state_dir.clone()),
+    )?;
     let settings = load_settings(&config, &registry)?;
-    if settings.limits() != LimitsTable::default() {
-        // Limits are fixed when a policy loads: load again with the config's.
-        registry = open(settings.limits())?;
-    }
+    registry.set_limits(settings.limits());
     let registry = Arc::new(registry);
     let mut eviction = settings.eviction_settings();
     eviction.dry_run |= config.dry_run;
@@ -110,7 +110,8 @@ pub async fn run(config: AgentConfig, shutdown: impl Future<Output = ()>) -> any
         stop.clone().cancelled_owned(),
     ));
 
-    let reloader = Reloader::new(Arc::clone(&registry), config.policies_dir.clone());
+    let reloader = Reloader::new(Arc::clone(&registry), config.policies_dir.clone())
+        .max_file_bytes(config.max_policy_bytes);
     let reload_stop = stop.clone();
     tasks.spawn(async move {
         if let Err(error) = reloader.run(reload_stop.cancelled_owned(), None).await {

@@ -3,7 +3,7 @@
 
 use super::{Digest, Host, Limits, LoadError, Policy, Source, WasmBytes, World, canary};
 use std::fmt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 /// What a valid policy component is.
@@ -89,10 +89,7 @@ pub fn check_bytes(
 /// # Errors
 /// Why it cannot serve as a policy.
 pub fn check_file(host: &Host, path: &Path) -> Result<CheckReport, LoadError> {
-    let bytes = std::fs::read(path).map_err(|source| LoadError::Read {
-        path: PathBuf::from(path),
-        source,
-    })?;
+    let bytes = super::files::read_policy(path, super::files::DEFAULT_MAX_POLICY_BYTES)?;
     let name = path
         .file_stem()
         .map(|s| s.to_string_lossy().into_owned())

@@ -5,13 +5,18 @@
 use super::bindings::{merger, sorter, strategy};
 use super::cache::CacheOutcome;
 use super::error::{Cause, cause};
+use super::guest_env::GuestClock;
 use super::handle::{Merger, Sorter, Strategy};
 use super::host::EPOCH_TICK;
-use super::sandbox::{Sandbox, off_runtime};
+use super::sandbox::{
+    HOSTCALL_BYTES, LOG_BYTES_PER_CALL, LOG_LINES_PER_CALL, Sandbox, off_runtime,
+};
+use super::validate::Declined;
 use super::{Digest, Fault, Limits, World};
+use crate::clock::Clock;
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use wasmtime::{Engine, Store, Trap};
 
@@ -42,6 +47,7 @@ pub(crate) struct Parts {
     pub(crate) bytes: Arc<[u8]>,
     pub(crate) limits: Limits,
     pub(crate) engine: Engine,
+    pub(crate) clock: Arc<dyn Clock>,
     pub(crate) pre: Pre,
     pub(crate) exports: Vec<String>,
     pub(crate) imports: Vec<String>,
@@ -53,8 +59,10 @@ pub(crate) struct Parts {
 pub struct Policy {
     parts: Parts,
     label: Arc<str>,
+    limits: Mutex<Limits>,
     calls: AtomicU64,
     faults: AtomicU64,
+    log_dropped: AtomicU64,
 }
 
 impl std::fmt::Debug for Policy {
@@ -75,10 +83,12 @@ impl Policy {
     pub(crate) fn new(parts: Parts) -> Self {
         let label = format!("{}@{}", parts.name, parts.digest).into();
         Self {
+            limits: Mutex::new(parts.limits),
             parts,
             label,
             calls: AtomicU64::new(0),
             faults: AtomicU64::new(0),
+            log_dropped: AtomicU64::new(0),
         }
     }
 
@@ -108,7 +118,11 @@ impl Policy {
     }
     /// Its limits.
     pub fn limits(&self) -> Limits {
-        self.parts.limits
+        *self.limits.lock().expect("limits lock poisoned")
+    }
+    /// Applies `limits` from the next call on; nothing is recompiled.
+    pub(crate) fn set_limits(&self, limits: Limits) {
+        *self.limits.lock().expect("limits lock poisoned") = limits;
     }
     /// Names the component exports.
     pub fn exports(&self) -> &[String] {
@@ -134,6 +148,10 @@ impl Policy {
     pub fn faults(&self) -> u64 {
         self.faults.load(Ordering::Relaxed)
     }
+    /// Log lines dropped so far because a call went over its budget.
+    pub fn log_lines_dropped(&self) -> u64 {
+        self.log_dropped.load(Ordering::Relaxed)
+    }
 
     /// Runs one call in a fresh, bounded store: `instantiate`, then `invoke`.
     /// Safe to call from anywhere, async runtime threads included.
@@ -151,12 +169,13 @@ impl Policy {
         invoke: impl FnOnce(&I, &mut Store<Sandbox>) -> wasmtime::Result<R>,
     ) -> Result<R, Fault> {
         self.calls.fetch_add(1, Ordering::Relaxed);
-        let limits = self.parts.limits;
+        let limits = self.limits();
+        let clock = GuestClock::new(Arc::clone(&self.parts.clock));
         let mut store = Store::new(
             &self.parts.engine,
-            Sandbox::new(Arc::clone(&self.label), limits.memory_bytes),
+            Sandbox::new(Arc::clone(&self.label), limits.memory_bytes, clock),
         );
-        store.limiter(|sandbox| &mut sandbox.memory);
+        Sandbox::bound(&mut store);
         let ticks = limits
             .deadline
             .as_nanos()
@@ -169,8 +188,22 @@ impl Policy {
             }
             Err(e) => Err(classify(e, &store, limits, Fault::Instantiate)),
         };
-        store.data().forward_stdio();
+        store.data_mut().forward_stdio();
+        self.count_dropped_logs(store.data().log_lines_dropped());
         result
+    }
+
+    /// Counts log lines a call dropped; the first drop of this version is
+    /// reported, later ones only counted.
+    fn count_dropped_logs(&self, dropped: u64) {
+        if dropped > 0 && self.log_dropped.fetch_add(dropped, Ordering::Relaxed) == 0 {
+            tracing::warn!(
+                policy = %self.label,
+                dropped,
+                "policy logged more than {LOG_LINES_PER_CALL} lines or {LOG_BYTES_PER_CALL} bytes in one call; \
+                 the excess is dropped, and from now on only counted (vigil_policy_log_lines_dropped)"
+            );
+        }
     }
 
     /// Counts `result` as a fault if it is one.
@@ -180,16 +213,18 @@ impl Policy {
         })
     }
 
-    /// The policy's answer, once `check` has found it within the contract; a
-    /// fault of the call or of the check is counted.
-    pub(super) fn checked<T, E>(
+    /// The policy's answer, once `check` has found it within the contract
+    /// (and bounded it); a refusal is bounded too. A fault of the call or of
+    /// the check is counted.
+    pub(super) fn checked<T, E: Declined>(
         &self,
         outcome: Result<Result<T, E>, Fault>,
-        check: impl FnOnce(&T) -> Result<(), Fault>,
+        check: impl FnOnce(&mut T) -> Result<(), Fault>,
     ) -> Outcome<T, E> {
-        let answer = self.counted(outcome)?;
-        if let Ok(value) = &answer {
-            self.counted(check(value))?;
+        let mut answer = self.counted(outcome)?;
+        match &mut answer {
+            Ok(value) => self.counted(check(value))?,
+            Err(declined) => declined.bound(),
         }
         Ok(answer)
     }
@@ -219,6 +254,10 @@ impl Policy {
     }
 }
 
+/// How wasmtime says a guest passed more than the hostcall fuel allows (its
+/// error type is private; a test pins the text).
+const HOSTCALL_FUEL_EXHAUSTED: &str = "fuel allocated for hostcalls has been exhausted";
+
 /// Turns a wasmtime error from a call into the fault it stands for.
 fn classify(
     error: wasmtime::Error,
@@ -234,6 +273,13 @@ fn classify(
         Fault::Deadline {
             deadline_ms: limits.deadline.as_millis(),
         }
+    } else if error
+        .chain()
+        .any(|e| e.to_string().contains(HOSTCALL_FUEL_EXHAUSTED))
+    {
+        Fault::InvalidAnswer(format!(
+            "more than {HOSTCALL_BYTES} bytes passed to the host at once"
+        ))
     } else {
         other(cause(error))
     }

@@ -27,6 +27,25 @@ pub enum LoadError {
         #[source]
         source: std::io::Error,
     },
+    /// The path is not a regular file (a directory, FIFO, device or socket,
+    /// or a symlink to one); it is never opened for reading.
+    #[error("{path} is a {kind}, not a regular file")]
+    NotAFile {
+        /// The file.
+        path: PathBuf,
+        /// What it is.
+        kind: &'static str,
+    },
+    /// The file is larger than the policy size cap; it is not read.
+    #[error("{path} is {size} bytes, over the {max}-byte cap on policy files")]
+    TooLarge {
+        /// The file.
+        path: PathBuf,
+        /// Its size (at least this much).
+        size: u64,
+        /// The cap.
+        max: u64,
+    },
     /// The bytes are not WebAssembly at all.
     #[error("not a WebAssembly file (it does not start with the `\\0asm` magic)")]
     NotWasm,

@@ -118,10 +118,13 @@ impl<'a> Merger<'a> {
         &self,
         layers: &[Layer],
     ) -> Outcome<serde_json::Map<String, serde_json::Value>, Vec<MergeRejection>> {
-        let answer = self.policy.counted(self.policy.call(
-            |store| self.pre.instantiate(store),
-            |instance, store| instance.vigil_policy_merger().call_merge(store, layers),
-        ))?;
+        let answer = self.policy.checked(
+            self.policy.call(
+                |store| self.pre.instantiate(store),
+                |instance, store| instance.vigil_policy_merger().call_merge(store, layers),
+            ),
+            |_: &mut String| Ok(()),
+        )?;
         match answer {
             Ok(json) => Ok(Ok(self.policy.counted(validate::merged(&json))?)),
             Err(rejections) => Ok(Err(rejections)),

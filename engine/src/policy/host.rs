@@ -7,8 +7,10 @@ use super::bindings::{merger, sorter, strategy};
 use super::cache::{ArtifactCache, CacheOutcome};
 use super::component::{Policy, Pre, Source};
 use super::error::cause;
+use super::guest_env;
 use super::sandbox::Sandbox;
 use super::{Digest, Limits, LoadError, WasmBytes, World};
+use crate::clock::{Clock, SystemClock};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -58,6 +60,7 @@ fn start_epoch_ticker(engine: &Engine) {
 /// Compiles and instantiates policies. One per process.
 pub struct Host {
     engine: Engine,
+    clock: Arc<dyn Clock>,
     linker: Linker<Sandbox>,
     cache: Option<ArtifactCache>,
 }
@@ -71,11 +74,23 @@ impl std::fmt::Debug for Host {
 }
 
 impl Host {
-    /// A host that caches precompiled components in `cache_dir`, if given.
+    /// A host that caches precompiled components in `cache_dir`, if given,
+    /// and whose policies read the system clock.
     ///
     /// # Errors
     /// The engine cannot be configured or the cache directory cannot be created.
     pub fn new(cache_dir: Option<PathBuf>) -> Result<Self, HostError> {
+        Self::with_clock(cache_dir, Arc::new(SystemClock))
+    }
+
+    /// As [`Host::new`], with policies reading `clock` (see [`super::guest_env`]).
+    ///
+    /// # Errors
+    /// As [`Host::new`].
+    pub fn with_clock(
+        cache_dir: Option<PathBuf>,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Self, HostError> {
         let mut config = Config::new();
         config.epoch_interruption(true).wasm_component_model(true);
         let engine = Engine::new(&config).map_err(|e| HostError::Engine(cause(e)))?;
@@ -84,6 +99,7 @@ impl Host {
             .map_err(|e| HostError::Engine(cause(e)))?;
         strategy::vigil::policy::log::add_to_linker::<_, HasSelf<Sandbox>>(&mut linker, |s| s)
             .map_err(|e| HostError::Engine(cause(e)))?;
+        guest_env::link(&mut linker).map_err(|e| HostError::Engine(cause(e)))?;
         let cache = cache_dir
             .map(|dir| {
                 ArtifactCache::new(dir.clone(), &engine)
@@ -93,6 +109,7 @@ impl Host {
         start_epoch_ticker(&engine);
         Ok(Self {
             engine,
+            clock,
             linker,
             cache,
         })
@@ -154,6 +171,7 @@ impl Host {
             bytes,
             limits,
             engine: self.engine.clone(),
+            clock: Arc::clone(&self.clock),
             pre,
             exports,
             imports,

@@ -21,6 +21,8 @@ pub mod check;
 mod component;
 mod digest;
 mod error;
+pub mod files;
+mod guest_env;
 mod handle;
 mod host;
 mod limits;
@@ -28,6 +30,7 @@ mod registry;
 pub mod reload;
 mod sandbox;
 mod state;
+mod text;
 mod validate;
 mod world;
 

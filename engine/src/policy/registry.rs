@@ -109,7 +109,7 @@ struct Books {
 pub struct Registry {
     host: Arc<Host>,
     clock: Arc<dyn Clock>,
-    limits: LimitsTable,
+    limits: Mutex<LimitsTable>,
     state: StateStore,
     serving: ArcSwap<BTreeMap<String, Arc<Policy>>>,
     books: Mutex<Books>,
@@ -185,7 +185,7 @@ impl Registry {
         let registry = Self {
             host,
             clock,
-            limits,
+            limits: Mutex::new(limits),
             state,
             serving: ArcSwap::from_pointee(BTreeMap::new()),
             books: Mutex::new(Books::default()),
@@ -241,6 +241,26 @@ impl Registry {
             .collect()
     }
 
+    /// The limits new versions load with.
+    pub fn limits(&self) -> LimitsTable {
+        self.limits.lock().expect("limits lock poisoned").clone()
+    }
+
+    /// Applies `limits` to every loaded version — serving, last-known-good
+    /// and built-in — from its next call on, and to versions loaded later.
+    /// Nothing is recompiled.
+    pub fn set_limits(&self, limits: LimitsTable) {
+        let books = self.lock();
+        let loaded = books
+            .by_name
+            .values()
+            .flat_map(|lc| std::iter::once(&lc.current).chain(lc.fallback.as_ref()));
+        for policy in loaded.chain(books.builtins.values()) {
+            policy.set_limits(limits.for_policy(policy.name()));
+        }
+        *self.limits.lock().expect("limits lock poisoned") = limits;
+    }
+
     /// A receiver that changes whenever the serving set does.
     pub fn subscribe(&self) -> watch::Receiver<u64> {
         self.generation.subscribe()
@@ -276,9 +296,8 @@ impl Registry {
         if self.lock().rejected.contains(&digest) {
             return Err(LoadError::Rejected { digest });
         }
-        let policy = self
-            .host
-            .load(name, wasm, source, self.limits.for_policy(name))?;
+        let limits = self.limits().for_policy(name);
+        let policy = self.host.load(name, wasm, source, limits)?;
         if let Some(serving) = self.get(name).filter(|s| s.world() != policy.world()) {
             return Err(LoadError::WorldChanged {
                 name: name.to_owned(),

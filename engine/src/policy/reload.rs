@@ -1,36 +1,48 @@
 //! Hot reload of the policies directory.
 //!
-//! A `notify` watcher only signals "something changed"; one loop
-//! ([`Reloader::run`]) waits for the changes to settle, then [`Reloader::scan`]s
-//! the directory: new or changed `*.wasm` files are loaded and canaried on a
-//! blocking thread (a JS or Python component compiles for seconds while the
-//! serving version keeps answering) and swapped in; deleted ones are
-//! deregistered. The same loop graduates versions whose trial is over.
+//! A `notify` watcher only signals "something changed" (our own reads, which
+//! inotify reports as opens, are not changes); one loop ([`Reloader::run`])
+//! waits for the changes to settle, then [`Reloader::scan`]s the directory:
+//! new or changed `*.wasm` files are loaded and canaried on a blocking thread
+//! (a JS or Python component compiles for seconds while the serving version
+//! keeps answering) and swapped in; deleted ones are deregistered. The same
+//! loop graduates versions whose trial is over, and notices a directory that
+//! vanished or was replaced (deleted and created again, or a new mount): it
+//! watches the new one and rescans; while it is gone, what serves serves on.
 //!
 //! What counts as a policy file: `NAME.wasm`, read through symlinks (so a
-//! ConfigMap's swapped `..data` link works). Hidden files (`.x.wasm`,
-//! `..data`), editor leftovers (`x.wasm~`, `#x.wasm#`) and anything else are
-//! ignored. A half-written file fails to load and leaves the serving version
-//! alone; the write that completes it triggers another scan.
+//! ConfigMap's swapped `..data` link works) as untrusted input (see
+//! [`super::files`]): only regular files, opened without blocking, at most
+//! the size cap. Hidden files (`.x.wasm`, `..data`), editor leftovers
+//! (`x.wasm~`, `#x.wasm#`) and anything else are ignored. A half-written file
+//! fails to load and leaves the serving version alone; the write that
+//! completes it triggers another scan. A file that did not change since the
+//! last scan (same inode, size and times) is not read again, and a problem
+//! with an entry is logged once, until it changes.
 
+use super::files::{self, DEFAULT_MAX_POLICY_BYTES, Stamp};
 use super::{Digest, LoadError, Registry, Source, WasmBytes};
 use crate::report::Chain;
+use notify::{EventKind, RecommendedWatcher, Watcher};
 use std::collections::{BTreeSet, HashMap};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 use thiserror::Error;
 use tokio::sync::mpsc;
 
 /// How long the directory must be quiet before a scan.
 pub const DEBOUNCE: Duration = Duration::from_millis(25);
-/// How often trials are checked for graduation.
+/// How often trials are checked for graduation and the directory's identity
+/// is checked.
 pub const GRADUATION_PERIOD: Duration = Duration::from_secs(1);
 
 /// Why the reloader cannot run.
 #[derive(Debug, Error)]
 pub enum ReloadError {
-    /// The policies directory cannot be watched (missing, or no permission).
+    /// The watcher cannot be created.
     #[error("cannot watch the policies directory {dir}")]
     Watch {
         /// The directory.
@@ -52,13 +64,25 @@ pub struct ScanReport {
     pub removed: Vec<String>,
 }
 
+/// What is known of one policy file from earlier scans.
+#[derive(Debug, Clone, Copy)]
+struct Seen {
+    stamp: Stamp,
+    digest: Digest,
+}
+
 /// Keeps the registry in step with the policies directory.
 #[derive(Debug)]
 pub struct Reloader {
     registry: Arc<Registry>,
     dir: PathBuf,
-    /// The digest last tried for each name, so unchanged files are not reloaded.
-    tried: HashMap<String, Digest>,
+    max_file_bytes: u64,
+    /// The file and digest last tried for each name, so unchanged files are
+    /// neither read nor loaded again.
+    tried: HashMap<String, Seen>,
+    /// The problem last logged for each entry (or `""` for the directory
+    /// itself), so each is logged once per change.
+    problems: HashMap<String, String>,
 }
 
 /// The policy name of a directory entry, if it is a policy file.
@@ -69,14 +93,38 @@ fn policy_name(file_name: &str) -> Option<&str> {
     plain.then_some(stem)
 }
 
+/// Which directory a path names right now: device and inode.
+fn identity(dir: &Path) -> Option<(u64, u64)> {
+    std::fs::metadata(dir)
+        .ok()
+        .filter(std::fs::Metadata::is_dir)
+        .map(|m| (m.dev(), m.ino()))
+}
+
+/// One policy file as found by a scan: its bytes if they are new.
+enum Found {
+    Unchanged,
+    New(Stamp, WasmBytes),
+}
+
 impl Reloader {
-    /// A reloader for `dir` feeding `registry`.
+    /// A reloader for `dir` feeding `registry`, with the default cap on
+    /// policy file size.
     pub fn new(registry: Arc<Registry>, dir: PathBuf) -> Self {
         Self {
             registry,
             dir,
+            max_file_bytes: DEFAULT_MAX_POLICY_BYTES,
             tried: HashMap::new(),
+            problems: HashMap::new(),
         }
+    }
+
+    /// Refuses policy files larger than `bytes`.
+    #[must_use]
+    pub fn max_file_bytes(mut self, bytes: u64) -> Self {
+        self.max_file_bytes = bytes;
+        self
     }
 
     /// The policy files in the directory, by name.
@@ -92,6 +140,22 @@ impl Reloader {
         Ok(found)
     }
 
+    /// Logs `problem` with `entry` unless it is the one logged last time;
+    /// `None` clears it. Returns whether it was logged.
+    fn note(&mut self, entry: &str, problem: Option<String>) -> bool {
+        match problem {
+            Some(problem) if self.problems.get(entry) != Some(&problem) => {
+                self.problems.insert(entry.to_owned(), problem);
+                true
+            }
+            Some(_) => false,
+            None => {
+                self.problems.remove(entry);
+                false
+            }
+        }
+    }
+
     /// Brings the registry in step with the directory once.
     pub async fn scan(&mut self) -> ScanReport {
         let mut report = ScanReport::default();
@@ -100,13 +164,20 @@ impl Reloader {
             .await
             .expect("listing panicked")
         {
-            Ok(files) => files,
+            Ok(files) => {
+                self.note("", None);
+                files
+            }
             Err(error) => {
-                tracing::error!(dir = %self.dir.display(), %error, "cannot list the policies directory; keeping what serves");
+                if self.note("", Some(error.to_string())) {
+                    tracing::error!(dir = %self.dir.display(), %error, "cannot list the policies directory; keeping what serves");
+                }
                 return report;
             }
         };
         let present: BTreeSet<&str> = files.iter().map(|(name, _)| name.as_str()).collect();
+        self.problems
+            .retain(|entry, _| entry.is_empty() || present.contains(entry.as_str()));
         let gone: BTreeSet<String> = self
             .registry
             .file_backed()
@@ -125,25 +196,43 @@ impl Reloader {
         report
     }
 
+    /// Reads `path` unless the file is the one tried last time.
+    async fn read(&self, name: &str, path: &Path) -> Result<Found, LoadError> {
+        let known = self.tried.get(name).map(|seen| seen.stamp);
+        let max = self.max_file_bytes;
+        let path = path.to_owned();
+        tokio::task::spawn_blocking(move || {
+            let (file, stamp) = files::open(&path, max)?;
+            if known == Some(stamp) {
+                return Ok(Found::Unchanged);
+            }
+            let bytes = files::read(&path, file, max)?;
+            Ok(Found::New(stamp, WasmBytes::from(bytes)))
+        })
+        .await
+        .expect("reading a policy file panicked")
+    }
+
     /// Loads one file if its bytes are new, recording the outcome in `report`.
     async fn load(&mut self, name: String, path: PathBuf, report: &mut ScanReport) {
-        let registry = Arc::clone(&self.registry);
-        let read_path = path.clone();
-        let bytes = match tokio::task::spawn_blocking(move || std::fs::read(&read_path))
-            .await
-            .expect("read panicked")
-        {
-            Ok(bytes) => WasmBytes::from(bytes),
-            Err(source) => {
-                let error = LoadError::Read { path, source };
-                tracing::error!(policy = name, error = %Chain(&error), "cannot read policy file; keeping what serves");
+        let (stamp, bytes) = match self.read(&name, &path).await {
+            Ok(Found::Unchanged) => return,
+            Ok(Found::New(stamp, bytes)) => (stamp, bytes),
+            Err(error) => {
+                if self.note(&name, Some(Chain(&error).to_string())) {
+                    tracing::error!(policy = name, error = %Chain(&error), "cannot read policy file; keeping what serves");
+                }
+                self.tried.remove(&name);
                 report.failed.push((name, error));
                 return;
             }
         };
+        self.note(&name, None);
         let digest = bytes.digest();
+        let registry = Arc::clone(&self.registry);
         let serving = registry.get(&name).map(|p| p.digest());
-        if self.tried.insert(name.clone(), digest) == Some(digest) || serving == Some(digest) {
+        let before = self.tried.insert(name.clone(), Seen { stamp, digest });
+        if before.map(|seen| seen.digest) == Some(digest) || serving == Some(digest) {
             return;
         }
         let task_name = name.clone();
@@ -164,19 +253,45 @@ impl Reloader {
         }
     }
 
+    /// Watches the directory as it is now; `None` if it cannot (gone).
+    fn watch(&mut self, watcher: &mut RecommendedWatcher) -> Option<(u64, u64)> {
+        let identity = identity(&self.dir)?;
+        let _ = watcher.unwatch(&self.dir);
+        match watcher.watch(&self.dir, notify::RecursiveMode::NonRecursive) {
+            Ok(()) => Some(identity),
+            Err(error) => {
+                if self.note("", Some(error.to_string())) {
+                    tracing::error!(dir = %self.dir.display(), %error, "cannot watch the policies directory; keeping what serves");
+                }
+                None
+            }
+        }
+    }
+
     /// Scans once, then watches the directory until `shutdown` resolves,
-    /// sending each scan's report to `reports` (if given).
+    /// sending each scan's report to `reports` (if given). A scan under way
+    /// when `shutdown` resolves is abandoned (a compile on a blocking thread
+    /// runs to its end, but nothing waits for it).
     ///
     /// # Errors
-    /// The directory cannot be watched.
+    /// The watcher cannot be created.
     pub async fn run(
         mut self,
         shutdown: impl std::future::Future<Output = ()>,
         reports: Option<mpsc::UnboundedSender<ScanReport>>,
     ) -> Result<(), ReloadError> {
         let (signal, mut changes) = mpsc::channel::<()>(1);
+        let itself = Arc::new(AtomicBool::new(false));
+        let (dir, flag) = (self.dir.clone(), Arc::clone(&itself));
         let mut watcher =
-            notify::recommended_watcher(move |_event: notify::Result<notify::Event>| {
+            notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+                let Ok(event) = event else { return };
+                if !is_change(&event) {
+                    return;
+                }
+                if event.paths.contains(&dir) {
+                    flag.store(true, Ordering::Relaxed);
+                }
                 // A full channel already holds a pending signal; that is enough.
                 let _ = signal.try_send(());
             })
@@ -184,34 +299,71 @@ impl Reloader {
                 dir: self.dir.clone(),
                 source,
             })?;
-        notify::Watcher::watch(&mut watcher, &self.dir, notify::RecursiveMode::NonRecursive)
-            .map_err(|source| ReloadError::Watch {
-                dir: self.dir.clone(),
-                source,
-            })?;
+        let mut watched = self.watch(&mut watcher);
         let send = |report: ScanReport| {
             if let Some(reports) = &reports {
                 let _ = reports.send(report);
             }
         };
-        send(self.scan().await);
-        let mut graduation = tokio::time::interval(GRADUATION_PERIOD);
         tokio::pin!(shutdown);
+        tokio::select! {
+            () = &mut shutdown => return Ok(()),
+            report = self.scan() => send(report),
+        }
+        let mut graduation = tokio::time::interval(GRADUATION_PERIOD);
         loop {
-            tokio::select! {
+            let changed = tokio::select! {
                 () = &mut shutdown => return Ok(()),
                 _ = graduation.tick() => {
                     self.registry.graduate_due();
+                    false
                 }
                 signal = changes.recv() => {
                     if signal.is_none() {
                         return Ok(());
                     }
                     settle(&mut changes).await;
-                    send(self.scan().await);
+                    true
+                }
+            };
+            // The directory itself was deleted or moved (its inode may be
+            // reused by a new one at once), or it changed under our watch.
+            if itself.swap(false, Ordering::Relaxed) {
+                watched = None;
+            }
+            let replaced = identity(&self.dir) != watched;
+            if replaced {
+                watched = self.watch(&mut watcher);
+                match watched {
+                    Some(_) => {
+                        tracing::warn!(dir = %self.dir.display(), "the policies directory was replaced; watching the new one")
+                    }
+                    None => {
+                        if self.note("", Some("gone".into())) {
+                            tracing::error!(dir = %self.dir.display(), "the policies directory is gone; serving what was loaded until it comes back");
+                        }
+                    }
+                }
+            }
+            if changed || (replaced && watched.is_some()) {
+                tokio::select! {
+                    () = &mut shutdown => return Ok(()),
+                    report = self.scan() => send(report),
                 }
             }
         }
+    }
+}
+
+/// Whether `event` may have changed what the directory holds: a file closed
+/// after writing did; our own reads (opens and closes, which inotify reports
+/// too) did not, and must not trigger the scan that reads again.
+fn is_change(event: &notify::Event) -> bool {
+    use notify::event::{AccessKind, AccessMode};
+    match event.kind {
+        EventKind::Access(AccessKind::Close(AccessMode::Write)) => true,
+        EventKind::Access(_) => false,
+        _ => true,
     }
 }
 
@@ -222,7 +374,24 @@ async fn settle(changes: &mut mpsc::Receiver<()>) {
 
 #[cfg(test)]
 mod tests {
-    use super::policy_name;
+    use super::{EventKind, is_change, policy_name};
+    use notify::event::{AccessKind, AccessMode, CreateKind, ModifyKind};
+
+    #[test]
+    fn our_own_reads_are_not_changes() {
+        let event = |kind| notify::Event::new(kind);
+        assert!(!is_change(&event(EventKind::Access(AccessKind::Open(
+            AccessMode::Read
+        )))));
+        assert!(!is_change(&event(EventKind::Access(AccessKind::Close(
+            AccessMode::Read
+        )))));
+        assert!(is_change(&event(EventKind::Create(CreateKind::File))));
+        assert!(is_change(&event(EventKind::Modify(ModifyKind::Any))));
+        assert!(is_change(&event(EventKind::Access(AccessKind::Close(
+            AccessMode::Write
+        )))));
+    }
 
     #[test]
     fn only_plain_wasm_files_are_policies() {

@@ -1,14 +1,23 @@
-//! The per-call sandbox: the state of one short-lived `Store`.
+//! The per-call sandbox: the state of one short-lived `Store`, and every
+//! bound on what a guest can make the host hold.
 //!
 //! A policy sees WASI with no preopened directories, no network, no
-//! environment and no arguments; its stdout and stderr are captured and
-//! forwarded to `tracing` under the policy's name, as are its `log` calls. Its
-//! linear memory is capped by [`MemoryCap`], which remembers when it refused
-//! to grow so the call can report [`super::Fault::MemoryLimit`].
+//! environment and no arguments, and the clocks and randomness described in
+//! [`super::guest_env`]. Its stdout and stderr are captured and forwarded to
+//! `tracing` under the policy's name, as are its `log` calls: at most
+//! [`LOG_LINES_PER_CALL`] lines and [`LOG_BYTES_PER_CALL`] bytes a call, each
+//! line cut to a few KiB with control characters escaped; the rest is
+//! dropped and counted. Its linear memories and tables together are capped by
+//! [`MemoryCap`], which remembers when it refused to grow so the call can
+//! report [`super::Fault::MemoryLimit`]; WASI resources, component handles
+//! and the bytes one import call may carry are capped too.
 
 use super::bindings::Level;
 use super::bindings::strategy::vigil::policy::log;
+use super::guest_env::{self, GuestClock};
+use super::text;
 use std::sync::Arc;
+use wasmtime::Store;
 use wasmtime::component::ResourceTable;
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
@@ -32,17 +41,53 @@ pub(crate) fn off_runtime<R: Send>(call: impl FnOnce() -> R + Send) -> R {
     }
 }
 
-/// How much a guest may print in one call; more is a fault.
+/// How much a guest may print to each of stdout and stderr in one call;
+/// writing more fails in the guest.
 const STDIO_CAPACITY: usize = 256 << 10;
-/// Longest log message kept; longer ones are cut.
-const MAX_LOG_MESSAGE: usize = 4 << 10;
+/// Lines one call may log (`log` calls and printed lines together); more are
+/// dropped and counted.
+pub(crate) const LOG_LINES_PER_CALL: u32 = 100;
+/// Bytes one call may log; more are dropped and counted.
+pub(crate) const LOG_BYTES_PER_CALL: usize = 16 << 10;
+/// Longest log line kept; longer ones are cut.
+const MAX_LOG_LINE: usize = 2 << 10;
+/// Most WASI resources (streams, pollables) and component handles one call
+/// may hold at once; creating more traps.
+const MAX_RESOURCES: usize = 4096;
+/// Most bytes one import call may carry from the guest to the host (a log
+/// message, a write to stdout); more traps.
+pub(crate) const HOSTCALL_BYTES: usize = 1 << 20;
+/// Host memory one table element costs (a reference), counted against the cap.
+const TABLE_ELEMENT_BYTES: usize = size_of::<usize>();
 
-/// Caps the total linear memory of one store.
+/// Caps the host memory one store's instances can make the host allocate:
+/// linear memories and tables together.
 #[derive(Debug)]
 pub(crate) struct MemoryCap {
     limit: usize,
     used: usize,
     hit: bool,
+}
+
+impl MemoryCap {
+    fn new(limit_bytes: u64) -> Self {
+        Self {
+            limit: usize::try_from(limit_bytes).unwrap_or(usize::MAX),
+            used: 0,
+            hit: false,
+        }
+    }
+
+    /// Counts `bytes` more, or refuses (and remembers refusing) past the limit.
+    fn charge(&mut self, bytes: usize, what: &str) -> wasmtime::Result<bool> {
+        let after = self.used.saturating_add(bytes);
+        if after > self.limit {
+            self.hit = true;
+            wasmtime::bail!("{what} would pass the memory limit of {} bytes", self.limit);
+        }
+        self.used = after;
+        Ok(true)
+    }
 }
 
 impl wasmtime::ResourceLimiter for MemoryCap {
@@ -52,23 +97,49 @@ impl wasmtime::ResourceLimiter for MemoryCap {
         desired: usize,
         _max: Option<usize>,
     ) -> wasmtime::Result<bool> {
-        let after = self.used + desired.saturating_sub(current);
-        if after > self.limit {
-            self.hit = true;
-            wasmtime::bail!("memory limit of {} bytes reached", self.limit);
-        }
-        self.used = after;
-        Ok(true)
+        self.charge(desired.saturating_sub(current), "growing a memory")
     }
 
     fn table_growing(
         &mut self,
-        _current: usize,
+        current: usize,
         desired: usize,
         _max: Option<usize>,
     ) -> wasmtime::Result<bool> {
-        // Tables hold function references; a million is far beyond any honest policy.
-        Ok(desired <= 1_000_000)
+        let elements = desired.saturating_sub(current);
+        self.charge(
+            elements.saturating_mul(TABLE_ELEMENT_BYTES),
+            "growing a table",
+        )
+    }
+}
+
+/// What one call may still log, and what it could not.
+#[derive(Debug)]
+struct LogBudget {
+    lines: u32,
+    bytes: usize,
+    dropped: u64,
+}
+
+impl LogBudget {
+    fn new() -> Self {
+        Self {
+            lines: LOG_LINES_PER_CALL,
+            bytes: LOG_BYTES_PER_CALL,
+            dropped: 0,
+        }
+    }
+
+    /// Takes one line of `len` bytes from the budget, if it allows.
+    fn take(&mut self, len: usize) -> bool {
+        if self.lines == 0 || len > self.bytes {
+            self.dropped += 1;
+            return false;
+        }
+        self.lines -= 1;
+        self.bytes -= len;
+        true
     }
 }
 
@@ -78,34 +149,53 @@ pub(crate) struct Sandbox {
     table: ResourceTable,
     pub(crate) memory: MemoryCap,
     label: Arc<str>,
+    clock: GuestClock,
+    log: LogBudget,
     stdout: MemoryOutputPipe,
     stderr: MemoryOutputPipe,
 }
 
 impl Sandbox {
-    /// A sandbox for one call to the policy named by `label` (`name@version`).
-    pub(crate) fn new(label: Arc<str>, memory_bytes: u64) -> Self {
+    /// A sandbox for one call to the policy named by `label` (`name@version`),
+    /// seeing `clock`.
+    pub(crate) fn new(label: Arc<str>, memory_bytes: u64, clock: GuestClock) -> Self {
         let stdout = MemoryOutputPipe::new(STDIO_CAPACITY);
         let stderr = MemoryOutputPipe::new(STDIO_CAPACITY);
-        let wasi = WasiCtxBuilder::new()
+        let mut builder = WasiCtxBuilder::new();
+        builder
             .stdout(stdout.clone())
             .stderr(stderr.clone())
             .allow_tcp(false)
             .allow_udp(false)
-            .allow_ip_name_lookup(false)
-            .build();
+            .allow_ip_name_lookup(false);
+        guest_env::configure(&mut builder, &clock);
+        let mut table = ResourceTable::new();
+        table.set_max_capacity(MAX_RESOURCES);
         Self {
-            wasi,
-            table: ResourceTable::new(),
-            memory: MemoryCap {
-                limit: usize::try_from(memory_bytes).unwrap_or(usize::MAX),
-                used: 0,
-                hit: false,
-            },
+            wasi: builder.build(),
+            table,
+            memory: MemoryCap::new(memory_bytes),
             label,
+            clock,
+            log: LogBudget::new(),
             stdout,
             stderr,
         }
+    }
+
+    /// Applies the per-store bounds that live on the store itself.
+    pub(crate) fn bound(store: &mut Store<Self>) {
+        store.limiter(|sandbox| &mut sandbox.memory);
+        store.set_hostcall_fuel(HOSTCALL_BYTES);
+        store.set_max_component_handles(MAX_RESOURCES);
+    }
+
+    pub(super) fn table(&mut self) -> &mut ResourceTable {
+        &mut self.table
+    }
+
+    pub(super) fn clock(&self) -> &GuestClock {
+        &self.clock
     }
 
     /// Whether the memory cap refused a grow during this call.
@@ -113,15 +203,41 @@ impl Sandbox {
         self.memory.hit
     }
 
+    /// Log lines this call could not write (over its budget).
+    pub(crate) fn log_lines_dropped(&self) -> u64 {
+        self.log.dropped
+    }
+
+    /// Writes one line the guest logged or printed, within the call's budget,
+    /// control characters escaped so a line cannot forge another.
+    fn emit(&mut self, level: Level, stream: Option<&'static str>, line: &str) {
+        let line = text::bounded(line, MAX_LOG_LINE);
+        if !self.log.take(line.len()) {
+            return;
+        }
+        let policy = &*self.label;
+        let stream = stream.unwrap_or("log");
+        match level {
+            Level::Trace => tracing::trace!(policy, stream, "{line}"),
+            Level::Debug => tracing::debug!(policy, stream, "{line}"),
+            Level::Info => tracing::info!(policy, stream, "{line}"),
+            Level::Warn => tracing::warn!(policy, stream, "{line}"),
+            Level::Error => tracing::error!(policy, stream, "{line}"),
+        }
+    }
+
     /// Forwards what the guest printed to the log, a line at a time.
-    pub(crate) fn forward_stdio(&self) {
-        for (stream, pipe) in [("stdout", &self.stdout), ("stderr", &self.stderr)] {
+    pub(crate) fn forward_stdio(&mut self) {
+        for (stream, pipe) in [
+            ("stdout", self.stdout.clone()),
+            ("stderr", self.stderr.clone()),
+        ] {
             let bytes = pipe.contents();
             for line in String::from_utf8_lossy(&bytes)
                 .lines()
                 .filter(|l| !l.trim().is_empty())
             {
-                tracing::info!(policy = %self.label, stream, "{line}");
+                self.emit(Level::Info, Some(stream), line);
             }
         }
     }
@@ -137,22 +253,70 @@ impl WasiView for Sandbox {
 }
 
 impl log::Host for Sandbox {
-    fn log(&mut self, level: Level, mut message: String) {
-        if message.len() > MAX_LOG_MESSAGE {
-            let cut = (0..=MAX_LOG_MESSAGE)
-                .rev()
-                .find(|&i| message.is_char_boundary(i))
-                .unwrap_or(0);
-            message.truncate(cut);
-            message.push_str(" [cut]");
-        }
-        let policy = &*self.label;
-        match level {
-            Level::Trace => tracing::trace!(policy, "{message}"),
-            Level::Debug => tracing::debug!(policy, "{message}"),
-            Level::Info => tracing::info!(policy, "{message}"),
-            Level::Warn => tracing::warn!(policy, "{message}"),
-            Level::Error => tracing::error!(policy, "{message}"),
-        }
+    fn log(&mut self, level: Level, message: String) {
+        self.emit(level, None, &message);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tables_and_memories_share_one_cap() {
+        use wasmtime::ResourceLimiter;
+        let mut cap = MemoryCap::new(1 << 20);
+        assert!(cap.memory_growing(0, 512 << 10, None).unwrap());
+        let elements = (512 << 10) / TABLE_ELEMENT_BYTES;
+        assert!(cap.table_growing(0, elements, None).unwrap());
+        assert!(!cap.hit);
+        assert!(cap.table_growing(elements, elements + 1, None).is_err());
+        assert!(cap.hit);
+    }
+
+    #[test]
+    fn a_guest_growing_a_table_hits_the_memory_cap() {
+        let grower = wat::parse_str(
+            r#"(component
+                (core module $m
+                  (table $t 1 funcref)
+                  (func (export "grow") (result i32)
+                    (loop $again
+                      (br_if $again
+                        (i32.ne (table.grow $t (ref.null func) (i32.const 65536)) (i32.const -1))))
+                    (table.size $t)))
+                (core instance $i (instantiate $m))
+                (func (export "grow") (result u32) (canon lift (core func $i "grow"))))"#,
+        )
+        .unwrap();
+        let mut config = wasmtime::Config::new();
+        config.wasm_component_model(true);
+        let engine = wasmtime::Engine::new(&config).unwrap();
+        let component = wasmtime::component::Component::new(&engine, grower).unwrap();
+        let clock = GuestClock::new(Arc::new(crate::clock::SystemClock));
+        let mut store = Store::new(&engine, Sandbox::new("grower".into(), 4 << 20, clock));
+        Sandbox::bound(&mut store);
+        let linker = wasmtime::component::Linker::<Sandbox>::new(&engine);
+        let instance = linker.instantiate(&mut store, &component).unwrap();
+        let grow = instance
+            .get_typed_func::<(), (u32,)>(&mut store, "grow")
+            .unwrap();
+        assert!(grow.call(&mut store, ()).is_err());
+        assert!(store.data().memory_limit_hit());
+        assert!(store.data().memory.used <= 4 << 20);
+    }
+
+    #[test]
+    fn a_call_logs_within_its_budget_and_counts_the_rest() {
+        let mut budget = LogBudget::new();
+        let taken = (0..LOG_LINES_PER_CALL + 50)
+            .filter(|_| budget.take(10))
+            .count();
+        assert_eq!(taken, LOG_LINES_PER_CALL as usize);
+        assert_eq!(budget.dropped, 50);
+        let mut budget = LogBudget::new();
+        assert!(budget.take(LOG_BYTES_PER_CALL - 1));
+        assert!(!budget.take(2));
+        assert!(budget.take(1));
     }
 }

@@ -10,7 +10,7 @@
 //! Without a state directory (`vigil policy check`, tests) nothing persists.
 
 use super::{Digest, WasmBytes};
-use crate::fsutil::write_atomic;
+use crate::fsutil::{private_dir, write_atomic};
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 
@@ -32,10 +32,16 @@ pub(crate) struct StateStore {
 }
 
 impl StateStore {
-    /// A store in `dir`, created if missing; `None` persists nothing.
+    /// A store in `dir`, created private to this user if missing; `None`
+    /// persists nothing.
+    ///
+    /// # Errors
+    /// It cannot be created, or others could write it: whoever can write the
+    /// state directory decides what the agent runs.
     pub(crate) fn open(dir: Option<PathBuf>) -> std::io::Result<Self> {
         if let Some(dir) = &dir {
-            std::fs::create_dir_all(dir.join("lkg"))?;
+            private_dir(dir)?;
+            private_dir(&dir.join("lkg"))?;
         }
         Ok(Self { dir })
     }

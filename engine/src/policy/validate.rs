@@ -1,34 +1,98 @@
 //! Checks a policy's answer against the contract before the core acts on it.
 //! A policy that breaks the contract has faulted, exactly as if it trapped.
+//!
+//! Answers are bounded too, so whatever a guest says costs the host little to
+//! keep and print: free text (reasons, declined messages) is cut to a few
+//! hundred bytes with control characters escaped ([`super::text`]); names the
+//! host acts on (scope, signal, condition, taint effects) must be short and
+//! plain, or the answer is invalid; lists are bounded by what was offered.
 
-use super::Fault;
-use super::bindings::{Decision, Eviction, Snapshot, Sorted};
+use super::bindings::{Decision, Eviction, MergeRejection, Snapshot, Sorted};
+use super::{Fault, text};
 use std::collections::HashSet;
+
+/// Longest reason or declined message kept; longer ones are cut.
+pub(crate) const MAX_TEXT: usize = 512;
+/// Longest name (scope, signal, condition, taint effect) an answer may use.
+const MAX_NAME: usize = 63;
+/// Most taint effects a condition may carry.
+const MAX_EFFECTS: usize = 3;
+/// Most merge rejections kept; the rest are summed up in one.
+const MAX_REJECTIONS: usize = 32;
+/// Largest merged config accepted.
+const MAX_MERGED_BYTES: usize = 1 << 20;
 
 fn invalid(message: String) -> Result<(), Fault> {
     Err(Fault::InvalidAnswer(message))
 }
 
-/// Every pod an answer names must be in the snapshot, and only once per list.
-fn offered(snapshot: &Snapshot, what: &str, evictions: &[Eviction]) -> Result<(), Fault> {
+/// A policy's own refusal, made safe to keep and print.
+pub(crate) trait Declined {
+    /// Cuts and escapes the refusal's text.
+    fn bound(&mut self);
+}
+
+impl Declined for String {
+    fn bound(&mut self) {
+        text::bound(self, MAX_TEXT);
+    }
+}
+
+impl Declined for Vec<MergeRejection> {
+    fn bound(&mut self) {
+        if self.len() > MAX_REJECTIONS {
+            let more = self.len() - MAX_REJECTIONS + 1;
+            self.truncate(MAX_REJECTIONS - 1);
+            self.push(MergeRejection {
+                source: String::new(),
+                field: "$".into(),
+                reason: format!("… and {more} more rejections, cut"),
+            });
+        }
+        for rejection in self {
+            text::bound(&mut rejection.source, MAX_TEXT);
+            text::bound(&mut rejection.field, MAX_TEXT);
+            text::bound(&mut rejection.reason, MAX_TEXT);
+        }
+    }
+}
+
+/// A name the host acts on: short, and letters, digits, `.`, `-`, `_` only.
+fn name(what: &str, value: &str) -> Result<(), Fault> {
+    let plain = value
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'));
+    if value.is_empty() || value.len() > MAX_NAME || !plain {
+        return invalid(format!(
+            "{what} {:?} is not a name (1-{MAX_NAME} letters, digits, '.', '-', '_')",
+            text::bounded(value, MAX_NAME)
+        ));
+    }
+    Ok(())
+}
+
+/// Every pod an answer names must be in the snapshot, and only once per
+/// list; reasons are cut to [`MAX_TEXT`].
+fn offered(snapshot: &Snapshot, what: &str, evictions: &mut [Eviction]) -> Result<(), Fault> {
     let pods: HashSet<&str> = snapshot.pods.iter().map(|p| p.uid.as_str()).collect();
     let mut seen = HashSet::with_capacity(evictions.len());
-    for eviction in evictions {
+    for eviction in evictions.iter_mut() {
         if !pods.contains(eviction.uid.as_str()) {
             return invalid(format!(
                 "{what} names pod {:?}, which was not offered",
-                eviction.uid
+                text::bounded(&eviction.uid, MAX_NAME)
             ));
         }
-        if !seen.insert(eviction.uid.as_str()) {
+        if !seen.insert(eviction.uid.clone()) {
             return invalid(format!("{what} names pod {:?} twice", eviction.uid));
         }
+        text::bound(&mut eviction.reason, MAX_TEXT);
     }
     Ok(())
 }
 
 /// Checks a strategy's decision against the snapshot it was given.
-pub(crate) fn decision(snapshot: &Snapshot, decision: &Decision) -> Result<(), Fault> {
+pub(crate) fn decision(snapshot: &Snapshot, decision: &mut Decision) -> Result<(), Fault> {
     let threshold = &decision.threshold;
     if !threshold.observed.is_finite() || !threshold.threshold.is_finite() {
         return invalid(format!(
@@ -36,12 +100,27 @@ pub(crate) fn decision(snapshot: &Snapshot, decision: &Decision) -> Result<(), F
             threshold.observed, threshold.threshold
         ));
     }
-    offered(snapshot, "soft-candidates", &decision.soft_candidates)?;
-    offered(snapshot, "force-evictions", &decision.force_evictions)
+    name("scope", &threshold.scope)?;
+    name("signal", &threshold.signal)?;
+    if let Some(condition) = &threshold.condition {
+        name("condition", &condition.name)?;
+        if condition.effects.len() > MAX_EFFECTS {
+            return invalid(format!(
+                "condition {} has {} taint effects; at most {MAX_EFFECTS}",
+                condition.name,
+                condition.effects.len()
+            ));
+        }
+        for effect in &condition.effects {
+            name("taint effect", effect)?;
+        }
+    }
+    offered(snapshot, "soft-candidates", &mut decision.soft_candidates)?;
+    offered(snapshot, "force-evictions", &mut decision.force_evictions)
 }
 
 /// Checks a strategy's top victims: at most `n`, each offered, none repeated.
-pub(crate) fn victims(snapshot: &Snapshot, n: u32, victims: &[Eviction]) -> Result<(), Fault> {
+pub(crate) fn victims(snapshot: &Snapshot, n: u32, victims: &mut [Eviction]) -> Result<(), Fault> {
     if victims.len() > n as usize {
         return invalid(format!(
             "asked for at most {n} victims, got {}",
@@ -52,7 +131,7 @@ pub(crate) fn victims(snapshot: &Snapshot, n: u32, victims: &[Eviction]) -> Resu
 }
 
 /// Checks that a sorter placed each of `count` candidates exactly once.
-pub(crate) fn sorted(count: usize, sorted: &Sorted) -> Result<(), Fault> {
+pub(crate) fn sorted(count: usize, sorted: &mut Sorted) -> Result<(), Fault> {
     let mut placed = vec![false; count];
     let indices = sorted
         .order
@@ -69,16 +148,25 @@ pub(crate) fn sorted(count: usize, sorted: &Sorted) -> Result<(), Fault> {
             Some(slot) => *slot = true,
         }
     }
-    match placed.iter().position(|p| !p) {
-        Some(missing) => invalid(format!(
+    if let Some(missing) = placed.iter().position(|p| !p) {
+        return invalid(format!(
             "candidate {missing} is neither ordered nor rejected"
-        )),
-        None => Ok(()),
+        ));
     }
+    for rejection in &mut sorted.rejected {
+        text::bound(&mut rejection.reason, MAX_TEXT);
+    }
+    Ok(())
 }
 
-/// Parses a merger's result, which must be a JSON object.
+/// Parses a merger's result, which must be a JSON object of bounded size.
 pub(crate) fn merged(json: &str) -> Result<serde_json::Map<String, serde_json::Value>, Fault> {
+    if json.len() > MAX_MERGED_BYTES {
+        return Err(Fault::InvalidAnswer(format!(
+            "merged config is {} bytes; at most {MAX_MERGED_BYTES}",
+            json.len()
+        )));
+    }
     match serde_json::from_str(json) {
         Ok(serde_json::Value::Object(map)) => Ok(map),
         Ok(_) => Err(Fault::InvalidAnswer(
@@ -111,8 +199,8 @@ mod tests {
 
     #[test]
     fn a_sorter_must_place_every_candidate_exactly_once() {
-        assert!(sorted(3, &sorted_of(&[2, 0], &[1])).is_ok());
-        let message = |s: Sorted| match sorted(3, &s) {
+        assert!(sorted(3, &mut sorted_of(&[2, 0], &[1])).is_ok());
+        let message = |mut s: Sorted| match sorted(3, &mut s) {
             Err(Fault::InvalidAnswer(m)) => m,
             other => panic!("expected an invalid answer, got {other:?}"),
         };
@@ -136,10 +224,83 @@ mod tests {
             grace_period_seconds: None,
         };
         let known = snapshot.pods[0].uid.clone();
-        assert!(victims(&snapshot, 1, &[eviction(&known)]).is_ok());
-        assert!(victims(&snapshot, 0, &[eviction(&known)]).is_err());
-        assert!(victims(&snapshot, 2, &[eviction(&known), eviction(&known)]).is_err());
-        assert!(victims(&snapshot, 1, &[eviction("stranger")]).is_err());
+        assert!(victims(&snapshot, 1, &mut [eviction(&known)]).is_ok());
+        assert!(victims(&snapshot, 0, &mut [eviction(&known)]).is_err());
+        assert!(victims(&snapshot, 2, &mut [eviction(&known), eviction(&known)]).is_err());
+        assert!(victims(&snapshot, 1, &mut [eviction("stranger")]).is_err());
+    }
+
+    #[test]
+    fn free_text_is_cut_and_escaped() {
+        let snapshot = canary::snapshot("{}".into());
+        let mut answer = [Eviction {
+            uid: snapshot.pods[0].uid.clone(),
+            reason: format!("forged\nINFO line {}", "x".repeat(50 << 20)),
+            grace_period_seconds: None,
+        }];
+        victims(&snapshot, 1, &mut answer).unwrap();
+        let reason = &answer[0].reason;
+        assert!(reason.starts_with("forged\\nINFO line xxx"), "{reason}");
+        assert!(reason.len() < MAX_TEXT + 64, "{} bytes kept", reason.len());
+        assert!(reason.ends_with("more bytes cut]"));
+        let mut sorted = sorted_of(&[], &[0]);
+        sorted.rejected[0].reason = "r\u{7}".repeat(MAX_TEXT);
+        super::sorted(1, &mut sorted).unwrap();
+        assert!(sorted.rejected[0].reason.len() < MAX_TEXT + 64);
+        let mut declined = "no\r\n".repeat(1000);
+        declined.bound();
+        assert!(!declined.contains('\n') && declined.len() < MAX_TEXT + 64);
+        let mut rejections: Vec<MergeRejection> = (0..1000)
+            .map(|i| MergeRejection {
+                source: "s".into(),
+                field: format!("$.f{i}"),
+                reason: "bad".into(),
+            })
+            .collect();
+        rejections.bound();
+        assert_eq!(rejections.len(), MAX_REJECTIONS);
+        assert_eq!(
+            rejections.last().unwrap().reason,
+            format!("… and {} more rejections, cut", 1000 - MAX_REJECTIONS + 1)
+        );
+    }
+
+    fn plain_decision() -> Decision {
+        use crate::policy::bindings::{Condition, MetLevel, Threshold};
+        Decision {
+            threshold: Threshold {
+                met: MetLevel::Hard,
+                scope: "memory".into(),
+                signal: "memory.available".into(),
+                observed: 1.0,
+                threshold: 2.0,
+                grace_period_seconds: 0,
+                condition: Some(Condition {
+                    name: "MemoryPressure".into(),
+                    effects: vec!["NoSchedule".into()],
+                }),
+            },
+            soft_candidates: vec![],
+            force_evictions: vec![],
+        }
+    }
+
+    #[test]
+    fn names_the_host_acts_on_must_be_plain() {
+        let snapshot = canary::snapshot("{}".into());
+        let mut decision = plain_decision();
+        assert!(super::decision(&snapshot, &mut decision).is_ok());
+        for bad in ["", "memory\nMemoryPressure", &"m".repeat(64), "a b"] {
+            let mut decision = plain_decision();
+            decision.threshold.scope = bad.to_owned();
+            assert!(
+                super::decision(&snapshot, &mut decision).is_err(),
+                "{bad:?}"
+            );
+        }
+        let mut decision = plain_decision();
+        decision.threshold.condition.as_mut().unwrap().effects = vec!["NoSchedule".into(); 4];
+        assert!(super::decision(&snapshot, &mut decision).is_err());
     }
 
     #[test]

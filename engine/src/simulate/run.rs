@@ -107,49 +107,42 @@ pub struct RunOptions {
     pub cache_dir: Option<PathBuf>,
 }
 
-/// Loads the policies: the built-ins, the policies directory over them,
-/// and limits from the merged config.
+/// Loads the policies: the built-ins, then the policies directory over them
+/// with the limits the scenario's config sets (merged by the built-in merger
+/// first, so a file loads with its own limits from the start), then the
+/// config merged again by whatever merger now serves.
 async fn registry(
     scenario: &Scenario,
     base: &Path,
     options: &RunOptions,
     clock: Arc<ManualClock>,
 ) -> Result<(Arc<Registry>, VigilConfig), SimulateError> {
-    let host = Arc::new(Host::new(options.cache_dir.clone())?);
+    let host = Arc::new(Host::with_clock(options.cache_dir.clone(), clock.clone())?);
+    let registry = Arc::new(Registry::new(host, clock, LimitsTable::default(), None)?);
+    let overlay = || {
+        let layer = scenario.config.as_ref().map(|c| Layer {
+            source: "scenario".into(),
+            json: c.to_string(),
+        });
+        layer.into_iter().collect()
+    };
+    registry.set_limits(VigilConfig::merge(&registry, overlay())?.limits());
     let policies_dir = options
         .policies_dir
         .clone()
         .or_else(|| scenario.policies_dir.as_ref().map(|dir| base.join(dir)));
-    let mut limits = LimitsTable::default();
-    loop {
-        let registry = Arc::new(Registry::new(
-            Arc::clone(&host),
-            clock.clone(),
-            limits.clone(),
-            None,
-        )?);
-        if let Some(dir) = &policies_dir {
-            let report = Reloader::new(Arc::clone(&registry), dir.clone())
-                .scan()
-                .await;
-            if let Some((name, error)) = report.failed.into_iter().next() {
-                return Err(SimulateError::Policy {
-                    name,
-                    source: error,
-                });
-            }
+    if let Some(dir) = policies_dir {
+        let report = Reloader::new(Arc::clone(&registry), dir).scan().await;
+        if let Some((name, error)) = report.failed.into_iter().next() {
+            return Err(SimulateError::Policy {
+                name,
+                source: error,
+            });
         }
-        let overlay = scenario.config.as_ref().map(|c| Layer {
-            source: "scenario".into(),
-            json: c.to_string(),
-        });
-        let config = VigilConfig::merge(&registry, overlay.into_iter().collect())?;
-        // Limits are fixed when a policy loads: load again if the config sets any.
-        if config.limits() == limits {
-            return Ok((registry, config));
-        }
-        limits = config.limits();
     }
+    let config = VigilConfig::merge(&registry, overlay())?;
+    registry.set_limits(config.limits());
+    Ok((registry, config))
 }
 
 /// Runs `scenario`; `base` is the directory its relative paths start from.

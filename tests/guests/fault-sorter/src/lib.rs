@@ -7,7 +7,12 @@
 //! - `trap`: panics, which traps;
 //! - `bad-index`: answers an index that does not exist;
 //! - `flaky`: honest, until a candidate is named `trigger-fault` — it passes
-//!   the canary and fails later, during its trial.
+//!   the canary and fails later, during its trial;
+//! - `sleepy`: honest, but when a candidate is named `trigger-fault` it first
+//!   sleeps (through WASI's clock and poll) for longer than anyone waits;
+//! - `chatty`: honest, after logging and printing 1 000 lines each, one of them
+//!   with a newline that tries to forge a log line of its own;
+//! - `verbose`: declines every call with a 50 MiB message.
 
 /// Bindings generated from the `candidate-sorter` world.
 #[allow(missing_docs)]
@@ -16,6 +21,7 @@ pub mod bindings {
 }
 
 use bindings::exports::vigil::policy::sorter::{Candidate, Guest, Sorted};
+use bindings::vigil::policy::log::{Level, log};
 
 /// The sorter; exported only when built as a component.
 pub struct FaultSorter;
@@ -45,8 +51,22 @@ impl Guest for FaultSorter {
                 rejected: vec![],
             });
         }
-        if cfg!(feature = "flaky") && candidates.iter().any(|c| c.pod.name == "trigger-fault") {
+        let triggered = candidates.iter().any(|c| c.pod.name == "trigger-fault");
+        if cfg!(feature = "flaky") && triggered {
             panic!("fault-sorter (flaky) met its trigger");
+        }
+        if cfg!(feature = "sleepy") && triggered {
+            std::thread::sleep(std::time::Duration::from_secs(u64::MAX >> 2));
+        }
+        if cfg!(feature = "chatty") {
+            log(Level::Info, "first\nINFO vigil: forged line");
+            for i in 0..1_000 {
+                log(Level::Info, &format!("chatter {i}"));
+                println!("printed {i}");
+            }
+        }
+        if cfg!(feature = "verbose") {
+            return Err("x".repeat(50 << 20));
         }
         Ok(Sorted {
             order: (0..count).rev().collect(),

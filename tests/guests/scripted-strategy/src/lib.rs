@@ -4,10 +4,12 @@
 //! Config (JSON), every field optional:
 //! `{"met": "hard"|"soft"|"not-met", "grace": 0, "scope": "script",
 //!   "force": ["uid", ...], "soft": ["uid", ...], "victims": ["uid", ...],
-//!   "trapOnPod": "name"}`.
+//!   "trapOnPod": "name", "probeClock": false}`.
 //! Like any stateless strategy it only names pods the snapshot offers.
 //! `victims` orders `top-victims` (default: the snapshot's order). It traps
-//! whenever the snapshot holds a pod named `trapOnPod`.
+//! whenever the snapshot holds a pod named `trapOnPod`. With `probeClock`,
+//! `evaluate` sleeps an hour through WASI and then declines with what its
+//! clocks showed: `wall=<ms since the epoch> slept=<monotonic ns>`.
 
 /// Bindings generated from the `eviction-strategy` world.
 #[allow(missing_docs)]
@@ -56,6 +58,17 @@ fn trap_if_triggered(snapshot: &Snapshot, config: &Value) {
     }
 }
 
+/// Sleeps an hour, then says what the clocks showed.
+fn probe_clock() -> String {
+    let start = std::time::Instant::now();
+    std::thread::sleep(std::time::Duration::from_secs(3600));
+    let slept = start.elapsed().as_nanos();
+    let wall = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis());
+    format!("wall={wall} slept={slept}")
+}
+
 /// The strategy; exported only when built as a component.
 pub struct Scripted;
 
@@ -63,6 +76,9 @@ impl Guest for Scripted {
     fn evaluate(snapshot: Snapshot) -> Result<Decision, String> {
         let config = config(&snapshot)?;
         trap_if_triggered(&snapshot, &config);
+        if config["probeClock"].as_bool() == Some(true) {
+            return Err(probe_clock());
+        }
         let met = match config["met"].as_str().unwrap_or("not-met") {
             "hard" => MetLevel::Hard,
             "soft" => MetLevel::Soft,
