@@ -17,6 +17,10 @@ use thiserror::Error;
 
 /// The merger policy that assembles the layers.
 pub const MERGER: &str = "default-merger";
+/// Largest config layer accepted, in bytes of JSON.
+pub const MAX_LAYER_BYTES: usize = 256 << 10;
+/// Deepest nesting of objects and arrays a layer may have.
+pub const MAX_LAYER_DEPTH: usize = 32;
 
 /// Settings of one policy.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -147,6 +151,70 @@ pub enum ConfigError {
     /// The merged config does not parse as vigil's config.
     #[error("the merged config is not a valid vigil config")]
     Invalid(#[source] serde_json::Error),
+    /// A layer is too large or too deeply nested to be merged at all.
+    #[error("config layer {layer}: {problem}")]
+    Layer {
+        /// The layer's source.
+        layer: String,
+        /// What is wrong with it.
+        problem: String,
+    },
+    /// Values out of their range, each with its JSON path.
+    #[error("the merged config has values out of range: {}", .0.join("; "))]
+    OutOfRange(Vec<String>),
+}
+
+/// How deeply `json` nests objects and arrays, in one pass without
+/// recursion; brackets inside strings do not count.
+fn depth(json: &str) -> usize {
+    let (mut depth, mut deepest) = (0usize, 0usize);
+    let (mut in_string, mut escaped) = (false, false);
+    for byte in json.bytes() {
+        match (in_string, byte) {
+            (true, _) if escaped => escaped = false,
+            (true, b'\\') => escaped = true,
+            (true, b'"') | (false, b'"') => in_string = !in_string,
+            (false, b'{' | b'[') => {
+                depth += 1;
+                deepest = deepest.max(depth);
+            }
+            (false, b'}' | b']') => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    deepest
+}
+
+/// Refuses a layer too large or too deep to hand to the merger: its cost
+/// must be bounded whatever the merger does with it.
+fn check_layer(layer: &Layer) -> Result<(), ConfigError> {
+    let problem = if layer.json.len() > MAX_LAYER_BYTES {
+        format!("{} bytes; at most {MAX_LAYER_BYTES}", layer.json.len())
+    } else if depth(&layer.json) > MAX_LAYER_DEPTH {
+        format!("nested more than {MAX_LAYER_DEPTH} levels deep")
+    } else {
+        return Ok(());
+    };
+    Err(ConfigError::Layer {
+        layer: layer.source.clone(),
+        problem,
+    })
+}
+
+/// `value` at `path`, unless it lies outside `range`.
+fn in_range(
+    problems: &mut Vec<String>,
+    path: &str,
+    value: u64,
+    range: std::ops::RangeInclusive<u64>,
+) {
+    if !range.contains(&value) {
+        problems.push(format!(
+            "{path}: {value} is outside {}..={}",
+            range.start(),
+            range.end()
+        ));
+    }
 }
 
 impl VigilConfig {
@@ -162,12 +230,59 @@ impl VigilConfig {
             source: "defaults".into(),
             json: defaults,
         }];
+        for layer in &overlays {
+            check_layer(layer)?;
+        }
         layers.extend(overlays);
         let merged = registry
             .call(&policy, |_| merger.merge(&layers))
             .map_err(ConfigError::MergerFault)?
             .map_err(|rejections| ConfigError::Rejected(Rejections(rejections)))?;
-        serde_json::from_value(serde_json::Value::Object(merged)).map_err(ConfigError::Invalid)
+        let config: Self = serde_json::from_value(serde_json::Value::Object(merged))
+            .map_err(ConfigError::Invalid)?;
+        let problems = config.problems();
+        if problems.is_empty() {
+            Ok(config)
+        } else {
+            Err(ConfigError::OutOfRange(problems))
+        }
+    }
+
+    /// Every value out of the range vigil can act on, with its JSON path.
+    /// The merger checks shapes; the host checks ranges whatever merger runs.
+    pub fn problems(&self) -> Vec<String> {
+        const DAY: u64 = 86_400;
+        let mut problems = Vec::new();
+        let p = &mut problems;
+        in_range(
+            p,
+            "$.evictionPeriodSeconds",
+            self.eviction_period_seconds,
+            1..=3600,
+        );
+        in_range(p, "$.evictionBurst", self.eviction_burst as u64, 1..=1000);
+        in_range(
+            p,
+            "$.conditionTransitionSeconds",
+            self.condition_transition_seconds,
+            0..=DAY,
+        );
+        if let Some(after) = self.pdb_override_after_seconds {
+            in_range(p, "$.pdbOverrideAfterSeconds", after, 0..=7 * DAY);
+        }
+        for (name, policy) in &self.policies {
+            let at = |field: &str| format!("$.policies.{name}.{field}");
+            if let Some(ms) = policy.deadline_ms {
+                in_range(p, &at("deadlineMs"), ms, 1..=60_000);
+            }
+            if let Some(mib) = policy.memory_limit_mib {
+                in_range(p, &at("memoryLimitMiB"), mib, 1..=4096);
+            }
+            if let Some(seconds) = policy.trial_seconds {
+                in_range(p, &at("trialSeconds"), seconds, 0..=7 * DAY);
+            }
+        }
+        problems
     }
 
     /// Call limits: the host defaults with every policy's overrides.
@@ -252,6 +367,58 @@ mod tests {
         );
         let removed: VigilConfig = serde_json::from_str(r#"{"dryRun": false}"#).unwrap();
         assert_eq!(removed.eviction_settings().pdb_override_after, None);
+    }
+
+    #[test]
+    fn values_out_of_range_are_listed_with_their_paths() {
+        let config: VigilConfig = serde_json::from_value(serde_json::json!({
+            "evictionPeriodSeconds": 0,
+            "evictionBurst": 3,
+            "pdbOverrideAfterSeconds": u64::MAX,
+            "policies": {"js-sorter": {"deadlineMs": 0, "memoryLimitMiB": u64::MAX, "trialSeconds": u64::MAX}},
+        }))
+        .unwrap();
+        assert_eq!(
+            config.problems(),
+            [
+                "$.evictionPeriodSeconds: 0 is outside 1..=3600".to_owned(),
+                format!(
+                    "$.pdbOverrideAfterSeconds: {} is outside 0..=604800",
+                    u64::MAX
+                ),
+                "$.policies.js-sorter.deadlineMs: 0 is outside 1..=60000".to_owned(),
+                format!(
+                    "$.policies.js-sorter.memoryLimitMiB: {} is outside 1..=4096",
+                    u64::MAX
+                ),
+                format!(
+                    "$.policies.js-sorter.trialSeconds: {} is outside 0..=604800",
+                    u64::MAX
+                ),
+            ]
+        );
+        assert!(VigilConfig::default().problems().is_empty());
+    }
+
+    #[test]
+    fn depth_is_counted_outside_strings_in_one_pass() {
+        assert_eq!(depth(r#"{"a": [1, {"b": "[[[{{"}]}"#), 3);
+        assert_eq!(depth(r#"{"a": "\"[["}"#), 1);
+        let deep = format!("{}{}", "[".repeat(1_000_000), "]".repeat(1_000_000));
+        assert_eq!(depth(&deep), 1_000_000);
+        let layer = |json: String| Layer {
+            source: "test".into(),
+            json,
+        };
+        assert!(check_layer(&layer(deep)).is_err());
+        let too_deep = format!(
+            "{}{}",
+            "[".repeat(MAX_LAYER_DEPTH + 1),
+            "]".repeat(MAX_LAYER_DEPTH + 1)
+        );
+        assert!(check_layer(&layer(too_deep)).is_err());
+        assert!(check_layer(&layer("x".repeat(MAX_LAYER_BYTES + 1))).is_err());
+        assert!(check_layer(&layer(r#"{"a": {"b": 1}}"#.into())).is_ok());
     }
 
     #[test]

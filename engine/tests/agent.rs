@@ -707,3 +707,56 @@ fn an_unreadable_kubeconfig_stops_the_start_naming_the_file() {
         "{stderr}"
     );
 }
+
+#[test]
+fn a_state_directory_others_can_write_stops_the_start() {
+    use std::os::unix::fs::PermissionsExt;
+    let root = tempfile::tempdir().expect("temp dir");
+    let state = root.path().join("state");
+    std::fs::create_dir(&state).expect("mkdir");
+    std::fs::set_permissions(&state, std::fs::Permissions::from_mode(0o777)).expect("chmod");
+    let output = Command::new(env!("CARGO_BIN_EXE_vigil"))
+        .args(["agent", "--node-name", "n1", "--state-dir"])
+        .arg(&state)
+        .output()
+        .expect("runs");
+    assert!(!output.status.success(), "the agent should refuse to start");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains(&format!("{} is owned by uid", state.display()))
+            && stderr.contains("mode 777")
+            && stderr.contains("run native code"),
+        "{stderr}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_ends_the_agent_while_a_policy_compiles() {
+    let server = ApiServer::start().await;
+    node(&server);
+    let fixture = NodeFiles::default();
+    let js = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../examples/policies/js-sorter/js-sorter.wasm");
+    std::fs::create_dir_all(fixture.path("policies")).expect("policies dir");
+    std::fs::copy(&js, fixture.path("policies/js-sorter.wasm")).unwrap_or_else(|e| {
+        panic!(
+            "{}: {e}; build the example policies with examples/policies/build.sh",
+            js.display()
+        )
+    });
+    let mut agent = start(&server, &fixture, &[]);
+    watching(&server).await;
+    // The JavaScript component compiles for seconds, from an empty cache.
+    let (status, logs) = tokio::task::spawn_blocking(move || {
+        let status = agent.terminate();
+        (status, agent.logs())
+    })
+    .await
+    .expect("joins");
+    assert!(status.success(), "exit {status:?}: {logs}");
+    assert!(logs.contains("vigil agent stopped"), "{logs}");
+    assert!(
+        !logs.contains("js-sorter@"),
+        "the exit waited for the compile to finish: {logs}"
+    );
+}

@@ -313,8 +313,10 @@ fn a_log_flood_is_cut_to_the_call_budget_counted_and_cannot_forge_lines() {
 #[test]
 fn a_huge_answer_is_refused_before_the_host_copies_it() {
     let host = Host::new(None).unwrap();
+    // Room to build the 50 MiB answer, even in a debug build on a busy machine.
     let roomy = Limits {
         memory_bytes: 256 << 20,
+        deadline: Duration::from_secs(10),
         ..test_limits()
     };
     let policy = host
@@ -329,4 +331,33 @@ fn a_huge_answer_is_refused_before_the_host_copies_it() {
         fault.to_string(),
         "gave an invalid answer: more than 1048576 bytes passed to the host at once"
     );
+}
+
+#[test]
+fn new_limits_apply_to_a_loaded_policy_without_recompiling_it() {
+    let (registry, _clock) = registry(None);
+    let policy = registry
+        .prepare("extra-sorter", Arc::from(REVERSE_SORTER), Source::Builtin)
+        .unwrap();
+    registry.install(Arc::clone(&policy));
+    let sort = || {
+        let serving = registry.get("extra-sorter").unwrap();
+        assert!(Arc::ptr_eq(&serving, &policy), "the same loaded version");
+        serving
+            .as_sorter()
+            .expect("a sorter")
+            .sort(&three_candidates(), "{}")
+    };
+    assert!(sort().is_ok());
+    let mut limits = registry.limits();
+    let tight = Limits {
+        memory_bytes: 1 << 20,
+        ..limits.default
+    };
+    limits.overrides.insert("extra-sorter".into(), tight);
+    registry.set_limits(limits.clone());
+    assert!(matches!(sort(), Err(Fault::MemoryLimit { limit_mib: 1 })));
+    limits.overrides.clear();
+    registry.set_limits(limits);
+    assert!(sort().is_ok());
 }

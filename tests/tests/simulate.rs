@@ -166,3 +166,30 @@ async fn a_pdb_protected_top_victim_is_passed_over_for_the_next_pod_at_the_same_
         "deleted despite its budget only after pdbOverrideAfterSeconds: {evicted:?}"
     );
 }
+
+#[tokio::test]
+async fn a_scenarios_per_policy_limits_apply_from_the_first_load() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("policies")).unwrap();
+    std::fs::write(
+        dir.path().join("policies/extra-sorter.wasm"),
+        vigil_tests::REVERSE_SORTER,
+    )
+    .unwrap();
+    let path = dir.path().join("limits.yaml");
+    std::fs::write(
+        &path,
+        "name: limits\nduration: 10s\nnode: {memory: 1Gi}\npoliciesDir: policies\n\
+         config: {policies: {extra-sorter: {memoryLimitMiB: 1}}}\npods: []\n",
+    )
+    .unwrap();
+    let scenario = Scenario::load(&path).unwrap();
+    let error = run(&scenario, dir.path(), &RunOptions::default())
+        .await
+        .unwrap_err();
+    let text = vigil::report::Chain(&error).to_string();
+    assert!(
+        text.contains("extra-sorter") && text.contains("memory limit of 1 MiB"),
+        "the canary ran with the scenario's limit: {text}"
+    );
+}

@@ -6,6 +6,7 @@
 use super::timeline::Timeline;
 use serde::{Deserialize, Deserializer};
 use std::collections::{BTreeMap, BTreeSet};
+use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use thiserror::Error;
@@ -209,6 +210,9 @@ pub struct Scenario {
     pub signals: BTreeMap<String, Timeline>,
 }
 
+/// The largest scenario file read.
+pub const MAX_SCENARIO_BYTES: u64 = 16 << 20;
+
 fn default_namespace() -> String {
     "default".into()
 }
@@ -223,7 +227,7 @@ pub(crate) fn duration<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Dur
     impl serde::de::Visitor<'_> for Visitor {
         type Value = Duration;
         fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-            f.write_str("a duration such as 30s, 2m or 500ms")
+            f.write_str("a duration such as 30s, 2m or 500ms, of at most 24h")
         }
         fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<Duration, E> {
             parse_duration(text)
@@ -233,6 +237,10 @@ pub(crate) fn duration<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Dur
     // Errors raised inside the visitor carry the line and column.
     deserializer.deserialize_str(Visitor)
 }
+
+/// The longest duration or time a scenario may name: a simulation covers at
+/// most a day.
+pub const MAX_DURATION: Duration = Duration::from_secs(86_400);
 
 fn parse_duration(text: &str) -> Option<Duration> {
     let text = text.trim();
@@ -249,7 +257,9 @@ fn parse_duration(text: &str) -> Option<Duration> {
         "h" => value * 3600.0,
         _ => return None,
     };
-    Some(Duration::from_secs_f64(seconds))
+    Duration::try_from_secs_f64(seconds)
+        .ok()
+        .filter(|d| *d <= MAX_DURATION)
 }
 
 /// Deserialises an amount: a number, or a quantity such as `512Mi` or `500m` (millicores).
@@ -258,16 +268,27 @@ pub(crate) fn amount<'de, D: Deserializer<'de>>(deserializer: D) -> Result<f64, 
     impl serde::de::Visitor<'_> for Visitor {
         type Value = f64;
         fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-            f.write_str("a number or a quantity such as 512Mi, 1G or 500m")
+            f.write_str("a finite, non-negative number or a quantity such as 512Mi, 1G or 500m")
         }
         fn visit_f64<E: serde::de::Error>(self, value: f64) -> Result<f64, E> {
-            Ok(value)
+            if value.is_finite() && value >= 0.0 {
+                Ok(value)
+            } else {
+                Err(E::invalid_value(serde::de::Unexpected::Float(value), &self))
+            }
         }
         fn visit_u64<E: serde::de::Error>(self, value: u64) -> Result<f64, E> {
             Ok(value as f64)
         }
         fn visit_i64<E: serde::de::Error>(self, value: i64) -> Result<f64, E> {
-            Ok(value as f64)
+            if value >= 0 {
+                Ok(value as f64)
+            } else {
+                Err(E::invalid_value(
+                    serde::de::Unexpected::Signed(value),
+                    &self,
+                ))
+            }
         }
         fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<f64, E> {
             let millicores = text.strip_suffix('m').and_then(|m| m.parse::<u64>().ok());
@@ -287,10 +308,22 @@ impl Scenario {
     /// # Errors
     /// The file cannot be read, is malformed (with line and column), or fails validation.
     pub fn load(path: &Path) -> Result<Self, ScenarioError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ScenarioError::Read {
+        let read_error = |source| ScenarioError::Read {
             path: path.to_owned(),
             source,
-        })?;
+        };
+        let mut text = String::new();
+        std::fs::File::open(path)
+            .and_then(|file| file.take(MAX_SCENARIO_BYTES + 1).read_to_string(&mut text))
+            .map_err(read_error)?;
+        if text.len() as u64 > MAX_SCENARIO_BYTES {
+            return Err(ScenarioError::Invalid {
+                path: path.to_owned(),
+                problems: vec![format!(
+                    "the file is larger than {MAX_SCENARIO_BYTES} bytes"
+                )],
+            });
+        }
         Self::parse(&text, path)
     }
 
@@ -323,6 +356,12 @@ impl Scenario {
         }
         if self.node.memory <= 0.0 {
             problems.push("node.memory: must be more than zero".into());
+        }
+        if self.node.disk <= 0.0 {
+            problems.push("node.disk: must be more than zero".into());
+        }
+        if self.node.pid_max == 0 {
+            problems.push("node.pidMax: must be more than zero".into());
         }
         if self.config.as_ref().is_some_and(|c| !c.is_object()) {
             problems.push("config: must be a mapping".into());
@@ -423,5 +462,21 @@ mod tests {
         assert_eq!(parse_duration("1.5h"), Some(Duration::from_secs(5400)));
         assert_eq!(parse_duration("5"), None);
         assert_eq!(parse_duration("5 days"), None);
+        assert_eq!(parse_duration("24h"), Some(MAX_DURATION));
+        assert_eq!(parse_duration("25h"), None);
+        assert_eq!(parse_duration("99999999999999999999999999999h"), None);
+        assert_eq!(parse_duration("1.7976931348623157e308s"), None);
+        assert_eq!(parse_duration("..5s"), None);
+    }
+
+    #[test]
+    fn amounts_must_be_finite_and_not_negative() {
+        for bad in ["-1", ".nan", ".inf", "-.inf", "-1Gi", "-5.5"] {
+            let text = MINIMAL.replace("value: 1Gi", &format!("value: {bad}"));
+            assert!(
+                Scenario::parse(&text, Path::new("t")).is_err(),
+                "{bad} was accepted"
+            );
+        }
     }
 }
