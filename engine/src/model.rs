@@ -8,3 +8,21 @@ pub use crate::policy::bindings::{
     Candidate, Condition, Decision, Eviction, KeyValue, Layer, Level, MergeRejection, MetLevel,
     Pod, QosClass, Resources, Signal, Snapshot, SortRejection, Sorted, Threshold, Usage,
 };
+
+/// A memory threshold met at `met`, with the `MemoryPressure` condition and
+/// a `NoSchedule` taint: the usual answer of a memory strategy, for tests.
+#[cfg(test)]
+pub(crate) fn memory_threshold(met: MetLevel) -> Threshold {
+    Threshold {
+        met,
+        scope: "memory".into(),
+        signal: "memory.available".into(),
+        observed: 1.0,
+        threshold: 2.0,
+        grace_period_seconds: 0,
+        condition: Some(Condition {
+            name: "MemoryPressure".into(),
+            effects: vec!["NoSchedule".into()],
+        }),
+    }
+}

@@ -82,20 +82,25 @@ async fn a_critical_static_or_mirror_pod_is_never_chosen() {
     }
 }
 
+/// Simulates the scenario `yaml` from `dir`, which must fail; the error chain.
+async fn refused(dir: &std::path::Path, yaml: &str) -> String {
+    let path = dir.join("scenario.yaml");
+    std::fs::write(&path, yaml).unwrap();
+    let scenario = Scenario::load(&path).unwrap();
+    let error = run(&scenario, dir, &RunOptions::default())
+        .await
+        .unwrap_err();
+    vigil::report::Chain(&error).to_string()
+}
+
 #[tokio::test]
 async fn a_scenario_with_a_bad_config_layer_is_rejected_naming_the_field() {
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("bad.yaml");
-    std::fs::write(
-        &path,
+    let text = refused(
+        dir.path(),
         "name: bad\nduration: 10s\nnode: {memory: 1Gi}\nconfig: {evictionBurst: 0}\npods: []\n",
     )
-    .unwrap();
-    let scenario = Scenario::load(&path).unwrap();
-    let error = run(&scenario, dir.path(), &RunOptions::default())
-        .await
-        .unwrap_err();
-    let text = vigil::report::Chain(&error).to_string();
+    .await;
     assert!(
         text.contains("$.evictionBurst (from scenario): must be a positive integer"),
         "{text}"
@@ -176,18 +181,12 @@ async fn a_scenarios_per_policy_limits_apply_from_the_first_load() {
         vigil_tests::REVERSE_SORTER,
     )
     .unwrap();
-    let path = dir.path().join("limits.yaml");
-    std::fs::write(
-        &path,
+    let text = refused(
+        dir.path(),
         "name: limits\nduration: 10s\nnode: {memory: 1Gi}\npoliciesDir: policies\n\
          config: {policies: {extra-sorter: {memoryLimitMiB: 1}}}\npods: []\n",
     )
-    .unwrap();
-    let scenario = Scenario::load(&path).unwrap();
-    let error = run(&scenario, dir.path(), &RunOptions::default())
-        .await
-        .unwrap_err();
-    let text = vigil::report::Chain(&error).to_string();
+    .await;
     assert!(
         text.contains("extra-sorter") && text.contains("memory limit of 1 MiB"),
         "the canary ran with the scenario's limit: {text}"

@@ -664,9 +664,7 @@ mod tests {
     //! test says.
 
     use super::*;
-    use crate::model::{
-        Condition, Decision as Answer, QosClass, Resources, Signal, SortRejection, Usage,
-    };
+    use crate::model::{Decision as Answer, QosClass, Resources, Signal, SortRejection, Usage};
     use std::sync::Mutex;
     use std::time::Duration;
 
@@ -686,18 +684,7 @@ mod tests {
         fn evaluate(&self, _: &str, _: &Snapshot) -> Result<Answer, Unanswered> {
             let met = self.met.lock().unwrap().unwrap_or(MetLevel::NotMet);
             Ok(Answer {
-                threshold: Threshold {
-                    met,
-                    scope: "memory".into(),
-                    signal: "memory.available".into(),
-                    observed: 1.0,
-                    threshold: 2.0,
-                    grace_period_seconds: 0,
-                    condition: Some(Condition {
-                        name: "MemoryPressure".into(),
-                        effects: vec!["NoSchedule".into()],
-                    }),
-                },
+                threshold: crate::model::memory_threshold(met),
                 soft_candidates: vec![],
                 force_evictions: vec![],
             })

@@ -266,20 +266,8 @@ mod tests {
     }
 
     fn plain_decision() -> Decision {
-        use crate::policy::bindings::{Condition, MetLevel, Threshold};
         Decision {
-            threshold: Threshold {
-                met: MetLevel::Hard,
-                scope: "memory".into(),
-                signal: "memory.available".into(),
-                observed: 1.0,
-                threshold: 2.0,
-                grace_period_seconds: 0,
-                condition: Some(Condition {
-                    name: "MemoryPressure".into(),
-                    effects: vec!["NoSchedule".into()],
-                }),
-            },
+            threshold: crate::model::memory_threshold(crate::model::MetLevel::Hard),
             soft_candidates: vec![],
             force_evictions: vec![],
         }
