@@ -394,3 +394,80 @@ async fn a_deleted_and_recreated_directory_is_watched_again() {
     agent.until_loaded("third-sorter", REVERSE_SORTER).await;
     agent.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_agent_evicts_past_a_hostile_policies_directory_and_a_sleeping_sorter() {
+    use std::os::unix::fs::DirBuilderExt;
+    use vigil::policy::Digest;
+    use vigil_testbed::{ApiServer, NodeFiles, objects};
+    let server = ApiServer::start().await;
+    server.put("nodes", "", objects::node("node-1"));
+    let files = NodeFiles::default();
+    let pod = objects::best_effort_pod("node-1", "shop", TRIGGER, 3);
+    files.best_effort_pod(pod["metadata"]["uid"].as_str().unwrap(), 900);
+    server.put("pods", "shop", pod);
+    files.write("kubeconfig", &server.kubeconfig());
+    files.write(
+        "config.yaml",
+        "evictionPeriodSeconds: 1\npolicies:\n  memory-pressure:\n    config: {hard: 500Mi}\n",
+    );
+    // The sorter sleeps through WASI whenever it sees the pod: it serves from
+    // the start, as the last-known-good, and from the policies directory.
+    let policies = files.path("policies");
+    std::fs::create_dir(&policies).unwrap();
+    std::fs::write(policies.join("default-sorter.wasm"), SLEEPY_SORTER).unwrap();
+    let lkg = files.path("state/lkg");
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&lkg)
+        .unwrap();
+    let saved = format!("default-sorter@{}.wasm", Digest::of(SLEEPY_SORTER).hex());
+    std::fs::write(lkg.join(saved), SLEEPY_SORTER).unwrap();
+    mkfifo(&policies.join("fifo.wasm"));
+    std::os::unix::fs::symlink("/dev/zero", policies.join("zero.wasm")).unwrap();
+    std::fs::File::create(policies.join("sparse.wasm"))
+        .unwrap()
+        .set_len(1 << 30)
+        .unwrap();
+    std::fs::create_dir(policies.join("folder.wasm")).unwrap();
+    files.memory_available(50);
+    let before = rss_bytes();
+
+    let config = vigil::agent::AgentConfig {
+        node_name: "node-1".into(),
+        kubeconfig: Some(files.path("kubeconfig")),
+        policies_dir: policies,
+        max_policy_bytes: vigil::policy::files::DEFAULT_MAX_POLICY_BYTES,
+        state_dir: files.path("state"),
+        config_file: Some(files.path("config.yaml")),
+        dry_run: false,
+        metrics_addr: "127.0.0.1:0".parse().unwrap(),
+        proc_root: files.path("proc"),
+        cgroup_root: files.path("cgroup"),
+        cgroup_driver: vigil::signals::Driver::Cgroupfs,
+        nodefs: files.path(""),
+    };
+    let (stop, stopped) = oneshot::channel::<()>();
+    let agent = tokio::spawn(vigil::agent::run(config, async {
+        stopped.await.ok();
+    }));
+    server
+        .until(Duration::from_secs(60), "the pod is evicted", |s| {
+            !s.evictions().is_empty()
+        })
+        .await;
+    assert!(
+        server.evictions()[0]
+            .uri
+            .ends_with(&format!("/pods/{TRIGGER}/eviction"))
+    );
+    let grown = rss_bytes().saturating_sub(before);
+    assert!(grown < 256 << 20, "RSS grew by {} MiB", grown >> 20);
+    stop.send(()).unwrap();
+    tokio::time::timeout(Duration::from_secs(30), agent)
+        .await
+        .expect("the agent ends when told")
+        .expect("joins")
+        .expect("ran cleanly");
+}
