@@ -10,7 +10,7 @@
 
 mod common;
 
-use common::{builtin, candidates, median, micros};
+use common::{builtin, candidates, empty_call, median, micros};
 use std::path::Path;
 use std::time::Duration;
 use vigil::policy::{Host, Limits, Policy, Source};
@@ -53,16 +53,7 @@ fn measure(language: &'static str, bytes: &[u8]) -> Figures {
     load(&cached(), bytes);
     let load_precompiled = load_time(5, cached, bytes);
     let policy = load(&cached(), bytes);
-    let empty_call = median(|| {
-        std::hint::black_box(
-            policy
-                .as_sorter()
-                .expect("a sorter")
-                .sort(&[], "{}")
-                .expect("no fault")
-                .expect("sorts"),
-        );
-    });
+    let empty_call = empty_call(&policy);
     let sorts = SIZES
         .iter()
         .map(|&n| {

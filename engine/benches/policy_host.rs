@@ -9,7 +9,7 @@
 
 mod common;
 
-use common::{builtin, candidates, median, micros};
+use common::{builtin, candidates, empty_call, median, micros};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -76,16 +76,7 @@ fn sorter_ratios(host: &Host) {
             ratio(native_clone)
         );
     }
-    let empty = median(|| {
-        std::hint::black_box(
-            policy
-                .as_sorter()
-                .expect("a sorter")
-                .sort(&[], "{}")
-                .expect("no fault")
-                .expect("sorts"),
-        );
-    });
+    let empty = empty_call(&policy);
     println!(
         "fixed cost of one call (fresh store, instantiate, empty sort): {}",
         micros(empty)

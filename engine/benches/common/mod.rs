@@ -49,6 +49,15 @@ pub fn median(mut run: impl FnMut()) -> Duration {
     samples[samples.len() / 2]
 }
 
+/// Median cost of one call to the sorter `policy` with no candidates: a
+/// fresh store, an instance and an empty answer.
+pub fn empty_call(policy: &vigil::policy::Policy) -> Duration {
+    let sorter = policy.as_sorter().expect("a sorter");
+    median(|| {
+        std::hint::black_box(sorter.sort(&[], "{}").expect("no fault").expect("sorts"));
+    })
+}
+
 /// `d` in microseconds, for tables.
 pub fn micros(d: Duration) -> String {
     format!("{:.1} µs", d.as_secs_f64() * 1e6)

@@ -94,21 +94,14 @@ impl Tracker {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::Condition;
 
     fn threshold(met: MetLevel, grace: u64) -> Threshold {
-        Threshold {
-            met,
-            scope: "memory".into(),
-            signal: "memory.available".into(),
-            observed: 1.0,
-            threshold: 2.0,
-            grace_period_seconds: grace,
-            condition: Some(Condition {
-                name: "MemoryPressure".into(),
-                effects: vec![],
-            }),
+        let mut threshold = crate::model::memory_threshold(met);
+        threshold.grace_period_seconds = grace;
+        if let Some(condition) = &mut threshold.condition {
+            condition.effects.clear();
         }
+        threshold
     }
 
     #[test]
