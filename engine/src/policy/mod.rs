@@ -3,14 +3,17 @@
 //!
 //! Start with [`Registry`]: it owns the policies that serve, and is what the
 //! rest of vigil calls. Underneath:
-//! - [`Host`] compiles components (with an on-disk artifact cache) and checks
-//!   their world and imports; a [`Policy`] is one loaded version whose calls
-//!   each run in a fresh, bounded store and whose answers are validated,
-//!   made through a typed handle per world ([`Strategy`], [`Sorter`],
-//!   [`Merger`]);
+//! - [`Host`] compiles components (with an authenticated on-disk artifact
+//!   cache) and checks their world and imports; a [`Policy`] is one loaded
+//!   version whose calls each run in a fresh, bounded store (the sandbox:
+//!   memory, tables, logs, what the guest passes the host; `guest_env`: clocks
+//!   that never wait, fixed randomness) and whose answers are validated and
+//!   bounded, made through a typed handle per world ([`Strategy`],
+//!   [`Sorter`], [`Merger`]);
 //! - the registry swaps versions atomically, puts new ones on trial and rolls
 //!   back to the last-known-good (kept in the state directory) on a fault;
-//! - [`reload`] watches the policies directory and drives the registry;
+//! - [`reload`] watches the policies directory and drives the registry,
+//!   reading its files as untrusted input ([`files`]);
 //! - [`check`] reports on component files for `vigil policy check`.
 
 pub mod bindings;
