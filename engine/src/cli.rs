@@ -42,6 +42,10 @@ enum Command {
     /// Work with policy components.
     #[command(subcommand)]
     Policy(PolicyCommand),
+    /// Print the custom resource definitions vigil reads (YAML), for `kubectl apply -f -`.
+    Crd,
+    /// Print the JSON Schema of vigil's config, for editors and CI checks of config files.
+    ConfigSchema,
 }
 
 #[derive(Debug, clap::Args)]
@@ -167,6 +171,15 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Agent(args) => agent(args).await,
         Command::Simulate(args) => simulate(args).await,
         Command::Policy(PolicyCommand::Check { files, builtin }) => check(&files, builtin),
+        Command::Crd => {
+            print!("{}", crate::config::crd::definitions());
+            Ok(())
+        }
+        Command::ConfigSchema => {
+            let schema = crate::config::schema::json_schema();
+            println!("{}", serde_json::to_string_pretty(&schema)?);
+            Ok(())
+        }
     }
 }
 

@@ -102,7 +102,9 @@ async fn a_scenario_with_a_bad_config_layer_is_rejected_naming_the_field() {
     )
     .await;
     assert!(
-        text.contains("$.evictionBurst (from scenario): must be a positive integer"),
+        text.contains(
+            "config layer scenario does not match the config schema: $.evictionBurst: 0 is less than the minimum of 1"
+        ),
         "{text}"
     );
 }

@@ -33,7 +33,7 @@ mod registry;
 pub mod reload;
 mod sandbox;
 mod state;
-mod text;
+pub(crate) mod text;
 mod validate;
 mod world;
 

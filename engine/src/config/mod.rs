@@ -1,14 +1,23 @@
-//! vigil's configuration: plain data with documented defaults, assembled from
-//! layers by the config-merger policy and then parsed here once more, strictly.
+//! vigil's configuration: one Rust type, [`VigilConfig`], that is also the
+//! one schema of it — the JSON Schema that validates every layer on the host
+//! ([`schema`]), the schema of the `VigilConfig` custom resource's
+//! `spec.config` ([`crd`]) and the reference in `docs/configuration.md`.
 //!
 //! Layers go base first: the defaults below, then overlays in increasing
-//! specificity (a scenario's `config`, later the config CRDs). The merger
-//! policy merges and validates them; this module turns the result into
-//! [`EvictionSettings`].
+//! specificity (a scenario's `config`, a `--config` file, the `VigilConfig`
+//! objects that select this node: see [`layers`]). Each layer is checked
+//! against the schema, the config-merger policy combines them (its rules
+//! decide which layer wins and how maps combine, nothing else), and the
+//! result is checked against the schema again and parsed strictly.
+
+pub mod crd;
+pub mod layers;
+pub mod schema;
 
 use crate::eviction::{EvictionSettings, PolicySettings};
 use crate::model::{Layer, MergeRejection};
 use crate::policy::{Fault, Limits, LimitsTable, Registry};
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt;
@@ -22,24 +31,30 @@ pub const MAX_LAYER_BYTES: usize = 256 << 10;
 /// Deepest nesting of objects and arrays a layer may have.
 pub const MAX_LAYER_DEPTH: usize = 32;
 
+const DAY: u64 = 86_400;
+
 /// Settings of one policy.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct PolicyConfig {
-    /// Whether a strategy takes part in cycles (true).
+    /// Whether a strategy takes part in cycles.
     pub enabled: bool,
-    /// Log and count this strategy's decisions, carry none out (false).
+    /// Log and count this strategy's decisions, carry none out.
     pub dry_run: bool,
-    /// Deadline of one call, in milliseconds (the host default, 100).
+    /// Deadline of one call, in milliseconds (unset: the host's 100).
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 60_000))]
     pub deadline_ms: Option<u64>,
-    /// Memory cap of one call, in MiB (the host default, 64).
+    /// Memory cap of one call, in MiB (unset: the host's 64).
     #[serde(rename = "memoryLimitMiB", skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 4096))]
     pub memory_limit_mib: Option<u64>,
-    /// Trial of a new version, in seconds (the host default, 300).
+    /// Trial of a new version of the policy, in seconds (unset: the host's 300).
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(range(max = 604_800))]
     pub trial_seconds: Option<u64>,
-    /// The policy's own configuration (`{}`).
+    /// The policy's own configuration, a JSON object it reads itself.
+    #[schemars(schema_with = "schema::free_form")]
     pub config: serde_json::Value,
 }
 
@@ -73,26 +88,36 @@ impl PolicyConfig {
     }
 }
 
-/// The whole configuration.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// vigil's configuration.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct VigilConfig {
-    /// Seconds between eviction cycles (5).
+    /// Seconds between eviction cycles when no signal event comes first.
+    #[schemars(range(min = 1, max = 3600))]
     pub eviction_period_seconds: u64,
-    /// Most evictions started per cycle (3).
+    /// Most evictions started in one cycle.
+    #[schemars(range(min = 1, max = 1000))]
     pub eviction_burst: usize,
-    /// Seconds a node condition is still reported after it was last seen (300).
+    /// Seconds a node condition is still reported after it was last seen.
+    #[schemars(range(max = 86_400))]
     pub condition_transition_seconds: u64,
-    /// Log and count every decision, carry none out (false).
+    /// Log and count every decision, carry none out.
     pub dry_run: bool,
     /// Seconds every candidate of a hard threshold may be refused by
-    /// PodDisruptionBudgets before vigil deletes the top one anyway (60 in
-    /// the defaults layer). A layer that sets it to `null` removes it, and
-    /// absent means never: the field's own default is `None`, not 60.
+    /// PodDisruptionBudgets before vigil deletes the top one anyway; `null`
+    /// in a layer removes it (never).
+    // The field's own default is `None`: absent after the merge means never;
+    // the defaults layer sets 60.
     #[serde(default)]
+    #[schemars(range(max = 604_800))]
     pub pdb_override_after_seconds: Option<u64>,
-    /// Name of the candidate sorter policy (`default-sorter`).
+    /// Name of the candidate sorter policy.
+    #[schemars(length(min = 1, max = 63))]
     pub sorter: String,
+    /// A newly assigned config from the cluster runs on trial this many
+    /// seconds before it becomes the last-known-good.
+    #[schemars(range(max = 604_800))]
+    pub config_trial_seconds: u64,
     /// Settings by policy name.
     pub policies: BTreeMap<String, PolicyConfig>,
 }
@@ -107,6 +132,7 @@ impl Default for VigilConfig {
             dry_run: settings.dry_run,
             pdb_override_after_seconds: settings.pdb_override_after.map(|d| d.as_secs()),
             sorter: settings.sorter,
+            config_trial_seconds: 600,
             policies: BTreeMap::new(),
         }
     }
@@ -151,7 +177,7 @@ pub enum ConfigError {
     /// The merged config does not parse as vigil's config.
     #[error("the merged config is not a valid vigil config")]
     Invalid(#[source] serde_json::Error),
-    /// A layer is too large or too deeply nested to be merged at all.
+    /// A layer is not JSON, too large or too deeply nested to be merged at all.
     #[error("config layer {layer}: {problem}")]
     Layer {
         /// The layer's source.
@@ -159,130 +185,60 @@ pub enum ConfigError {
         /// What is wrong with it.
         problem: String,
     },
-    /// Values out of their range, each with its JSON path.
-    #[error("the merged config has values out of range: {}", .0.join("; "))]
-    OutOfRange(Vec<String>),
-}
-
-/// How deeply `json` nests objects and arrays, in one pass without
-/// recursion; brackets inside strings do not count.
-fn depth(json: &str) -> usize {
-    let (mut depth, mut deepest) = (0usize, 0usize);
-    let (mut in_string, mut escaped) = (false, false);
-    for byte in json.bytes() {
-        match (in_string, byte) {
-            (true, _) if escaped => escaped = false,
-            (true, b'\\') => escaped = true,
-            (true, b'"') | (false, b'"') => in_string = !in_string,
-            (false, b'{' | b'[') => {
-                depth += 1;
-                deepest = deepest.max(depth);
-            }
-            (false, b'}' | b']') => depth = depth.saturating_sub(1),
-            _ => {}
-        }
-    }
-    deepest
-}
-
-/// Refuses a layer too large or too deep to hand to the merger: its cost
-/// must be bounded whatever the merger does with it.
-fn check_layer(layer: &Layer) -> Result<(), ConfigError> {
-    let problem = if layer.json.len() > MAX_LAYER_BYTES {
-        format!("{} bytes; at most {MAX_LAYER_BYTES}", layer.json.len())
-    } else if depth(&layer.json) > MAX_LAYER_DEPTH {
-        format!("nested more than {MAX_LAYER_DEPTH} levels deep")
-    } else {
-        return Ok(());
-    };
-    Err(ConfigError::Layer {
-        layer: layer.source.clone(),
-        problem,
-    })
-}
-
-/// `value` at `path`, unless it lies outside `range`.
-fn in_range(
-    problems: &mut Vec<String>,
-    path: &str,
-    value: u64,
-    range: std::ops::RangeInclusive<u64>,
-) {
-    if !range.contains(&value) {
-        problems.push(format!(
-            "{path}: {value} is outside {}..={}",
-            range.start(),
-            range.end()
-        ));
-    }
+    /// A layer, or the merged result, does not match vigil's config schema.
+    #[error("config layer {layer} does not match the config schema: {}", .problems.join("; "))]
+    Schema {
+        /// The layer's source (`merged` for the merger's answer).
+        layer: String,
+        /// Each problem, with its JSON path.
+        problems: Vec<String>,
+    },
 }
 
 impl VigilConfig {
-    /// Merges `overlays` over the defaults with the merger policy.
+    /// Merges `overlays` over the defaults with the merger policy: each
+    /// overlay is checked against the schema first, the merger's answer
+    /// after, so a rejection names the layer and the JSON path.
     ///
     /// # Errors
     /// See [`ConfigError`]; nothing partial is returned.
     pub fn merge(registry: &Registry, overlays: Vec<Layer>) -> Result<Self, ConfigError> {
         let policy = registry.get(MERGER).ok_or(ConfigError::NoMerger)?;
         let merger = policy.as_merger().ok_or(ConfigError::NoMerger)?;
+        for layer in &overlays {
+            schema::check_layer(layer)?;
+        }
         let defaults = serde_json::to_string(&Self::default()).expect("the defaults serialise");
         let mut layers = vec![Layer {
             source: "defaults".into(),
             json: defaults,
         }];
-        for layer in &overlays {
-            check_layer(layer)?;
-        }
         layers.extend(overlays);
-        let merged = registry
-            .call(&policy, |_| merger.merge(&layers))
-            .map_err(ConfigError::MergerFault)?
-            .map_err(|rejections| ConfigError::Rejected(Rejections(rejections)))?;
-        let config: Self = serde_json::from_value(serde_json::Value::Object(merged))
-            .map_err(ConfigError::Invalid)?;
-        let problems = config.problems();
-        if problems.is_empty() {
-            Ok(config)
-        } else {
-            Err(ConfigError::OutOfRange(problems))
+        let merged = serde_json::Value::Object(
+            registry
+                .call(&policy, |_| merger.merge(&layers))
+                .map_err(ConfigError::MergerFault)?
+                .map_err(|rejections| ConfigError::Rejected(Rejections(rejections)))?,
+        );
+        let problems = schema::violations(&merged);
+        if !problems.is_empty() {
+            return Err(ConfigError::Schema {
+                layer: "merged".into(),
+                problems,
+            });
         }
+        serde_json::from_value(merged).map_err(ConfigError::Invalid)
     }
 
-    /// Every value out of the range vigil can act on, with its JSON path.
-    /// The merger checks shapes; the host checks ranges whatever merger runs.
+    /// Every way this config differs from the schema, with its JSON path
+    /// (none for a config that came out of [`VigilConfig::merge`]).
     pub fn problems(&self) -> Vec<String> {
-        const DAY: u64 = 86_400;
-        let mut problems = Vec::new();
-        let p = &mut problems;
-        in_range(
-            p,
-            "$.evictionPeriodSeconds",
-            self.eviction_period_seconds,
-            1..=3600,
-        );
-        in_range(p, "$.evictionBurst", self.eviction_burst as u64, 1..=1000);
-        in_range(
-            p,
-            "$.conditionTransitionSeconds",
-            self.condition_transition_seconds,
-            0..=DAY,
-        );
-        if let Some(after) = self.pdb_override_after_seconds {
-            in_range(p, "$.pdbOverrideAfterSeconds", after, 0..=7 * DAY);
-        }
-        for (name, policy) in &self.policies {
-            let at = |field: &str| format!("$.policies.{name}.{field}");
-            if let Some(ms) = policy.deadline_ms {
-                in_range(p, &at("deadlineMs"), ms, 1..=60_000);
-            }
-            if let Some(mib) = policy.memory_limit_mib {
-                in_range(p, &at("memoryLimitMiB"), mib, 1..=4096);
-            }
-            if let Some(seconds) = policy.trial_seconds {
-                in_range(p, &at("trialSeconds"), seconds, 0..=7 * DAY);
-            }
-        }
-        problems
+        schema::violations(&serde_json::to_value(self).expect("a config serialises"))
+    }
+
+    /// How long a newly assigned config runs on trial.
+    pub fn config_trial(&self) -> Duration {
+        Duration::from_secs(self.config_trial_seconds.min(7 * DAY))
     }
 
     /// Call limits: the host defaults with every policy's overrides.
@@ -370,55 +326,26 @@ mod tests {
     }
 
     #[test]
-    fn values_out_of_range_are_listed_with_their_paths() {
+    fn the_defaults_match_the_schema_and_values_out_of_range_do_not() {
+        assert!(VigilConfig::default().problems().is_empty());
         let config: VigilConfig = serde_json::from_value(serde_json::json!({
             "evictionPeriodSeconds": 0,
-            "evictionBurst": 3,
             "pdbOverrideAfterSeconds": u64::MAX,
-            "policies": {"js-sorter": {"deadlineMs": 0, "memoryLimitMiB": u64::MAX, "trialSeconds": u64::MAX}},
+            "policies": {"js-sorter": {"memoryLimitMiB": 5000}},
         }))
         .unwrap();
         assert_eq!(
             config.problems(),
             [
-                "$.evictionPeriodSeconds: 0 is outside 1..=3600".to_owned(),
+                "$.evictionPeriodSeconds: 0 is less than the minimum of 1".to_owned(),
                 format!(
-                    "$.pdbOverrideAfterSeconds: {} is outside 0..=604800",
+                    "$.pdbOverrideAfterSeconds: {} is greater than the maximum of 604800",
                     u64::MAX
                 ),
-                "$.policies.js-sorter.deadlineMs: 0 is outside 1..=60000".to_owned(),
-                format!(
-                    "$.policies.js-sorter.memoryLimitMiB: {} is outside 1..=4096",
-                    u64::MAX
-                ),
-                format!(
-                    "$.policies.js-sorter.trialSeconds: {} is outside 0..=604800",
-                    u64::MAX
-                ),
+                "$.policies.js-sorter.memoryLimitMiB: 5000 is greater than the maximum of 4096"
+                    .to_owned(),
             ]
         );
-        assert!(VigilConfig::default().problems().is_empty());
-    }
-
-    #[test]
-    fn depth_is_counted_outside_strings_in_one_pass() {
-        assert_eq!(depth(r#"{"a": [1, {"b": "[[[{{"}]}"#), 3);
-        assert_eq!(depth(r#"{"a": "\"[["}"#), 1);
-        let deep = format!("{}{}", "[".repeat(1_000_000), "]".repeat(1_000_000));
-        assert_eq!(depth(&deep), 1_000_000);
-        let layer = |json: String| Layer {
-            source: "test".into(),
-            json,
-        };
-        assert!(check_layer(&layer(deep)).is_err());
-        let too_deep = format!(
-            "{}{}",
-            "[".repeat(MAX_LAYER_DEPTH + 1),
-            "]".repeat(MAX_LAYER_DEPTH + 1)
-        );
-        assert!(check_layer(&layer(too_deep)).is_err());
-        assert!(check_layer(&layer("x".repeat(MAX_LAYER_BYTES + 1))).is_err());
-        assert!(check_layer(&layer(r#"{"a": {"b": 1}}"#.into())).is_ok());
     }
 
     #[test]
