@@ -135,6 +135,7 @@ async fn event_to_killer(registry: &Arc<Registry>) {
             wakes,
             reports: Some(reports),
             heartbeat: Heartbeat::default(),
+            settings: None,
         };
         let task = tokio::spawn(runner.run(Shared(Arc::clone(&state)), shutdown));
         while !matches!(cycles.recv().await, Some(Report::Cycle(..))) {}

@@ -96,6 +96,13 @@ struct AgentArgs {
     /// A config layer (YAML or JSON, vigil's config shape) merged over the built-in defaults.
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
+    /// How old a saved config may be and still run when the API server cannot
+    /// be reached at start-up (Go-style `24h`, `1h30m`).
+    #[arg(long, value_name = "DURATION", default_value = "24h", value_parser = duration)]
+    config_grace: std::time::Duration,
+    /// Without a fresh saved config, start on the defaults rather than the last-known-good.
+    #[arg(long)]
+    config_start_on_defaults: bool,
     /// Where to serve /metrics, /healthz and /readyz.
     #[arg(long, default_value = "0.0.0.0:9464")]
     metrics_addr: std::net::SocketAddr,
@@ -114,6 +121,14 @@ struct AgentArgs {
     /// The filesystem holding the kubelet's data, for `nodefs.*` signals.
     #[arg(long, default_value = "/var/lib/kubelet")]
     nodefs: PathBuf,
+}
+
+/// A duration as Kubernetes users write it (`90s`, `1h30m`, `24h`).
+fn duration(text: &str) -> Result<std::time::Duration, String> {
+    let parsed: jiff::SignedDuration = text
+        .parse()
+        .map_err(|e| format!("not a duration like 90s or 24h: {e}"))?;
+    std::time::Duration::try_from(parsed).map_err(|_| "must not be negative".into())
 }
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
@@ -137,6 +152,8 @@ impl AgentArgs {
             max_policy_bytes: self.max_policy_mib << 20,
             state_dir: self.state_dir,
             config_file: self.config,
+            config_grace: self.config_grace,
+            config_start_on_defaults: self.config_start_on_defaults,
             dry_run: self.dry_run,
             metrics_addr: self.metrics_addr,
             proc_root: self.proc_root,

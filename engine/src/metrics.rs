@@ -1,7 +1,8 @@
 //! The agent's Prometheus metrics (`/metrics`, text exposition format), in one
 //! registry: evictions, thresholds and conditions, cycle and
-//! signal-to-eviction latency, policy calls, faults and state, watch
-//! restarts, API requests, build info.
+//! signal-to-eviction latency, policy calls, faults and state, config
+//! updates, checkpoint loads and state, watch restarts, API requests, build
+//! info.
 //!
 //! Everything here is cheap to update from any thread; nothing blocks.
 
@@ -62,6 +63,27 @@ pub struct ApiLabels {
     pub code: String,
 }
 
+/// Labels of a config update.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ConfigUpdateLabels {
+    /// `applied`, `rejected`, `skipped`, `graduated` or `rolled-back`.
+    pub result: String,
+}
+
+/// Labels of a checkpoint load.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CheckpointLabels {
+    /// `missing`, `fresh`, `expired` or `corrupt`.
+    pub status: String,
+}
+
+/// Labels of the config state.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ConfigStateLabels {
+    /// The `VigilConfigOK` condition's reason.
+    pub reason: String,
+}
+
 /// Labels of the build.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct BuildLabels {
@@ -98,6 +120,12 @@ pub struct Metrics {
     pub watch_restarts: Family<NameLabel, Counter>,
     /// API requests, by verb and status code.
     pub api_requests: Family<ApiLabels, Counter>,
+    /// Configs assigned by the cluster, by what became of them.
+    pub config_updates: Family<ConfigUpdateLabels, Counter>,
+    /// Config checkpoints read at start-up, by what was found.
+    pub config_checkpoint_loads: Family<CheckpointLabels, Counter>,
+    /// Why the running config runs (1 for the current reason).
+    pub config_state: Family<ConfigStateLabels, Gauge>,
     /// Always 1, labelled with the build.
     pub build_info: Family<BuildLabels, Gauge>,
 }
@@ -118,6 +146,9 @@ impl Default for Metrics {
             policy_state: Family::default(),
             watch_restarts: Family::default(),
             api_requests: Family::default(),
+            config_updates: Family::default(),
+            config_checkpoint_loads: Family::default(),
+            config_state: Family::default(),
             build_info: Family::default(),
         };
         metrics
@@ -196,8 +227,42 @@ impl Metrics {
             "API server requests, by verb and code",
             m.api_requests.clone(),
         );
+        registry.register(
+            "config_updates",
+            "Configs assigned by the cluster, by what became of them",
+            m.config_updates.clone(),
+        );
+        registry.register(
+            "config_checkpoint_loads",
+            "Config checkpoints read at start-up, by what was found",
+            m.config_checkpoint_loads.clone(),
+        );
+        registry.register(
+            "config_state",
+            "Why the running config runs (the VigilConfigOK reason)",
+            m.config_state.clone(),
+        );
         registry.register("build_info", "vigil's build", m.build_info.clone());
         registry
+    }
+
+    /// Counts a config update that ended with `result`.
+    pub fn config_updated(&self, result: &str) {
+        self.config_updates
+            .get_or_create(&ConfigUpdateLabels {
+                result: result.into(),
+            })
+            .inc();
+    }
+
+    /// Shows `reason` as the config state, and no other.
+    pub fn config_reason(&self, reason: &str) {
+        self.config_state.clear();
+        self.config_state
+            .get_or_create(&ConfigStateLabels {
+                reason: reason.into(),
+            })
+            .set(1);
     }
 
     /// Counts a watch that had to start over.

@@ -760,3 +760,311 @@ async fn sigterm_ends_the_agent_while_a_policy_compiles() {
         "the exit waited for the compile to finish: {logs}"
     );
 }
+
+// ---- Dynamic config ----------------------------------------------------------
+
+/// A `VigilConfig` object.
+fn vigil_config(name: &str, target: Value, config: Value) -> Value {
+    let mut spec = json!({"config": config});
+    if !target.is_null() {
+        spec["target"] = target;
+    }
+    json!({"apiVersion": "vigil.dev/v1alpha1", "kind": "VigilConfig",
+           "metadata": {"name": name}, "spec": spec})
+}
+
+/// The `VigilConfigOK` condition: status, reason, message.
+fn config_condition(server: &ApiServer) -> Option<(String, String, String)> {
+    let node = server.get("nodes", "", NODE)?;
+    let condition = node["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == "VigilConfigOK")?
+        .clone();
+    let text = |key: &str| condition[key].as_str().unwrap_or_default().to_owned();
+    Some((text("status"), text("reason"), text("message")))
+}
+
+async fn until_config(server: &ApiServer, reason: &str, message_has: &str) -> String {
+    server
+        .until(
+            LIMIT,
+            &format!("VigilConfigOK {reason}: {message_has}"),
+            |s| config_condition(s).is_some_and(|(_, r, m)| r == reason && m.contains(message_has)),
+        )
+        .await;
+    config_condition(server).expect("waited for it").2
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_vigil_config_applies_live_graduates_and_a_bad_change_is_rejected_with_its_path() {
+    let server = ApiServer::start().await;
+    node(&server);
+    let fixture = NodeFiles::default();
+    pod(&server, &fixture, "small", 100);
+    pod(&server, &fixture, "big", 900);
+    let agent = start(&server, &fixture, &[]);
+    until_config(&server, "Defaults", "no VigilConfig applies").await;
+
+    // Cluster-wide: dry-run, a short trial.
+    let fleet = json!({"dryRun": true, "configTrialSeconds": 2});
+    server.put(
+        "vigilconfigs",
+        "",
+        vigil_config("fleet", Value::Null, fleet),
+    );
+    until_config(&server, "Trial", "VigilConfig/fleet@1").await;
+    fixture.memory_available(50);
+    server
+        .until(LIMIT, "a dry-run eviction", |s| !s.evictions().is_empty())
+        .await;
+    let body = server.evictions()[0].body.clone().expect("a body");
+    assert_eq!(
+        body["deleteOptions"]["dryRun"],
+        json!(["All"]),
+        "the layer's dryRun is in force without a restart"
+    );
+    until_config(&server, "Active", "passed its trial").await;
+    assert!(!events(&server, "ConfigTrial").is_empty());
+    assert!(!events(&server, "ConfigActive").is_empty());
+
+    // A bad value: rejected with its layer and path; the old config keeps running.
+    let bad = json!({"dryRun": true, "evictionBurst": 0});
+    server.put("vigilconfigs", "", vigil_config("fleet", Value::Null, bad));
+    let message = until_config(&server, "Rejected", "VigilConfig/fleet@2").await;
+    assert!(
+        message.contains("$.evictionBurst: 0 is less than the minimum of 1"),
+        "{message}"
+    );
+    assert!(message.contains("running VigilConfig/fleet@1"), "{message}");
+    assert_eq!(config_condition(&server).unwrap().0, "False");
+    let rejected = events(&server, "ConfigRejected");
+    assert_eq!(rejected[0]["type"], "Warning");
+    let metrics = agent.metrics();
+    for line in [
+        r#"vigil_config_updates_total{result="rejected"} 1"#,
+        r#"vigil_config_updates_total{result="graduated"} 1"#,
+        r#"vigil_config_state{reason="Rejected"} 1"#,
+        r#"vigil_config_checkpoint_loads_total{status="missing"} 1"#,
+    ] {
+        assert!(metrics.contains(line), "{line}\n{metrics}");
+    }
+    let saved = vigil::config::checkpoint::CheckpointFile::new(&fixture.path("state"))
+        .load()
+        .expect("a sound checkpoint")
+        .expect("saved");
+    assert_eq!(saved.rejected.len(), 1);
+    assert!(saved.last_known_good.is_some());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_config_that_makes_policies_fault_is_rolled_back_to_the_last_known_good() {
+    let server = ApiServer::start().await;
+    node(&server);
+    let fixture = NodeFiles::default();
+    pod(&server, &fixture, "big", 900);
+    let agent = start(&server, &fixture, &[]);
+    let good = json!({"evictionBurst": 2, "configTrialSeconds": 0});
+    server.put("vigilconfigs", "", vigil_config("fleet", Value::Null, good));
+    until_config(&server, "Active", "VigilConfig/fleet@1").await;
+    // One MiB is less than the strategy's instance needs: every call faults.
+    let faulting = json!({"evictionBurst": 2,
+        "policies": {"memory-pressure": {"memoryLimitMiB": 1}}});
+    server.put(
+        "vigilconfigs",
+        "",
+        vigil_config("fleet", Value::Null, faulting),
+    );
+    until_config(&server, "Trial", "VigilConfig/fleet@2").await;
+    let message = until_config(&server, "RolledBack", "faulted").await;
+    assert!(message.contains("running VigilConfig/fleet@1"), "{message}");
+    assert!(!events(&server, "ConfigRolledBack").is_empty());
+    // The limits of the last-known-good are back: the strategy evicts again.
+    fixture.memory_available(50);
+    server
+        .until(LIMIT, "an eviction under the restored limits", |s| {
+            !s.evictions().is_empty()
+        })
+        .await;
+    assert!(
+        agent
+            .metrics()
+            .contains(r#"vigil_config_updates_total{result="rolled-back"} 1"#)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn node_labels_choose_the_layers_and_an_expired_override_stops_applying() {
+    let server = ApiServer::start().await;
+    node(&server);
+    let fixture = NodeFiles::default();
+    let _agent = start(&server, &fixture, &[]);
+    let pool = json!({"nodeSelector": {"matchLabels": {"pool": "batch"}}});
+    server.put(
+        "vigilconfigs",
+        "",
+        vigil_config("everyone", Value::Null, json!({"evictionBurst": 2})),
+    );
+    server.put(
+        "vigilconfigs",
+        "",
+        vigil_config("batch", pool, json!({"evictionBurst": 4})),
+    );
+    until_config(&server, "Trial", "VigilConfig/everyone@1 (").await;
+
+    let mut labelled = vigil_testbed::objects::node(NODE);
+    labelled["metadata"]["labels"] = json!({"pool": "batch"});
+    server.put("nodes", "", labelled);
+    until_config(
+        &server,
+        "Trial",
+        "VigilConfig/everyone@1, VigilConfig/batch@1",
+    )
+    .await;
+
+    let expires = jiff::Timestamp::now() + jiff::SignedDuration::from_secs(3);
+    let just_me = json!({"nodeNames": [NODE], "expiresAfter": expires.to_string()});
+    server.put(
+        "vigilconfigs",
+        "",
+        vigil_config("override", just_me, json!({"dryRun": true})),
+    );
+    until_config(
+        &server,
+        "Trial",
+        "VigilConfig/batch@1, VigilConfig/override@1",
+    )
+    .await;
+    // Once past expiresAfter, the override no longer applies (the agent wakes for it).
+    until_config(
+        &server,
+        "Trial",
+        "VigilConfig/everyone@1, VigilConfig/batch@1 (",
+    )
+    .await;
+}
+
+/// A checkpoint of one layer, fetched `age` ago, as the agent would save it.
+fn save_checkpoint(fixture: &NodeFiles, age: jiff::SignedDuration) {
+    use vigil::config::checkpoint::{Assigned, Checkpoint, CheckpointFile, LayerSet};
+    let set = LayerSet::new(vec![vigil::model::Layer {
+        source: "VigilConfig/fleet@7".into(),
+        json: r#"{"evictionBurst": 2}"#.into(),
+    }]);
+    let checkpoint = Checkpoint {
+        assigned: Some(Assigned {
+            set,
+            fetched_at: jiff::Timestamp::now() - age,
+        }),
+        ..Checkpoint::default()
+    };
+    CheckpointFile::new(&fixture.path("state"))
+        .save(&checkpoint)
+        .expect("saved");
+}
+
+/// Waits until the agent's metrics show `line`.
+async fn until_metric(server: &ApiServer, agent: &AgentProcess, line: &str) {
+    // The agent's HTTP endpoint is not the server: check it on the server's
+    // own changes (the agent's failing requests during the outage are changes too).
+    server
+        .until(LIMIT, line, |_| agent.metrics().contains(line))
+        .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_the_api_server_down_at_start_up_the_checkpoint_runs_while_it_is_fresh() {
+    let hour = jiff::SignedDuration::from_hours(1);
+    for (age, corrupt, load, reason) in [
+        (hour, false, "fresh", "CheckpointInUse"),
+        (hour * 30, false, "expired", "Defaults"),
+        (hour, true, "corrupt", "Defaults"),
+    ] {
+        let server = ApiServer::start().await;
+        node(&server);
+        let fixture = NodeFiles::default();
+        save_checkpoint(&fixture, age);
+        let checkpoint = fixture.path("state/config/checkpoint.json");
+        if corrupt {
+            let mut bytes = std::fs::read(&checkpoint).unwrap();
+            let last = bytes.len() - 2;
+            bytes[last] ^= 1;
+            std::fs::write(&checkpoint, bytes).unwrap();
+        }
+        let before = std::fs::read(&checkpoint).unwrap();
+        server.outage(true);
+        let agent = start(&server, &fixture, &[]);
+        until_metric(
+            &server,
+            &agent,
+            &format!(r#"vigil_config_checkpoint_loads_total{{status="{load}"}} 1"#),
+        )
+        .await;
+        until_metric(
+            &server,
+            &agent,
+            &format!(r#"vigil_config_state{{reason="{reason}"}} 1"#),
+        )
+        .await;
+        if corrupt {
+            let aside = fixture.path("state/config/checkpoint.json.damaged");
+            assert_eq!(
+                std::fs::read(aside).unwrap(),
+                before,
+                "a damaged checkpoint is set aside for inspection"
+            );
+            assert!(agent.logs().contains("damaged"), "{}", agent.logs());
+        } else {
+            // Reusing the checkpoint does not make it younger.
+            use vigil::config::checkpoint::CheckpointFile;
+            let saved = CheckpointFile::new(&fixture.path("state"))
+                .load()
+                .unwrap()
+                .unwrap();
+            let fetched = saved.assigned.unwrap().fetched_at;
+            assert!(
+                jiff::Timestamp::now().duration_since(fetched) >= age,
+                "{load}"
+            );
+        }
+        // Once the API server answers, the cluster's (empty) assignment runs.
+        server.outage(false);
+        until_config(&server, "Defaults", "no VigilConfig applies").await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killing_the_agent_while_it_saves_checkpoints_never_leaves_a_damaged_one() {
+    let server = ApiServer::start().await;
+    node(&server);
+    let fixture = NodeFiles::default();
+    let file = vigil::config::checkpoint::CheckpointFile::new(&fixture.path("state"));
+    for round in 0..8u64 {
+        let mut agent = start(&server, &fixture, &[]);
+        let config = json!({"evictionBurst": round + 1});
+        server.put(
+            "vigilconfigs",
+            "",
+            vigil_config("fleet", Value::Null, config),
+        );
+        // Kill it as it takes the change in: before, during or after its save.
+        server
+            .until(LIMIT, "the agent watches VigilConfigs", |s| {
+                s.requests()
+                    .iter()
+                    .any(|r| r.uri.contains("vigilconfigs") && r.uri.contains("watch=true"))
+            })
+            .await;
+        Command::new("kill")
+            .args(["-KILL", &agent.pid().to_string()])
+            .status()
+            .expect("kill runs");
+        while agent.alive() {
+            std::thread::yield_now();
+        }
+        if let Err(error) = file.load() {
+            panic!("round {round}: {error}");
+        }
+    }
+    assert!(file.load().unwrap().is_some(), "checkpoints were written");
+}

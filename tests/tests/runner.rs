@@ -62,6 +62,7 @@ async fn a_signal_event_starts_a_cycle_at_once_and_the_period_keeps_them_coming(
         wakes,
         reports: Some(send_report),
         heartbeat: Heartbeat::default(),
+        settings: None,
     };
     let task = tokio::spawn(runner.run(source, shutdown));
 

@@ -1,21 +1,26 @@
 //! `vigil agent`: the composition root of the DaemonSet process.
 //!
-//! [`run`] wires, in order: the policy registry and its reloader; the API
-//! clients; the watches on this node's pods and Node (and PDBs per namespace);
+//! [`run`] wires, in order: the policy registry; the config controller
+//! (checkpoint, then `VigilConfig` layers, trial and last-known-good:
+//! [`config`]); the API clients; the watches on this node's pods and Node
+//! (and PDBs per namespace) and on the `VigilConfig` objects;
 //! the node source (signals + pods) → the eviction runner → the Eviction API
 //! killer; the publisher (Events, metrics) and the node status writer; the
 //! HTTP endpoints. Every task it starts is owned here and stopped on
 //! shutdown: no new eviction starts, calls in flight finish within their
 //! timeout, watches stop, and `run` returns.
 
+mod config;
 mod http;
+
+pub use config::{ConfigController, ConfigOptions};
 
 use crate::clock::{Clock, SystemClock};
 use crate::cluster::budgets::Budgets;
 use crate::cluster::client;
 use crate::cluster::evict::EvictionApi;
-use crate::cluster::node_status::NodeStatus;
-use crate::cluster::publisher::{Publisher, write_node_status};
+use crate::cluster::node_status::{ConfigCondition, NodeStatus};
+use crate::cluster::publisher::{Publisher, write_latest};
 use crate::cluster::source::ClusterSource;
 use crate::cluster::watches;
 use crate::config::VigilConfig;
@@ -51,6 +56,10 @@ pub struct AgentConfig {
     pub state_dir: PathBuf,
     /// A config layer over the built-in defaults (JSON or YAML), if any.
     pub config_file: Option<PathBuf>,
+    /// How old the config checkpoint may be and still run without the API server.
+    pub config_grace: std::time::Duration,
+    /// Without a fresh checkpoint, start on the defaults, not the last-known-good.
+    pub config_start_on_defaults: bool,
     /// Decide and report, evict nothing (dry-run requests only).
     pub dry_run: bool,
     /// Where `/metrics`, `/healthz` and `/readyz` are served.
@@ -79,13 +88,23 @@ pub async fn run(config: AgentConfig, shutdown: impl Future<Output = ()>) -> any
         LimitsTable::default(),
         Some(config.state_dir.clone()),
     )?;
-    let settings = load_settings(&config, &registry)?;
-    registry.set_limits(settings.limits());
+    let base = base_layer(&config, &registry)?;
     let registry = Arc::new(registry);
-    let mut eviction = settings.eviction_settings();
-    eviction.dry_run |= config.dry_run;
-
     let metrics = Arc::new(Metrics::default());
+    let controller = ConfigController::start(
+        Arc::clone(&registry),
+        &config.state_dir,
+        ConfigOptions {
+            base,
+            grace: config.config_grace,
+            start_on_defaults: config.config_start_on_defaults,
+            dry_run: config.dry_run,
+        },
+        Arc::clone(&metrics),
+    );
+    let settings = controller.settings();
+    let eviction = settings.borrow().clone();
+
     let clients = client::connect(config.kubeconfig.as_deref(), &metrics).await?;
     let restarts = |metrics: &Arc<Metrics>| {
         let metrics = Arc::clone(metrics);
@@ -94,6 +113,8 @@ pub async fn run(config: AgentConfig, shutdown: impl Future<Output = ()>) -> any
     let pods = watches::pods(clients.api.clone(), &config.node_name, restarts(&metrics));
     let node = watches::node(clients.api.clone(), &config.node_name, restarts(&metrics));
     let budgets = Arc::new(Budgets::new(clients.api.clone(), restarts(&metrics)));
+    let configs = watches::vigil_configs(clients.api.clone(), restarts(&metrics));
+    let node_store = node.store.clone();
 
     let stop = CancellationToken::new();
     let tasks = TaskTracker::new();
@@ -119,9 +140,33 @@ pub async fn run(config: AgentConfig, shutdown: impl Future<Output = ()>) -> any
         }
     });
 
+    tasks.spawn(write_latest(
+        ConfigCondition::new(clients.api.clone(), &config.node_name),
+        controller.status(),
+        "the node's VigilConfigOK condition",
+    ));
+    let config_stop = stop.clone();
+    let (config_client, node_name) = (clients.api.clone(), config.node_name.clone());
+    let config_task = tokio::spawn(async move {
+        controller
+            .run(
+                &configs,
+                &node,
+                &node_name,
+                Some(config_client),
+                config_stop,
+            )
+            .await;
+        (configs, node)
+    });
+
     let (conditions_tx, conditions_rx) = watch::channel(Vec::new());
     let status = NodeStatus::new(clients.api.clone(), &config.node_name);
-    tasks.spawn(write_node_status(status, conditions_rx));
+    tasks.spawn(write_latest(
+        status,
+        conditions_rx,
+        "the node's conditions and taints",
+    ));
     let (reports_tx, reports_rx) = mpsc::channel(REPORT_BACKLOG);
     let publisher = Publisher::new(
         clients.api.clone(),
@@ -149,7 +194,7 @@ pub async fn run(config: AgentConfig, shutdown: impl Future<Output = ()>) -> any
             ..Sources::default()
         },
         pods: pods.store.clone(),
-        node: node.store.clone(),
+        node: node_store,
         budgets: Arc::clone(&budgets),
         clock: Arc::clone(&clock),
         cpu: CpuRates::default(),
@@ -161,6 +206,7 @@ pub async fn run(config: AgentConfig, shutdown: impl Future<Output = ()>) -> any
         wakes: wakes_rx,
         reports: Some(reports_tx),
         heartbeat,
+        settings: Some(settings),
     };
     tracing::info!(node = %config.node_name, policies_dir = %config.policies_dir.display(), dry_run = config.dry_run, "vigil agent started");
     let loop_stop = stop.clone();
@@ -181,18 +227,19 @@ pub async fn run(config: AgentConfig, shutdown: impl Future<Output = ()>) -> any
     if let Err(error) = decide.await {
         tracing::error!(%error, "the eviction loop ended abnormally");
     }
-    drop((pods, node, budgets, memory_events));
+    let watches = config_task.await;
+    drop((pods, watches, budgets, memory_events));
     tasks.close();
     tasks.wait().await;
     tracing::info!("vigil agent stopped");
     Ok(())
 }
 
-/// The built-in defaults, with `--config` merged over them by `registry`'s
-/// merger policy.
-fn load_settings(config: &AgentConfig, registry: &Registry) -> anyhow::Result<VigilConfig> {
+/// The `--config` layer, if any, checked by merging it over the defaults
+/// with `registry`'s merger: a bad file stops the start-up.
+fn base_layer(config: &AgentConfig, registry: &Registry) -> anyhow::Result<Vec<Layer>> {
     let Some(path) = &config.config_file else {
-        return Ok(VigilConfig::default());
+        return Ok(Vec::new());
     };
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("cannot read the config {}", path.display()))?;
@@ -202,8 +249,9 @@ fn load_settings(config: &AgentConfig, registry: &Registry) -> anyhow::Result<Vi
         source: path.display().to_string(),
         json: value.to_string(),
     };
-    VigilConfig::merge(registry, vec![layer])
-        .with_context(|| format!("the config {}", path.display()))
+    VigilConfig::merge(registry, vec![layer.clone()])
+        .with_context(|| format!("the config {}", path.display()))?;
+    Ok(vec![layer])
 }
 
 /// Wakes the loop on every change of the kubepods cgroup's `memory.events`

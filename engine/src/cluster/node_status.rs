@@ -4,8 +4,11 @@
 //! `vigil`, and taints `vigil.dev/<condition>` with the effects the strategy
 //! asked for, by read-modify-write with a resourceVersion precondition
 //! (taints are one atomic list: a conflict means someone else wrote it, so
-//! read again). Taints vigil did not add are never touched.
+//! read again). Taints vigil did not add are never touched. The
+//! `VigilConfigOK` condition, which config runs and why, is applied by its
+//! own field manager.
 
+use crate::config::assignment::Status;
 use crate::eviction::ActiveCondition;
 use k8s_openapi::api::core::v1::{Node, Taint};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -143,6 +146,61 @@ impl NodeStatus {
             }
         }
         Err(last_error.expect("every attempt conflicted"))
+    }
+}
+
+/// The condition type saying which config runs and why.
+pub const CONFIG_CONDITION: &str = "VigilConfigOK";
+/// The field manager of [`CONFIG_CONDITION`]: apart from the pressure
+/// conditions, so each writer owns exactly its own condition types.
+pub const CONFIG_FIELD_MANAGER: &str = "vigil-config";
+
+/// Writes the `VigilConfigOK` condition of this node.
+pub struct ConfigCondition {
+    api: Api<Node>,
+    node: String,
+    /// Whether the condition held when last written, and since when.
+    written: Option<(bool, jiff::Timestamp)>,
+}
+
+impl ConfigCondition {
+    /// A writer for the Node `node`.
+    pub fn new(client: Client, node: &str) -> Self {
+        Self {
+            api: Api::all(client),
+            node: node.to_owned(),
+            written: None,
+        }
+    }
+}
+
+impl crate::cluster::publisher::LatestWriter<Status> for ConfigCondition {
+    async fn write(&mut self, status: &Status) -> Result<(), kube::Error> {
+        let now = jiff::Timestamp::now();
+        let holds = status.reason.ok();
+        let since = match self.written {
+            Some((before, since)) if before == holds => since,
+            _ => now,
+        };
+        let patch = serde_json::json!({
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {"name": self.node},
+            "status": {"conditions": [{
+                "type": CONFIG_CONDITION,
+                "status": if holds { "True" } else { "False" },
+                "reason": status.reason.as_str(),
+                "message": status.message,
+                "lastHeartbeatTime": Time(now),
+                "lastTransitionTime": Time(since),
+            }]},
+        });
+        let params = PatchParams::apply(CONFIG_FIELD_MANAGER).force();
+        self.api
+            .patch_status(&self.node, &params, &Patch::Apply(&patch))
+            .await?;
+        self.written = Some((holds, since));
+        Ok(())
     }
 }
 

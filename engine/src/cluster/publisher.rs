@@ -2,8 +2,9 @@
 //! reports, records Kubernetes Events (events.k8s.io/v1, kube's `Recorder`)
 //! on the pod for each eviction started, refused, failed, completed or
 //! dry-run and on the Node when a condition starts or ends, and hands the
-//! current conditions to the node status writer, which retries with backoff
-//! while the API server is unreachable and always writes the latest state.
+//! current conditions to the node status writer ([`write_latest`]), which
+//! retries with backoff while the API server is unreachable and always
+//! writes the latest state.
 
 use super::node_status::{NodeStatus, condition_type};
 use crate::eviction::runner::Report;
@@ -13,6 +14,7 @@ use k8s_openapi::api::core::v1::ObjectReference;
 use kube::Client;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use std::collections::BTreeSet;
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{mpsc, watch};
@@ -40,18 +42,9 @@ impl Publisher {
         metrics: Arc<Metrics>,
         conditions: watch::Sender<Vec<ActiveCondition>>,
     ) -> Self {
-        let reporter = Reporter {
-            controller: "vigil".into(),
-            instance: Some(node.to_owned()),
-        };
-        let node = ObjectReference {
-            api_version: Some("v1".into()),
-            kind: Some("Node".into()),
-            name: Some(node.to_owned()),
-            ..ObjectReference::default()
-        };
+        let (recorder, node) = node_recorder(client, node);
         Self {
-            recorder: Recorder::new(client, reporter),
+            recorder,
             node,
             metrics,
             conditions,
@@ -175,27 +168,59 @@ fn names(conditions: &[ActiveCondition]) -> Vec<(&str, &[String])> {
         .collect()
 }
 
-/// Writes the latest conditions to the Node whenever they change, retrying
-/// with exponential backoff (up to [`MAX_BACKOFF`]) while writes fail,
-/// until the sender is gone.
-pub async fn write_node_status(
-    mut status: NodeStatus,
-    mut conditions: watch::Receiver<Vec<ActiveCondition>>,
+/// A recorder of Events reporting as `vigil` on `node`, and a reference
+/// to that Node.
+pub fn node_recorder(client: Client, node: &str) -> (Recorder, ObjectReference) {
+    let reporter = Reporter {
+        controller: "vigil".into(),
+        instance: Some(node.to_owned()),
+    };
+    let reference = ObjectReference {
+        api_version: Some("v1".into()),
+        kind: Some("Node".into()),
+        name: Some(node.to_owned()),
+        ..ObjectReference::default()
+    };
+    (Recorder::new(client, reporter), reference)
+}
+
+/// Something written to the API server that only its latest value matters for.
+pub trait LatestWriter<T> {
+    /// Writes `value`.
+    fn write(&mut self, value: &T) -> impl Future<Output = Result<(), kube::Error>> + Send;
+}
+
+impl LatestWriter<Vec<ActiveCondition>> for NodeStatus {
+    fn write(
+        &mut self,
+        value: &Vec<ActiveCondition>,
+    ) -> impl Future<Output = Result<(), kube::Error>> + Send {
+        self.publish(value)
+    }
+}
+
+/// Writes the latest value of `latest` with `writer` whenever it changes,
+/// retrying with exponential backoff (up to [`MAX_BACKOFF`]) while writes
+/// fail, until the sender is gone; `what` names it in logs.
+pub async fn write_latest<T: Clone + Send + Sync>(
+    mut writer: impl LatestWriter<T>,
+    mut latest: watch::Receiver<T>,
+    what: &str,
 ) {
     let mut backoff = Duration::from_millis(250);
     loop {
-        let current = conditions.borrow_and_update().clone();
-        match status.publish(&current).await {
+        let current = latest.borrow_and_update().clone();
+        match writer.write(&current).await {
             Ok(()) => {
                 backoff = Duration::from_millis(250);
-                if conditions.changed().await.is_err() {
+                if latest.changed().await.is_err() {
                     return;
                 }
             }
             Err(error) => {
-                tracing::warn!(error = %crate::report::Chain(&error), retry_in = ?backoff, "cannot write the node's conditions and taints");
+                tracing::warn!(error = %crate::report::Chain(&error), retry_in = ?backoff, "cannot write {what}");
                 tokio::select! {
-                    changed = conditions.changed() => if changed.is_err() { return },
+                    changed = latest.changed() => if changed.is_err() { return },
                     () = tokio::time::sleep(backoff) => {}
                 }
                 backoff = (backoff * 2).min(MAX_BACKOFF);

@@ -1,9 +1,10 @@
-//! Reflectors: this node's pods (field selector `spec.nodeName`) and this
-//! Node (field selector `metadata.name`), each kept in a local store by a
+//! Reflectors: this node's pods (field selector `spec.nodeName`), this
+//! Node (field selector `metadata.name`) and the `VigilConfig` objects, each kept in a local store by a
 //! task that lists, watches, resumes after a dropped stream and lists again
 //! after `410 Gone`, with backoff. The loop reads the stores, so it keeps
 //! deciding from the last known state while a watch reconnects.
 
+use crate::config::crd::ConfigLayer;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
@@ -11,6 +12,7 @@ use kube::{Api, Client, Resource};
 use serde::de::DeserializeOwned;
 use std::fmt::Debug;
 use std::sync::Arc;
+use tokio::sync::watch;
 
 /// A store kept up to date by a watch task.
 pub struct Reflected<K: Resource + 'static>
@@ -21,6 +23,18 @@ where
     pub store: Store<K>,
     /// The task keeping it; aborted when this is dropped.
     pub task: tokio::task::JoinHandle<()>,
+    /// Counts what the watch delivered and how often it was interrupted:
+    /// changes wake whoever waits for the objects.
+    pub progress: watch::Receiver<Progress>,
+}
+
+/// What a watch has done so far.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Progress {
+    /// Events received (objects listed, changed or deleted).
+    pub events: u64,
+    /// Interruptions (errors, dropped streams, `410 Gone`).
+    pub errors: u64,
 }
 
 impl<K: Resource + 'static> Drop for Reflected<K>
@@ -44,6 +58,20 @@ pub fn pods(
         Api::all(client),
         config,
         "pods".into(),
+        Arc::new(on_restart),
+    )
+}
+
+/// Watches every `VigilConfig` (cluster-scoped, small, rarely changed:
+/// every agent may watch them all).
+pub fn vigil_configs(
+    client: Client,
+    on_restart: impl Fn(&str) + Send + Sync + 'static,
+) -> Reflected<ConfigLayer> {
+    reflect(
+        Api::all(client),
+        watcher::Config::default(),
+        "vigilconfigs".into(),
         Arc::new(on_restart),
     )
 }
@@ -78,14 +106,23 @@ where
     use futures::StreamExt;
     let (store, writer) = reflector::store();
     let stream = reflector::reflector(writer, watcher(api, config)).default_backoff();
+    let (progress_tx, progress) = watch::channel(Progress::default());
     let task = tokio::spawn(async move {
         let mut stream = std::pin::pin!(stream);
         while let Some(event) = stream.next().await {
-            if let Err(error) = event {
-                tracing::warn!(watch = %name, %error, "watch interrupted; resuming from the cached state");
-                on_restart(&name);
+            match event {
+                Ok(_) => progress_tx.send_modify(|p| p.events += 1),
+                Err(error) => {
+                    tracing::warn!(watch = %name, %error, "watch interrupted; resuming from the cached state");
+                    on_restart(&name);
+                    progress_tx.send_modify(|p| p.errors += 1);
+                }
             }
         }
     });
-    Reflected { store, task }
+    Reflected {
+        store,
+        task,
+        progress,
+    }
 }

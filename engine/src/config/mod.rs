@@ -10,6 +10,8 @@
 //! decide which layer wins and how maps combine, nothing else), and the
 //! result is checked against the schema again and parsed strictly.
 
+pub mod assignment;
+pub mod checkpoint;
 pub mod crd;
 pub mod layers;
 pub mod schema;

@@ -193,6 +193,12 @@ impl EvictionManager {
         &self.settings
     }
 
+    /// Puts new settings in force from the next cycle on (what is being
+    /// evicted and the conditions observed carry over).
+    pub fn set_settings(&mut self, settings: EvictionSettings) {
+        self.settings = settings;
+    }
+
     /// The node conditions to report at `now`.
     pub fn conditions(&self, now: SystemTime) -> Vec<ActiveCondition> {
         self.tracker

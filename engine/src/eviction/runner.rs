@@ -8,13 +8,15 @@
 //! outcome goes back to the manager. On shutdown no new eviction starts; the
 //! calls already running may finish within their timeout.
 
-use super::{CycleReport, EvictionManager, KillError, Killer, NodeState, Settled, Victim};
+use super::{
+    CycleReport, EvictionManager, EvictionSettings, KillError, Killer, NodeState, Settled, Victim,
+};
 use crate::clock::Clock;
 use crate::signals::wake::{Wake, Woke};
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
@@ -73,6 +75,8 @@ pub struct Runner {
     pub reports: Option<mpsc::Sender<Report>>,
     /// Beats after every cycle.
     pub heartbeat: Heartbeat,
+    /// New settings, put in force as they come (a cycle runs at once).
+    pub settings: Option<watch::Receiver<EvictionSettings>>,
 }
 
 /// One eviction call's result, with when its decision's signal event came.
@@ -95,6 +99,7 @@ impl Runner {
             mut wakes,
             reports,
             heartbeat,
+            mut settings,
         } = self;
         let send = |report: Report| {
             if let Some(reports) = &reports
@@ -104,13 +109,12 @@ impl Runner {
                 tracing::warn!("report reader is behind; a report was dropped");
             }
         };
-        let period = manager.settings().period;
-        let timeout = manager.settings().call_timeout;
         let mut calls: JoinSet<Call> = JoinSet::new();
         let mut wakes_open = true;
         let mut woken = None;
         tokio::pin!(shutdown);
         loop {
+            let (period, timeout) = (manager.settings().period, manager.settings().call_timeout);
             let started = Instant::now();
             let report = manager.cycle(clock.now(), &source.observe());
             for victim in &report.requested {
@@ -134,6 +138,13 @@ impl Runner {
                 tokio::select! {
                     () = &mut shutdown => break Next::Stop,
                     () = &mut period_over => break Next::Cycle(None),
+                    changed = next_settings(&mut settings) => match changed {
+                        Some(new) => {
+                            manager.set_settings(new);
+                            break Next::Cycle(None);
+                        }
+                        None => settings = None,
+                    },
                     wake = wakes.recv(), if wakes_open => match wake {
                         Some(()) => break Next::Cycle(Some(Instant::now())),
                         // Without event sources left, the period alone drives the loop.
@@ -158,7 +169,22 @@ impl Runner {
                 Next::Stop => break,
             }
         }
+        let timeout = manager.settings().call_timeout;
         drain(&mut manager, clock.as_ref(), calls, timeout, &send).await;
+    }
+}
+
+/// The next settings sent, or `None` once the sender is gone; pending
+/// forever without a channel.
+async fn next_settings(
+    settings: &mut Option<watch::Receiver<EvictionSettings>>,
+) -> Option<EvictionSettings> {
+    match settings {
+        Some(settings) => match settings.changed().await {
+            Ok(()) => Some(settings.borrow_and_update().clone()),
+            Err(_) => None,
+        },
+        None => std::future::pending().await,
     }
 }
 

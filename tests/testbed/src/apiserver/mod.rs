@@ -4,7 +4,9 @@
 //!
 //! What it serves:
 //! - list and watch of pods (field selector `spec.nodeName`), nodes
-//!   (`metadata.name`) and PodDisruptionBudgets (per namespace), with label
+//!   (`metadata.name`), PodDisruptionBudgets (per namespace) and any other
+//!   collection such as `vigilconfigs` (a `metadata.generation` that
+//!   counts changes of `spec`), with label
 //!   selectors, resourceVersions, bookmarks, `410 Gone` for a watch resuming
 //!   from before a [`ApiServer::compact`], and streams closed at
 //!   `timeoutSeconds`;

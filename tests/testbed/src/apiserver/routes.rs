@@ -96,9 +96,10 @@ async fn handle(State(shared): State<Arc<Shared>>, request: axum::extract::Reque
 /// The resource and namespace of a collection path.
 fn collection<'a>(path: &[&'a str]) -> Option<(&'a str, Option<&'a str>)> {
     match path {
-        ["api", "v1", resource] | ["apis", _, "v1", resource] => Some((resource, None)),
-        ["api", "v1", "namespaces", ns, resource]
-        | ["apis", _, "v1", "namespaces", ns, resource] => Some((resource, Some(ns))),
+        ["api", "v1", resource] | ["apis", _, _, resource] => Some((resource, None)),
+        ["api", "v1", "namespaces", ns, resource] | ["apis", _, _, "namespaces", ns, resource] => {
+            Some((resource, Some(ns)))
+        }
         _ => None,
     }
 }

@@ -77,6 +77,18 @@ impl Store {
             ));
         }
         meta["resourceVersion"] = json!(self.rv.to_string());
+        // The generation counts changes of the spec, as the API server's does.
+        if let Some(spec) = object.get("spec").cloned() {
+            let before = self.objects.get(&key);
+            let generation = match before {
+                Some(old) if old.get("spec") == Some(&spec) => {
+                    old["metadata"]["generation"].as_u64().unwrap_or(1)
+                }
+                Some(old) => old["metadata"]["generation"].as_u64().unwrap_or(1) + 1,
+                None => 1,
+            };
+            object["metadata"]["generation"] = json!(generation);
+        }
         let kind = if self.objects.contains_key(&key) {
             "MODIFIED"
         } else {

@@ -1,0 +1,344 @@
+//! The agent's config controller: follows the `VigilConfig` objects and its
+//! own Node's labels, hands what applies to the node to the config state
+//! ([`Assignment`]), and carries out what it decides — new settings to the
+//! eviction loop and new call limits to the registry (no policy is
+//! recompiled), the checkpoint saved, the `VigilConfigOK` condition, an
+//! Event on each transition, and metrics.
+
+use crate::cluster::publisher::node_recorder;
+use crate::cluster::watches::{Progress, Reflected};
+use crate::config::assignment::{Assignment, CheckpointLoad, Reason, Status, Update};
+use crate::config::checkpoint::{Checkpoint, CheckpointFile};
+use crate::config::crd::ConfigLayer;
+use crate::config::{ConfigError, VigilConfig, layers};
+use crate::eviction::EvictionSettings;
+use crate::metrics::Metrics;
+use crate::model::Layer;
+use crate::policy::Registry;
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::{Node, ObjectReference};
+use kube::runtime::events::{Event, EventType, Recorder};
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+/// How often a trial's policy faults are counted.
+const FAULT_CHECK: Duration = Duration::from_secs(5);
+/// How often an uninterrupted config watch confirms what it holds (the
+/// checkpoint's fetch time is refreshed; nothing is requested).
+const CONFIRM_EVERY: Duration = Duration::from_secs(300);
+
+/// What the controller is told at start-up.
+#[derive(Debug, Clone)]
+pub struct ConfigOptions {
+    /// Layers under every cluster layer (`--config`).
+    pub base: Vec<Layer>,
+    /// How old a checkpoint may be and still run without the API server.
+    pub grace: Duration,
+    /// Without a fresh checkpoint, run the defaults rather than the last-known-good.
+    pub start_on_defaults: bool,
+    /// Decide and report, evict nothing, whatever the config says.
+    pub dry_run: bool,
+}
+
+/// The config controller.
+pub struct ConfigController {
+    assignment: Assignment,
+    registry: Arc<Registry>,
+    options: ConfigOptions,
+    file: CheckpointFile,
+    saved: Option<Checkpoint>,
+    metrics: Arc<Metrics>,
+    settings: watch::Sender<EvictionSettings>,
+    status: watch::Sender<Status>,
+    /// Faults of each policy (by digest) when the trial under way began.
+    faults_at_trial: BTreeMap<String, (String, u64)>,
+}
+
+impl ConfigController {
+    /// Reads the checkpoint under `state_dir` and decides what runs before
+    /// the API server answers; puts it in force on `registry`.
+    pub fn start(
+        registry: Arc<Registry>,
+        state_dir: &Path,
+        options: ConfigOptions,
+        metrics: Arc<Metrics>,
+    ) -> Self {
+        let file = CheckpointFile::new(state_dir);
+        let now = Timestamp::now();
+        let (saved, load) = match file.load() {
+            Ok(None) => (None, CheckpointLoad::Missing),
+            Ok(Some(saved)) => {
+                let fresh = saved.assigned.as_ref().is_some_and(|a| {
+                    now.duration_since(a.fetched_at).as_secs() < options.grace.as_secs() as i64
+                });
+                let load = if fresh {
+                    CheckpointLoad::Fresh
+                } else {
+                    CheckpointLoad::Expired
+                };
+                (Some(saved), load)
+            }
+            Err(error) => {
+                tracing::error!(error = %crate::report::Chain(&error), "config checkpoint not used; set aside as checkpoint.json.damaged");
+                file.set_aside();
+                (None, CheckpointLoad::Corrupt)
+            }
+        };
+        metrics
+            .config_checkpoint_loads
+            .get_or_create(&crate::metrics::CheckpointLabels {
+                status: load.as_str().into(),
+            })
+            .inc();
+        let assignment = Assignment::resume(
+            saved.clone(),
+            load,
+            options.grace,
+            options.start_on_defaults,
+            now,
+            &merger(&registry, &options.base),
+        );
+        tracing::info!(reason = %assignment.status().reason, "{}", assignment.status().message);
+        let (settings, _) = watch::channel(settings_of(assignment.config(), &options));
+        let (status, _) = watch::channel(assignment.status().clone());
+        let mut this = Self {
+            assignment,
+            registry,
+            options,
+            file,
+            saved,
+            metrics,
+            settings,
+            status,
+            faults_at_trial: BTreeMap::new(),
+        };
+        this.registry.set_limits(this.assignment.config().limits());
+        this.metrics
+            .config_reason(this.assignment.status().reason.as_str());
+        this.save();
+        this
+    }
+
+    /// The settings in force, and every change of them.
+    pub fn settings(&self) -> watch::Receiver<EvictionSettings> {
+        self.settings.subscribe()
+    }
+
+    /// What runs and why, and every change of it.
+    pub fn status(&self) -> watch::Receiver<Status> {
+        self.status.subscribe()
+    }
+
+    /// Follows the cluster until `stop`: `configs` and `node` (this Node)
+    /// are the watches; events go through `client` when given.
+    pub async fn run(
+        mut self,
+        configs: &Reflected<ConfigLayer>,
+        node: &Reflected<Node>,
+        node_name: &str,
+        client: Option<kube::Client>,
+        stop: CancellationToken,
+    ) {
+        let events = client.map(|c| node_recorder(c, node_name));
+        let mut config_progress = configs.progress.clone();
+        let mut node_progress = node.progress.clone();
+        // Interruptions of the config watch as of its last event: more since
+        // means what it holds may be stale, so its age must not be refreshed.
+        let mut seen = Progress::default();
+        loop {
+            let progress = *config_progress.borrow_and_update();
+            node_progress.borrow_and_update();
+            if progress.events != seen.events {
+                seen = progress;
+            }
+            let current = progress.events > 0 && progress.errors == seen.errors;
+            let now = Timestamp::now();
+            let mut next_expiry = None;
+            if current && let Some(labels) = node_labels(node) {
+                let objects = configs.store.state();
+                let selection =
+                    layers::select(objects.iter().map(AsRef::as_ref), node_name, &labels, now);
+                for (source, why) in &selection.skipped {
+                    tracing::warn!(layer = %source, %why, "VigilConfig skipped");
+                }
+                next_expiry = selection.next_expiry;
+                self.assign(selection.layers, now, events.as_ref()).await;
+            }
+            self.tick(events.as_ref()).await;
+            let wake_at = [next_expiry, self.assignment.trial_end()]
+                .into_iter()
+                .flatten()
+                .min()
+                .map(|at| tokio::time::Instant::now() + now.duration_until(at).unsigned_abs());
+            let check = if self.assignment.trial_end().is_some() {
+                FAULT_CHECK
+            } else {
+                CONFIRM_EVERY
+            };
+            tokio::select! {
+                () = stop.cancelled() => return,
+                changed = config_progress.changed() => if changed.is_err() { return },
+                changed = node_progress.changed() => if changed.is_err() { return },
+                () = sleep_until(wake_at) => {}
+                () = tokio::time::sleep(check) => {}
+            }
+        }
+    }
+
+    async fn assign(&mut self, layers: Vec<Layer>, now: Timestamp, events: Option<&Events>) {
+        let before = self.snapshot();
+        let update = {
+            let merge = merger(&self.registry, &self.options.base);
+            self.assignment.assign(layers, now, &merge)
+        };
+        if update != Update::Unchanged {
+            self.metrics.config_updated(update.as_str());
+            tracing::info!(update = update.as_str(), reason = %self.assignment.status().reason, "{}", self.assignment.status().message);
+        }
+        self.publish(before, events).await;
+    }
+
+    async fn tick(&mut self, events: Option<&Events>) {
+        let before = self.snapshot();
+        let faults = self.faults_in_trial();
+        {
+            let merge = merger(&self.registry, &self.options.base);
+            self.assignment.tick(Timestamp::now(), faults, &merge);
+        }
+        let after = self.assignment.status().reason;
+        if after != before.1.reason {
+            let result = match after {
+                Reason::Active => "graduated",
+                Reason::RolledBack => "rolled-back",
+                _ => "changed",
+            };
+            self.metrics.config_updated(result);
+            tracing::info!(reason = %after, "{}", self.assignment.status().message);
+        }
+        self.publish(before, events).await;
+    }
+
+    /// What is compared to tell a transition: the running layers and the status.
+    fn snapshot(&self) -> (Option<String>, Status) {
+        (
+            self.assignment.running_hash().map(str::to_owned),
+            self.assignment.status().clone(),
+        )
+    }
+
+    async fn publish(&mut self, before: (Option<String>, Status), events: Option<&Events>) {
+        let status = self.assignment.status().clone();
+        if self.assignment.running_hash().map(str::to_owned) != before.0 {
+            let config = self.assignment.config();
+            self.registry.set_limits(config.limits());
+            self.settings
+                .send_replace(settings_of(config, &self.options));
+        }
+        if status != before.1 {
+            self.metrics.config_reason(status.reason.as_str());
+            if status.reason != before.1.reason
+                && let Some((recorder, node)) = events
+            {
+                record(recorder, node, &status).await;
+            }
+            self.status.send_replace(status);
+        }
+        self.save();
+    }
+
+    /// Policy faults since the trial under way began (a policy replaced
+    /// meanwhile counts all of its faults).
+    fn faults_in_trial(&mut self) -> u64 {
+        if self.assignment.trial_since().is_none() {
+            self.faults_at_trial.clear();
+            return 0;
+        }
+        let now: BTreeMap<String, (String, u64)> = self
+            .registry
+            .status()
+            .into_iter()
+            .filter_map(|s| self.registry.get(&s.name))
+            .map(|p| (p.name().to_owned(), (p.digest().hex(), p.faults())))
+            .collect();
+        if self.faults_at_trial.is_empty() {
+            self.faults_at_trial = now.clone();
+        }
+        now.iter()
+            .map(
+                |(name, (digest, faults))| match self.faults_at_trial.get(name) {
+                    Some((then, base)) if then == digest => faults.saturating_sub(*base),
+                    _ => *faults,
+                },
+            )
+            .sum()
+    }
+
+    /// Saves the checkpoint if it changed.
+    fn save(&mut self) {
+        let current = self.assignment.checkpoint();
+        if self.saved.as_ref() == Some(current) {
+            return;
+        }
+        match self.file.save(current) {
+            Ok(()) => self.saved = Some(current.clone()),
+            Err(error) => {
+                tracing::error!(error = %crate::report::Chain(&error), "config checkpoint not saved");
+            }
+        }
+    }
+}
+
+type Events = (Recorder, ObjectReference);
+
+async fn record(recorder: &Recorder, node: &ObjectReference, status: &Status) {
+    let event = Event {
+        type_: if status.reason.ok() {
+            EventType::Normal
+        } else {
+            EventType::Warning
+        },
+        reason: format!("Config{}", status.reason),
+        note: Some(crate::policy::text::bounded(&status.message, 1024)),
+        action: "Configure".into(),
+        secondary: None,
+    };
+    if let Err(error) = recorder.publish(&event, node).await {
+        tracing::warn!(error = %crate::report::Chain(&error), "config event not recorded");
+    }
+}
+
+async fn sleep_until(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// This node's labels, once the Node is known.
+fn node_labels(node: &Reflected<Node>) -> Option<BTreeMap<String, String>> {
+    let nodes = node.store.state();
+    let node = nodes.first()?;
+    Some(node.metadata.labels.clone().unwrap_or_default())
+}
+
+/// Merges `layers` over `base` with `registry`'s merger.
+fn merger<'a>(
+    registry: &'a Registry,
+    base: &'a [Layer],
+) -> impl Fn(&[Layer]) -> Result<VigilConfig, ConfigError> + 'a {
+    move |layers| {
+        let all: Vec<Layer> = base.iter().chain(layers).cloned().collect();
+        VigilConfig::merge(registry, all)
+    }
+}
+
+/// The eviction manager's settings for `config`.
+fn settings_of(config: &VigilConfig, options: &ConfigOptions) -> EvictionSettings {
+    let mut settings = config.eviction_settings();
+    settings.dry_run |= options.dry_run;
+    settings
+}
