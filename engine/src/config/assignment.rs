@@ -443,6 +443,15 @@ mod tests {
 
     const DAY: Duration = Duration::from_secs(86_400);
 
+    /// A node that runs `{"evictionBurst": 2}` as its last-known-good.
+    fn settled_on_burst_2() -> Assignment {
+        let mut state = fresh();
+        let good = r#"{"evictionBurst": 2, "configTrialSeconds": 0}"#;
+        state.assign(vec![layer("a", good)], at(0), &merge);
+        assert_eq!(state.status().reason, Reason::Active);
+        state
+    }
+
     fn fresh() -> Assignment {
         Assignment::resume(None, CheckpointLoad::Missing, DAY, false, at(0), &merge)
     }
@@ -509,15 +518,7 @@ mod tests {
 
     #[test]
     fn faults_during_the_trial_roll_back_to_the_last_known_good() {
-        let mut state = fresh();
-        state.assign(
-            vec![layer(
-                "a",
-                r#"{"evictionBurst": 2, "configTrialSeconds": 0}"#,
-            )],
-            at(0),
-            &merge,
-        );
+        let mut state = settled_on_burst_2();
         let faulty = vec![layer("a", r#"{"evictionBurst": 9}"#)];
         state.assign(faulty.clone(), at(10), &merge);
         assert_eq!(
@@ -544,15 +545,7 @@ mod tests {
 
     #[test]
     fn restarting_again_and_again_within_a_trial_rolls_it_back() {
-        let mut state = fresh();
-        state.assign(
-            vec![layer(
-                "a",
-                r#"{"evictionBurst": 2, "configTrialSeconds": 0}"#,
-            )],
-            at(0),
-            &merge,
-        );
+        let mut state = settled_on_burst_2();
         state.assign(vec![layer("a", r#"{"evictionBurst": 9}"#)], at(10), &merge);
         let mut saved = state.checkpoint().clone();
         for start in 2..=MAX_STARTS_IN_TRIAL + 1 {
@@ -577,15 +570,7 @@ mod tests {
 
     #[test]
     fn without_the_api_server_a_checkpoint_runs_until_its_grace_time_is_over() {
-        let mut state = fresh();
-        state.assign(
-            vec![layer(
-                "a",
-                r#"{"evictionBurst": 2, "configTrialSeconds": 0}"#,
-            )],
-            at(0),
-            &merge,
-        );
+        let mut state = settled_on_burst_2();
         state.assign(
             vec![layer(
                 "a",
