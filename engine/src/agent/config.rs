@@ -277,11 +277,24 @@ impl ConfigController {
             .sum()
     }
 
-    /// Saves the checkpoint if it changed.
+    /// Saves the checkpoint if it changed; a newer fetch time alone is
+    /// saved at most every [`CONFIRM_EVERY`] (not at every wake of a trial).
     fn save(&mut self) {
         let current = self.assignment.checkpoint();
-        if self.saved.as_ref() == Some(current) {
-            return;
+        if let Some(saved) = &self.saved {
+            let mut probe = current.clone();
+            if let (Some(now), Some(then)) = (&mut probe.assigned, &saved.assigned)
+                && now
+                    .fetched_at
+                    .duration_since(then.fetched_at)
+                    .unsigned_abs()
+                    < CONFIRM_EVERY
+            {
+                now.fetched_at = then.fetched_at;
+            }
+            if probe == *saved {
+                return;
+            }
         }
         match self.file.save(current) {
             Ok(()) => self.saved = Some(current.clone()),
