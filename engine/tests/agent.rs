@@ -14,7 +14,9 @@ const NS: &str = "shop";
 const LIMIT: Duration = Duration::from_secs(60);
 
 /// The agent's config: a short period and transition so tests are quick.
-const CONFIG: &str = "evictionPeriodSeconds: 1\nconditionTransitionSeconds: 2\npolicies:\n  memory-pressure:\n    config: {hard: 500Mi}\n";
+/// The node's disk is the test machine's own (its fill level is not the
+/// test's), so the disk strategy is off.
+const CONFIG: &str = "evictionPeriodSeconds: 1\nconditionTransitionSeconds: 2\npolicies:\n  memory-pressure:\n    config: {hard: 500Mi}\n  disk-pressure: {enabled: false}\n";
 
 /// A best-effort pod on this node whose cgroup uses `usage_mib`; its UID.
 fn pod(server: &ApiServer, fixture: &NodeFiles, name: &str, usage_mib: u64) -> String {
@@ -597,7 +599,12 @@ mod scenario_replay {
             source: "scenario".into(),
             json: scenario.config.clone().unwrap_or(json!({})).to_string(),
         };
-        let settings = VigilConfig::merge(&registry, vec![layer])
+        // The replay's disk is the test machine's own, not the scenario's.
+        let no_disk = Layer {
+            source: "test".into(),
+            json: r#"{"policies": {"disk-pressure": {"enabled": false}}}"#.into(),
+        };
+        let settings = VigilConfig::merge(&registry, vec![layer, no_disk])
             .expect("the scenario's config")
             .eviction_settings();
         let period = settings.period;

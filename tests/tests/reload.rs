@@ -409,7 +409,7 @@ async fn the_agent_evicts_past_a_hostile_policies_directory_and_a_sleeping_sorte
     files.write("kubeconfig", &server.kubeconfig());
     files.write(
         "config.yaml",
-        "evictionPeriodSeconds: 1\npolicies:\n  memory-pressure:\n    config: {hard: 500Mi}\n",
+        "evictionPeriodSeconds: 1\npolicies:\n  memory-pressure:\n    config: {hard: 500Mi}\n  disk-pressure: {enabled: false}\n",
     );
     // The sorter sleeps through WASI whenever it sees the pod: it serves from
     // the start, as the last-known-good, and from the policies directory.
