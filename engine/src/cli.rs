@@ -93,7 +93,8 @@ struct AgentArgs {
     /// Directory for state that survives restarts (last-known-good policies, artifact cache).
     #[arg(long, default_value = "/var/lib/vigil")]
     state_dir: PathBuf,
-    /// A config layer (YAML or JSON, vigil's config shape) merged over the built-in defaults.
+    /// A config layer (YAML or JSON, vigil's config shape) merged over the built-in defaults;
+    /// the `VigilConfig` layers that target this node go over it.
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
     /// How old a saved config may be and still run when the API server cannot
@@ -261,5 +262,19 @@ async fn shutdown_signal() {
     tokio::select! {
         _ = term.recv() => {}
         _ = tokio::signal::ctrl_c() => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn durations_read_as_kubernetes_users_write_them() {
+        assert_eq!(duration("24h"), Ok(Duration::from_secs(86_400)));
+        assert_eq!(duration("1h30m"), Ok(Duration::from_secs(5_400)));
+        assert!(duration("-5s").unwrap_err().contains("negative"));
+        assert!(duration("soon").unwrap_err().contains("not a duration"));
     }
 }

@@ -34,6 +34,13 @@ fn node(server: &ApiServer) {
     server.put("nodes", "", objects::node(NODE));
 }
 
+/// A test API server holding this node, and the node's files.
+async fn test_node() -> (ApiServer, NodeFiles) {
+    let server = ApiServer::start().await;
+    node(&server);
+    (server, NodeFiles::default())
+}
+
 /// Starts the agent on the fixture's node.
 fn start(server: &ApiServer, fixture: &NodeFiles, extra: &[&str]) -> AgentProcess {
     let binary = std::path::Path::new(env!("CARGO_BIN_EXE_vigil"));
@@ -91,9 +98,7 @@ fn events(server: &ApiServer, reason: &str) -> Vec<Value> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn memory_pressure_evicts_the_top_pod_through_the_api_and_shows_it_on_the_node() {
-    let server = ApiServer::start().await;
-    node(&server);
-    let fixture = NodeFiles::default();
+    let (server, fixture) = test_node().await;
     pod(&server, &fixture, "small", 100);
     let big = pod(&server, &fixture, "big", 900);
     pod(&server, &fixture, "medium", 300);
@@ -177,9 +182,7 @@ async fn memory_pressure_evicts_the_top_pod_through_the_api_and_shows_it_on_the_
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pdb_protected_top_victim_passes_the_turn_to_the_next_pod_at_once() {
-    let server = ApiServer::start().await;
-    node(&server);
-    let fixture = NodeFiles::default();
+    let (server, fixture) = test_node().await;
     pod(&server, &fixture, "small", 100);
     pod(&server, &fixture, "big", 900);
     pod(&server, &fixture, "medium", 300);
@@ -229,9 +232,7 @@ async fn a_pdb_protected_top_victim_passes_the_turn_to_the_next_pod_at_once() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn after_a_dropped_watch_and_410_gone_the_agent_sees_new_pods_and_evicts_once() {
-    let server = ApiServer::start().await;
-    node(&server);
-    let fixture = NodeFiles::default();
+    let (server, fixture) = test_node().await;
     pod(&server, &fixture, "small", 100);
     let agent = start(&server, &fixture, &[]);
     watching(&server).await;
@@ -287,9 +288,7 @@ fn pod_lists(server: &ApiServer) -> usize {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_api_outage_under_pressure_is_survived_and_evictions_resume() {
-    let server = ApiServer::start().await;
-    node(&server);
-    let fixture = NodeFiles::default();
+    let (server, fixture) = test_node().await;
     pod(&server, &fixture, "small", 100);
     pod(&server, &fixture, "big", 900);
     let mut agent = start(&server, &fixture, &[]);
@@ -319,9 +318,7 @@ async fn an_api_outage_under_pressure_is_survived_and_evictions_resume() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dry_run_sends_a_dry_run_request_and_an_event_and_deletes_nothing() {
-    let server = ApiServer::start().await;
-    node(&server);
-    let fixture = NodeFiles::default();
+    let (server, fixture) = test_node().await;
     pod(&server, &fixture, "big", 900);
     let agent = start(&server, &fixture, &["--dry-run"]);
     watching(&server).await;
@@ -341,9 +338,7 @@ async fn dry_run_sends_a_dry_run_request_and_an_event_and_deletes_nothing() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_during_an_eviction_call_lets_it_finish_and_exits_cleanly() {
-    let server = ApiServer::start().await;
-    node(&server);
-    let fixture = NodeFiles::default();
+    let (server, fixture) = test_node().await;
     pod(&server, &fixture, "big", 900);
     let mut agent = start(&server, &fixture, &[]);
     watching(&server).await;
@@ -739,9 +734,7 @@ fn a_state_directory_others_can_write_stops_the_start() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_ends_the_agent_while_a_policy_compiles() {
-    let server = ApiServer::start().await;
-    node(&server);
-    let fixture = NodeFiles::default();
+    let (server, fixture) = test_node().await;
     let js = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../examples/policies/js-sorter/js-sorter.wasm");
     std::fs::create_dir_all(fixture.path("policies")).expect("policies dir");
@@ -805,9 +798,7 @@ async fn until_config(server: &ApiServer, reason: &str, message_has: &str) -> St
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_vigil_config_applies_live_graduates_and_a_bad_change_is_rejected_with_its_path() {
-    let server = ApiServer::start().await;
-    node(&server);
-    let fixture = NodeFiles::default();
+    let (server, fixture) = test_node().await;
     pod(&server, &fixture, "small", 100);
     pod(&server, &fixture, "big", 900);
     let agent = start(&server, &fixture, &[]);
@@ -866,9 +857,7 @@ async fn a_vigil_config_applies_live_graduates_and_a_bad_change_is_rejected_with
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_config_that_makes_policies_fault_is_rolled_back_to_the_last_known_good() {
-    let server = ApiServer::start().await;
-    node(&server);
-    let fixture = NodeFiles::default();
+    let (server, fixture) = test_node().await;
     pod(&server, &fixture, "big", 900);
     let agent = start(&server, &fixture, &[]);
     let good = json!({"evictionBurst": 2, "configTrialSeconds": 0});
@@ -902,9 +891,7 @@ async fn a_config_that_makes_policies_fault_is_rolled_back_to_the_last_known_goo
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn node_labels_choose_the_layers_and_an_expired_override_stops_applying() {
-    let server = ApiServer::start().await;
-    node(&server);
-    let fixture = NodeFiles::default();
+    let (server, fixture) = test_node().await;
     let _agent = start(&server, &fixture, &[]);
     let pool = json!({"nodeSelector": {"matchLabels": {"pool": "batch"}}});
     server.put(
@@ -987,9 +974,7 @@ async fn with_the_api_server_down_at_start_up_the_checkpoint_runs_while_it_is_fr
         (hour * 30, false, "expired", "Defaults"),
         (hour, true, "corrupt", "Defaults"),
     ] {
-        let server = ApiServer::start().await;
-        node(&server);
-        let fixture = NodeFiles::default();
+        let (server, fixture) = test_node().await;
         save_checkpoint(&fixture, age);
         let checkpoint = fixture.path("state/config/checkpoint.json");
         if corrupt {
@@ -1042,9 +1027,7 @@ async fn with_the_api_server_down_at_start_up_the_checkpoint_runs_while_it_is_fr
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killing_the_agent_while_it_saves_checkpoints_never_leaves_a_damaged_one() {
-    let server = ApiServer::start().await;
-    node(&server);
-    let fixture = NodeFiles::default();
+    let (server, fixture) = test_node().await;
     let file = vigil::config::checkpoint::CheckpointFile::new(&fixture.path("state"));
     for round in 0..8u64 {
         let mut agent = start(&server, &fixture, &[]);

@@ -70,17 +70,9 @@ impl ConfigController {
         let file = CheckpointFile::new(state_dir);
         let now = Timestamp::now();
         let (saved, load) = match file.load() {
-            Ok(None) => (None, CheckpointLoad::Missing),
-            Ok(Some(saved)) => {
-                let fresh = saved.assigned.as_ref().is_some_and(|a| {
-                    now.duration_since(a.fetched_at).as_secs() < options.grace.as_secs() as i64
-                });
-                let load = if fresh {
-                    CheckpointLoad::Fresh
-                } else {
-                    CheckpointLoad::Expired
-                };
-                (Some(saved), load)
+            Ok(saved) => {
+                let load = CheckpointLoad::of(saved.as_ref(), options.grace, now);
+                (saved, load)
             }
             Err(error) => {
                 tracing::error!(error = %crate::report::Chain(&error), "config checkpoint not used; set aside as checkpoint.json.damaged");

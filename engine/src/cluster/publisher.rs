@@ -191,11 +191,8 @@ pub trait LatestWriter<T> {
 }
 
 impl LatestWriter<Vec<ActiveCondition>> for NodeStatus {
-    fn write(
-        &mut self,
-        value: &Vec<ActiveCondition>,
-    ) -> impl Future<Output = Result<(), kube::Error>> + Send {
-        self.publish(value)
+    async fn write(&mut self, value: &Vec<ActiveCondition>) -> Result<(), kube::Error> {
+        self.publish(value).await
     }
 }
 

@@ -87,6 +87,19 @@ pub enum CheckpointLoad {
 }
 
 impl CheckpointLoad {
+    /// How a readable checkpoint stands at `now`: fresh while what it
+    /// assigns was fetched less than `grace` ago.
+    pub fn of(saved: Option<&Checkpoint>, grace: Duration, now: Timestamp) -> Self {
+        let Some(saved) = saved else {
+            return Self::Missing;
+        };
+        let grace = SignedDuration::try_from(grace).unwrap_or(SignedDuration::MAX);
+        match &saved.assigned {
+            Some(assigned) if now.duration_since(assigned.fetched_at) < grace => Self::Fresh,
+            _ => Self::Expired,
+        }
+    }
+
     /// As metrics label it.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -138,7 +151,7 @@ pub struct Assignment {
 impl Assignment {
     /// The state at start-up, before the API server answers: counts this
     /// start against a trial under way (a crash loop is rolled back), then
-    /// runs the checkpoint if younger than `grace`, else the
+    /// runs the checkpoint if `load` found it fresh, else the
     /// last-known-good (unless `start_on_defaults`), else the defaults.
     pub fn resume(
         saved: Option<Checkpoint>,
@@ -148,10 +161,9 @@ impl Assignment {
         now: Timestamp,
         merge: Merge<'_>,
     ) -> Self {
-        let defaults = merge(&[]).unwrap_or_default();
         let mut this = Self {
             checkpoint: saved.unwrap_or_default(),
-            running: (None, defaults),
+            running: (None, defaults(merge)),
             status: Status {
                 reason: Reason::Defaults,
                 message: "no config saved on this node; running the defaults".into(),
@@ -174,7 +186,7 @@ impl Assignment {
             .as_ref()
             .map(|a| now.duration_since(a.fetched_at))
             .unwrap_or_default();
-        let fresh = age < SignedDuration::try_from(grace).unwrap_or(SignedDuration::MAX);
+        let fresh = load == CheckpointLoad::Fresh;
         let assigned = assigned.filter(|a| this.checkpoint.rejection(&a.set.hash).is_none());
         let why = match (load, &assigned) {
             (CheckpointLoad::Corrupt, _) => "the checkpoint is damaged".to_owned(),
@@ -254,7 +266,7 @@ impl Assignment {
             return Update::Skipped;
         }
         if set.is_empty() {
-            self.running = (None, merge(&[]).unwrap_or_default());
+            self.running = (None, defaults(merge));
             self.checkpoint.trial = None;
             self.status = Status {
                 reason: Reason::Defaults,
@@ -388,7 +400,7 @@ impl Assignment {
         let good = self.checkpoint.last_known_good.clone();
         let restored = good.filter(|g| self.run(g, merge).is_ok());
         if restored.is_none() {
-            self.running = (None, merge(&[]).unwrap_or_default());
+            self.running = (None, defaults(merge));
         }
         self.status = Status {
             reason: Reason::RolledBack,
@@ -405,6 +417,12 @@ impl Assignment {
             None => "running the defaults".into(),
         }
     }
+}
+
+/// The defaults: no cluster layer (the agent's own `--config` still applies;
+/// it merged at start-up, so only a faulting merger falls back further).
+fn defaults(merge: Merge<'_>) -> VigilConfig {
+    merge(&[]).unwrap_or_default()
 }
 
 /// A duration for people, to the second (`1h 2m 3s`).

@@ -8,9 +8,9 @@
 
 use crate::fsutil::{private_dir, write_atomic};
 use crate::model::Layer;
+use crate::policy::Digest;
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
-use sha2::{Digest as _, Sha256};
 use std::path::{Path, PathBuf};
 use thiserror::Error;
 
@@ -40,14 +40,14 @@ pub struct LayerSet {
 impl LayerSet {
     /// The set of `layers`, hashed.
     pub fn new(layers: Vec<Layer>) -> Self {
-        let mut hasher = Sha256::new();
+        let mut framed = Vec::new();
         for layer in &layers {
             for part in [&layer.source, &layer.json] {
-                hasher.update((part.len() as u64).to_le_bytes());
-                hasher.update(part.as_bytes());
+                framed.extend_from_slice(&(part.len() as u64).to_le_bytes());
+                framed.extend_from_slice(part.as_bytes());
             }
         }
-        let hash = hex(&hasher.finalize());
+        let hash = Digest::of(&framed).hex();
         let layers = layers
             .into_iter()
             .map(|l| SavedLayer {
@@ -180,10 +180,6 @@ pub enum CheckpointError {
     },
 }
 
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
 /// The checkpoint file under a state directory.
 #[derive(Debug, Clone)]
 pub struct CheckpointFile {
@@ -236,7 +232,7 @@ impl CheckpointFile {
         let want = head
             .strip_prefix(b"sha256:")
             .ok_or_else(|| damaged("no checksum line"))?;
-        if want != hex(&Sha256::digest(body)).as_bytes() {
+        if want != Digest::of(body).hex().as_bytes() {
             return Err(damaged("checksum mismatch"));
         }
         serde_json::from_slice(body)
@@ -266,7 +262,7 @@ impl CheckpointFile {
             private_dir(dir).map_err(write)?;
         }
         let body = serde_json::to_vec_pretty(checkpoint).expect("a checkpoint serialises");
-        let mut bytes = format!("sha256:{}\n", hex(&Sha256::digest(&body))).into_bytes();
+        let mut bytes = format!("sha256:{}\n", Digest::of(&body).hex()).into_bytes();
         bytes.extend_from_slice(&body);
         write_atomic(&self.path, &bytes).map_err(write)
     }
