@@ -938,6 +938,115 @@ async fn node_labels_choose_the_layers_and_an_expired_override_stops_applying() 
     .await;
 }
 
+/// A ConfigMap in the namespace `ops`.
+fn config_map(name: &str, data: Value, immutable: bool) -> Value {
+    json!({"apiVersion": "v1", "kind": "ConfigMap",
+           "metadata": {"name": name, "namespace": "ops"},
+           "data": data, "immutable": immutable})
+}
+
+/// A `configFrom` entry naming `ops/NAME[KEY]`.
+fn config_from(name: &str, key: &str) -> Value {
+    json!([{"namespace": "ops", "name": name, "key": key}])
+}
+
+/// Open watches on the ConfigMap `ops/NAME`.
+fn config_map_watches(server: &ApiServer, name: &str) -> usize {
+    server.open_watches(&format!(
+        "/namespaces/ops/configmaps?fieldSelector=metadata.name={name}"
+    ))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn policy_config_from_a_config_map_applies_follows_it_and_its_watch_lives_as_long_as_a_reference()
+ {
+    let (server, fixture) = test_node().await;
+    pod(&server, &fixture, "big", 900);
+    // Over the --config threshold (500Mi): only the ConfigMap's 800Mi makes it pressure.
+    fixture.memory_available(600);
+    let _agent = start(&server, &fixture, &[]);
+    until_config(&server, "Defaults", "no VigilConfig applies").await;
+
+    let thresholds = |memory: &str| {
+        let data = json!({"memory.yaml": format!("hard: {memory}\n"), "pids.yaml": "hard: 1%"});
+        config_map("thresholds", data, false)
+    };
+    server.put("configmaps", "ops", thresholds("800Mi"));
+    let both = json!({"policies": {
+        "memory-pressure": {"configFrom": config_from("thresholds", "memory.yaml")},
+        "pid-pressure": {"configFrom": config_from("thresholds", "pids.yaml")},
+    }});
+    server.put("vigilconfigs", "", vigil_config("fleet", Value::Null, both));
+    let first = until_config(
+        &server,
+        "Trial",
+        "ConfigMap/ops/thresholds[memory.yaml] for memory-pressure",
+    )
+    .await;
+    server
+        .until(LIMIT, "an eviction under the ConfigMap's threshold", |s| {
+            !s.evictions().is_empty()
+        })
+        .await;
+    assert_eq!(
+        config_map_watches(&server, "thresholds"),
+        1,
+        "two references, one watch"
+    );
+
+    // A changed value is a new config on trial.
+    server.put("configmaps", "ops", thresholds("700Mi"));
+    server
+        .until(LIMIT, "the changed ConfigMap on trial", |s| {
+            config_condition(s).is_some_and(|(_, r, m)| r == "Trial" && m != first)
+        })
+        .await;
+
+    // A missing ConfigMap refuses the config; the previous one keeps running.
+    let missing = json!({"policies": {
+        "memory-pressure": {"configFrom": config_from("thresholds", "memory.yaml")},
+        "pid-pressure": {"configFrom": config_from("later", "pids.json")},
+    }});
+    server.put(
+        "vigilconfigs",
+        "",
+        vigil_config("fleet", Value::Null, missing),
+    );
+    let message = until_config(&server, "Rejected", "VigilConfig/fleet@2").await;
+    assert!(
+        message.contains("ConfigMap/ops/later[pids.json]: the ConfigMap does not exist"),
+        "{message}"
+    );
+    // Once it exists, the config is tried; being immutable, it is read once.
+    let later = config_map("later", json!({"pids.json": r#"{"hard": "1%"}"#}), true);
+    server.put("configmaps", "ops", later);
+    until_config(
+        &server,
+        "Trial",
+        "ConfigMap/ops/later[pids.json] for pid-pressure",
+    )
+    .await;
+    server
+        .until(LIMIT, "the immutable ConfigMap's watch stopped", |s| {
+            config_map_watches(s, "later") == 0
+        })
+        .await;
+    assert_eq!(config_map_watches(&server, "thresholds"), 1);
+
+    // No reference left: no watch left.
+    server.put(
+        "vigilconfigs",
+        "",
+        vigil_config("fleet", Value::Null, json!({"evictionBurst": 2})),
+    );
+    until_config(&server, "Trial", "VigilConfig/fleet@3 (").await;
+    server
+        .until(LIMIT, "every ConfigMap watch stopped", |s| {
+            s.open_watches("/configmaps") == 0
+        })
+        .await;
+}
+
 /// A checkpoint of one layer, fetched `age` ago, as the agent would save it.
 fn save_checkpoint(fixture: &NodeFiles, age: jiff::SignedDuration) {
     use vigil::config::checkpoint::{Assigned, Checkpoint, CheckpointFile, LayerSet};

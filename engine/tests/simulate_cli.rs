@@ -75,6 +75,29 @@ fn an_invalid_scenario_fails_with_the_line_and_field() {
 }
 
 #[test]
+fn a_scenario_config_from_a_config_map_is_refused_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("config-from.yaml");
+    std::fs::write(
+        &path,
+        "name: x\nduration: 10s\nnode: {memory: 1Gi}\npods: []\nconfig:\n  policies:\n    memory-pressure:\n      configFrom: [{namespace: ops, name: thresholds, key: memory.yaml}]\n",
+    )
+    .unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_vigil"))
+        .arg("simulate")
+        .arg(&path)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success());
+    assert!(
+        stderr.contains("configFrom ConfigMap/ops/thresholds[memory.yaml]")
+            && stderr.contains("resolved by `vigil agent`"),
+        "{stderr}"
+    );
+}
+
+#[test]
 fn a_policies_directory_replaces_built_ins_and_the_run_names_the_file_that_served() {
     let (policies, cache) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let c_sorter = PathBuf::from(env!("CARGO_MANIFEST_DIR"))

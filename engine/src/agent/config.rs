@@ -1,16 +1,18 @@
 //! The agent's config controller: follows the `VigilConfig` objects and its
-//! own Node's labels, hands what applies to the node to the config state
-//! ([`Assignment`]), and carries out what it decides — new settings to the
+//! own Node's labels, and the ConfigMaps their policies' `configFrom` name
+//! (one watch each: [`ObjectWatches`]); hands what applies to the node to
+//! the config state ([`Assignment`]), and carries out what it decides — new settings to the
 //! eviction loop and new call limits to the registry (no policy is
 //! recompiled), the checkpoint saved, the `VigilConfigOK` condition, an
 //! Event on each transition, and metrics.
 
+use crate::cluster::object_watches::{Lookup, ObjectKey, ObjectWatches};
 use crate::cluster::publisher::node_recorder;
 use crate::cluster::watches::{Progress, Reflected};
 use crate::config::assignment::{Assignment, CheckpointLoad, Reason, Status, Update};
 use crate::config::checkpoint::{Checkpoint, CheckpointFile};
 use crate::config::crd::ConfigLayer;
-use crate::config::{ConfigError, VigilConfig, layers};
+use crate::config::{ConfigError, VigilConfig, layers, references};
 use crate::eviction::EvictionSettings;
 use crate::metrics::Metrics;
 use crate::model::Layer;
@@ -92,7 +94,7 @@ impl ConfigController {
             options.grace,
             options.start_on_defaults,
             now,
-            &merger(&registry, &options.base),
+            &merger(&registry, &options.base, &BTreeMap::new()),
         );
         tracing::info!(reason = %assignment.status().reason, "{}", assignment.status().message);
         let (settings, _) = watch::channel(settings_of(assignment.config(), &options));
@@ -126,24 +128,27 @@ impl ConfigController {
     }
 
     /// Follows the cluster until `stop`: `configs` and `node` (this Node)
-    /// are the watches; events go through `client` when given.
+    /// are the watches, `objects` watches the ConfigMaps referenced; events
+    /// go through `client`.
     pub async fn run(
         mut self,
         configs: &Reflected<ConfigLayer>,
         node: &Reflected<Node>,
-        node_name: &str,
-        client: Option<kube::Client>,
+        objects: &ObjectWatches,
+        (node_name, client): (&str, kube::Client),
         stop: CancellationToken,
     ) {
-        let events = client.map(|c| node_recorder(c, node_name));
+        let events = node_recorder(client, node_name);
         let mut config_progress = configs.progress.clone();
         let mut node_progress = node.progress.clone();
+        let mut object_changes = objects.changes();
         // Interruptions of the config watch as of its last event: more since
         // means what it holds may be stale, so its age must not be refreshed.
         let mut seen = Progress::default();
         loop {
             let progress = *config_progress.borrow_and_update();
             node_progress.borrow_and_update();
+            object_changes.borrow_and_update();
             if progress.events != seen.events {
                 seen = progress;
             }
@@ -151,16 +156,19 @@ impl ConfigController {
             let now = Timestamp::now();
             let mut next_expiry = None;
             if current && let Some(labels) = node_labels(node) {
-                let objects = configs.store.state();
+                let listed = configs.store.state();
                 let selection =
-                    layers::select(objects.iter().map(AsRef::as_ref), node_name, &labels, now);
+                    layers::select(listed.iter().map(AsRef::as_ref), node_name, &labels, now);
                 for (source, why) in &selection.skipped {
                     tracing::warn!(layer = %source, %why, "VigilConfig skipped");
                 }
                 next_expiry = selection.next_expiry;
-                self.assign(selection.layers, now, events.as_ref()).await;
+                // While a referenced ConfigMap is not listed yet, its watch wakes this.
+                if let Some((layers, problems)) = self.resolve(selection.layers, objects) {
+                    self.assign(layers, &problems, now, &events).await;
+                }
             }
-            self.tick(events.as_ref()).await;
+            self.tick(&events).await;
             let wake_at = [next_expiry, self.assignment.trial_end()]
                 .into_iter()
                 .flatten()
@@ -175,16 +183,65 @@ impl ConfigController {
                 () = stop.cancelled() => return,
                 changed = config_progress.changed() => if changed.is_err() { return },
                 changed = node_progress.changed() => if changed.is_err() { return },
+                changed = object_changes.changed() => if changed.is_err() { return },
                 () = sleep_until(wake_at) => {}
                 () = tokio::time::sleep(check) => {}
             }
         }
     }
 
-    async fn assign(&mut self, layers: Vec<Layer>, now: Timestamp, events: Option<&Events>) {
+    /// `layers` with, under them, a layer for each ConfigMap key their
+    /// policies' `configFrom` names, and why any could not be read; `None`
+    /// while a referenced ConfigMap's watch has not listed it yet. The
+    /// referenced objects become the ones watched.
+    fn resolve(
+        &self,
+        layers: Vec<Layer>,
+        objects: &ObjectWatches,
+    ) -> Option<(Vec<Layer>, BTreeMap<String, String>)> {
+        let wanted = merged(&self.registry, &self.options.base, &layers)
+            .map(|config| references::wanted(&config))
+            .unwrap_or_default();
+        let key = |r: &references::ConfigRef| ObjectKey {
+            namespace: r.namespace.clone(),
+            name: r.name.clone(),
+        };
+        objects.follow(wanted.iter().map(|(_, r)| key(r)));
+        let mut resolved = Vec::new();
+        let mut problems = BTreeMap::new();
+        for (policy, reference) in &wanted {
+            let problem = match objects.get(&key(reference))? {
+                Lookup::Pending => return None,
+                Lookup::Unavailable(why) => format!("cannot be read: {why}"),
+                Lookup::Missing => "the ConfigMap does not exist".into(),
+                Lookup::Found(object) => {
+                    let value = object.data.as_ref().and_then(|d| d.get(&reference.key));
+                    match value.map(|v| references::layer(policy, reference, v)) {
+                        None => "the ConfigMap has no such key".into(),
+                        Some(Err(why)) => why,
+                        Some(Ok(layer)) => {
+                            resolved.push(layer);
+                            continue;
+                        }
+                    }
+                }
+            };
+            problems.insert(references::source(policy, reference), problem);
+        }
+        resolved.extend(layers);
+        Some((resolved, problems))
+    }
+
+    async fn assign(
+        &mut self,
+        layers: Vec<Layer>,
+        problems: &BTreeMap<String, String>,
+        now: Timestamp,
+        events: &Events,
+    ) {
         let before = self.snapshot();
         let update = {
-            let merge = merger(&self.registry, &self.options.base);
+            let merge = merger(&self.registry, &self.options.base, problems);
             self.assignment.assign(layers, now, &merge)
         };
         if update != Update::Unchanged {
@@ -194,11 +251,12 @@ impl ConfigController {
         self.publish(before, events).await;
     }
 
-    async fn tick(&mut self, events: Option<&Events>) {
+    async fn tick(&mut self, events: &Events) {
         let before = self.snapshot();
         let faults = self.faults_in_trial();
         {
-            let merge = merger(&self.registry, &self.options.base);
+            let none = BTreeMap::new();
+            let merge = merger(&self.registry, &self.options.base, &none);
             self.assignment.tick(Timestamp::now(), faults, &merge);
         }
         let after = self.assignment.status().reason;
@@ -222,7 +280,7 @@ impl ConfigController {
         )
     }
 
-    async fn publish(&mut self, before: (Option<String>, Status), events: Option<&Events>) {
+    async fn publish(&mut self, before: (Option<String>, Status), events: &Events) {
         let status = self.assignment.status().clone();
         if self.assignment.running_hash().map(str::to_owned) != before.0 {
             let config = self.assignment.config();
@@ -232,10 +290,8 @@ impl ConfigController {
         }
         if status != before.1 {
             self.metrics.config_reason(status.reason.as_str());
-            if status.reason != before.1.reason
-                && let Some((recorder, node)) = events
-            {
-                record(recorder, node, &status).await;
+            if status.reason != before.1.reason {
+                record(events, &status).await;
             }
             self.status.send_replace(status);
         }
@@ -299,7 +355,7 @@ impl ConfigController {
 
 type Events = (Recorder, ObjectReference);
 
-async fn record(recorder: &Recorder, node: &ObjectReference, status: &Status) {
+async fn record((recorder, node): &Events, status: &Status) {
     let event = Event {
         type_: if status.reason.ok() {
             EventType::Normal
@@ -331,13 +387,26 @@ fn node_labels(node: &Reflected<Node>) -> Option<BTreeMap<String, String>> {
 }
 
 /// Merges `layers` over `base` with `registry`'s merger.
+fn merged(
+    registry: &Registry,
+    base: &[Layer],
+    layers: &[Layer],
+) -> Result<VigilConfig, ConfigError> {
+    let all: Vec<Layer> = base.iter().chain(layers).cloned().collect();
+    VigilConfig::merge(registry, all)
+}
+
+/// Merges as [`merged`] and refuses a config whose `configFrom` references
+/// the layers do not resolve (`problems` says why, by layer source).
 fn merger<'a>(
     registry: &'a Registry,
     base: &'a [Layer],
+    problems: &'a BTreeMap<String, String>,
 ) -> impl Fn(&[Layer]) -> Result<VigilConfig, ConfigError> + 'a {
     move |layers| {
-        let all: Vec<Layer> = base.iter().chain(layers).cloned().collect();
-        VigilConfig::merge(registry, all)
+        let config = merged(registry, base, layers)?;
+        references::check(&config, layers, problems)?;
+        Ok(config)
     }
 }
 

@@ -3,7 +3,8 @@
 //! [`run`] wires, in order: the policy registry; the config controller
 //! (checkpoint, then `VigilConfig` layers, trial and last-known-good:
 //! [`config`]); the API clients; the watches on this node's pods and Node
-//! (and PDBs per namespace) and on the `VigilConfig` objects;
+//! (and PDBs per namespace), on the `VigilConfig` objects and on each
+//! ConfigMap they reference;
 //! the node source (signals + pods) → the eviction runner → the Eviction API
 //! killer; the publisher (Events, metrics) and the node status writer; the
 //! HTTP endpoints. Every task it starts is owned here and stopped on
@@ -20,6 +21,7 @@ use crate::cluster::budgets::Budgets;
 use crate::cluster::client;
 use crate::cluster::evict::EvictionApi;
 use crate::cluster::node_status::{ConfigCondition, NodeStatus};
+use crate::cluster::object_watches::{ApiSource, ObjectWatches};
 use crate::cluster::publisher::{Publisher, write_latest};
 use crate::cluster::source::ClusterSource;
 use crate::cluster::watches;
@@ -114,6 +116,7 @@ pub async fn run(config: AgentConfig, shutdown: impl Future<Output = ()>) -> any
     let node = watches::node(clients.api.clone(), &config.node_name, restarts(&metrics));
     let budgets = Arc::new(Budgets::new(clients.api.clone(), restarts(&metrics)));
     let configs = watches::vigil_configs(clients.api.clone(), restarts(&metrics));
+    let objects = Arc::new(ObjectWatches::new(ApiSource(clients.api.clone())));
     let node_store = node.store.clone();
 
     let stop = CancellationToken::new();
@@ -147,13 +150,18 @@ pub async fn run(config: AgentConfig, shutdown: impl Future<Output = ()>) -> any
     ));
     let config_stop = stop.clone();
     let (config_client, node_name) = (clients.api.clone(), config.node_name.clone());
+    let recycle = {
+        let (objects, stop) = (Arc::clone(&objects), stop.clone());
+        async move { objects.recycle(stop).await }
+    };
+    tasks.spawn(recycle);
     let config_task = tokio::spawn(async move {
         controller
             .run(
                 &configs,
                 &node,
-                &node_name,
-                Some(config_client),
+                &objects,
+                (&node_name, config_client),
                 config_stop,
             )
             .await;

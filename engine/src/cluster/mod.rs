@@ -2,6 +2,7 @@
 //!
 //! - [`client`] connects (kubeconfig, in-cluster) and counts requests;
 //! - [`watches`] keeps this node's pods and this Node in local stores;
+//! - [`object_watches`] watches each ConfigMap the config references;
 //! - [`budgets`] watches PodDisruptionBudgets only in the namespaces with
 //!   pods on this node;
 //! - [`pods`] turns a Pod into the contract's record; [`source`] assembles
@@ -14,6 +15,7 @@ pub mod budgets;
 pub mod client;
 pub mod evict;
 pub mod node_status;
+pub mod object_watches;
 pub mod pods;
 pub mod publisher;
 pub mod source;

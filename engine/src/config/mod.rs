@@ -14,6 +14,7 @@ pub mod assignment;
 pub mod checkpoint;
 pub mod crd;
 pub mod layers;
+pub mod references;
 pub mod schema;
 
 use crate::eviction::{EvictionSettings, PolicySettings};
@@ -58,6 +59,11 @@ pub struct PolicyConfig {
     /// The policy's own configuration, a JSON object it reads itself.
     #[schemars(schema_with = "schema::free_form")]
     pub config: serde_json::Value,
+    /// ConfigMap keys whose objects are merged under `config`, in order
+    /// (`config` itself wins); only `vigil agent` reads them.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 16))]
+    pub config_from: Vec<references::ConfigRef>,
 }
 
 impl Default for PolicyConfig {
@@ -69,6 +75,7 @@ impl Default for PolicyConfig {
             memory_limit_mib: None,
             trial_seconds: None,
             config: serde_json::json!({}),
+            config_from: Vec::new(),
         }
     }
 }
@@ -185,6 +192,16 @@ pub enum ConfigError {
         /// The layer's source.
         layer: String,
         /// What is wrong with it.
+        problem: String,
+    },
+    /// A policy's `configFrom` names a ConfigMap key that could not be read.
+    #[error("policy {policy}: configFrom {reference}: {problem}")]
+    Reference {
+        /// The policy.
+        policy: String,
+        /// The ConfigMap key.
+        reference: String,
+        /// Why it could not be read.
         problem: String,
     },
     /// A layer, or the merged result, does not match vigil's config schema.

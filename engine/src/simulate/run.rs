@@ -8,7 +8,7 @@ use super::record::{
 };
 use super::scenario::{PodSpec, Scenario};
 use crate::clock::ManualClock;
-use crate::config::{ConfigError, VigilConfig};
+use crate::config::{ConfigError, VigilConfig, references};
 use crate::eviction::{EvictionManager, NodeState};
 use crate::model::{KeyValue, Layer, MetLevel, Pod, Resources, Signal, Usage};
 use crate::policy::reload::Reloader;
@@ -140,7 +140,9 @@ async fn registry(
             });
         }
     }
-    let config = VigilConfig::merge(&registry, overlay())?;
+    let layers = overlay();
+    let config = VigilConfig::merge(&registry, layers.clone())?;
+    references::check(&config, &layers, &BTreeMap::new())?;
     registry.set_limits(config.limits());
     Ok((registry, config))
 }

@@ -6,8 +6,8 @@
 //! - list and watch of pods (field selector `spec.nodeName`), nodes
 //!   (`metadata.name`), PodDisruptionBudgets (per namespace) and any other
 //!   collection such as `vigilconfigs` (a `metadata.generation` that
-//!   counts changes of `spec`), with label
-//!   selectors, resourceVersions, bookmarks, `410 Gone` for a watch resuming
+//!   counts changes of `spec`) or one ConfigMap (field selector
+//!   `metadata.name` in a namespace), with label selectors, resourceVersions, bookmarks, `410 Gone` for a watch resuming
 //!   from before a [`ApiServer::compact`], and streams closed at
 //!   `timeoutSeconds`;
 //! - `GET` and merge `PATCH` of a node (a `metadata.resourceVersion` in the
@@ -20,7 +20,7 @@
 //!
 //! Faults on demand: an outage (every request 503), the next requests
 //! failing with a status, latency, dropping every open watch. Every request
-//! is recorded. Tests wait for what they expect with [`ApiServer::until`],
+//! is recorded, and the watch streams open are counted. Tests wait for what they expect with [`ApiServer::until`],
 //! which wakes on every change instead of sleeping.
 
 mod eviction;
@@ -74,6 +74,8 @@ pub(crate) struct Shared {
     drop_watches: watch::Sender<u64>,
     /// `410 Gone` errors sent on watch streams.
     gone: std::sync::atomic::AtomicUsize,
+    /// Watch streams open now, by what they watch.
+    open_watches: Mutex<BTreeMap<String, usize>>,
     /// Condition types each (node, field manager) applied last.
     applied: Mutex<BTreeMap<(String, String), Vec<String>>>,
 }
@@ -137,6 +139,7 @@ impl ApiServer {
             drop_watches: watch::Sender::new(0),
             applied: Mutex::new(BTreeMap::new()),
             gone: Default::default(),
+            open_watches: Mutex::new(BTreeMap::new()),
         });
         let app = routes::router(Arc::clone(&shared));
         let task = tokio::spawn(async move {
@@ -209,6 +212,17 @@ impl ApiServer {
     /// How many watches were told `410 Gone` (resuming from compacted history).
     pub fn gone_sent(&self) -> usize {
         self.shared.gone.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// How many watch streams are open whose path and field selector
+    /// (`PATH?fieldSelector=SELECTOR`) contain `watched` (a stream the
+    /// client closed counts until the next bookmark fails to send).
+    pub fn open_watches(&self, watched: &str) -> usize {
+        let open = self.shared.open_watches.lock().unwrap();
+        open.iter()
+            .filter(|(w, _)| w.contains(watched))
+            .map(|(_, n)| n)
+            .sum()
     }
 
     /// Forgets the change log: watches resuming from before now get `410 Gone`.

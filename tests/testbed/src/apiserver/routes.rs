@@ -86,7 +86,11 @@ async fn handle(State(shared): State<Arc<Shared>>, request: axum::extract::Reque
         && let Some((resource, namespace)) = collection(&path)
     {
         shared.record(record(200));
-        return watch(&shared, resource, namespace, &query);
+        let watched = match query.get("fieldSelector") {
+            Some(fields) => format!("{}?fieldSelector={fields}", parts.uri.path()),
+            None => parts.uri.path().to_owned(),
+        };
+        return watch(&shared, &watched, resource, namespace, &query);
     }
     let answer = route(&shared, &method, &path, &query, body.clone());
     shared.record(record(answer.0));
@@ -197,6 +201,7 @@ fn list(
 /// ends at `timeoutSeconds` or when the test drops watches.
 fn watch(
     shared: &Arc<Shared>,
+    watched: &str,
     resource: &str,
     namespace: Option<&str>,
     query: &HashMap<String, String>,
@@ -216,8 +221,10 @@ fn watch(
     let (resource, namespace) = (resource.to_owned(), namespace.map(str::to_owned));
     let (mut tx, rx) = futures::channel::mpsc::channel::<Result<Bytes, std::io::Error>>(256);
     let shared = Arc::clone(shared);
+    let open = OpenWatch::new(&shared, watched);
     tokio::spawn(async move {
         use futures::SinkExt;
+        let _open = open;
         let mut changes = shared.changed.subscribe();
         let mut drops = shared.drop_watches.subscribe();
         drops.borrow_and_update();
@@ -286,6 +293,32 @@ fn watch(
         .header(header::CONTENT_TYPE, "application/json")
         .body(Body::from_stream(rx))
         .expect("a valid response")
+}
+
+/// Counts a watch stream as open on what it watches (path and field
+/// selector) while it lives.
+struct OpenWatch(Arc<Shared>, String);
+
+impl OpenWatch {
+    fn new(shared: &Arc<Shared>, path: &str) -> Self {
+        *shared
+            .open_watches
+            .lock()
+            .unwrap()
+            .entry(path.to_owned())
+            .or_default() += 1;
+        shared.bump();
+        Self(Arc::clone(shared), path.to_owned())
+    }
+}
+
+impl Drop for OpenWatch {
+    fn drop(&mut self) {
+        if let Some(n) = self.0.open_watches.lock().unwrap().get_mut(&self.1) {
+            *n -= 1;
+        }
+        self.0.bump();
+    }
 }
 
 fn line(event: Value) -> Bytes {

@@ -1,0 +1,170 @@
+//! ConfigMaps a policy's settings name (`configFrom`): each named key holds
+//! a YAML or JSON object that is merged under the policy's own `config`.
+//!
+//! A resolved key becomes a layer of its own, `ConfigMap/NS/NAME[KEY] for
+//! POLICY`, placed under the `VigilConfig` layers (so `config` written in a
+//! `VigilConfig` wins) and merged by the merger like any layer. The
+//! ConfigMap's content is thereby part of the config's hash and checkpoint:
+//! a changed value is a new config on trial, and a node without the API
+//! server runs the values it last fetched. A reference that cannot be
+//! resolved refuses the config, naming the reference and why.
+
+use super::{ConfigError, VigilConfig};
+use crate::model::Layer;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::fmt;
+
+/// A key of a ConfigMap that holds part of a policy's own config.
+#[derive(
+    Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
+)]
+#[serde(deny_unknown_fields)]
+pub struct ConfigRef {
+    /// The ConfigMap's namespace.
+    #[schemars(length(min = 1, max = 63))]
+    pub namespace: String,
+    /// The ConfigMap's name.
+    #[schemars(length(min = 1, max = 253))]
+    pub name: String,
+    /// The key whose value, a YAML or JSON object, is merged under `config`.
+    #[schemars(length(min = 1, max = 253))]
+    pub key: String,
+}
+
+impl fmt::Display for ConfigRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "ConfigMap/{}/{}[{}]",
+            self.namespace, self.name, self.key
+        )
+    }
+}
+
+/// Every reference of `config`: by policy name, then in the order written.
+pub fn wanted(config: &VigilConfig) -> Vec<(String, ConfigRef)> {
+    config
+        .policies
+        .iter()
+        .flat_map(|(policy, p)| p.config_from.iter().map(|r| (policy.clone(), r.clone())))
+        .collect()
+}
+
+/// The source of the layer that resolves `reference` for `policy`.
+pub fn source(policy: &str, reference: &ConfigRef) -> String {
+    format!("{reference} for {policy}")
+}
+
+/// The layer that puts `value` (the key's text) under `policy`'s config.
+///
+/// # Errors
+/// Why the text is not a YAML or JSON object.
+pub fn layer(policy: &str, reference: &ConfigRef, value: &str) -> Result<Layer, String> {
+    let parsed: serde_json::Value =
+        serde_norway::from_str(value).map_err(|e| format!("not YAML or JSON: {e}"))?;
+    if !parsed.is_object() {
+        return Err("not a YAML or JSON object".into());
+    }
+    let json = serde_json::json!({"policies": {policy: {"config": parsed}}});
+    Ok(Layer {
+        source: source(policy, reference),
+        json: json.to_string(),
+    })
+}
+
+/// Checks that every reference of `config` is resolved by one of `layers`;
+/// `problems` says, by layer source, why one could not be.
+///
+/// # Errors
+/// [`ConfigError::Reference`] for the first reference left unresolved.
+pub fn check(
+    config: &VigilConfig,
+    layers: &[Layer],
+    problems: &BTreeMap<String, String>,
+) -> Result<(), ConfigError> {
+    for (policy, reference) in wanted(config) {
+        let source = source(&policy, &reference);
+        if !layers.iter().any(|l| l.source == source) {
+            let problem = problems.get(&source).map_or(
+                "not read (configFrom is resolved by `vigil agent` from the cluster)",
+                String::as_str,
+            );
+            return Err(ConfigError::Reference {
+                policy,
+                reference: reference.to_string(),
+                problem: problem.to_owned(),
+            });
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reference() -> ConfigRef {
+        ConfigRef {
+            namespace: "ops".into(),
+            name: "thresholds".into(),
+            key: "memory.yaml".into(),
+        }
+    }
+
+    fn config() -> VigilConfig {
+        serde_json::from_value(serde_json::json!({
+            "policies": {"memory-pressure": {"configFrom": [
+                {"namespace": "ops", "name": "thresholds", "key": "memory.yaml"}
+            ]}}
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_key_becomes_a_layer_under_the_policy_config() {
+        let layer = layer("memory-pressure", &reference(), "hard: 1Gi\nsoft: 2Gi\n").unwrap();
+        assert_eq!(
+            layer.source,
+            "ConfigMap/ops/thresholds[memory.yaml] for memory-pressure"
+        );
+        let json: serde_json::Value = serde_json::from_str(&layer.json).unwrap();
+        assert_eq!(
+            json,
+            serde_json::json!({"policies": {"memory-pressure": {"config": {"hard": "1Gi", "soft": "2Gi"}}}})
+        );
+    }
+
+    #[test]
+    fn a_key_that_is_not_an_object_is_refused() {
+        assert_eq!(
+            layer("p", &reference(), "- a\n- b\n").unwrap_err(),
+            "not a YAML or JSON object"
+        );
+        assert!(
+            layer("p", &reference(), "a: [")
+                .unwrap_err()
+                .starts_with("not YAML or JSON:")
+        );
+    }
+
+    #[test]
+    fn an_unresolved_reference_refuses_the_config_with_the_reason_given() {
+        let config = config();
+        let error = check(&config, &[], &BTreeMap::new()).unwrap_err();
+        assert!(error.to_string().contains("not read"), "{error}");
+        let source = source("memory-pressure", &reference());
+        let problems = BTreeMap::from([(source.clone(), "the ConfigMap does not exist".into())]);
+        let error = check(&config, &[], &problems).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "policy memory-pressure: configFrom ConfigMap/ops/thresholds[memory.yaml]: the ConfigMap does not exist"
+        );
+        let resolved = Layer {
+            source,
+            json: "{}".into(),
+        };
+        check(&config, &[resolved], &BTreeMap::new()).unwrap();
+    }
+}
