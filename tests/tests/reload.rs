@@ -180,32 +180,119 @@ async fn editor_leftovers_and_bad_files_never_replace_a_good_policy() {
     agent.stop().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_configmap_style_data_symlink_swap_is_picked_up() {
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path();
-    let publish = |generation: &str, bytes: &[u8]| {
-        std::fs::create_dir(root.join(generation)).unwrap();
-        std::fs::write(root.join(generation).join("default-sorter.wasm"), bytes).unwrap();
-        std::os::unix::fs::symlink(generation, root.join("..data_tmp")).unwrap();
+/// A ConfigMap volume written as the kubelet's atomic writer writes it: the
+/// keys in a new `..YYYY_MM_DD_HH_MM_SS.N` directory, a `..data_tmp` link
+/// to it renamed over `..data`, links `KEY -> ..data/KEY` added for new keys
+/// and removed for keys gone, and the old directory removed last.
+struct ConfigMapVolume {
+    root: std::path::PathBuf,
+    keys: Vec<String>,
+    generation: u32,
+}
+
+impl ConfigMapVolume {
+    fn new(root: &Path) -> Self {
+        Self {
+            root: root.to_owned(),
+            keys: Vec::new(),
+            generation: 0,
+        }
+    }
+
+    fn publish(&mut self, payload: &[(&str, &[u8])]) {
+        let root = &self.root;
+        let old = std::fs::read_link(root.join("..data")).ok();
+        self.generation += 1;
+        let dir = format!(
+            "..2026_11_23_10_00_{:02}.{}",
+            self.generation,
+            418_000_000 + self.generation
+        );
+        std::fs::create_dir(root.join(&dir)).unwrap();
+        for (key, bytes) in payload {
+            std::fs::write(root.join(&dir).join(key), bytes).unwrap();
+        }
+        std::os::unix::fs::symlink(&dir, root.join("..data_tmp")).unwrap();
         std::fs::rename(root.join("..data_tmp"), root.join("..data")).unwrap();
-    };
-    publish("..2026_11_22_01", REVERSE_SORTER);
-    std::os::unix::fs::symlink(
-        "..data/default-sorter.wasm",
-        root.join("default-sorter.wasm"),
-    )
-    .unwrap();
-    let (mut agent, initial) = Agent::start(root).await;
+        let keys: Vec<String> = payload.iter().map(|(k, _)| (*k).to_owned()).collect();
+        for key in keys.iter().filter(|k| !self.keys.contains(k)) {
+            std::os::unix::fs::symlink(format!("..data/{key}"), root.join(key)).unwrap();
+        }
+        for key in self.keys.iter().filter(|k| !keys.contains(k)) {
+            std::fs::remove_file(root.join(key)).unwrap();
+        }
+        if let Some(old) = old {
+            std::fs::remove_dir_all(root.join(old)).unwrap();
+        }
+        self.keys = keys;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_config_map_volume_is_followed_through_its_life() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut volume = ConfigMapVolume::new(dir.path());
+    volume.publish(&[
+        ("default-sorter.wasm", REVERSE_SORTER),
+        ("a-sorter.wasm", FLAKY_SORTER),
+        ("b-sorter.wasm", FLAKY_SORTER),
+    ]);
+    let (mut agent, initial) = Agent::start(dir.path()).await;
+    assert_eq!(initial.loaded.len(), 3, "{initial:?}");
+    let generation = agent.registry.subscribe();
+    let before = *generation.borrow();
+
+    // Two keys change, one does not: one change, and no new trial for the third.
+    volume.publish(&[
+        ("default-sorter.wasm", REVERSE_SORTER),
+        ("a-sorter.wasm", CHATTY_SORTER),
+        ("b-sorter.wasm", REVERSE_SORTER),
+    ]);
+    let report = agent.until(|r| !r.loaded.is_empty()).await;
+    let loaded: Vec<&str> = report.loaded.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(loaded, ["a-sorter", "b-sorter"], "{report:?}");
+    assert!(report.failed.is_empty(), "{report:?}");
     assert_eq!(
-        initial.loaded,
-        [("default-sorter".to_owned(), Digest::of(REVERSE_SORTER))]
+        *generation.borrow() - before,
+        1,
+        "both versions were swapped in together"
+    );
+    assert_eq!(
+        agent.registry.get("a-sorter").unwrap().digest(),
+        Digest::of(CHATTY_SORTER)
     );
 
-    publish("..2026_11_22_02", FLAKY_SORTER);
-    std::fs::remove_dir_all(root.join("..2026_11_22_01")).unwrap();
-    agent.until_loaded("default-sorter", FLAKY_SORTER).await;
+    // A key removed from the ConfigMap deregisters its policy, and only that.
+    volume.publish(&[
+        ("default-sorter.wasm", REVERSE_SORTER),
+        ("a-sorter.wasm", CHATTY_SORTER),
+    ]);
+    let report = agent.until(|r| !r.removed.is_empty()).await;
+    assert_eq!(report.removed, ["b-sorter"], "{report:?}");
+    assert!(
+        report.loaded.is_empty() && report.failed.is_empty(),
+        "{report:?}"
+    );
+    assert!(agent.registry.get("b-sorter").is_none());
+    assert_eq!(agent.sorts("default-sorter"), ["c", "b", "a"]);
     agent.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_link_left_pointing_at_nothing_deregisters_without_an_error() {
+    // Between the kubelet's `..data` swap and its removal of a dropped key's link.
+    let dir = tempfile::tempdir().unwrap();
+    let link = dir.path().join("a-sorter.wasm");
+    std::fs::write(&link, REVERSE_SORTER).unwrap();
+    let (registry, _clock) = registry(None);
+    let mut reloader = Reloader::new(Arc::clone(&registry), dir.path().to_owned());
+    assert_eq!(reloader.scan().await.loaded.len(), 1);
+    std::fs::remove_file(&link).unwrap();
+    std::os::unix::fs::symlink("..data/a-sorter.wasm", &link).unwrap();
+    let report = reloader.scan().await;
+    assert_eq!(report.removed, ["a-sorter"], "{report:?}");
+    assert!(report.failed.is_empty(), "{report:?}");
+    assert!(registry.get("a-sorter").is_none());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

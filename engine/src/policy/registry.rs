@@ -7,7 +7,7 @@
 //! # Lifecycle (the kubelet config controller's pattern, applied to policies)
 //! - A new version is compiled and canaried *before* the swap
 //!   ([`Registry::prepare`], no lock held), then swapped in on trial
-//!   ([`Registry::install`]).
+//!   ([`Registry::apply`], with every other change of the same scan).
 //! - A fault during the trial rolls back to the last-known-good version (or the
 //!   built-in of that name; with neither, the policy is deregistered), and its
 //!   digest is rejected until the file changes, across restarts too.
@@ -309,11 +309,49 @@ impl Registry {
         Ok(Arc::new(policy))
     }
 
-    /// Swaps `policy` in as the serving version of its name, on trial —
-    /// unless it is the version a rollback would return to, which serves as
-    /// last-known-good straight away.
+    /// Swaps `policy` in as the serving version of its name (see [`Registry::apply`]).
     pub fn install(&self, policy: Arc<Policy>) {
+        self.apply(vec![policy], &[]);
+    }
+
+    /// Applies one change of the policies directory at once: each of
+    /// `installs` swaps in as the serving version of its name, on trial
+    /// (unless it is the version a rollback would return to, which serves
+    /// as last-known-good straight away), and each of `removals` (its file
+    /// is gone) is deregistered, the built-in of that name serving again if
+    /// there is one. Callers see the set before or after, never a mix.
+    pub fn apply(&self, installs: Vec<Arc<Policy>>, removals: &[String]) {
+        if installs.is_empty() && removals.is_empty() {
+            return;
+        }
         let mut books = self.lock();
+        for name in removals {
+            match books.builtins.get(name).cloned() {
+                Some(builtin) => {
+                    let lifecycle = Lifecycle {
+                        current: builtin,
+                        phase: Phase::Active,
+                        fallback: None,
+                    };
+                    books.by_name.insert(name.clone(), lifecycle);
+                }
+                None => {
+                    books.by_name.remove(name);
+                }
+            }
+            tracing::info!(policy = name, "policy file removed; deregistered");
+        }
+        for policy in installs {
+            self.install_locked(&mut books, policy);
+        }
+        self.publish(&books);
+        drop(books);
+        for name in removals {
+            self.state.remove_last_known_good(name);
+        }
+    }
+
+    fn install_locked(&self, books: &mut Books, policy: Arc<Policy>) {
         let name = policy.name().to_owned();
         let fallback = match books.by_name.get(&name) {
             Some(lc) if lc.current.digest() == policy.digest() => return,
@@ -338,30 +376,6 @@ impl Registry {
         };
         tracing::info!(policy = lifecycle.current.label(), world = %lifecycle.current.world(), phase = ?lifecycle.phase, "policy version swapped in");
         books.by_name.insert(name, lifecycle);
-        self.publish(&books);
-    }
-
-    /// Deregisters the file-backed policy `name` (its file is gone); the
-    /// built-in of that name, if any, serves again.
-    pub fn remove(&self, name: &str) {
-        let mut books = self.lock();
-        match books.builtins.get(name).cloned() {
-            Some(builtin) => {
-                let lifecycle = Lifecycle {
-                    current: builtin,
-                    phase: Phase::Active,
-                    fallback: None,
-                };
-                books.by_name.insert(name.to_owned(), lifecycle);
-            }
-            None => {
-                books.by_name.remove(name);
-            }
-        }
-        tracing::info!(policy = name, "policy file removed; deregistered");
-        self.publish(&books);
-        drop(books);
-        self.state.remove_last_known_good(name);
     }
 
     /// Names whose serving version came from the policies directory or its saved copy.

@@ -5,13 +5,21 @@
 //! waits for the changes to settle, then [`Reloader::scan`]s the directory:
 //! new or changed `*.wasm` files are loaded and canaried on a blocking thread
 //! (a JS or Python component compiles for seconds while the serving version
-//! keeps answering) and swapped in; deleted ones are deregistered. The same
+//! keeps answering); then what loaded is swapped in and deleted ones are
+//! deregistered, together: one scan is one change of the serving set. The same
 //! loop graduates versions whose trial is over, and notices a directory that
 //! vanished or was replaced (deleted and created again, or a new mount): it
 //! watches the new one and rescans; while it is gone, what serves serves on.
 //!
-//! What counts as a policy file: `NAME.wasm`, read through symlinks (so a
-//! ConfigMap's swapped `..data` link works) as untrusted input (see
+//! A ConfigMap volume is followed through its whole life: the kubelet
+//! writes a new timestamped directory, swaps the `..data` link to it, and
+//! adds or removes the per-key links (`NAME.wasm -> ..data/NAME.wasm`). A
+//! key removed deregisters its policy; keys whose bytes did not change are
+//! not loaded again (no new trial); keys changed by one swap are swapped in
+//! as one change.
+//!
+//! What counts as a policy file: `NAME.wasm`, read through symlinks, as
+//! untrusted input (see
 //! [`super::files`]): only regular files, opened without blocking, at most
 //! the size cap. Hidden files (`.x.wasm`, `..data`), editor leftovers
 //! (`x.wasm~`, `#x.wasm#`) and anything else are ignored. A half-written file
@@ -127,12 +135,19 @@ impl Reloader {
         self
     }
 
-    /// The policy files in the directory, by name.
+    /// The policy files in the directory, by name. A link to nothing is no
+    /// file (the kubelet removes a key's link just after `..data` moved on).
     fn list(dir: &Path) -> std::io::Result<Vec<(String, PathBuf)>> {
         let mut found = Vec::new();
         for entry in std::fs::read_dir(dir)? {
             let entry = entry?;
-            if let Some(name) = entry.file_name().to_str().and_then(policy_name) {
+            let dangling = || {
+                std::fs::metadata(entry.path())
+                    .is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound)
+            };
+            if let Some(name) = entry.file_name().to_str().and_then(policy_name)
+                && !dangling()
+            {
                 found.push((name.to_owned(), entry.path()));
             }
         }
@@ -178,21 +193,24 @@ impl Reloader {
         let present: BTreeSet<&str> = files.iter().map(|(name, _)| name.as_str()).collect();
         self.problems
             .retain(|entry, _| entry.is_empty() || present.contains(entry.as_str()));
-        let gone: BTreeSet<String> = self
-            .registry
-            .file_backed()
-            .into_iter()
-            .chain(self.tried.keys().cloned())
+        let serving: BTreeSet<String> = self.registry.file_backed().into_iter().collect();
+        let gone: BTreeSet<String> = serving
+            .iter()
+            .chain(self.tried.keys())
             .filter(|name| !present.contains(name.as_str()))
+            .cloned()
             .collect();
-        for name in gone {
-            self.tried.remove(&name);
-            self.registry.remove(&name);
-            report.removed.push(name);
+        for name in &gone {
+            self.tried.remove(name);
         }
+        report.removed = gone.into_iter().filter(|n| serving.contains(n)).collect();
+        let mut installs = Vec::new();
         for (name, path) in files {
-            self.load(name, path, &mut report).await;
+            if let Some(policy) = self.load(name, path, &mut report).await {
+                installs.push(policy);
+            }
         }
+        self.registry.apply(installs, &report.removed);
         report
     }
 
@@ -213,10 +231,15 @@ impl Reloader {
         .expect("reading a policy file panicked")
     }
 
-    /// Loads one file if its bytes are new, recording the outcome in `report`.
-    async fn load(&mut self, name: String, path: PathBuf, report: &mut ScanReport) {
+    /// Prepares one file if its bytes are new, recording the outcome in `report`.
+    async fn load(
+        &mut self,
+        name: String,
+        path: PathBuf,
+        report: &mut ScanReport,
+    ) -> Option<Arc<super::Policy>> {
         let (stamp, bytes) = match self.read(&name, &path).await {
-            Ok(Found::Unchanged) => return,
+            Ok(Found::Unchanged) => return None,
             Ok(Found::New(stamp, bytes)) => (stamp, bytes),
             Err(error) => {
                 if self.note(&name, Some(Chain(&error).to_string())) {
@@ -224,7 +247,7 @@ impl Reloader {
                 }
                 self.tried.remove(&name);
                 report.failed.push((name, error));
-                return;
+                return None;
             }
         };
         self.note(&name, None);
@@ -233,7 +256,7 @@ impl Reloader {
         let serving = registry.get(&name).map(|p| p.digest());
         let before = self.tried.insert(name.clone(), Seen { stamp, digest });
         if before.map(|seen| seen.digest) == Some(digest) || serving == Some(digest) {
-            return;
+            return None;
         }
         let task_name = name.clone();
         let prepared = tokio::task::spawn_blocking(move || {
@@ -243,12 +266,13 @@ impl Reloader {
         .expect("policy load panicked");
         match prepared {
             Ok(policy) => {
-                self.registry.install(policy);
                 report.loaded.push((name, digest));
+                Some(policy)
             }
             Err(error) => {
                 tracing::error!(policy = %format!("{name}@{digest}"), error = %Chain(&error), "policy file rejected; keeping what serves");
                 report.failed.push((name, error));
+                None
             }
         }
     }
