@@ -6,7 +6,8 @@
 //!   event in the kubepods cgroup's `memory.events`) to the Eviction POST
 //!   arriving at the API server: median and max over 20 events;
 //! - the agent's RSS, its CPU use and its API requests while at rest for
-//!   20 s, with 110 and with 1000 pods on the node.
+//!   20 s, with 110 and with 1000 pods on the node, and with 110 pods and a
+//!   `VigilConfig` whose policies take their config from two ConfigMaps.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -129,15 +130,44 @@ fn usage(pid: u32) -> (u64, Duration) {
     (rss, Duration::from_millis(ticks * 1000 / hz))
 }
 
-async fn at_rest(pods: usize) {
+/// A `VigilConfig` for every node whose two strategies read their
+/// thresholds from two ConfigMaps, and the ConfigMaps.
+fn config_from_config_maps(server: &ApiServer) {
+    for (name, value) in [("memory", "hard: 500Mi"), ("pids", "hard: 1%")] {
+        let map = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": name, "namespace": "ops"}, "data": {"config.yaml": value}});
+        server.put("configmaps", "ops", map);
+    }
+    let from =
+        |name: &str| serde_json::json!([{"namespace": "ops", "name": name, "key": "config.yaml"}]);
+    let config = serde_json::json!({"apiVersion": "vigil.dev/v1alpha1", "kind": "VigilConfig",
+    "metadata": {"name": "fleet"},
+    "spec": {"config": {"policies": {
+        "memory-pressure": {"configFrom": from("memory")},
+        "pid-pressure": {"configFrom": from("pids")},
+    }}}});
+    server.put("vigilconfigs", "", config);
+}
+
+async fn at_rest(pods: usize, config_maps: bool) {
     let server = ApiServer::start().await;
     server.put("nodes", "", objects::node(NODE));
+    if config_maps {
+        config_from_config_maps(&server);
+    }
     let files = NodeFiles::default();
     for i in 0..pods {
         pod(&server, &files, &format!("pod-{i}"), 10 + (i as u64 % 200));
     }
     let agent = AgentProcess::start(binary(), NODE, &files, &server, CONFIG, &[]);
     started(&server, &agent).await;
+    if config_maps {
+        server
+            .until(LIMIT, "both ConfigMaps watched", |s| {
+                s.open_watches("/configmaps?") == 2
+            })
+            .await;
+    }
     let requests_before = server.requests().len();
     let (_, cpu_before) = usage(agent.pid());
     let start = Instant::now();
@@ -145,13 +175,14 @@ async fn at_rest(pods: usize) {
     let (rss, cpu_after) = usage(agent.pid());
     let wall = start.elapsed();
     let requests = server.requests()[requests_before..].to_vec();
-    let watches = server
-        .requests()
-        .iter()
-        .filter(|r| r.uri.contains("watch=true"))
-        .count();
+    let watches = server.open_watches("/");
+    let what = if config_maps {
+        " + 2 ConfigMaps referenced"
+    } else {
+        ""
+    };
     println!(
-        "{pods:>5} pods at rest: RSS {:.1} MiB, cpu {:.2} % of a core, {} API requests in {:.0} s ({:.1}/min; {} watches open, each renewed every 290 s)",
+        "{pods:>5} pods{what} at rest: RSS {:.1} MiB, cpu {:.2} % of a core, {} API requests in {:.0} s ({:.1}/min; {} watches open, each renewed every 290 s)",
         rss as f64 / 1024.0,
         (cpu_after - cpu_before).as_secs_f64() / wall.as_secs_f64() * 100.0,
         requests.len(),
@@ -169,7 +200,8 @@ fn main() {
         .expect("runtime")
         .block_on(async {
             signal_to_eviction().await;
-            at_rest(110).await;
-            at_rest(1000).await;
+            at_rest(110, false).await;
+            at_rest(110, true).await;
+            at_rest(1000, false).await;
         });
 }

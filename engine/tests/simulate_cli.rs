@@ -52,22 +52,24 @@ fn json_output_is_the_whole_simulation() {
     assert_eq!(json["steps"].as_array().unwrap().len(), 25);
 }
 
-#[test]
-fn an_invalid_scenario_fails_with_the_line_and_field() {
+/// Runs `vigil simulate` on a scenario file holding `text`, which must
+/// fail; its standard error.
+fn failed_simulation(text: &str) -> String {
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("broken.yaml");
-    std::fs::write(
-        &path,
-        "name: x\nduration: soon\nnode: {memory: 1Gi}\npods: []\n",
-    )
-    .unwrap();
+    let path = dir.path().join("scenario.yaml");
+    std::fs::write(&path, text).unwrap();
     let output = Command::new(env!("CARGO_BIN_EXE_vigil"))
         .arg("simulate")
         .arg(&path)
         .output()
         .unwrap();
-    let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(!output.status.success());
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+#[test]
+fn an_invalid_scenario_fails_with_the_line_and_field() {
+    let stderr = failed_simulation("name: x\nduration: soon\nnode: {memory: 1Gi}\npods: []\n");
     assert!(
         stderr.contains("duration") && stderr.contains("line 2"),
         "{stderr}"
@@ -76,20 +78,9 @@ fn an_invalid_scenario_fails_with_the_line_and_field() {
 
 #[test]
 fn a_scenario_config_from_a_config_map_is_refused_naming_it() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("config-from.yaml");
-    std::fs::write(
-        &path,
+    let stderr = failed_simulation(
         "name: x\nduration: 10s\nnode: {memory: 1Gi}\npods: []\nconfig:\n  policies:\n    memory-pressure:\n      configFrom: [{namespace: ops, name: thresholds, key: memory.yaml}]\n",
-    )
-    .unwrap();
-    let output = Command::new(env!("CARGO_BIN_EXE_vigil"))
-        .arg("simulate")
-        .arg(&path)
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(!output.status.success());
+    );
     assert!(
         stderr.contains("configFrom ConfigMap/ops/thresholds[memory.yaml]")
             && stderr.contains("resolved by `vigil agent`"),

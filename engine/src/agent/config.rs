@@ -135,7 +135,8 @@ impl ConfigController {
         configs: &Reflected<ConfigLayer>,
         node: &Reflected<Node>,
         objects: &ObjectWatches,
-        (node_name, client): (&str, kube::Client),
+        node_name: &str,
+        client: kube::Client,
         stop: CancellationToken,
     ) {
         let events = node_recorder(client, node_name);

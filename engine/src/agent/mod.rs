@@ -161,7 +161,8 @@ pub async fn run(config: AgentConfig, shutdown: impl Future<Output = ()>) -> any
                 &configs,
                 &node,
                 &objects,
-                (&node_name, config_client),
+                &node_name,
+                config_client,
                 config_stop,
             )
             .await;

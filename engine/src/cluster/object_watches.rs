@@ -5,7 +5,9 @@
 //! object is `immutable` stops as soon as the object is read (it cannot
 //! change) and is never restarted; all stop on [`ObjectWatches::shutdown`].
 //! Every change of an object wakes whoever waits on
-//! [`ObjectWatches::changes`].
+//! [`ObjectWatches::changes`]. The config controller reads each referenced
+//! object on each of its passes (at least every 5 minutes), so a watch goes
+//! idle only while the controller stops reading (its own watch interrupted).
 //!
 //! Where the objects come from is a [`Source`]: the API server
 //! ([`ApiSource`], a list+watch with the field selector `metadata.name`),
