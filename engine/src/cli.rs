@@ -277,4 +277,43 @@ mod tests {
         assert!(duration("-5s").unwrap_err().contains("negative"));
         assert!(duration("soon").unwrap_err().contains("not a duration"));
     }
+
+    /// The DaemonSet's container in `deploy/daemonset.yaml`.
+    fn daemonset_container() -> serde_json::Value {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy/daemonset.yaml");
+        let text = std::fs::read_to_string(path).unwrap();
+        let daemonset: serde_json::Value = serde_norway::from_str(&text).unwrap();
+        daemonset["spec"]["template"]["spec"]["containers"][0].clone()
+    }
+
+    #[test]
+    fn the_daemonset_passes_only_flags_and_variables_the_agent_accepts() {
+        use clap::CommandFactory;
+        let container = daemonset_container();
+        let args: Vec<String> = serde_json::from_value(container["args"].clone()).unwrap();
+        let mut argv = vec!["vigil".to_owned()];
+        argv.extend(args);
+        let cli = Cli::try_parse_from(&argv).unwrap_or_else(|e| panic!("{e}"));
+        assert!(matches!(cli.command, Command::Agent(_)), "{argv:?}");
+
+        let command = Cli::command();
+        let agent = command.find_subcommand("agent").unwrap();
+        let accepted: Vec<String> = agent
+            .get_arguments()
+            .filter_map(|a| a.get_env())
+            .map(|e| e.to_string_lossy().into_owned())
+            .collect();
+        for env in container["env"].as_array().unwrap() {
+            let name = env["name"].as_str().unwrap();
+            assert!(
+                accepted.iter().any(|a| a == name),
+                "{name} is not read by `vigil agent`"
+            );
+        }
+        // The probes ask the paths the agent serves, on the port it listens on.
+        let port = container["ports"][0]["containerPort"].as_u64().unwrap();
+        assert!(argv.contains(&format!("--metrics-addr=0.0.0.0:{port}")));
+        assert_eq!(container["livenessProbe"]["httpGet"]["path"], "/healthz");
+        assert_eq!(container["readinessProbe"]["httpGet"]["path"], "/readyz");
+    }
 }

@@ -190,6 +190,27 @@ mod tests {
     }
 
     #[test]
+    fn the_kustomization_installs_the_definitions_and_the_example_config_is_valid() {
+        let deploy = concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy");
+        let text = std::fs::read_to_string(format!("{deploy}/kustomization.yaml")).unwrap();
+        let kustomization: serde_json::Value = serde_norway::from_str(&text).unwrap();
+        let resources: Vec<String> =
+            serde_json::from_value(kustomization["resources"].clone()).unwrap();
+        assert!(resources.iter().any(|r| r == "crds.yaml"), "{resources:?}");
+        for resource in &resources {
+            let path = format!("{deploy}/{resource}");
+            assert!(std::path::Path::new(&path).is_file(), "{path} is missing");
+        }
+        let text = std::fs::read_to_string(format!("{deploy}/examples/vigilconfig.yaml")).unwrap();
+        let example: ConfigLayer = serde_norway::from_str(&text).unwrap();
+        let layer = crate::model::Layer {
+            source: example.source(),
+            json: example.spec.config.to_string(),
+        };
+        crate::config::schema::check_layer(&layer).unwrap();
+    }
+
+    #[test]
     fn a_layer_is_named_with_its_generation() {
         let mut layer = ConfigLayer::new(
             "pool-a",
