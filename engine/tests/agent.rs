@@ -18,6 +18,37 @@ const LIMIT: Duration = Duration::from_secs(60);
 /// test's), so the disk strategy is off.
 const CONFIG: &str = "evictionPeriodSeconds: 1\nconditionTransitionSeconds: 2\npolicies:\n  memory-pressure:\n    config: {hard: 500Mi}\n  disk-pressure: {enabled: false}\n";
 
+/// Asserts that the ClusterRole in `deploy/rbac.yaml` allows every request
+/// the server received: what the agent did here, it may do on a cluster.
+fn assert_the_cluster_role_allows_every_request(server: &ApiServer) {
+    use serde::Deserialize;
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy/rbac.yaml");
+    let text = std::fs::read_to_string(path).unwrap();
+    let role = serde_norway::Deserializer::from_str(&text)
+        .map(|doc| Value::deserialize(doc).unwrap())
+        .find(|doc| doc["kind"] == "ClusterRole")
+        .expect("a ClusterRole");
+    let names = |rule: &Value, key: &str| -> Vec<String> {
+        serde_json::from_value(rule[key].clone()).unwrap()
+    };
+    let allowed = |access: &vigil_testbed::Access| {
+        role["rules"].as_array().unwrap().iter().any(|rule| {
+            names(rule, "apiGroups").contains(&access.group)
+                && names(rule, "resources").contains(&access.resource)
+                && names(rule, "verbs").contains(&access.verb)
+        })
+    };
+    let requests = server.requests();
+    assert!(!requests.is_empty());
+    for request in requests {
+        let access = request.access().unwrap_or_else(|| panic!("{request:?}"));
+        assert!(
+            allowed(&access),
+            "deploy/rbac.yaml does not allow {access:?}"
+        );
+    }
+}
+
 /// A best-effort pod on this node whose cgroup uses `usage_mib`; its UID.
 fn pod(server: &ApiServer, fixture: &NodeFiles, name: &str, usage_mib: u64) -> String {
     let object = objects::best_effort_pod(NODE, NS, name, 3);
@@ -178,6 +209,7 @@ async fn memory_pressure_evicts_the_top_pod_through_the_api_and_shows_it_on_the_
     assert!(metrics.contains("vigil_build_info"));
     assert!(agent.get("/healthz").starts_with("HTTP/1.1 200"));
     assert!(agent.get("/readyz").starts_with("HTTP/1.1 200"));
+    assert_the_cluster_role_allows_every_request(&server);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -475,6 +507,7 @@ mod eviction_api {
             deleted.body.expect("options")["preconditions"]["uid"],
             "uid-db"
         );
+        assert_the_cluster_role_allows_every_request(&server);
     }
 }
 
@@ -853,6 +886,7 @@ async fn a_vigil_config_applies_live_graduates_and_a_bad_change_is_rejected_with
         .expect("saved");
     assert_eq!(saved.rejected.len(), 1);
     assert!(saved.last_known_good.is_some());
+    assert_the_cluster_role_allows_every_request(&server);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1045,6 +1079,7 @@ async fn policy_config_from_a_config_map_applies_follows_it_and_its_watch_lives_
             s.open_watches("/configmaps") == 0
         })
         .await;
+    assert_the_cluster_role_allows_every_request(&server);
 }
 
 /// A checkpoint of one layer, fetched `age` ago, as the agent would save it.

@@ -11,5 +11,5 @@ mod node;
 pub mod objects;
 
 pub use agent::AgentProcess;
-pub use apiserver::{ApiServer, Key, Request, Selector};
+pub use apiserver::{Access, ApiServer, Key, Request, Selector};
 pub use node::NodeFiles;

@@ -50,6 +50,58 @@ pub struct Request {
     pub body: Option<Value>,
 }
 
+/// What RBAC must allow for a request: verb, API group (`""` for core),
+/// resource (`pods/eviction` for a subresource).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Access {
+    /// `get`, `list`, `watch`, `create`, `patch`, `update` or `delete`.
+    pub verb: String,
+    /// The API group.
+    pub group: String,
+    /// The resource, with its subresource if any.
+    pub resource: String,
+}
+
+impl Request {
+    /// What an authorizer would check for this request (`None` for a path
+    /// that is not a resource, such as `/version`).
+    pub fn access(&self) -> Option<Access> {
+        let path = self.uri.split('?').next().unwrap_or_default();
+        let parts: Vec<&str> = path.trim_matches('/').split('/').collect();
+        let (group, rest) = match parts.as_slice() {
+            ["api", "v1", rest @ ..] => ("", rest),
+            ["apis", group, _version, rest @ ..] => (*group, rest),
+            _ => return None,
+        };
+        let rest = match rest {
+            ["namespaces", _, rest @ ..] if !rest.is_empty() => rest,
+            rest => rest,
+        };
+        let (resource, named) = match rest {
+            [resource] => ((*resource).to_owned(), false),
+            [resource, _name] => ((*resource).to_owned(), true),
+            [resource, _name, sub] => (format!("{resource}/{sub}"), true),
+            _ => return None,
+        };
+        let watching = self.uri.contains("watch=true") || self.uri.contains("watch=1");
+        let verb = match (self.method.as_str(), named) {
+            ("GET", false) if watching => "watch",
+            ("GET", false) => "list",
+            ("GET", true) => "get",
+            ("POST", _) => "create",
+            ("PATCH", _) => "patch",
+            ("PUT", _) => "update",
+            ("DELETE", _) => "delete",
+            _ => return None,
+        };
+        Some(Access {
+            verb: verb.to_owned(),
+            group: group.to_owned(),
+            resource,
+        })
+    }
+}
+
 /// Faults to inject.
 #[derive(Debug, Default)]
 struct Faults {
