@@ -66,7 +66,7 @@ pub enum Lookup {
     Unavailable(String),
     /// It does not exist.
     Missing,
-    /// It.
+    /// The object, as last listed or changed.
     Found(Arc<ConfigMap>),
 }
 
@@ -75,7 +75,6 @@ pub struct ObjectWatches {
     source: Arc<dyn Source>,
     inner: Arc<Mutex<Inner>>,
     changes: watch::Sender<u64>,
-    max_idle: Duration,
 }
 
 #[derive(Default)]
@@ -122,16 +121,10 @@ impl fmt::Debug for ObjectWatches {
 impl ObjectWatches {
     /// No watches yet; objects come from `source`.
     pub fn new(source: impl Source) -> Self {
-        Self::with_max_idle(source, MAX_IDLE)
-    }
-
-    /// As [`ObjectWatches::new`], stopping watches idle for `max_idle`.
-    pub fn with_max_idle(source: impl Source, max_idle: Duration) -> Self {
         Self {
             source: Arc::new(source),
             inner: Arc::new(Mutex::new(Inner::default())),
             changes: watch::channel(0).0,
-            max_idle,
         }
     }
 
@@ -224,7 +217,7 @@ impl ObjectWatches {
         let mut inner = self.lock();
         for (key, item) in &mut inner.items {
             let listed = item.state.is_some();
-            if listed && now.duration_since(item.last_read) > self.max_idle && item.stop() {
+            if listed && now.duration_since(item.last_read) > MAX_IDLE && item.stop() {
                 tracing::debug!(object = %key, "not read for a while: watch stopped");
             }
         }
