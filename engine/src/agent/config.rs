@@ -58,7 +58,13 @@ pub struct ConfigController {
     status: watch::Sender<Status>,
     /// Faults of each policy (by digest) when the trial under way began.
     faults_at_trial: BTreeMap<String, (String, u64)>,
+    /// The selection last resolved (the merger's digest, each layer's
+    /// source and JSON) and the references its merge names: an unchanged
+    /// selection is not merged again on every pass to find them.
+    references: Option<(ReferencesKey, Vec<(String, references::ConfigRef)>)>,
 }
+
+type ReferencesKey = (Option<String>, Vec<(String, String)>);
 
 impl ConfigController {
     /// Reads the checkpoint under `state_dir` and decides what runs before
@@ -109,6 +115,7 @@ impl ConfigController {
             settings,
             status,
             faults_at_trial: BTreeMap::new(),
+            references: None,
         };
         this.registry.set_limits(this.assignment.config().limits());
         this.metrics
@@ -196,13 +203,26 @@ impl ConfigController {
     /// while a referenced ConfigMap's watch has not listed it yet. The
     /// referenced objects become the ones watched.
     fn resolve(
-        &self,
+        &mut self,
         layers: Vec<Layer>,
         objects: &ObjectWatches,
     ) -> Option<(Vec<Layer>, BTreeMap<String, String>)> {
-        let wanted = merged(&self.registry, &self.options.base, &layers)
-            .map(|config| references::wanted(&config))
-            .unwrap_or_default();
+        let merger = self
+            .registry
+            .get(crate::config::MERGER)
+            .map(|p| p.digest().hex());
+        let selected = layers.iter().map(|l| (l.source.clone(), l.json.clone()));
+        let key = (merger, selected.collect());
+        let wanted = match &self.references {
+            Some((known, wanted)) if *known == key => wanted.clone(),
+            _ => {
+                let wanted = merged(&self.registry, &self.options.base, &layers)
+                    .map(|config| references::wanted(&config))
+                    .unwrap_or_default();
+                self.references = Some((key, wanted.clone()));
+                wanted
+            }
+        };
         let key = |r: &references::ConfigRef| ObjectKey {
             namespace: r.namespace.clone(),
             name: r.name.clone(),
