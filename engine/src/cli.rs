@@ -122,6 +122,11 @@ struct AgentArgs {
     /// The filesystem holding the kubelet's data, for `nodefs.*` signals.
     #[arg(long, default_value = "/var/lib/kubelet")]
     nodefs: PathBuf,
+    /// The shortest time between two writes of one status object
+    /// (`VigilNodeStatus`, `VigilPolicyStatus`): changes in between are
+    /// coalesced into the next write.
+    #[arg(long, value_name = "DURATION", default_value = "15s", value_parser = duration)]
+    status_interval: std::time::Duration,
 }
 
 /// A duration as Kubernetes users write it (`90s`, `1h30m`, `24h`).
@@ -164,6 +169,7 @@ impl AgentArgs {
                 CgroupDriver::Cgroupfs => Driver::Cgroupfs,
             },
             nodefs: self.nodefs,
+            status_interval: self.status_interval,
         })
     }
 }
@@ -190,7 +196,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Simulate(args) => simulate(args).await,
         Command::Policy(PolicyCommand::Check { files, builtin }) => check(&files, builtin),
         Command::Crd => {
-            print!("{}", crate::config::crd::definitions());
+            print!("{}", crate::crds::definitions());
             Ok(())
         }
         Command::ConfigSchema => {
@@ -252,17 +258,23 @@ async fn simulate(args: SimulateArgs) -> anyhow::Result<()> {
 }
 
 async fn agent(args: AgentArgs) -> anyhow::Result<()> {
-    crate::agent::run(args.into_config()?, shutdown_signal()).await
+    let config = args.into_config()?;
+    crate::agent::run(config, shutdown_signal()?).await
 }
 
-/// Resolves on SIGTERM or Ctrl-C.
-async fn shutdown_signal() {
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        .expect("cannot install the SIGTERM handler");
-    tokio::select! {
-        _ = term.recv() => {}
-        _ = tokio::signal::ctrl_c() => {}
-    }
+/// Installs the SIGTERM and SIGINT handlers now, so that a signal during
+/// start-up is not lost (it ends the agent once started), and resolves on
+/// either.
+fn shutdown_signal() -> anyhow::Result<impl std::future::Future<Output = ()>> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate()).context("cannot handle SIGTERM")?;
+    let mut interrupt = signal(SignalKind::interrupt()).context("cannot handle SIGINT")?;
+    Ok(async move {
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = interrupt.recv() => {}
+        }
+    })
 }
 
 #[cfg(test)]

@@ -10,6 +10,7 @@
 //! - [`simulate`]: scenarios on virtual time (`vigil simulate`);
 //! - [`agent`]: `vigil agent`, the composition root of the DaemonSet process;
 //! - [`cluster`]: everything that talks to the Kubernetes API server;
+//! - [`fleet`]: the status objects each agent publishes for its node;
 //! - [`model`]: the contract's records, the data model of the whole engine;
 //! - [`cli`]: the `vigil` command line (`main.rs` only calls [`cli::run`]).
 
@@ -18,7 +19,9 @@ pub mod cli;
 pub mod clock;
 pub mod cluster;
 pub mod config;
+pub mod crds;
 pub mod eviction;
+pub mod fleet;
 pub mod fsutil;
 pub mod metrics;
 pub mod model;

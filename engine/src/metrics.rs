@@ -7,7 +7,7 @@
 //! Everything here is cheap to update from any thread; nothing blocks.
 
 use crate::eviction::runner::Report;
-use crate::eviction::{CycleReport, Settled, Urgency, Victim};
+use crate::eviction::{CycleReport, Victim};
 use crate::model::MetLevel;
 use crate::policy::{Phase, Registry};
 use prometheus_client::encoding::EncodeLabelSet;
@@ -277,13 +277,7 @@ impl Metrics {
         match report {
             Report::Cycle(cycle, took) => self.cycle(cycle, took.as_secs_f64()),
             Report::Settled { settled, latency } => {
-                let (victim, result) = match settled {
-                    Settled::Accepted(v) if v.dry_run => (v, "dry-run"),
-                    Settled::Accepted(v) => (v, "accepted"),
-                    Settled::Refused(v, _) => (v, "refused"),
-                    Settled::Waiting(v, _) => (v, "failed"),
-                    Settled::Gone(v) => (v, "gone"),
-                };
+                let (victim, result) = settled.result();
                 self.eviction(victim, result);
                 if let Some(latency) = latency {
                     self.signal_to_eviction_seconds
@@ -294,15 +288,10 @@ impl Metrics {
     }
 
     fn eviction(&self, victim: &Victim, result: &str) {
-        let urgency = match victim.urgency {
-            Urgency::Hard => "hard",
-            Urgency::Force => "force",
-            Urgency::Soft => "soft",
-        };
         self.evictions
             .get_or_create(&EvictionLabels {
                 strategy: victim.strategy.clone(),
-                urgency: urgency.into(),
+                urgency: victim.urgency.as_str().into(),
                 result: result.into(),
             })
             .inc();

@@ -4,6 +4,7 @@
 //! made by writing the fixture `meminfo`; the API server plays the kubelet.
 
 use serde_json::{Value, json};
+use std::collections::BTreeSet;
 use std::process::Command;
 use std::time::Duration;
 use vigil_testbed::{AgentProcess, ApiServer, NodeFiles, objects};
@@ -18,9 +19,8 @@ const LIMIT: Duration = Duration::from_secs(60);
 /// test's), so the disk strategy is off.
 const CONFIG: &str = "evictionPeriodSeconds: 1\nconditionTransitionSeconds: 2\npolicies:\n  memory-pressure:\n    config: {hard: 500Mi}\n  disk-pressure: {enabled: false}\n";
 
-/// Asserts that the ClusterRole in `deploy/rbac.yaml` allows every request
-/// the server received: what the agent did here, it may do on a cluster.
-fn assert_the_cluster_role_allows_every_request(server: &ApiServer) {
+/// What `deploy/rbac.yaml`'s ClusterRole grants: (API group, resource, verb).
+fn granted() -> BTreeSet<(String, String, String)> {
     use serde::Deserialize;
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy/rbac.yaml");
     let text = std::fs::read_to_string(path).unwrap();
@@ -31,22 +31,40 @@ fn assert_the_cluster_role_allows_every_request(server: &ApiServer) {
     let names = |rule: &Value, key: &str| -> Vec<String> {
         serde_json::from_value(rule[key].clone()).unwrap()
     };
-    let allowed = |access: &vigil_testbed::Access| {
-        role["rules"].as_array().unwrap().iter().any(|rule| {
-            names(rule, "apiGroups").contains(&access.group)
-                && names(rule, "resources").contains(&access.resource)
-                && names(rule, "verbs").contains(&access.verb)
-        })
-    };
+    let mut granted = BTreeSet::new();
+    for rule in role["rules"].as_array().unwrap() {
+        for group in names(rule, "apiGroups") {
+            for resource in names(rule, "resources") {
+                for verb in names(rule, "verbs") {
+                    granted.insert((group.clone(), resource.clone(), verb));
+                }
+            }
+        }
+    }
+    granted
+}
+
+/// What the requests the server received needed: (API group, resource, verb).
+fn used(server: &ApiServer) -> BTreeSet<(String, String, String)> {
     let requests = server.requests();
     assert!(!requests.is_empty());
-    for request in requests {
-        let access = request.access().unwrap_or_else(|| panic!("{request:?}"));
-        assert!(
-            allowed(&access),
-            "deploy/rbac.yaml does not allow {access:?}"
-        );
-    }
+    requests
+        .iter()
+        .map(|request| {
+            let access = request.access().unwrap_or_else(|| panic!("{request:?}"));
+            (access.group, access.resource, access.verb)
+        })
+        .collect()
+}
+
+/// Asserts that the ClusterRole in `deploy/rbac.yaml` allows every request
+/// the server received: what the agent did here, it may do on a cluster.
+fn assert_the_cluster_role_allows_every_request(server: &ApiServer) {
+    let missing: Vec<_> = used(server).difference(&granted()).cloned().collect();
+    assert!(
+        missing.is_empty(),
+        "deploy/rbac.yaml does not allow {missing:?}"
+    );
 }
 
 /// A best-effort pod on this node whose cgroup uses `usage_mib`; its UID.
@@ -1201,4 +1219,159 @@ async fn killing_the_agent_while_it_saves_checkpoints_never_leaves_a_damaged_one
         }
     }
     assert!(file.load().unwrap().is_some(), "checkpoints were written");
+}
+
+/// The status objects of this node, by policy.
+fn policy_statuses(server: &ApiServer) -> std::collections::BTreeMap<String, Value> {
+    server
+        .list("vigilpolicystatuses")
+        .into_iter()
+        .filter(|o| o["spec"]["node"] == NODE)
+        .map(|o| (o["spec"]["policy"].as_str().unwrap().to_owned(), o))
+        .collect()
+}
+
+fn node_report(server: &ApiServer) -> Value {
+    server
+        .get("vigilnodestatuses", "", NODE)
+        .map_or(Value::Null, |o| o["status"].clone())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_objects_show_the_node_and_its_policies_and_the_cluster_role_is_exactly_what_the_agent_uses()
+ {
+    let (server, fixture) = test_node().await;
+    // The only pod is protected by its budget: under hard pressure it is
+    // refused, then deleted once the override time has passed.
+    pod(&server, &fixture, "big", 900);
+    server.put("poddisruptionbudgets", NS, objects::pdb(NS, "big", 0));
+    server.put(
+        "configmaps",
+        "ops",
+        config_map(
+            "limits",
+            json!({"memory.json": "{\"hard\": \"500Mi\"}"}),
+            false,
+        ),
+    );
+    let layer = json!({"policies": {"memory-pressure": {"configFrom": config_from("limits", "memory.json")}}});
+    server.put("vigilconfigs", "", vigil_config("pool", Value::Null, layer));
+    let c_sorter = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../examples/policies/c-sorter/c-sorter.wasm");
+    let binary = std::path::Path::new(env!("CARGO_BIN_EXE_vigil"));
+    let config = format!("{CONFIG}pdbOverrideAfterSeconds: 1\n");
+    let agent = AgentProcess::start(
+        binary,
+        NODE,
+        &fixture,
+        &server,
+        &config,
+        &["--status-interval", "100ms"],
+    );
+    watching(&server).await;
+
+    // A status per built-in policy, and one for the node.
+    server
+        .until(LIMIT, "the built-in policies' statuses", |s| {
+            policy_statuses(s).len() == 6 && node_report(s)["config"]["state"] == "Trial"
+        })
+        .await;
+    let statuses = policy_statuses(&server);
+    let sorter = &statuses["default-sorter"];
+    assert_eq!(sorter["status"]["state"], "Active");
+    assert_eq!(sorter["status"]["source"], "builtin");
+    assert_eq!(sorter["status"]["world"], "candidate-sorter");
+    assert_eq!(
+        sorter["metadata"]["ownerReferences"][0]["uid"],
+        "uid-node-1"
+    );
+    assert_eq!(
+        node_report(&server)["config"]["assigned"],
+        node_report(&server)["config"]["active"]
+    );
+
+    // A policy file comes on trial, then goes.
+    let added = fixture.path("policies/c-sorter.wasm");
+    std::fs::copy(&c_sorter, &added).unwrap_or_else(|e| {
+        panic!(
+            "{}: {e}; build the example policies with examples/policies/build.sh",
+            c_sorter.display()
+        )
+    });
+    server
+        .until(LIMIT, "the new policy's status", |s| {
+            policy_statuses(s)
+                .get("c-sorter")
+                .is_some_and(|o| o["status"]["state"] == "Trial" && o["status"]["source"] == "file")
+        })
+        .await;
+    // A half-written new version is refused: the status says so, the
+    // version on trial still serves.
+    let serving = policy_statuses(&server)["c-sorter"]["status"]["digest"].clone();
+    std::fs::write(&added, b"\0asm\x0d\0\x01\0 cut short").unwrap();
+    server
+        .until(LIMIT, "the refused version on the policy's status", |s| {
+            policy_statuses(s)
+                .get("c-sorter")
+                .is_some_and(|o| o["status"]["state"] == "Failed")
+        })
+        .await;
+    let failed = &policy_statuses(&server)["c-sorter"]["status"];
+    assert_eq!(failed["digest"], serving);
+    assert!(failed["lastFault"]["message"].is_string(), "{failed}");
+    // The file put back, the refusal is over.
+    std::fs::copy(&c_sorter, &added).unwrap();
+    server
+        .until(LIMIT, "the policy back on trial", |s| {
+            policy_statuses(s)
+                .get("c-sorter")
+                .is_some_and(|o| o["status"]["state"] == "Trial")
+        })
+        .await;
+
+    // Pressure: the eviction is refused, then the pod deleted; the node's
+    // status shows the condition and both calls.
+    fixture.memory_available(50);
+    server
+        .until(LIMIT, "the pod deleted despite its budget", |s| {
+            s.get("pods", NS, "big").is_none()
+        })
+        .await;
+    server
+        .until(
+            LIMIT,
+            "the pressure and the evictions on the node's status",
+            |s| {
+                let report = node_report(s);
+                report["conditions"][0]["type"] == "VigilMemoryPressure"
+                    && report["evictions"]["refused"].as_u64() >= Some(1)
+                    && report["evictions"]["accepted"] == 1
+            },
+        )
+        .await;
+    let report = node_report(&server);
+    let last = report["lastEvictions"].as_array().unwrap();
+    assert!(last.len() <= 10);
+    assert_eq!(last[0]["pod"], "shop/big");
+    assert_eq!(last[0]["result"], "refused");
+    assert_eq!(last[0]["strategy"], "memory-pressure");
+    assert_eq!(report["lastEvictionTime"], last.last().unwrap()["time"]);
+    fixture.memory_available(4096);
+
+    std::fs::remove_file(&added).unwrap();
+    server
+        .until(LIMIT, "the removed policy's status deleted", |s| {
+            !policy_statuses(s).contains_key("c-sorter")
+        })
+        .await;
+
+    // Every request was allowed, and every permission was needed.
+    let (used, granted) = (used(&server), granted());
+    let unused: Vec<_> = granted.difference(&used).collect();
+    let missing: Vec<_> = used.difference(&granted).collect();
+    assert!(
+        unused.is_empty() && missing.is_empty(),
+        "deploy/rbac.yaml grants {unused:?} that the agent never used, and lacks {missing:?}\n{}",
+        agent.logs()
+    );
 }

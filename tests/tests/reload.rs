@@ -536,6 +536,7 @@ async fn the_agent_evicts_past_a_hostile_policies_directory_and_a_sleeping_sorte
         cgroup_root: files.path("cgroup"),
         cgroup_driver: vigil::signals::Driver::Cgroupfs,
         nodefs: files.path(""),
+        status_interval: Duration::from_secs(15),
     };
     let (stop, stopped) = oneshot::channel::<()>();
     let agent = tokio::spawn(vigil::agent::run(config, async {

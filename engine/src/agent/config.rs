@@ -9,7 +9,7 @@
 use crate::cluster::object_watches::{Lookup, ObjectKey, ObjectWatches};
 use crate::cluster::publisher::node_recorder;
 use crate::cluster::watches::{Progress, Reflected};
-use crate::config::assignment::{Assignment, CheckpointLoad, Reason, Status, Update};
+use crate::config::assignment::{Assignment, CheckpointLoad, ConfigReport, Reason, Status, Update};
 use crate::config::checkpoint::{Checkpoint, CheckpointFile};
 use crate::config::crd::ConfigLayer;
 use crate::config::{ConfigError, VigilConfig, layers, references};
@@ -56,6 +56,7 @@ pub struct ConfigController {
     metrics: Arc<Metrics>,
     settings: watch::Sender<EvictionSettings>,
     status: watch::Sender<Status>,
+    report: watch::Sender<ConfigReport>,
     /// Faults of each policy (by digest) when the trial under way began.
     faults_at_trial: BTreeMap<String, (String, u64)>,
     /// The selection last resolved (the merger's digest, each layer's
@@ -105,6 +106,7 @@ impl ConfigController {
         tracing::info!(reason = %assignment.status().reason, "{}", assignment.status().message);
         let (settings, _) = watch::channel(settings_of(assignment.config(), &options));
         let (status, _) = watch::channel(assignment.status().clone());
+        let (report, _) = watch::channel(assignment.report());
         let mut this = Self {
             assignment,
             registry,
@@ -114,6 +116,7 @@ impl ConfigController {
             metrics,
             settings,
             status,
+            report,
             faults_at_trial: BTreeMap::new(),
             references: None,
         };
@@ -132,6 +135,11 @@ impl ConfigController {
     /// What runs and why, and every change of it.
     pub fn status(&self) -> watch::Receiver<Status> {
         self.status.subscribe()
+    }
+
+    /// The node status object's account of the config, and every change of it.
+    pub fn report(&self) -> watch::Receiver<ConfigReport> {
+        self.report.subscribe()
     }
 
     /// Follows the cluster until `stop`: `configs` and `node` (this Node)
@@ -301,7 +309,10 @@ impl ConfigController {
         )
     }
 
+    /// Saves the checkpoint, then puts the new state in force and tells
+    /// it: whatever a reader sees has been saved.
     async fn publish(&mut self, before: (Option<String>, Status), events: &Events) {
+        self.save();
         let status = self.assignment.status().clone();
         if self.assignment.running_hash().map(str::to_owned) != before.0 {
             let config = self.assignment.config();
@@ -316,7 +327,14 @@ impl ConfigController {
             }
             self.status.send_replace(status);
         }
-        self.save();
+        let report = self.assignment.report();
+        self.report.send_if_modified(|current| {
+            let changed = *current != report;
+            if changed {
+                *current = report;
+            }
+            changed
+        });
     }
 
     /// Policy faults since the trial under way began (a policy replaced

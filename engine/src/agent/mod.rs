@@ -7,7 +7,7 @@
 //! ConfigMap they reference;
 //! the node source (signals + pods) → the eviction runner → the Eviction API
 //! killer; the publisher (Events, metrics) and the node status writer; the
-//! HTTP endpoints. Every task it starts is owned here and stopped on
+//! fleet view's status objects ([`crate::fleet`]); the HTTP endpoints. Every task it starts is owned here and stopped on
 //! shutdown: no new eviction starts, calls in flight finish within their
 //! timeout, watches stop, and `run` returns.
 
@@ -28,6 +28,7 @@ use crate::cluster::watches;
 use crate::config::VigilConfig;
 use crate::eviction::EvictionManager;
 use crate::eviction::runner::{Heartbeat, REPORT_BACKLOG, Runner, forward_wakes};
+use crate::fleet::reconcile::{Inputs, Reconciler};
 use crate::metrics::Metrics;
 use crate::model::Layer;
 use crate::policy::reload::Reloader;
@@ -74,6 +75,8 @@ pub struct AgentConfig {
     pub cgroup_driver: Driver,
     /// The filesystem holding the kubelet's data, for `nodefs.*`.
     pub nodefs: PathBuf,
+    /// The shortest time between two writes of one status object.
+    pub status_interval: std::time::Duration,
 }
 
 /// Runs the agent until `shutdown` resolves.
@@ -105,6 +108,7 @@ pub async fn run(config: AgentConfig, shutdown: impl Future<Output = ()>) -> any
         Arc::clone(&metrics),
     );
     let settings = controller.settings();
+    let config_report = controller.report();
     let eviction = settings.borrow().clone();
 
     let clients = client::connect(config.kubeconfig.as_deref(), &metrics).await?;
@@ -118,6 +122,7 @@ pub async fn run(config: AgentConfig, shutdown: impl Future<Output = ()>) -> any
     let configs = watches::vigil_configs(clients.api.clone(), restarts(&metrics));
     let objects = Arc::new(ObjectWatches::new(ApiSource(clients.api.clone())));
     let node_store = node.store.clone();
+    let node_changes = node.progress.clone();
 
     let stop = CancellationToken::new();
     let tasks = TaskTracker::new();
@@ -182,8 +187,24 @@ pub async fn run(config: AgentConfig, shutdown: impl Future<Output = ()>) -> any
         &config.node_name,
         Arc::clone(&metrics),
         conditions_tx,
+        Arc::clone(&clock),
     );
+    let inputs = Inputs {
+        registry: Arc::clone(&registry),
+        config: config_report,
+        activity: publisher.activity.subscribe(),
+        node: node_store.clone(),
+        node_changes,
+        clock: Arc::clone(&clock),
+    };
     tasks.spawn(publisher.run(reports_rx));
+    let fleet = Reconciler::new(
+        clients.api.clone(),
+        &config.node_name,
+        inputs,
+        config.status_interval,
+    );
+    tasks.spawn(fleet.run(stop.clone()));
 
     let (wakes_tx, wakes_rx) = mpsc::channel(1);
     let wake = Wake::arm(

@@ -1,19 +1,21 @@
 //! Makes the eviction loop visible on the cluster: reads the runner's
 //! reports, records Kubernetes Events (events.k8s.io/v1, kube's `Recorder`)
 //! on the pod for each eviction started, refused, failed, completed or
-//! dry-run and on the Node when a condition starts or ends, and hands the
+//! dry-run and on the Node when a condition starts or ends, hands the
 //! current conditions to the node status writer ([`write_latest`]), which
 //! retries with backoff while the API server is unreachable and always
-//! writes the latest state.
+//! writes the latest state, and keeps the loop's [`Activity`] for the
+//! node's status object.
 
 use super::node_status::{NodeStatus, condition_type};
+use crate::clock::Clock;
 use crate::eviction::runner::Report;
 use crate::eviction::{ActiveCondition, Settled, Victim};
+use crate::fleet::activity::Activity;
 use crate::metrics::Metrics;
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::Client;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
-use std::collections::BTreeSet;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -32,6 +34,10 @@ pub struct Publisher {
     pub metrics: Arc<Metrics>,
     /// Where the current conditions go.
     pub conditions: watch::Sender<Vec<ActiveCondition>>,
+    /// Where the loop's recent activity goes.
+    pub activity: watch::Sender<Activity>,
+    /// The time of each activity.
+    pub clock: Arc<dyn Clock>,
 }
 
 impl Publisher {
@@ -41,6 +47,7 @@ impl Publisher {
         node: &str,
         metrics: Arc<Metrics>,
         conditions: watch::Sender<Vec<ActiveCondition>>,
+        clock: Arc<dyn Clock>,
     ) -> Self {
         let (recorder, node) = node_recorder(client, node);
         Self {
@@ -48,25 +55,29 @@ impl Publisher {
             node,
             metrics,
             conditions,
+            activity: watch::Sender::new(Activity::default()),
+            clock,
         }
     }
 
     /// Handles every report until the channel closes.
     pub async fn run(self, mut reports: mpsc::Receiver<Report>) {
-        let mut shown: BTreeSet<String> = BTreeSet::new();
         while let Some(report) = reports.recv().await {
             self.metrics.record(&report);
             match report {
                 Report::Cycle(cycle, _) => {
-                    let now: BTreeSet<String> =
-                        cycle.conditions.iter().map(|c| c.name.clone()).collect();
-                    for started in now.difference(&shown) {
+                    let now = self.clock.now();
+                    let mut changes = (Vec::new(), Vec::new());
+                    self.activity.send_if_modified(|activity| {
+                        changes = activity.conditions(&cycle.conditions, now);
+                        !changes.0.is_empty() || !changes.1.is_empty()
+                    });
+                    for started in &changes.0 {
                         self.node_event(started, true).await;
                     }
-                    for ended in shown.difference(&now) {
+                    for ended in &changes.1 {
                         self.node_event(ended, false).await;
                     }
-                    shown = now;
                     self.conditions.send_if_modified(|current| {
                         let changed = names(current) != names(&cycle.conditions);
                         if changed {
@@ -80,7 +91,12 @@ impl Publisher {
                             .await;
                     }
                 }
-                Report::Settled { settled, .. } => self.settled(settled).await,
+                Report::Settled { settled, .. } => {
+                    let now = self.clock.now();
+                    self.activity
+                        .send_modify(|activity| activity.settled(&settled, now));
+                    self.settled(settled).await;
+                }
             }
         }
     }

@@ -73,6 +73,24 @@ pub struct Status {
     pub message: String,
 }
 
+/// What a node's status object says of its config.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConfigReport {
+    /// What runs and why.
+    pub status: Status,
+    /// The hash of the layers the cluster assigned last, if any.
+    pub assigned: Option<String>,
+    /// The hash of the layers that run (`None`: the defaults).
+    pub active: Option<String>,
+    /// The hash of the last config that passed its trial.
+    pub last_known_good: Option<String>,
+    /// When the trial under way ends.
+    pub trial_end: Option<Timestamp>,
+    /// Why the config refused or rolled back last was (its hash's first 12
+    /// digits, then why).
+    pub last_error: Option<String>,
+}
+
 /// How the checkpoint was found at start-up.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CheckpointLoad {
@@ -364,6 +382,22 @@ impl Assignment {
     /// What runs and why.
     pub fn status(&self) -> &Status {
         &self.status
+    }
+
+    /// What runs, what was assigned and what went wrong last.
+    pub fn report(&self) -> ConfigReport {
+        let checkpoint = &self.checkpoint;
+        ConfigReport {
+            status: self.status.clone(),
+            assigned: checkpoint.assigned.as_ref().map(|a| a.set.hash.clone()),
+            active: self.running_hash().map(str::to_owned),
+            last_known_good: checkpoint.last_known_good.as_ref().map(|s| s.hash.clone()),
+            trial_end: self.trial_end(),
+            last_error: checkpoint.rejected.last().map(|r| {
+                let hash = r.hash.get(..12).unwrap_or(&r.hash);
+                format!("{hash}: {}", r.reason)
+            }),
+        }
     }
 
     /// What to save.

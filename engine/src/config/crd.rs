@@ -2,11 +2,12 @@
 //! one config layer and the nodes it applies to. Its `spec.config` has the
 //! schema of [`VigilConfig`](super::VigilConfig) itself, without defaults:
 //! a layer sets only what it names, so the API server must not fill in the
-//! rest. `vigil crd` prints the definitions ([`definitions`]).
+//! rest. `vigil crd` prints its definition with the others
+//! ([`crate::crds`]).
 
 use super::VigilConfig;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, Time};
-use kube::{CustomResource, CustomResourceExt, KubeSchema, Resource};
+use kube::{CustomResource, KubeSchema, Resource};
 use schemars::{JsonSchema, Schema, SchemaGenerator};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -131,17 +132,10 @@ impl ConfigLayer {
     }
 }
 
-/// Every custom resource definition vigil serves, as a YAML stream.
-pub fn definitions() -> String {
-    let crd = serde_json::to_value(ConfigLayer::crd()).expect("a CRD serialises");
-    let mut yaml = String::from("---\n");
-    yaml.push_str(&serde_norway::to_string(&crd).expect("a CRD serialises to YAML"));
-    yaml
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use kube::CustomResourceExt;
 
     #[test]
     fn the_spec_config_carries_the_config_schema_without_defaults() {
@@ -176,17 +170,6 @@ mod tests {
             .map(|r| r["rule"].as_str().unwrap())
             .collect();
         assert_eq!(rules.len(), 2, "{target}");
-    }
-
-    #[test]
-    fn the_checked_in_definitions_are_current() {
-        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy/crds.yaml");
-        let checked_in = std::fs::read_to_string(path).unwrap();
-        assert!(
-            checked_in == definitions(),
-            "deploy/crds.yaml is not what `vigil crd` prints; regenerate it with \
-             `cargo run -p vigil -- crd > deploy/crds.yaml`"
-        );
     }
 
     #[test]

@@ -24,6 +24,17 @@ pub enum Urgency {
     Soft,
 }
 
+impl Urgency {
+    /// `hard`, `force` or `soft`, as reports and metrics name it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Hard => "hard",
+            Self::Force => "force",
+            Self::Soft => "soft",
+        }
+    }
+}
+
 /// A pressure a victim relieves: the strategy, scope and urgency of a threshold.
 type Relief = (String, String, Urgency);
 
@@ -63,6 +74,20 @@ pub enum Settled {
     Waiting(Victim, String),
     /// The pod is gone already.
     Gone(Victim),
+}
+
+impl Settled {
+    /// The victim, and the result as metrics and status objects name it:
+    /// `accepted`, `dry-run`, `refused`, `failed` or `gone`.
+    pub fn result(&self) -> (&Victim, &'static str) {
+        match self {
+            Self::Accepted(v) if v.dry_run => (v, "dry-run"),
+            Self::Accepted(v) => (v, "accepted"),
+            Self::Refused(v, _) => (v, "refused"),
+            Self::Waiting(v, _) => (v, "failed"),
+            Self::Gone(v) => (v, "gone"),
+        }
+    }
 }
 
 /// Waiting and in-flight victims, and pods recently refused.

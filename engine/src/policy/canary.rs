@@ -9,8 +9,14 @@ use super::{Fault, Policy};
 
 const MIB: u64 = 1 << 20;
 
-/// A sample pod of the canary's node.
-fn pod(name: &str, qos: QosClass, priority: i32, usage_mib: u64, request_mib: u64) -> Pod {
+/// A sample pod of the canary's node (and of unit tests elsewhere).
+pub(crate) fn pod(
+    name: &str,
+    qos: QosClass,
+    priority: i32,
+    usage_mib: u64,
+    request_mib: u64,
+) -> Pod {
     Pod {
         uid: format!("uid-{name}"),
         namespace: "default".into(),

@@ -44,5 +44,5 @@ pub use error::{Cause, Fault, LoadError};
 pub use handle::{Merger, Sorter, Strategy};
 pub use host::{Host, HostError};
 pub use limits::{Limits, LimitsTable};
-pub use registry::{Phase, PolicyStatus, Registry, RegistryError};
+pub use registry::{Incident, Phase, PolicyStatus, Refusal, Registry, RegistryError};
 pub use world::{CONTRACT_VERSION, World};

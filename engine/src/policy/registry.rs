@@ -88,6 +88,32 @@ pub struct PolicyStatus {
     pub phase: Phase,
     /// The version a rollback would return to, if any.
     pub last_known_good: Option<Digest>,
+    /// When this version (or this phase of it) began serving.
+    pub since: SystemTime,
+    /// The newest fault of any version of this name.
+    pub last_fault: Option<Incident>,
+    /// The newest version of this name that was refused at load, if it is
+    /// newer than what serves (its file is still there).
+    pub refused: Option<Refusal>,
+}
+
+/// Something that went wrong with a policy, for status reports.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Incident {
+    /// When.
+    pub at: SystemTime,
+    /// What, for people.
+    pub message: String,
+}
+
+/// A version refused at load (it cannot be read, does not load, has the
+/// wrong world, fails its canary or was rejected before).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    /// The version refused, if its bytes could be read.
+    pub digest: Option<Digest>,
+    /// When and why.
+    pub incident: Incident,
 }
 
 /// One name's serving version and what to fall back to.
@@ -96,6 +122,7 @@ struct Lifecycle {
     current: Arc<Policy>,
     phase: Phase,
     fallback: Option<Arc<Policy>>,
+    since: SystemTime,
 }
 
 #[derive(Debug, Default)]
@@ -103,6 +130,10 @@ struct Books {
     by_name: BTreeMap<String, Lifecycle>,
     builtins: HashMap<String, Arc<Policy>>,
     rejected: VecDeque<Digest>,
+    /// The newest fault of each name.
+    faults: BTreeMap<String, Incident>,
+    /// Names whose newest file was refused at load.
+    refused: BTreeMap<String, Refusal>,
 }
 
 /// The set of serving policies, their lifecycles, and the host that loads them.
@@ -145,6 +176,7 @@ impl Registry {
             rejected: state.rejected(),
             ..Books::default()
         };
+        let started = clock.now();
         for (name, bytes) in BUILTINS {
             let policy = host
                 .load(name, bytes, Source::Builtin, limits.for_policy(name))
@@ -157,6 +189,7 @@ impl Registry {
                     current: policy,
                     phase: Phase::Active,
                     fallback: None,
+                    since: started,
                 },
             );
         }
@@ -174,6 +207,7 @@ impl Registry {
                         current: Arc::new(policy),
                         phase: Phase::Active,
                         fallback,
+                        since: started,
                     };
                     books.by_name.insert(saved.name, lifecycle);
                 }
@@ -237,7 +271,22 @@ impl Registry {
                     Phase::Trial { .. } => lc.fallback.as_ref().map(|p| p.digest()),
                     Phase::Active | Phase::RolledBack { .. } => Some(lc.current.digest()),
                 },
+                since: lc.since,
+                last_fault: books.faults.get(name).cloned(),
+                refused: books.refused.get(name).cloned(),
             })
+            .collect()
+    }
+
+    /// Names whose newest file was refused at load while no version of
+    /// theirs serves (a new policy that never loaded).
+    pub fn refused_unserved(&self) -> Vec<(String, Refusal)> {
+        let books = self.lock();
+        books
+            .refused
+            .iter()
+            .filter(|(name, _)| !books.by_name.contains_key(*name))
+            .map(|(name, refusal)| (name.clone(), refusal.clone()))
             .collect()
     }
 
@@ -261,7 +310,9 @@ impl Registry {
         *self.limits.lock().expect("limits lock poisoned") = limits;
     }
 
-    /// A receiver that changes whenever the serving set does.
+    /// A receiver that changes whenever the serving set does, and whenever
+    /// a policy faults or a new version is refused (what [`Registry::status`]
+    /// reports changed).
     pub fn subscribe(&self) -> watch::Receiver<u64> {
         self.generation.subscribe()
     }
@@ -292,6 +343,37 @@ impl Registry {
         source: Source,
     ) -> Result<Arc<Policy>, LoadError> {
         let wasm = wasm.into();
+        let digest = wasm.digest();
+        self.try_prepare(name, wasm, source)
+            .inspect_err(|error| self.refuse(name, Some(digest), Chain(error).to_string()))
+    }
+
+    /// Records that the newest file of `name` was refused: status reports
+    /// show it until a version of `name` is installed or removed, or
+    /// [`Registry::forget_refusal`].
+    pub fn refuse(&self, name: &str, digest: Option<Digest>, message: String) {
+        let incident = Incident {
+            at: self.clock.now(),
+            message,
+        };
+        let refusal = Refusal { digest, incident };
+        self.lock().refused.insert(name.to_owned(), refusal);
+        self.generation.send_modify(|g| *g += 1);
+    }
+
+    /// Forgets the refusal of `name` (its file is back to the version that serves).
+    pub fn forget_refusal(&self, name: &str) {
+        if self.lock().refused.remove(name).is_some() {
+            self.generation.send_modify(|g| *g += 1);
+        }
+    }
+
+    fn try_prepare(
+        &self,
+        name: &str,
+        wasm: WasmBytes,
+        source: Source,
+    ) -> Result<Arc<Policy>, LoadError> {
         let digest = wasm.digest();
         if self.lock().rejected.contains(&digest) {
             return Err(LoadError::Rejected { digest });
@@ -325,13 +407,16 @@ impl Registry {
             return;
         }
         let mut books = self.lock();
+        let now = self.clock.now();
         for name in removals {
+            books.refused.remove(name);
             match books.builtins.get(name).cloned() {
                 Some(builtin) => {
                     let lifecycle = Lifecycle {
                         current: builtin,
                         phase: Phase::Active,
                         fallback: None,
+                        since: now,
                     };
                     books.by_name.insert(name.clone(), lifecycle);
                 }
@@ -353,6 +438,8 @@ impl Registry {
 
     fn install_locked(&self, books: &mut Books, policy: Arc<Policy>) {
         let name = policy.name().to_owned();
+        books.refused.remove(&name);
+        let since = self.clock.now();
         let fallback = match books.by_name.get(&name) {
             Some(lc) if lc.current.digest() == policy.digest() => return,
             Some(lc) if matches!(lc.phase, Phase::Trial { .. }) => lc.fallback.clone(),
@@ -364,13 +451,15 @@ impl Registry {
                 current: lkg,
                 phase: Phase::Active,
                 fallback: None,
+                since,
             },
             fallback => {
-                let until = self.clock.now() + policy.limits().trial;
+                let until = since + policy.limits().trial;
                 Lifecycle {
                     current: policy,
                     phase: Phase::Trial { until },
                     fallback,
+                    since,
                 }
             }
         };
@@ -407,15 +496,25 @@ impl Registry {
     /// Rolls `policy` back if it is the serving version and on trial.
     fn on_fault(&self, policy: &Policy, fault: &Fault) {
         let mut books = self.lock();
+        let now = self.clock.now();
         let Books {
-            by_name, rejected, ..
+            by_name,
+            rejected,
+            faults,
+            ..
         } = &mut *books;
-        let Some(lc) = by_name.get_mut(policy.name()) else {
+        let incident = Incident {
+            at: now,
+            message: format!("{}: {}", policy.label(), Chain(fault)),
+        };
+        faults.insert(policy.name().to_owned(), incident);
+        let on_trial = by_name.get_mut(policy.name()).filter(|lc| {
+            lc.current.digest() == policy.digest() && matches!(lc.phase, Phase::Trial { .. })
+        });
+        let Some(lc) = on_trial else {
+            self.generation.send_modify(|g| *g += 1);
             return;
         };
-        if lc.current.digest() != policy.digest() || !matches!(lc.phase, Phase::Trial { .. }) {
-            return;
-        }
         self.state.reject(rejected, policy.digest());
         let reason = Chain(fault).to_string();
         match lc.fallback.take() {
@@ -428,6 +527,7 @@ impl Registry {
                         reason,
                     },
                     fallback: None,
+                    since: now,
                 };
             }
             None => {
@@ -449,6 +549,7 @@ impl Registry {
             if matches!(lc.phase, Phase::Trial { until } if until <= now) {
                 lc.phase = Phase::Active;
                 lc.fallback = None;
+                lc.since = now;
                 graduated.push((name.clone(), Arc::clone(&lc.current)));
             }
         }

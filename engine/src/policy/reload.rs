@@ -244,6 +244,7 @@ impl Reloader {
             Err(error) => {
                 if self.note(&name, Some(Chain(&error).to_string())) {
                     tracing::error!(policy = name, error = %Chain(&error), "cannot read policy file; keeping what serves");
+                    self.registry.refuse(&name, None, Chain(&error).to_string());
                 }
                 self.tried.remove(&name);
                 report.failed.push((name, error));
@@ -255,7 +256,11 @@ impl Reloader {
         let registry = Arc::clone(&self.registry);
         let serving = registry.get(&name).map(|p| p.digest());
         let before = self.tried.insert(name.clone(), Seen { stamp, digest });
-        if before.map(|seen| seen.digest) == Some(digest) || serving == Some(digest) {
+        if serving == Some(digest) {
+            self.registry.forget_refusal(&name);
+            return None;
+        }
+        if before.map(|seen| seen.digest) == Some(digest) {
             return None;
         }
         let task_name = name.clone();

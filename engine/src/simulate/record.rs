@@ -2,7 +2,7 @@
 //! JSON (`--output json`), or drawn (`--plot`).
 
 use super::scenario::Scenario;
-use crate::eviction::{Decision, Urgency, Victim};
+use crate::eviction::{Decision, Victim};
 use crate::model::QosClass;
 use crate::policy::{PolicyStatus, Source};
 use serde::Serialize;
@@ -42,21 +42,13 @@ pub struct DecisionRecord {
     pub dry_run: bool,
 }
 
-fn urgency(urgency: Urgency) -> &'static str {
-    match urgency {
-        Urgency::Hard => "hard",
-        Urgency::Force => "force",
-        Urgency::Soft => "soft",
-    }
-}
-
 impl DecisionRecord {
     pub(super) fn new(decision: &Decision) -> Self {
         let v = &decision.victim;
         Self {
             pod: format!("{}/{}", v.pod.namespace, v.pod.name),
             strategy: v.strategy.clone(),
-            urgency: urgency(v.urgency),
+            urgency: v.urgency.as_str(),
             reason: v.reason.clone(),
             dry_run: decision.dry_run,
         }
@@ -116,7 +108,7 @@ impl EvictionRecord {
             }
             .into(),
             strategy: victim.strategy.clone(),
-            urgency: urgency(victim.urgency),
+            urgency: victim.urgency.as_str(),
             reason: victim.reason.clone(),
             at: at.as_secs_f64(),
             gone_at: gone_at.as_secs_f64(),

@@ -16,7 +16,10 @@
 //! - the eviction subresource with the API server's rules (see
 //!   [`eviction`]), pod deletion with preconditions, and a kubelet that sets
 //!   `deletionTimestamp` and removes the pod after its grace period;
-//! - events.k8s.io/v1 Events (create and patch).
+//! - events.k8s.io/v1 Events (create and patch);
+//! - create (with `generateName`), get, replace (a stale
+//!   `metadata.resourceVersion` is a 409) and delete of any cluster-scoped
+//!   custom resource, such as the status objects.
 //!
 //! Faults on demand: an outage (every request 503), the next requests
 //! failing with a status, latency, dropping every open watch. Every request

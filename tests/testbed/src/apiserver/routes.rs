@@ -151,6 +151,16 @@ fn route(
                 name,
             ],
         ) => patch_event(shared, ns, name, &body),
+        ("POST", ["apis", _, _, resource]) => create(shared, resource, body),
+        ("GET", ["apis", _, _, resource, name]) => get(shared, Key::new(resource, "", name)),
+        ("PUT", ["apis", _, _, resource, name]) => replace(shared, resource, name, body),
+        ("DELETE", ["apis", _, _, resource, name]) => {
+            let key = Key::new(resource, "", name);
+            match shared.write(|s| s.delete(&key)) {
+                Some(object) => (200, object),
+                None => not_found(&key),
+            }
+        }
         _ => status(404, "NotFound", "this test API server does not serve that"),
     }
 }
@@ -158,12 +168,54 @@ fn route(
 fn get(shared: &Shared, key: Key) -> (u16, Value) {
     match shared.read(|s| s.objects.get(&key).cloned()) {
         Some(object) => (200, object),
-        None => status(
-            404,
-            "NotFound",
-            &format!("{} \"{}\" not found", key.resource, key.name),
-        ),
+        None => not_found(&key),
     }
+}
+
+fn not_found(key: &Key) -> (u16, Value) {
+    status(
+        404,
+        "NotFound",
+        &format!("{} \"{}\" not found", key.resource, key.name),
+    )
+}
+
+/// Creates a cluster-scoped object, naming it from `metadata.generateName`
+/// (plus five characters) when it has no name.
+fn create(shared: &Shared, resource: &str, mut object: Value) -> (u16, Value) {
+    shared.write(|s| {
+        let name = match (
+            object["metadata"]["name"].as_str(),
+            object["metadata"]["generateName"].as_str(),
+        ) {
+            (Some(name), _) => name.to_owned(),
+            (None, Some(prefix)) => format!("{prefix}{:05x}", s.rv + 1),
+            (None, None) => return status(422, "Invalid", "metadata.name: Required value"),
+        };
+        let key = Key::new(resource, "", &name);
+        if s.objects.contains_key(&key) {
+            let message = format!("{resource} \"{name}\" already exists");
+            return status(409, "AlreadyExists", &message);
+        }
+        object["metadata"]["creationTimestamp"] = json!("2026-01-01T00:00:00Z");
+        (201, s.put(key, object))
+    })
+}
+
+/// Replaces a cluster-scoped object; a `metadata.resourceVersion` must be
+/// the current one.
+fn replace(shared: &Shared, resource: &str, name: &str, object: Value) -> (u16, Value) {
+    let key = Key::new(resource, "", name);
+    shared.write(|s| {
+        let Some(current) = s.objects.get(&key) else {
+            return not_found(&key);
+        };
+        let wanted = object["metadata"]["resourceVersion"].as_str();
+        if wanted.is_some_and(|rv| Some(rv) != current["metadata"]["resourceVersion"].as_str()) {
+            return status(409, "Conflict", "the object has been modified; please apply your changes to the latest version and try again");
+        }
+        (200, s.put(key, object))
+    })
 }
 
 fn selectors(query: &HashMap<String, String>) -> (Selector, Selector) {

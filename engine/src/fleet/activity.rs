@@ -1,0 +1,149 @@
+//! What the eviction loop did lately, kept from its reports for the node's
+//! status object: the pressure conditions that hold and since when, the
+//! last [`LAST_EVICTIONS`] eviction calls, and counts by result.
+
+use super::kinds::{Eviction, PressureCondition};
+use crate::eviction::{ActiveCondition, Settled};
+use jiff::Timestamp;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use std::collections::{BTreeMap, VecDeque};
+use std::time::SystemTime;
+
+/// How many eviction calls the node's status object lists.
+pub const LAST_EVICTIONS: usize = 10;
+
+/// The loop's recent activity.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Activity {
+    /// Conditions that hold, in the order they started.
+    pub conditions: Vec<PressureCondition>,
+    /// The last eviction calls, oldest first.
+    pub last_evictions: VecDeque<Eviction>,
+    /// Eviction calls ended, by result.
+    pub evictions: BTreeMap<String, u64>,
+}
+
+impl Activity {
+    /// Takes the conditions a cycle found at `at`; returns the names of
+    /// those that started and of those that ended.
+    pub fn conditions(
+        &mut self,
+        found: &[ActiveCondition],
+        at: SystemTime,
+    ) -> (Vec<String>, Vec<String>) {
+        let holds = |name: &str| found.iter().any(|c| c.name == name);
+        let ended: Vec<String> = self
+            .conditions
+            .iter()
+            .filter(|c| !holds(&c.type_))
+            .map(|c| c.type_.clone())
+            .collect();
+        self.conditions.retain(|c| holds(&c.type_));
+        let mut started = Vec::new();
+        for condition in found {
+            if !self.conditions.iter().any(|c| c.type_ == condition.name) {
+                started.push(condition.name.clone());
+                self.conditions.push(PressureCondition {
+                    type_: condition.name.clone(),
+                    since: time(at),
+                });
+            }
+        }
+        (started, ended)
+    }
+
+    /// Records an eviction call that ended at `at`.
+    pub fn settled(&mut self, settled: &Settled, at: SystemTime) {
+        let (victim, result) = settled.result();
+        let message = match settled {
+            Settled::Refused(_, why) | Settled::Waiting(_, why) => Some(why.clone()),
+            Settled::Accepted(_) | Settled::Gone(_) => None,
+        };
+        *self.evictions.entry(result.to_owned()).or_default() += 1;
+        if self.last_evictions.len() == LAST_EVICTIONS {
+            self.last_evictions.pop_front();
+        }
+        self.last_evictions.push_back(Eviction {
+            pod: format!("{}/{}", victim.pod.namespace, victim.pod.name),
+            strategy: victim.strategy.clone(),
+            urgency: victim.urgency.as_str().to_owned(),
+            reason: victim.reason.clone(),
+            result: result.to_owned(),
+            message,
+            time: time(at),
+        });
+    }
+}
+
+/// `at` as the API's time (to the second, as the API server keeps it).
+pub fn time(at: SystemTime) -> Time {
+    let stamp = Timestamp::try_from(at).unwrap_or(Timestamp::UNIX_EPOCH);
+    Time(Timestamp::from_second(stamp.as_second()).unwrap_or(stamp))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::eviction::{Urgency, Victim};
+    use crate::model::QosClass;
+    use std::time::Duration;
+
+    fn condition(name: &str) -> ActiveCondition {
+        ActiveCondition {
+            name: name.into(),
+            effects: Vec::new(),
+            last_observed: SystemTime::UNIX_EPOCH,
+        }
+    }
+
+    fn victim(name: &str) -> Victim {
+        Victim {
+            pod: crate::policy::canary::pod(name, QosClass::BestEffort, 0, 10, 0),
+            strategy: "memory".into(),
+            reason: "largest".into(),
+            urgency: Urgency::Hard,
+            scope: None,
+            grace_period_seconds: None,
+            dry_run: false,
+            override_pdb: false,
+        }
+    }
+
+    #[test]
+    fn a_condition_keeps_the_time_it_started_until_it_ends() {
+        let t = |s| SystemTime::UNIX_EPOCH + Duration::from_secs(s);
+        let mut activity = Activity::default();
+        let (started, ended) = activity.conditions(&[condition("MemoryPressure")], t(10));
+        assert_eq!((started, ended), (vec!["MemoryPressure".into()], vec![]));
+        let both = [condition("MemoryPressure"), condition("PIDPressure")];
+        let (started, ended) = activity.conditions(&both, t(20));
+        assert_eq!((started, ended), (vec!["PIDPressure".into()], vec![]));
+        assert_eq!(activity.conditions[0].since, time(t(10)));
+        let (started, ended) = activity.conditions(&[condition("PIDPressure")], t(30));
+        assert_eq!((started, ended), (vec![], vec!["MemoryPressure".into()]));
+        assert_eq!(activity.conditions.len(), 1);
+        assert_eq!(activity.conditions[0].since, time(t(20)));
+    }
+
+    #[test]
+    fn only_the_last_evictions_are_kept_and_every_one_is_counted() {
+        let mut activity = Activity::default();
+        for i in 0..15 {
+            let settled = if i % 5 == 0 {
+                Settled::Refused(victim(&format!("p{i}")), "budget".into())
+            } else {
+                Settled::Accepted(victim(&format!("p{i}")))
+            };
+            activity.settled(&settled, SystemTime::UNIX_EPOCH);
+        }
+        assert_eq!(activity.last_evictions.len(), LAST_EVICTIONS);
+        assert_eq!(activity.last_evictions[0].pod, "default/p5");
+        assert_eq!(
+            activity.last_evictions[0].message.as_deref(),
+            Some("budget")
+        );
+        assert_eq!(activity.last_evictions[9].pod, "default/p14");
+        assert_eq!(activity.evictions["accepted"], 12);
+        assert_eq!(activity.evictions["refused"], 3);
+    }
+}

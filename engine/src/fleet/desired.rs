@@ -1,0 +1,190 @@
+//! What the status objects should say: the node's report from the config
+//! controller's account and the loop's [`Activity`], each policy's from the
+//! registry; and whether an object already says it.
+
+use super::activity::{Activity, time};
+use super::kinds::{ConfigState, Fault, NodeReport, PolicyReport, PressureCondition};
+use crate::cluster::node_status::condition_type;
+use crate::config::assignment::ConfigReport;
+use crate::policy::{Incident, Phase, PolicyStatus, Refusal, Registry, Source};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use std::collections::BTreeMap;
+use std::time::{Duration, SystemTime};
+
+/// How stale a policy's call count may grow before it alone is worth a
+/// write.
+pub const COUNTS_REFRESH: Duration = Duration::from_secs(30 * 60);
+
+/// The node's report.
+pub fn node(config: &ConfigReport, activity: &Activity) -> NodeReport {
+    NodeReport {
+        config: ConfigState {
+            state: config.status.reason.as_str().to_owned(),
+            message: config.status.message.clone(),
+            assigned: config.assigned.clone(),
+            active: config.active.clone(),
+            last_known_good: config.last_known_good.clone(),
+            trial_end: config.trial_end.map(Time),
+            last_error: config.last_error.clone(),
+        },
+        conditions: activity
+            .conditions
+            .iter()
+            .map(|c| PressureCondition {
+                type_: condition_type(&c.type_),
+                since: c.since.clone(),
+            })
+            .collect(),
+        last_evictions: activity.last_evictions.iter().cloned().collect(),
+        last_eviction_time: activity.last_evictions.back().map(|e| e.time.clone()),
+        evictions: activity.evictions.clone(),
+    }
+}
+
+/// Every policy's report at `now`, by name: those that serve, and those
+/// whose only version was refused.
+pub fn policies(registry: &Registry, now: SystemTime) -> BTreeMap<String, PolicyReport> {
+    let counts: BTreeMap<String, (u64, u64)> = registry
+        .serving()
+        .iter()
+        .map(|p| (p.name().to_owned(), (p.calls(), p.faults())))
+        .collect();
+    let mut reports: BTreeMap<String, PolicyReport> = registry
+        .status()
+        .into_iter()
+        .map(|status| {
+            let (calls, faults) = counts.get(&status.name).copied().unwrap_or_default();
+            let report = serving(&status, calls, faults, now);
+            (status.name, report)
+        })
+        .collect();
+    for (name, refusal) in registry.refused_unserved() {
+        let report = PolicyReport {
+            state: "Failed".into(),
+            since: time(refusal.incident.at),
+            world: None,
+            digest: None,
+            version: None,
+            source: None,
+            trial_end: None,
+            last_known_good: None,
+            last_fault: Some(refused(&refusal)),
+            calls: 0,
+            faults: 0,
+            counted_at: time(now),
+        };
+        reports.insert(name, report);
+    }
+    reports
+}
+
+fn serving(status: &PolicyStatus, calls: u64, faults: u64, now: SystemTime) -> PolicyReport {
+    let (state, since) = match (&status.refused, &status.phase) {
+        (Some(refusal), _) => ("Failed", refusal.incident.at),
+        (None, Phase::Trial { .. }) => ("Trial", status.since),
+        (None, Phase::Active) => ("Active", status.since),
+        (None, Phase::RolledBack { .. }) => ("RolledBack", status.since),
+    };
+    let source = match status.source {
+        Source::Builtin => "builtin",
+        Source::File(_) => "file",
+        Source::LastKnownGood(_) => "last-known-good",
+    };
+    let last_fault = match (&status.refused, &status.last_fault) {
+        (Some(refusal), Some(fault)) if fault.at > refusal.incident.at => Some(incident(fault)),
+        (Some(refusal), _) => Some(refused(refusal)),
+        (None, fault) => fault.as_ref().map(incident),
+    };
+    PolicyReport {
+        state: state.into(),
+        since: time(since),
+        world: Some(status.world.name().to_owned()),
+        digest: Some(status.digest.hex()),
+        version: Some(status.digest.to_string()),
+        source: Some(source.into()),
+        trial_end: match status.phase {
+            Phase::Trial { until } => Some(time(until)),
+            Phase::Active | Phase::RolledBack { .. } => None,
+        },
+        last_known_good: status.last_known_good.map(|d| d.hex()),
+        last_fault,
+        calls,
+        faults,
+        counted_at: time(now),
+    }
+}
+
+fn incident(incident: &Incident) -> Fault {
+    Fault {
+        time: time(incident.at),
+        message: crate::policy::text::bounded(&incident.message, 1024),
+    }
+}
+
+fn refused(refusal: &Refusal) -> Fault {
+    let what = match refusal.digest {
+        Some(digest) => format!("version {digest} refused"),
+        None => "the policy file refused".to_owned(),
+    };
+    incident(&Incident {
+        at: refusal.incident.at,
+        message: format!("{what}: {}", refusal.incident.message),
+    })
+}
+
+/// Whether `written` says what `wanted` says at `now`: everything but the
+/// call count must match, and that too once it is [`COUNTS_REFRESH`] old.
+pub fn policy_up_to_date(written: &PolicyReport, wanted: &PolicyReport, now: SystemTime) -> bool {
+    let uncounted = |report: &PolicyReport| PolicyReport {
+        calls: 0,
+        counted_at: time(SystemTime::UNIX_EPOCH),
+        ..report.clone()
+    };
+    let fresh = SystemTime::from(written.counted_at.0) + COUNTS_REFRESH > now;
+    uncounted(written) == uncounted(wanted) && (fresh || written.calls == wanted.calls)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report(calls: u64, faults: u64, counted_at: u64) -> PolicyReport {
+        PolicyReport {
+            state: "Active".into(),
+            since: time(SystemTime::UNIX_EPOCH),
+            world: Some("candidate-sorter".into()),
+            digest: None,
+            version: None,
+            source: Some("builtin".into()),
+            trial_end: None,
+            last_known_good: None,
+            last_fault: None,
+            calls,
+            faults,
+            counted_at: time(SystemTime::UNIX_EPOCH + Duration::from_secs(counted_at)),
+        }
+    }
+
+    #[test]
+    fn calls_alone_are_worth_a_write_only_once_the_count_is_stale() {
+        let at = |s| SystemTime::UNIX_EPOCH + Duration::from_secs(s);
+        let written = report(10, 0, 0);
+        assert!(policy_up_to_date(&written, &report(10, 0, 60), at(60)));
+        assert!(policy_up_to_date(&written, &report(500, 0, 60), at(60)));
+        let refresh = COUNTS_REFRESH.as_secs();
+        assert!(!policy_up_to_date(
+            &written,
+            &report(500, 0, refresh),
+            at(refresh)
+        ));
+        assert!(policy_up_to_date(
+            &written,
+            &report(10, 0, refresh),
+            at(refresh)
+        ));
+        assert!(!policy_up_to_date(&written, &report(11, 1, 60), at(60)));
+        let mut failed = report(10, 0, 60);
+        failed.state = "Failed".into();
+        assert!(!policy_up_to_date(&written, &failed, at(60)));
+    }
+}

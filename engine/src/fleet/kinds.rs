@@ -1,0 +1,242 @@
+//! The status custom resources (`vigil.dev/v1alpha1`, cluster-scoped),
+//! written by each agent about its own node and owned by that Node, so they
+//! are garbage-collected with it:
+//!
+//! - [`VigilNodeStatus`], named after the node: the config state, the
+//!   pressure conditions that hold, the last evictions and their counts;
+//! - [`VigilPolicyStatus`], one per node and policy (labels
+//!   [`NODE_LABEL`], [`POLICY_LABEL`]): the version serving, its state,
+//!   its faults.
+//!
+//! Their `status` is an ordinary field (no status subresource): the agent is
+//! the only writer, and one write carries a whole change.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// The label naming the node a policy status describes.
+pub const NODE_LABEL: &str = "vigil.dev/node";
+/// The label naming the policy a policy status describes.
+pub const POLICY_LABEL: &str = "vigil.dev/policy";
+
+/// Which node a `VigilNodeStatus` describes (the object's status says
+/// what its agent runs and did lately).
+// Each printer column repeats `type_`, which clippy takes for a duplicate.
+#[allow(clippy::duplicated_attributes)]
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[kube(
+    group = "vigil.dev",
+    version = "v1alpha1",
+    kind = "VigilNodeStatus",
+    plural = "vigilnodestatuses",
+    shortname = "vns",
+    category = "vigil",
+    status = "NodeReport",
+    doc = "What the vigil agent of one node runs and did lately; written by that agent, owned by its Node",
+    printcolumn(name = "Config", type_ = "string", json_path = ".status.config.state"),
+    printcolumn(
+        name = "Pressure",
+        type_ = "string",
+        json_path = ".status.conditions[*].type"
+    ),
+    printcolumn(
+        name = "Evicted",
+        type_ = "integer",
+        json_path = ".status.evictions.accepted"
+    ),
+    printcolumn(
+        name = "Last-Eviction",
+        type_ = "date",
+        json_path = ".status.lastEvictionTime"
+    ),
+    printcolumn(
+        name = "Message",
+        type_ = "string",
+        json_path = ".status.config.message",
+        priority = "1"
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
+)]
+#[serde(rename_all = "camelCase")]
+pub struct VigilNodeStatusSpec {
+    /// The node described.
+    pub node: String,
+}
+
+/// The node's state as its agent sees it.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeReport {
+    /// Which config runs, and why.
+    pub config: ConfigState,
+    /// The pressure conditions that hold now.
+    #[serde(default)]
+    pub conditions: Vec<PressureCondition>,
+    /// The last evictions this agent asked for, oldest first.
+    #[serde(default)]
+    pub last_evictions: Vec<Eviction>,
+    /// When the newest of them ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_eviction_time: Option<Time>,
+    /// Eviction calls ended since the agent started, by result
+    /// (`accepted`, `dry-run`, `refused`, `failed`, `gone`).
+    #[serde(default)]
+    pub evictions: BTreeMap<String, u64>,
+}
+
+/// The config state of a node.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ConfigState {
+    /// The reason of the node's `VigilConfigOK` condition (`Active`,
+    /// `Trial`, `RolledBack`, `Rejected`, `CheckpointInUse`, `Defaults`).
+    pub state: String,
+    /// Which config, and why, for people.
+    pub message: String,
+    /// The hash of the layers the cluster assigned last.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub assigned: Option<String>,
+    /// The hash of the layers that run (absent: the defaults).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub active: Option<String>,
+    /// The hash of the last config that passed its trial.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_known_good: Option<String>,
+    /// When the trial under way ends.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trial_end: Option<Time>,
+    /// Why a config was last refused or rolled back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
+}
+
+/// A pressure condition that holds.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PressureCondition {
+    /// The condition, e.g. `MemoryPressure`.
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// Since when it holds.
+    pub since: Time,
+}
+
+/// One eviction call, as it ended.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Eviction {
+    /// `NAMESPACE/NAME`.
+    pub pod: String,
+    /// The strategy that chose it.
+    pub strategy: String,
+    /// `hard`, `force` or `soft`.
+    pub urgency: String,
+    /// The strategy's reason.
+    pub reason: String,
+    /// `accepted`, `dry-run`, `refused`, `failed` or `gone`.
+    pub result: String,
+    /// Why it was refused or failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// When the call ended.
+    pub time: Time,
+}
+
+/// Which node and policy a `VigilPolicyStatus` describes (the object's
+/// status says which version serves and how it fares).
+// Each printer column repeats `type_`, which clippy takes for a duplicate.
+#[allow(clippy::duplicated_attributes)]
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[kube(
+    group = "vigil.dev",
+    version = "v1alpha1",
+    kind = "VigilPolicyStatus",
+    plural = "vigilpolicystatuses",
+    shortname = "vps",
+    category = "vigil",
+    status = "PolicyReport",
+    doc = "Which version of one policy serves on one node and how it fares; written by that node's vigil agent, owned by its Node",
+    printcolumn(name = "Node", type_ = "string", json_path = ".spec.node"),
+    printcolumn(name = "Policy", type_ = "string", json_path = ".spec.policy"),
+    printcolumn(name = "World", type_ = "string", json_path = ".status.world"),
+    printcolumn(name = "Version", type_ = "string", json_path = ".status.version"),
+    printcolumn(name = "Source", type_ = "string", json_path = ".status.source"),
+    printcolumn(name = "State", type_ = "string", json_path = ".status.state"),
+    printcolumn(name = "Since", type_ = "date", json_path = ".status.since"),
+    printcolumn(name = "Faults", type_ = "integer", json_path = ".status.faults"),
+    printcolumn(
+        name = "Calls",
+        type_ = "integer",
+        json_path = ".status.calls",
+        priority = "1"
+    ),
+    printcolumn(
+        name = "Last-Fault",
+        type_ = "string",
+        json_path = ".status.lastFault.message",
+        priority = "1"
+    )
+)]
+#[serde(rename_all = "camelCase")]
+pub struct VigilPolicyStatusSpec {
+    /// The node.
+    pub node: String,
+    /// The policy's name.
+    pub policy: String,
+}
+
+/// One policy on one node.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PolicyReport {
+    /// `Trial`, `Active`, `RolledBack`, or `Failed` (the newest file was
+    /// refused at load; what served before, if anything, still serves).
+    pub state: String,
+    /// Since when it is in this state.
+    pub since: Time,
+    /// The world it implements (absent if nothing of it serves).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub world: Option<String>,
+    /// The serving version: the sha256 of its component.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub digest: Option<String>,
+    /// The digest's first 12 digits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    /// `builtin`, `file` or `last-known-good` (the saved copy).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+    /// When the trial under way ends.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trial_end: Option<Time>,
+    /// The version a rollback would return to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_known_good: Option<String>,
+    /// The newest fault or refusal of this policy on this node.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_fault: Option<Fault>,
+    /// Calls of the serving version, as of `countedAt`.
+    pub calls: u64,
+    /// Faults of the serving version, as of `countedAt`.
+    pub faults: u64,
+    /// When the counts were taken: calls alone are refreshed at most every
+    /// few minutes, so a busy policy costs the API server nothing.
+    pub counted_at: Time,
+}
+
+/// Something that went wrong with a policy.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Fault {
+    /// When.
+    pub time: Time,
+    /// What.
+    pub message: String,
+}

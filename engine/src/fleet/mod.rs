@@ -1,0 +1,17 @@
+//! The fleet view: what each node runs and did lately, published as API
+//! objects so that `kubectl get vigilnodestatuses` and `kubectl get
+//! vigilpolicystatuses -l vigil.dev/policy=NAME` answer for a whole fleet
+//! without logging into a node.
+//!
+//! - [`kinds`] defines the `VigilNodeStatus` and `VigilPolicyStatus`
+//!   custom resources;
+//! - [`activity`] keeps the loop's recent conditions and evictions;
+//! - [`desired`] says what each object should hold;
+//! - [`queue`] is the rate-limited work queue keyed by object;
+//! - [`reconcile`] makes the objects on the API server what they should be.
+
+pub mod activity;
+pub mod desired;
+pub mod kinds;
+pub mod queue;
+pub mod reconcile;

@@ -1,0 +1,435 @@
+//! The fleet view's publisher against the project's test API server, driven
+//! by a real `kube::Client`: the status objects appear, follow the registry
+//! and the loop, disappear with their policy, survive API errors and
+//! conflicts, and a flapping policy costs a bounded number of writes.
+//! Everything is awaited on the server's changes (never a sleep).
+
+use serde_json::Value;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+use vigil::clock::ManualClock;
+use vigil::cluster::watches::{self, Reflected};
+use vigil::config::assignment::{ConfigReport, Reason, Status};
+use vigil::eviction::{Settled, Urgency, Victim};
+use vigil::fleet::activity::Activity;
+use vigil::fleet::reconcile::{Inputs, Reconciler};
+use vigil::policy::{Registry, Source};
+use vigil_testbed::{ApiServer, objects};
+use vigil_tests::*;
+
+const NODE: &str = "node-1";
+/// A bound for a broken test, never a wait.
+const LIMIT: Duration = Duration::from_secs(60);
+const POLICIES: &str = "vigilpolicystatuses";
+
+/// A publisher running against a test API server holding the Node.
+struct Fleet {
+    server: ApiServer,
+    registry: Arc<Registry>,
+    _clock: Arc<ManualClock>,
+    config: watch::Sender<ConfigReport>,
+    activity: watch::Sender<Activity>,
+    _node: Reflected<k8s_openapi::api::core::v1::Node>,
+    stop: CancellationToken,
+}
+
+impl Drop for Fleet {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
+fn report(reason: Reason, message: &str) -> ConfigReport {
+    ConfigReport {
+        status: Status {
+            reason,
+            message: message.into(),
+        },
+        assigned: None,
+        active: None,
+        last_known_good: None,
+        trial_end: None,
+        last_error: None,
+    }
+}
+
+impl Fleet {
+    /// Starts the publisher; `before` runs on the server first (faults to inject).
+    async fn start(spacing: Duration, before: impl FnOnce(&ApiServer)) -> Self {
+        let server = ApiServer::start().await;
+        server.put("nodes", "", objects::node(NODE));
+        before(&server);
+        let config = kube::Config::new(server.url().parse().unwrap());
+        let client = kube::Client::try_from(config).unwrap();
+        let (registry, clock) = registry(None);
+        let node = watches::node(client.clone(), NODE, |_| {});
+        let (config, activity) = (
+            watch::Sender::new(report(Reason::Defaults, "running the defaults")),
+            watch::Sender::new(Activity::default()),
+        );
+        let inputs = Inputs {
+            registry: Arc::clone(&registry),
+            config: config.subscribe(),
+            activity: activity.subscribe(),
+            node: node.store.clone(),
+            node_changes: node.progress.clone(),
+            clock: clock.clone(),
+        };
+        let stop = CancellationToken::new();
+        let reconciler = Reconciler::new(client, NODE, inputs, spacing);
+        tokio::spawn(reconciler.run(stop.clone()));
+        Self {
+            server,
+            registry,
+            _clock: clock,
+            config,
+            activity,
+            _node: node,
+            stop,
+        }
+    }
+
+    /// Waits until the policy statuses are those of every policy the
+    /// registry reports, each as `check` wants.
+    async fn until_policies(&self, what: &str, check: impl Fn(&[Value]) -> bool) {
+        self.server
+            .until(LIMIT, what, |s| check(&s.list(POLICIES)))
+            .await;
+    }
+
+    fn node_status(&self) -> Option<Value> {
+        self.server.get("vigilnodestatuses", "", NODE)
+    }
+}
+
+fn of_policy<'a>(objects: &'a [Value], policy: &str) -> Vec<&'a Value> {
+    objects
+        .iter()
+        .filter(|o| o["spec"]["policy"] == policy)
+        .collect()
+}
+
+/// The requests that wrote (created, replaced, deleted) policy statuses.
+fn writes(server: &ApiServer) -> Vec<(String, u16)> {
+    server
+        .requests()
+        .into_iter()
+        .filter(|r| r.uri.contains(POLICIES) && r.method != "GET")
+        .map(|r| (r.method, r.status))
+        .collect()
+}
+
+fn victim(name: &str) -> Victim {
+    Victim {
+        pod: candidate(name, 100).pod,
+        strategy: "memory-pressure".into(),
+        reason: "the largest working set".into(),
+        urgency: Urgency::Hard,
+        scope: Some("memory.available".into()),
+        grace_period_seconds: None,
+        dry_run: false,
+        override_pdb: false,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_objects_appear_follow_the_policies_and_the_loop_and_disappear() {
+    let fleet = Fleet::start(Duration::from_millis(50), |_| {}).await;
+    let builtins = fleet.registry.status().len();
+    fleet
+        .until_policies("a status per built-in policy", |objects| {
+            objects.len() == builtins
+        })
+        .await;
+    for object in fleet.server.list(POLICIES) {
+        let policy = object["spec"]["policy"].as_str().unwrap();
+        assert_eq!(object["metadata"]["labels"]["vigil.dev/node"], NODE);
+        assert_eq!(object["metadata"]["labels"]["vigil.dev/policy"], policy);
+        assert_eq!(object["metadata"]["ownerReferences"][0]["kind"], "Node");
+        assert_eq!(
+            object["metadata"]["ownerReferences"][0]["uid"],
+            "uid-node-1"
+        );
+        assert_eq!(object["status"]["state"], "Active", "{object}");
+        assert_eq!(object["status"]["source"], "builtin");
+        let digest = fleet.registry.get(policy).unwrap().digest();
+        assert_eq!(object["status"]["digest"], digest.hex().as_str());
+        assert_eq!(object["status"]["version"], digest.to_string().as_str());
+    }
+    fleet
+        .server
+        .until(LIMIT, "the node's status", |_| {
+            fleet.node_status().is_some()
+        })
+        .await;
+    let node = fleet.node_status().unwrap();
+    assert_eq!(node["status"]["config"]["state"], "Defaults");
+    assert_eq!(node["metadata"]["ownerReferences"][0]["name"], NODE);
+
+    // A new version on trial, and a new policy.
+    let sorter = fleet
+        .registry
+        .prepare(
+            "default-sorter",
+            REVERSE_SORTER,
+            Source::File("/policies/default-sorter.wasm".into()),
+        )
+        .unwrap();
+    let extra = fleet
+        .registry
+        .prepare(
+            "reverse-sorter",
+            REVERSE_SORTER,
+            Source::File("/policies/reverse-sorter.wasm".into()),
+        )
+        .unwrap();
+    fleet.registry.apply(vec![Arc::clone(&sorter), extra], &[]);
+    fleet
+        .until_policies("the trial and the new policy", |objects| {
+            let sorter = of_policy(objects, "default-sorter");
+            let extra = of_policy(objects, "reverse-sorter");
+            sorter.len() == 1
+                && sorter[0]["status"]["state"] == "Trial"
+                && extra.len() == 1
+                && extra[0]["status"]["source"] == "file"
+        })
+        .await;
+    let objects = fleet.server.list(POLICIES);
+    let trial = &of_policy(&objects, "default-sorter")[0]["status"];
+    assert_eq!(trial["digest"], sorter.digest().hex().as_str());
+    assert_eq!(
+        trial["lastKnownGood"],
+        fleet
+            .registry
+            .builtin("default-sorter")
+            .unwrap()
+            .digest()
+            .hex()
+            .as_str()
+    );
+    assert!(trial["trialEnd"].is_string(), "{trial}");
+
+    // A version refused at load shows as Failed, what served before still serving.
+    assert!(
+        fleet
+            .registry
+            .prepare(
+                "reverse-sorter",
+                NOT_A_POLICY,
+                Source::File("/policies/reverse-sorter.wasm".into())
+            )
+            .is_err()
+    );
+    fleet
+        .until_policies("the refused version", |objects| {
+            of_policy(objects, "reverse-sorter")
+                .first()
+                .is_some_and(|o| o["status"]["state"] == "Failed")
+        })
+        .await;
+    let objects = fleet.server.list(POLICIES);
+    let failed = &of_policy(&objects, "reverse-sorter")[0]["status"];
+    assert!(
+        failed["lastFault"]["message"]
+            .as_str()
+            .is_some_and(|m| !m.is_empty()),
+        "{failed}"
+    );
+    assert_eq!(failed["world"], "candidate-sorter");
+
+    // Its file removed, its status goes.
+    fleet.registry.apply(vec![], &["reverse-sorter".into()]);
+    fleet
+        .until_policies("the removed policy's status deleted", |objects| {
+            of_policy(objects, "reverse-sorter").is_empty() && objects.len() == builtins
+        })
+        .await;
+
+    // The loop's activity and the config's state reach the node's status.
+    fleet.activity.send_modify(|activity| {
+        activity.settled(
+            &Settled::Accepted(victim("big")),
+            std::time::SystemTime::now(),
+        );
+    });
+    fleet
+        .config
+        .send_replace(report(Reason::Trial, "running pool-a on trial"));
+    fleet
+        .server
+        .until(LIMIT, "the eviction and the config trial", |_| {
+            fleet.node_status().is_some_and(|n| {
+                n["status"]["lastEvictions"][0]["pod"] == "default/big"
+                    && n["status"]["config"]["state"] == "Trial"
+            })
+        })
+        .await;
+    let node = fleet.node_status().unwrap();
+    assert_eq!(node["status"]["evictions"]["accepted"], 1);
+    assert_eq!(
+        node["status"]["lastEvictions"][0]["strategy"],
+        "memory-pressure"
+    );
+    assert_eq!(node["status"]["lastEvictions"][0]["urgency"], "hard");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_obsolete_object_is_reused_before_one_is_created() {
+    let fleet = Fleet::start(Duration::from_millis(50), |_| {}).await;
+    let first = fleet
+        .registry
+        .prepare(
+            "a-sorter",
+            REVERSE_SORTER,
+            Source::File("/p/a-sorter.wasm".into()),
+        )
+        .unwrap();
+    fleet.registry.install(first);
+    fleet
+        .until_policies("a-sorter's status", |objects| {
+            of_policy(objects, "a-sorter").len() == 1
+        })
+        .await;
+    let name = of_policy(&fleet.server.list(POLICIES), "a-sorter")[0]["metadata"]["name"].clone();
+    let before = writes(&fleet.server).len();
+
+    // One change: a-sorter goes, z-sorter comes.
+    let second = fleet
+        .registry
+        .prepare(
+            "z-sorter",
+            REVERSE_SORTER,
+            Source::File("/p/z-sorter.wasm".into()),
+        )
+        .unwrap();
+    fleet.registry.apply(vec![second], &["a-sorter".into()]);
+    fleet
+        .until_policies("z-sorter's status in a-sorter's object", |objects| {
+            of_policy(objects, "a-sorter").is_empty() && of_policy(objects, "z-sorter").len() == 1
+        })
+        .await;
+    let objects = fleet.server.list(POLICIES);
+    let reused = of_policy(&objects, "z-sorter")[0];
+    assert_eq!(reused["metadata"]["name"], name, "the object was reused");
+    assert_eq!(reused["metadata"]["labels"]["vigil.dev/policy"], "z-sorter");
+    assert_eq!(
+        writes(&fleet.server)[before..],
+        [("PUT".to_owned(), 200)],
+        "one update, no create or delete"
+    );
+}
+
+/// Installs a new version of the default sorter (on trial).
+fn new_sorter(registry: &Registry, bytes: &[u8]) {
+    let version = registry
+        .prepare(
+            "default-sorter",
+            bytes,
+            Source::File("/p/default-sorter.wasm".into()),
+        )
+        .unwrap();
+    registry.install(version);
+}
+
+fn sorter_state(objects: &[Value]) -> Option<String> {
+    let sorter = of_policy(objects, "default-sorter");
+    sorter.first()?["status"]["state"]
+        .as_str()
+        .map(str::to_owned)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn api_errors_and_conflicts_are_retried_until_the_objects_are_right() {
+    // The first list fails.
+    let fleet = Fleet::start(Duration::from_millis(50), |server| {
+        server.fail_next(POLICIES, 500);
+    })
+    .await;
+    let builtins = fleet.registry.status().len();
+    fleet
+        .until_policies("every status despite the failed list", |objects| {
+            objects.len() == builtins
+        })
+        .await;
+
+    // An update fails: it is retried (after listing again).
+    fleet.server.fail_next(POLICIES, 500);
+    new_sorter(&fleet.registry, REVERSE_SORTER);
+    fleet
+        .until_policies("the trial despite the failed update", |objects| {
+            sorter_state(objects).as_deref() == Some("Trial")
+        })
+        .await;
+    let failed: Vec<_> = fleet
+        .server
+        .requests()
+        .into_iter()
+        .filter(|r| r.uri.contains(POLICIES) && r.status == 500)
+        .map(|r| r.method)
+        .collect();
+    assert_eq!(failed, ["GET", "PUT"], "the list, then an update failed");
+
+    // Someone else changes the object: the next update conflicts, the
+    // publisher lists again and writes over it.
+    let mut tampered = of_policy(&fleet.server.list(POLICIES), "default-sorter")[0].clone();
+    tampered["status"]["state"] = "Tampered".into();
+    fleet.server.put(POLICIES, "", tampered);
+    new_sorter(&fleet.registry, builtin("default-sorter"));
+    fleet
+        .until_policies("the tampered object rewritten", |objects| {
+            sorter_state(objects).as_deref() == Some("Active")
+        })
+        .await;
+    let conflicts = fleet
+        .server
+        .requests()
+        .iter()
+        .filter(|r| r.uri.contains(POLICIES) && r.status == 409)
+        .count();
+    assert_eq!(conflicts, 1, "{:?}", writes(&fleet.server));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_thousand_rapid_policy_changes_make_a_bounded_number_of_writes() {
+    let spacing = Duration::from_millis(500);
+    let fleet = Fleet::start(spacing, |_| {}).await;
+    let builtins = fleet.registry.status().len();
+    fleet
+        .until_policies("the built-ins' statuses", |objects| {
+            objects.len() == builtins
+        })
+        .await;
+    let before = writes(&fleet.server).len();
+    let versions = [REVERSE_SORTER, builtin("default-sorter")].map(|bytes| {
+        fleet
+            .registry
+            .prepare("flapper", bytes, Source::File("/p/flapper.wasm".into()))
+            .unwrap()
+    });
+    // The policy flaps at 500 Hz for two seconds.
+    let mut flaps = tokio::time::interval(Duration::from_millis(2));
+    let start = Instant::now();
+    for i in 0..1000 {
+        flaps.tick().await;
+        fleet.registry.install(Arc::clone(&versions[i % 2]));
+    }
+    let last = versions[1].digest().hex();
+    fleet
+        .until_policies("the last version published", |objects| {
+            of_policy(objects, "flapper")
+                .first()
+                .is_some_and(|o| o["status"]["digest"] == last.as_str())
+        })
+        .await;
+    let elapsed = start.elapsed();
+    let made = writes(&fleet.server).len() - before;
+    // One write at the first change, then at most one per spacing.
+    let bound = 2 + (elapsed.as_secs_f64() / spacing.as_secs_f64()).ceil() as usize;
+    assert!(
+        made <= bound,
+        "{made} writes for 1000 changes in {elapsed:?} (bound {bound})"
+    );
+    assert!(made >= 1);
+}
