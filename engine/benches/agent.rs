@@ -7,7 +7,9 @@
 //!   arriving at the API server: median and max over 20 events;
 //! - the agent's RSS, its CPU use and its API requests while at rest for
 //!   20 s, with 110 and with 1000 pods on the node, and with 110 pods and a
-//!   `VigilConfig` whose policies take their config from two ConfigMaps.
+//!   `VigilConfig` whose policies take their config from two ConfigMaps;
+//!   and how many of the requests went to the status objects (`vigil.dev`
+//!   `…statuses`) before and during the rest.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -161,6 +163,12 @@ async fn at_rest(pods: usize, config_maps: bool) {
     }
     let agent = AgentProcess::start(binary(), NODE, &files, &server, CONFIG, &[]);
     started(&server, &agent).await;
+    server
+        .until(LIMIT, "the status objects published", |s| {
+            s.get("vigilnodestatuses", "", NODE).is_some()
+                && s.list("vigilpolicystatuses").len() == 6
+        })
+        .await;
     if config_maps {
         server
             .until(LIMIT, "both ConfigMaps watched", |s| {
@@ -174,7 +182,18 @@ async fn at_rest(pods: usize, config_maps: bool) {
     tokio::time::sleep(REST).await;
     let (rss, cpu_after) = usage(agent.pid());
     let wall = start.elapsed();
-    let requests = server.requests()[requests_before..].to_vec();
+    let all = server.requests();
+    let statuses = |requests: &[vigil_testbed::Request]| {
+        requests
+            .iter()
+            .filter(|r| r.uri.contains("statuses"))
+            .count()
+    };
+    let status_requests = (
+        statuses(&all[..requests_before]),
+        statuses(&all[requests_before..]),
+    );
+    let requests = all[requests_before..].to_vec();
     let watches = server.open_watches("/");
     let what = if config_maps {
         " + 2 ConfigMaps referenced"
@@ -182,13 +201,15 @@ async fn at_rest(pods: usize, config_maps: bool) {
         ""
     };
     println!(
-        "{pods:>5} pods{what} at rest: RSS {:.1} MiB, cpu {:.2} % of a core, {} API requests in {:.0} s ({:.1}/min; {} watches open, each renewed every 290 s)",
+        "{pods:>5} pods{what} at rest: RSS {:.1} MiB, cpu {:.2} % of a core, {} API requests in {:.0} s ({:.1}/min; {} watches open, each renewed every 290 s); status objects: {} requests at start, {} at rest",
         rss as f64 / 1024.0,
         (cpu_after - cpu_before).as_secs_f64() / wall.as_secs_f64() * 100.0,
         requests.len(),
         wall.as_secs_f64(),
         requests.len() as f64 * 60.0 / wall.as_secs_f64(),
         watches,
+        status_requests.0,
+        status_requests.1,
     );
 }
 

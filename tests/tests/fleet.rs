@@ -15,7 +15,7 @@ use vigil::config::assignment::{ConfigReport, Reason, Status};
 use vigil::eviction::{Settled, Urgency, Victim};
 use vigil::fleet::activity::Activity;
 use vigil::fleet::reconcile::{Inputs, Reconciler};
-use vigil::policy::{Registry, Source};
+use vigil::policy::{Policy, Registry, Source};
 use vigil_testbed::{ApiServer, objects};
 use vigil_tests::*;
 
@@ -169,22 +169,8 @@ async fn status_objects_appear_follow_the_policies_and_the_loop_and_disappear() 
     assert_eq!(node["metadata"]["ownerReferences"][0]["name"], NODE);
 
     // A new version on trial, and a new policy.
-    let sorter = fleet
-        .registry
-        .prepare(
-            "default-sorter",
-            REVERSE_SORTER,
-            Source::File("/policies/default-sorter.wasm".into()),
-        )
-        .unwrap();
-    let extra = fleet
-        .registry
-        .prepare(
-            "reverse-sorter",
-            REVERSE_SORTER,
-            Source::File("/policies/reverse-sorter.wasm".into()),
-        )
-        .unwrap();
+    let sorter = version(&fleet.registry, "default-sorter", REVERSE_SORTER);
+    let extra = version(&fleet.registry, "reverse-sorter", REVERSE_SORTER);
     fleet.registry.apply(vec![Arc::clone(&sorter), extra], &[]);
     fleet
         .until_policies("the trial and the new policy", |objects| {
@@ -212,16 +198,12 @@ async fn status_objects_appear_follow_the_policies_and_the_loop_and_disappear() 
     assert!(trial["trialEnd"].is_string(), "{trial}");
 
     // A version refused at load shows as Failed, what served before still serving.
-    assert!(
-        fleet
-            .registry
-            .prepare(
-                "reverse-sorter",
-                NOT_A_POLICY,
-                Source::File("/policies/reverse-sorter.wasm".into())
-            )
-            .is_err()
+    let refused = fleet.registry.prepare(
+        "reverse-sorter",
+        NOT_A_POLICY,
+        Source::File("/p/reverse-sorter.wasm".into()),
     );
+    assert!(refused.is_err());
     fleet
         .until_policies("the refused version", |objects| {
             of_policy(objects, "reverse-sorter")
@@ -278,14 +260,7 @@ async fn status_objects_appear_follow_the_policies_and_the_loop_and_disappear() 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_obsolete_object_is_reused_before_one_is_created() {
     let fleet = Fleet::start(Duration::from_millis(50), |_| {}).await;
-    let first = fleet
-        .registry
-        .prepare(
-            "a-sorter",
-            REVERSE_SORTER,
-            Source::File("/p/a-sorter.wasm".into()),
-        )
-        .unwrap();
+    let first = version(&fleet.registry, "a-sorter", REVERSE_SORTER);
     fleet.registry.install(first);
     fleet
         .until_policies("a-sorter's status", |objects| {
@@ -296,14 +271,7 @@ async fn an_obsolete_object_is_reused_before_one_is_created() {
     let before = writes(&fleet.server).len();
 
     // One change: a-sorter goes, z-sorter comes.
-    let second = fleet
-        .registry
-        .prepare(
-            "z-sorter",
-            REVERSE_SORTER,
-            Source::File("/p/z-sorter.wasm".into()),
-        )
-        .unwrap();
+    let second = version(&fleet.registry, "z-sorter", REVERSE_SORTER);
     fleet.registry.apply(vec![second], &["a-sorter".into()]);
     fleet
         .until_policies("z-sorter's status in a-sorter's object", |objects| {
@@ -321,15 +289,17 @@ async fn an_obsolete_object_is_reused_before_one_is_created() {
     );
 }
 
+/// `bytes` loaded as a version of `name` from the file `/p/NAME.wasm`.
+fn version(registry: &Registry, name: &str, bytes: &[u8]) -> Arc<Policy> {
+    let path = format!("/p/{name}.wasm");
+    registry
+        .prepare(name, bytes, Source::File(path.into()))
+        .unwrap()
+}
+
 /// Installs a new version of the default sorter (on trial).
 fn new_sorter(registry: &Registry, bytes: &[u8]) {
-    let version = registry
-        .prepare(
-            "default-sorter",
-            bytes,
-            Source::File("/p/default-sorter.wasm".into()),
-        )
-        .unwrap();
+    let version = version(registry, "default-sorter", bytes);
     registry.install(version);
 }
 
@@ -402,12 +372,8 @@ async fn a_thousand_rapid_policy_changes_make_a_bounded_number_of_writes() {
         })
         .await;
     let before = writes(&fleet.server).len();
-    let versions = [REVERSE_SORTER, builtin("default-sorter")].map(|bytes| {
-        fleet
-            .registry
-            .prepare("flapper", bytes, Source::File("/p/flapper.wasm".into()))
-            .unwrap()
-    });
+    let versions = [REVERSE_SORTER, builtin("default-sorter")]
+        .map(|bytes| version(&fleet.registry, "flapper", bytes));
     // The policy flaps at 500 Hz for two seconds.
     let mut flaps = tokio::time::interval(Duration::from_millis(2));
     let start = Instant::now();
