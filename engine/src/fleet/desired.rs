@@ -7,7 +7,6 @@ use super::kinds::{ConfigState, Fault, NodeReport, PolicyReport, PressureConditi
 use crate::cluster::node_status::condition_type;
 use crate::config::assignment::ConfigReport;
 use crate::policy::{Incident, Phase, PolicyStatus, Refusal, Registry, Source};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
 
@@ -24,7 +23,7 @@ pub fn node(config: &ConfigReport, activity: &Activity) -> NodeReport {
             assigned: config.assigned.clone(),
             active: config.active.clone(),
             last_known_good: config.last_known_good.clone(),
-            trial_end: config.trial_end.map(Time),
+            trial_end: config.trial_end.map(|end| time(end.into())),
             last_error: config.last_error.clone(),
         },
         conditions: activity
@@ -163,6 +162,54 @@ mod tests {
             faults,
             counted_at: time(SystemTime::UNIX_EPOCH + Duration::from_secs(counted_at)),
         }
+    }
+
+    /// What is written must read back equal, or every sync would write again.
+    #[test]
+    fn a_report_reads_back_as_written() {
+        use crate::config::assignment::{Reason, Status};
+        use crate::eviction::{ActiveCondition, Settled, Urgency, Victim};
+        let odd = SystemTime::UNIX_EPOCH + Duration::from_nanos(1_795_432_319_561_266_683);
+        let config = ConfigReport {
+            status: Status {
+                reason: Reason::Trial,
+                message: "on trial".into(),
+            },
+            assigned: Some("ab".into()),
+            active: Some("ab".into()),
+            last_known_good: None,
+            trial_end: Some(jiff::Timestamp::try_from(odd).unwrap()),
+            last_error: None,
+        };
+        let mut activity = Activity::default();
+        let condition = ActiveCondition {
+            name: "MemoryPressure".into(),
+            effects: Vec::new(),
+            last_observed: odd,
+        };
+        activity.conditions(&[condition], odd);
+        let victim = Victim {
+            pod: crate::policy::canary::pod("big", crate::model::QosClass::BestEffort, 0, 9, 0),
+            strategy: "memory-pressure".into(),
+            reason: "largest".into(),
+            urgency: Urgency::Hard,
+            scope: None,
+            grace_period_seconds: None,
+            dry_run: false,
+            override_pdb: false,
+        };
+        activity.settled(&Settled::Refused(victim, "budget".into()), odd);
+        let written = node(&config, &activity);
+        let read: NodeReport =
+            serde_json::from_value(serde_json::to_value(&written).unwrap()).unwrap();
+        assert_eq!(read, written);
+
+        let mut policy = report(7, 1, 0);
+        policy.since = time(odd);
+        policy.trial_end = Some(time(odd));
+        let read: PolicyReport =
+            serde_json::from_value(serde_json::to_value(&policy).unwrap()).unwrap();
+        assert_eq!(read, policy);
     }
 
     #[test]

@@ -64,7 +64,7 @@ pub enum SyncError {
     /// The API server refused or failed a request.
     #[error("cannot {action} {what}")]
     Api {
-        /// `list`, `create`, `update` or `delete`.
+        /// `list`, `get`, `create`, `update` or `delete`.
         action: &'static str,
         /// The object or collection.
         what: String,
@@ -235,7 +235,7 @@ impl Reconciler {
             .nodes
             .get_opt(&self.node_name)
             .await
-            .map_err(|source| api("list", "VigilNodeStatus", source))?;
+            .map_err(|source| api("get", "VigilNodeStatus", source))?;
         self.actual = Actual {
             listed: true,
             node,
