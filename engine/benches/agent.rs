@@ -9,7 +9,11 @@
 //!   20 s, with 110 and with 1000 pods on the node, and with 110 pods and a
 //!   `VigilConfig` whose policies take their config from two ConfigMaps;
 //!   and how many of the requests went to the status objects (`vigil.dev`
-//!   `…statuses`) before and during the rest.
+//!   `…statuses`) before and during the rest;
+//! - the agent's memory (resident, anonymous, file-backed, and its peak)
+//!   with the built-ins only, then once the example JavaScript sorter and
+//!   Python strategy are dropped into its policies directory and compiled
+//!   (cold artifact cache), then restarted with the cache warm.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -132,6 +136,95 @@ fn usage(pid: u32) -> (u64, Duration) {
     (rss, Duration::from_millis(ticks * 1000 / hz))
 }
 
+/// Memory of a process, in MiB, from `/proc/PID/status`.
+struct Memory {
+    resident: f64,
+    anonymous: f64,
+    file: f64,
+    peak: f64,
+}
+
+fn memory(pid: u32) -> Memory {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
+    let field = |name: &str| -> f64 {
+        let kib: u64 = status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.trim().trim_end_matches(" kB").trim().parse().ok())
+            .unwrap_or_else(|| panic!("{name} in /proc/{pid}/status"));
+        kib as f64 / 1024.0
+    };
+    Memory {
+        resident: field("VmRSS:"),
+        anonymous: field("RssAnon:"),
+        file: field("RssFile:"),
+        peak: field("VmHWM:"),
+    }
+}
+
+impl std::fmt::Display for Memory {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "RSS {:.1} MiB ({:.1} anonymous, {:.1} file-backed), peak {:.1} MiB",
+            self.resident, self.anonymous, self.file, self.peak
+        )
+    }
+}
+
+/// Waits until the agent serves every policy in `names`.
+async fn serving(agent: &AgentProcess, names: &[&str]) {
+    let start = Instant::now();
+    loop {
+        let metrics = agent.metrics();
+        let loaded =
+            |name: &&str| metrics.contains(&format!("vigil_policy_state{{policy=\"{name}\""));
+        if names.iter().all(loaded) {
+            return;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(600),
+            "{names:?} not loaded: {}",
+            agent.logs()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+async fn memory_with_example_policies() {
+    const EXAMPLES: [&str; 2] = ["js-sorter", "python-psi-strategy"];
+    let server = ApiServer::start().await;
+    server.put("nodes", "", objects::node(NODE));
+    let files = NodeFiles::default();
+    let agent = AgentProcess::start(binary(), NODE, &files, &server, CONFIG, &[]);
+    started(&server, &agent).await;
+    println!("memory, built-ins only: {}", memory(agent.pid()));
+    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/policies");
+    for name in EXAMPLES {
+        let file = format!("{name}.wasm");
+        std::fs::copy(
+            examples.join(name).join(&file),
+            files.path(&format!("policies/{file}")),
+        )
+        .expect("the example policies are built (examples/policies/build.sh)");
+    }
+    let compile = Instant::now();
+    serving(&agent, &EXAMPLES).await;
+    println!(
+        "memory, + JS sorter + Python strategy compiled in {:.1} s (cold cache): {}",
+        compile.elapsed().as_secs_f64(),
+        memory(agent.pid())
+    );
+    drop(agent);
+    let agent = AgentProcess::start(binary(), NODE, &files, &server, CONFIG, &[]);
+    started(&server, &agent).await;
+    serving(&agent, &EXAMPLES).await;
+    println!(
+        "memory, + JS sorter + Python strategy, restarted (warm cache): {}",
+        memory(agent.pid())
+    );
+}
+
 /// A `VigilConfig` for every node whose two strategies read their
 /// thresholds from two ConfigMaps, and the ConfigMaps.
 fn config_from_config_maps(server: &ApiServer) {
@@ -224,5 +317,6 @@ fn main() {
             at_rest(110, false).await;
             at_rest(110, true).await;
             at_rest(1000, false).await;
+            memory_with_example_policies().await;
         });
 }
