@@ -7,9 +7,10 @@
 //! ConfigMap they reference;
 //! the node source (signals + pods) → the eviction runner → the Eviction API
 //! killer; the publisher (Events, metrics) and the node status writer; the
-//! fleet view's status objects ([`crate::fleet`]); the HTTP endpoints. Every task it starts is owned here and stopped on
-//! shutdown: no new eviction starts, calls in flight finish within their
-//! timeout, watches stop, and `run` returns.
+//! fleet view's status objects ([`crate::fleet`]); the HTTP endpoints. Every
+//! task it starts is owned here and stopped on shutdown: no new eviction
+//! starts, calls in flight finish within their timeout, watches stop, and
+//! `run` returns.
 
 mod config;
 mod http;
