@@ -82,7 +82,7 @@ pub fn time(at: SystemTime) -> Time {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::eviction::{Urgency, Victim};
     use crate::model::QosClass;
@@ -96,7 +96,8 @@ mod tests {
         }
     }
 
-    fn victim(name: &str) -> Victim {
+    /// A hard-pressure victim `default/NAME` of the memory strategy.
+    pub(in crate::fleet) fn victim(name: &str) -> Victim {
         Victim {
             pod: crate::policy::canary::pod(name, QosClass::BestEffort, 0, 10, 0),
             strategy: "memory".into(),

@@ -168,7 +168,7 @@ mod tests {
     #[test]
     fn a_report_reads_back_as_written() {
         use crate::config::assignment::{Reason, Status};
-        use crate::eviction::{ActiveCondition, Settled, Urgency, Victim};
+        use crate::eviction::{ActiveCondition, Settled};
         let odd = SystemTime::UNIX_EPOCH + Duration::from_nanos(1_795_432_319_561_266_683);
         let config = ConfigReport {
             status: Status {
@@ -188,16 +188,7 @@ mod tests {
             last_observed: odd,
         };
         activity.conditions(&[condition], odd);
-        let victim = Victim {
-            pod: crate::policy::canary::pod("big", crate::model::QosClass::BestEffort, 0, 9, 0),
-            strategy: "memory-pressure".into(),
-            reason: "largest".into(),
-            urgency: Urgency::Hard,
-            scope: None,
-            grace_period_seconds: None,
-            dry_run: false,
-            override_pdb: false,
-        };
+        let victim = super::super::activity::tests::victim("big");
         activity.settled(&Settled::Refused(victim, "budget".into()), odd);
         let written = node(&config, &activity);
         let read: NodeReport =
