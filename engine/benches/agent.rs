@@ -13,7 +13,8 @@
 //! - the agent's memory (resident, anonymous, file-backed, and its peak)
 //!   with the built-ins only, then once the example JavaScript sorter and
 //!   Python strategy are dropped into its policies directory and compiled
-//!   (cold artifact cache), then restarted with the cache warm.
+//!   (cold artifact cache; the peaks of the child processes that compiled
+//!   them, from the agent's log), then restarted with the cache warm.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -215,6 +216,13 @@ async fn memory_with_example_policies() {
         compile.elapsed().as_secs_f64(),
         memory(agent.pid())
     );
+    let logs = agent.logs();
+    let children: Vec<&str> = logs
+        .lines()
+        .filter(|l| l.contains("compiled in a child process"))
+        .filter_map(|l| l.split("peak_rss_mib=").nth(1)?.split_whitespace().next())
+        .collect();
+    println!("  the compiler children's peaks (MiB, built-ins first): {children:?}");
     drop(agent);
     let agent = AgentProcess::start(binary(), NODE, &files, &server, CONFIG, &[]);
     started(&server, &agent).await;

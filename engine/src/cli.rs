@@ -3,8 +3,9 @@
 use crate::agent::AgentConfig;
 use crate::policy::builtin::BUILTINS;
 use crate::policy::check::{check_bytes, check_file};
+use crate::policy::compiler::{INVALID_EXIT, child_input, peak_rss_kib};
 use crate::policy::files::DEFAULT_MAX_POLICY_BYTES;
-use crate::policy::{Host, Source};
+use crate::policy::{ChildCompiler, Host, LoadError, Source};
 use crate::report::Chain;
 use crate::signals::Driver;
 use crate::simulate::{RunOptions, Scenario, output, plot};
@@ -127,6 +128,15 @@ struct AgentArgs {
     /// coalesced into the next write.
     #[arg(long, value_name = "DURATION", default_value = "15s", value_parser = duration)]
     status_interval: std::time::Duration,
+    /// The memory limit of the child process that compiles a policy, in MiB
+    /// (a JavaScript or Python component needs a few hundred); the agent's own
+    /// memory never carries a compile.
+    #[arg(long, value_name = "MIB", default_value_t = 1024,
+          value_parser = clap::value_parser!(u64).range(64..=65536))]
+    compile_memory_mib: u64,
+    /// How long compiling one policy may take before it is stopped and that version refused.
+    #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = duration)]
+    compile_deadline: std::time::Duration,
 }
 
 /// A duration as Kubernetes users write it (`90s`, `1h30m`, `24h`).
@@ -170,6 +180,12 @@ impl AgentArgs {
             },
             nodefs: self.nodefs,
             status_interval: self.status_interval,
+            compiler: Some(ChildCompiler {
+                program: std::env::current_exe()
+                    .context("cannot find this program's path, to run it as the policy compiler")?,
+                memory_bytes: self.compile_memory_mib << 20,
+                deadline: self.compile_deadline,
+            }),
         })
     }
 }
@@ -184,6 +200,19 @@ enum PolicyCommand {
         #[arg(long)]
         builtin: bool,
     },
+    /// The agent's child compiler: compiles the component on stdin into the cache.
+    #[command(hide = true)]
+    Compile {
+        /// The component's sha256, which stdin must match.
+        #[arg(long)]
+        digest: String,
+        /// This process's memory limit.
+        #[arg(long)]
+        memory_limit_bytes: u64,
+        /// The artifact cache to store into.
+        #[arg(long)]
+        cache_dir: PathBuf,
+    },
 }
 
 /// Runs the command line.
@@ -195,6 +224,11 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Agent(args) => agent(args).await,
         Command::Simulate(args) => simulate(args).await,
         Command::Policy(PolicyCommand::Check { files, builtin }) => check(&files, builtin),
+        Command::Policy(PolicyCommand::Compile {
+            digest,
+            memory_limit_bytes,
+            cache_dir,
+        }) => compile(&digest, memory_limit_bytes, cache_dir),
         Command::Crd => {
             print!("{}", crate::crds::definitions());
             Ok(())
@@ -234,6 +268,27 @@ fn check(files: &[PathBuf], builtin: bool) -> anyhow::Result<()> {
         bail!("{failures} component(s) failed the check");
     }
     Ok(())
+}
+
+/// The child compiler's work (see [`crate::policy::compiler`]). A component
+/// that does not compile ends the process with [`INVALID_EXIT`].
+fn compile(digest: &str, memory_bytes: u64, cache_dir: PathBuf) -> anyhow::Result<()> {
+    let bytes = child_input(digest, memory_bytes)?;
+    let host = Host::for_compiling(cache_dir)?;
+    match host.compile_into_cache(&bytes) {
+        Ok(()) => {
+            // Only a report: the artifact is stored either way.
+            if let Ok(kib) = peak_rss_kib() {
+                println!("{kib}");
+            }
+            Ok(())
+        }
+        Err(error @ LoadError::Compile(_)) => Err(error.into()),
+        Err(error) => {
+            eprintln!("error: {}", Chain(&error));
+            std::process::exit(INVALID_EXIT);
+        }
+    }
 }
 
 async fn simulate(args: SimulateArgs) -> anyhow::Result<()> {

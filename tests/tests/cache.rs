@@ -1,6 +1,7 @@
 //! The precompiled-artifact cache: hit on the second load; an entry that is
 //! damaged, edited (even with a checksum recomputed), copied from another
 //! component or built for another engine is discarded and rebuilt, never run.
+//! An entry is the artifact (`.cwasm`, mapped on load) and its `.mac`.
 
 use hmac::{Hmac, Mac};
 use sha2::{Digest as _, Sha256};
@@ -9,8 +10,9 @@ use std::sync::Arc;
 use vigil::policy::{CacheOutcome, Digest, Host, Policy, Source};
 use vigil_tests::*;
 
-/// Magic, component digest, engine key: the part of the header the MAC covers.
-const SIGNED_HEADER: usize = 8 + 32 + 8;
+/// Magic, component digest, engine key: the claims of a `.mac` file, which
+/// its tag (the rest) covers with the artifact.
+const CLAIMS: usize = 8 + 32 + 8;
 
 fn load_bytes_with_cache(dir: &Path, bytes: &[u8]) -> Policy {
     let host = Host::new(Some(dir.to_owned())).unwrap();
@@ -27,31 +29,31 @@ fn load_with_cache(dir: &Path) -> Policy {
     load_bytes_with_cache(dir, builtin("default-sorter"))
 }
 
-/// The cache entry of `bytes` (there must be one).
-fn entry_of(dir: &Path, bytes: &[u8]) -> PathBuf {
+/// The cache entry of `bytes` (there must be one): its artifact and `.mac`.
+fn entry_of(dir: &Path, bytes: &[u8]) -> (PathBuf, PathBuf) {
     let prefix = Digest::of(bytes).hex();
-    std::fs::read_dir(dir)
+    let artifact = std::fs::read_dir(dir)
         .unwrap()
         .map(|e| e.unwrap().path())
         .find(|p| {
-            p.file_name()
-                .unwrap()
-                .to_str()
-                .unwrap()
-                .starts_with(&prefix)
+            let name = p.file_name().unwrap().to_str().unwrap();
+            name.starts_with(&prefix) && name.ends_with(".cwasm")
         })
-        .expect("an entry for the component")
+        .expect("an entry for the component");
+    let mac = artifact.with_extension("mac");
+    assert!(mac.exists(), "{} has its .mac", artifact.display());
+    (artifact, mac)
 }
 
-/// Re-authenticates `entry` with the cache's own key, as only someone who
-/// can read the key (the agent's user) could.
-fn resign(dir: &Path, entry: &mut [u8]) {
+/// Re-authenticates `artifact` under the claims of `mac` with the cache's
+/// own key, as only someone who can read the key (the agent's user) could.
+fn resign(dir: &Path, mac: &mut [u8], artifact: &[u8]) {
     let key = std::fs::read(dir.join("key")).unwrap();
-    let mut mac = Hmac::<Sha256>::new_from_slice(&key).unwrap();
-    mac.update(&entry[..SIGNED_HEADER]);
-    mac.update(&entry[SIGNED_HEADER + 32..]);
-    let tag = mac.finalize().into_bytes();
-    entry[SIGNED_HEADER..SIGNED_HEADER + 32].copy_from_slice(&tag);
+    let mut hmac = Hmac::<Sha256>::new_from_slice(&key).unwrap();
+    hmac.update(&mac[..CLAIMS]);
+    hmac.update(artifact);
+    let tag = hmac.finalize().into_bytes();
+    mac[CLAIMS..].copy_from_slice(&tag);
 }
 
 fn answers(policy: &Policy) -> Vec<String> {
@@ -87,10 +89,11 @@ fn the_second_load_hits_and_a_damaged_entry_is_rebuilt() {
         1,
         "one entry per component and engine: {entries:?}"
     );
-    let mut bytes = std::fs::read(&entries[0]).unwrap();
+    let (artifact, mac) = entry_of(dir.path(), builtin("default-sorter"));
+    let mut bytes = std::fs::read(&artifact).unwrap();
     let middle = bytes.len() / 2;
     bytes[middle] ^= 0xff;
-    std::fs::write(&entries[0], &bytes).unwrap();
+    std::fs::write(&artifact, &bytes).unwrap();
 
     let third = load_with_cache(dir.path());
     assert_eq!(third.cache_outcome(), CacheOutcome::Damaged);
@@ -100,10 +103,19 @@ fn the_second_load_hits_and_a_damaged_entry_is_rebuilt() {
         CacheOutcome::Hit
     );
 
-    std::fs::write(&entries[0], b"short").unwrap();
+    for (file, what) in [(&artifact, "artifact"), (&mac, ".mac")] {
+        std::fs::write(file, b"short").unwrap();
+        assert_eq!(
+            load_with_cache(dir.path()).cache_outcome(),
+            CacheOutcome::Damaged,
+            "a truncated {what}"
+        );
+    }
+    std::fs::remove_file(&mac).unwrap();
     assert_eq!(
         load_with_cache(dir.path()).cache_outcome(),
-        CacheOutcome::Damaged
+        CacheOutcome::Miss,
+        "an artifact nothing vouches for is compiled again"
     );
 }
 
@@ -111,17 +123,19 @@ fn the_second_load_hits_and_a_damaged_entry_is_rebuilt() {
 fn an_edited_artifact_with_its_checksum_recomputed_is_never_run() {
     let dir = tempfile::tempdir().unwrap();
     load_with_cache(dir.path());
-    let path = entry_of(dir.path(), builtin("default-sorter"));
-    let mut entry = std::fs::read(&path).unwrap();
-    let code = entry.len() - 4096;
-    entry[code] ^= 0x5a;
-    // An unkeyed checksum over everything but the tag, put where the tag goes.
+    let (path, mac_path) = entry_of(dir.path(), builtin("default-sorter"));
+    let mut artifact = std::fs::read(&path).unwrap();
+    let code = artifact.len() - 4096;
+    artifact[code] ^= 0x5a;
+    // An unkeyed checksum over claims and artifact, put where the tag goes.
+    let mut mac = std::fs::read(&mac_path).unwrap();
     let sum = Sha256::new()
-        .chain_update(&entry[..SIGNED_HEADER])
-        .chain_update(&entry[SIGNED_HEADER + 32..])
+        .chain_update(&mac[..CLAIMS])
+        .chain_update(&artifact)
         .finalize();
-    entry[SIGNED_HEADER..SIGNED_HEADER + 32].copy_from_slice(&sum);
-    std::fs::write(&path, &entry).unwrap();
+    mac[CLAIMS..].copy_from_slice(&sum);
+    std::fs::write(&path, &artifact).unwrap();
+    std::fs::write(&mac_path, &mac).unwrap();
 
     let reloaded = load_with_cache(dir.path());
     assert_eq!(reloaded.cache_outcome(), CacheOutcome::Damaged);
@@ -135,7 +149,8 @@ fn another_components_artifact_under_this_name_is_recompiled_not_run() {
     load_bytes_with_cache(dir.path(), REVERSE_SORTER);
     let mine = entry_of(dir.path(), builtin("default-sorter"));
     let theirs = entry_of(dir.path(), REVERSE_SORTER);
-    std::fs::copy(&theirs, &mine).unwrap();
+    std::fs::copy(&theirs.0, &mine.0).unwrap();
+    std::fs::copy(&theirs.1, &mine.1).unwrap();
 
     let reloaded = load_with_cache(dir.path());
     assert_eq!(reloaded.cache_outcome(), CacheOutcome::Damaged);
@@ -154,13 +169,14 @@ fn another_components_artifact_under_this_name_is_recompiled_not_run() {
 fn an_authentic_artifact_that_claims_another_component_or_engine_is_recompiled() {
     let dir = tempfile::tempdir().unwrap();
     load_with_cache(dir.path());
-    let path = entry_of(dir.path(), builtin("default-sorter"));
-    let original = std::fs::read(&path).unwrap();
+    let (path, mac_path) = entry_of(dir.path(), builtin("default-sorter"));
+    let artifact = std::fs::read(&path).unwrap();
+    let original = std::fs::read(&mac_path).unwrap();
     for (field, at) in [("component digest", 8), ("engine key", 8 + 32)] {
-        let mut entry = original.clone();
-        entry[at] ^= 0x01;
-        resign(dir.path(), &mut entry);
-        std::fs::write(&path, &entry).unwrap();
+        let mut mac = original.clone();
+        mac[at] ^= 0x01;
+        resign(dir.path(), &mut mac, &artifact);
+        std::fs::write(&mac_path, &mac).unwrap();
         let reloaded = load_with_cache(dir.path());
         assert_eq!(
             reloaded.cache_outcome(),
@@ -169,6 +185,37 @@ fn an_authentic_artifact_that_claims_another_component_or_engine_is_recompiled()
         );
         assert_eq!(answers(&reloaded), ["b", "c", "a"]);
     }
+}
+
+#[test]
+fn an_authentic_artifact_built_by_an_engine_with_other_settings_is_recompiled_not_run() {
+    let dir = tempfile::tempdir().unwrap();
+    load_with_cache(dir.path());
+    let (path, mac_path) = entry_of(dir.path(), builtin("default-sorter"));
+    // The same component precompiled by a wasmtime engine set up otherwise
+    // (no epoch deadlines, no pooling), put in place and vouched for with the
+    // cache's key: only wasmtime's own compatibility check can tell.
+    let foreign = wasmtime::Engine::new(wasmtime::Config::new().wasm_component_model(true))
+        .unwrap()
+        .precompile_component(builtin("default-sorter"))
+        .unwrap();
+    let mut mac = std::fs::read(&mac_path).unwrap();
+    resign(dir.path(), &mut mac, &foreign);
+    std::fs::write(&path, &foreign).unwrap();
+    std::fs::write(&mac_path, &mac).unwrap();
+
+    let reloaded = load_with_cache(dir.path());
+    assert_eq!(reloaded.cache_outcome(), CacheOutcome::Damaged);
+    assert_eq!(answers(&reloaded), ["b", "c", "a"]);
+    assert_ne!(
+        std::fs::read(&path).unwrap(),
+        foreign,
+        "the foreign artifact is replaced"
+    );
+    assert_eq!(
+        load_with_cache(dir.path()).cache_outcome(),
+        CacheOutcome::Hit
+    );
 }
 
 #[test]

@@ -537,6 +537,7 @@ async fn the_agent_evicts_past_a_hostile_policies_directory_and_a_sleeping_sorte
         cgroup_driver: vigil::signals::Driver::Cgroupfs,
         nodefs: files.path(""),
         status_interval: Duration::from_secs(15),
+        compiler: None,
     };
     let (stop, stopped) = oneshot::channel::<()>();
     let agent = tokio::spawn(vigil::agent::run(config, async {

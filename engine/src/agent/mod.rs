@@ -33,7 +33,7 @@ use crate::fleet::reconcile::{Inputs, Reconciler};
 use crate::metrics::Metrics;
 use crate::model::Layer;
 use crate::policy::reload::Reloader;
-use crate::policy::{Host, LimitsTable, Registry};
+use crate::policy::{ChildCompiler, Host, LimitsTable, Registry};
 use crate::signals::wake::{TriggerSettings, Wake};
 use crate::signals::{CpuRates, Driver, Sources};
 use anyhow::Context;
@@ -78,6 +78,10 @@ pub struct AgentConfig {
     pub nodefs: PathBuf,
     /// The shortest time between two writes of one status object.
     pub status_interval: std::time::Duration,
+    /// The child process that compiles policies missing from the artifact
+    /// cache; `None` compiles them in this process (`vigil agent` always
+    /// sets one).
+    pub compiler: Option<ChildCompiler>,
 }
 
 /// Runs the agent until `shutdown` resolves.
@@ -87,7 +91,11 @@ pub struct AgentConfig {
 /// metrics address. Once running, errors are logged and retried, never fatal.
 pub async fn run(config: AgentConfig, shutdown: impl Future<Output = ()>) -> anyhow::Result<()> {
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let host = Arc::new(Host::new(Some(config.state_dir.join("cache")))?);
+    let mut host = Host::new(Some(config.state_dir.join("cache")))?;
+    if let Some(compiler) = &config.compiler {
+        host = host.compiling_in(compiler.clone())?;
+    }
+    let host = Arc::new(host);
     let registry = Registry::new(
         Arc::clone(&host),
         Arc::clone(&clock),

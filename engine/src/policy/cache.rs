@@ -2,17 +2,24 @@
 //!
 //! An artifact is native code: loading one runs it. So an entry is bound to
 //! what it claims to be and guarded against anyone but this agent:
-//! - it is named `<component digest>-<engine key>.cwasm`, and its header
-//!   records the component's digest and the engine configuration it was
-//!   compiled for, both checked on every load — another policy's artifact
-//!   copied under this name, or one built by another wasmtime or with other
+//! - it is two files, `<component digest>-<engine key>.cwasm` (the artifact
+//!   exactly as wasmtime serialised it) and `.mac` beside it (magic, the
+//!   component's digest, the engine configuration's key, and a tag); the
+//!   claims are checked on every load — another policy's artifact copied
+//!   under this name, or one built by another wasmtime or with other
 //!   settings, is recompiled from the component, with a warning;
-//! - header and artifact are authenticated with HMAC-SHA256 under a key kept
+//! - the tag is HMAC-SHA256 over the claims and the artifact under a key kept
 //!   in the cache directory (`key`, readable by this user only), so an
 //!   artifact edited on disk — even with a checksum recomputed — fails the
 //!   check and is discarded, never deserialised;
 //! - the directory is created private to the agent's user, and one that
 //!   others can write is refused (see [`crate::fsutil::private_dir`]).
+//!
+//! A valid artifact is mapped, not read: its code pages are file-backed and
+//! shared by every process that maps it, rather than an anonymous copy per
+//! agent. The file that is mapped is the open file that was authenticated
+//! (through `/proc/self/fd`), so a rename in between cannot swap it; the
+//! cache only ever replaces entries by rename, never writes one in place.
 //!
 //! The trust boundary: whoever can write the cache (or state) directory *as
 //! the agent's user* can read the key and run native code in the agent, like
@@ -22,8 +29,10 @@ use super::Digest;
 use crate::fsutil::{private_dir, write_atomic};
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
+use std::fs::File;
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::io::Read;
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use wasmtime::Engine;
@@ -43,12 +52,16 @@ pub enum CacheOutcome {
     Disabled,
 }
 
-/// Marks an entry of this format.
-const MAGIC: &[u8; 8] = b"vigilc01";
-/// Magic, component digest, engine key, MAC.
-const HEADER: usize = 8 + 32 + 8 + 32;
+/// Marks a `.mac` file of this format.
+const MAGIC: &[u8; 8] = b"vigilc02";
+/// The claims the tag covers: magic, component digest, engine key.
+const CLAIMS: usize = 8 + 32 + 8;
+/// A whole `.mac` file: the claims and the tag.
+const MAC_FILE: usize = CLAIMS + 32;
 /// Size of the authentication key.
 const KEY_BYTES: usize = 32;
+/// How much of an artifact is read at a time to authenticate it.
+const CHUNK: usize = 64 << 10;
 
 /// A directory of precompiled components for one engine configuration.
 pub(crate) struct ArtifactCache {
@@ -101,89 +114,122 @@ impl ArtifactCache {
         })
     }
 
-    fn path(&self, digest: &Digest) -> PathBuf {
-        let engine = self.engine_key.map(|b| format!("{b:02x}")).concat();
-        self.dir.join(format!("{}-{engine}.cwasm", digest.hex()))
+    /// The directory.
+    pub(crate) fn dir(&self) -> &Path {
+        &self.dir
     }
 
-    fn mac(&self, header: &[u8], artifact: &[u8]) -> Hmac<Sha256> {
+    /// The entry's two files: the artifact and its `.mac`.
+    fn paths(&self, digest: &Digest) -> (PathBuf, PathBuf) {
+        let engine = self.engine_key.map(|b| format!("{b:02x}")).concat();
+        let stem = self.dir.join(format!("{}-{engine}", digest.hex()));
+        (stem.with_extension("cwasm"), stem.with_extension("mac"))
+    }
+
+    fn claims(&self, digest: &Digest) -> [u8; CLAIMS] {
+        let mut claims = [0; CLAIMS];
+        let (magic, rest) = claims.split_at_mut(MAGIC.len());
+        let (component, engine) = rest.split_at_mut(32);
+        magic.copy_from_slice(MAGIC);
+        component.copy_from_slice(digest.as_bytes());
+        engine.copy_from_slice(&self.engine_key);
+        claims
+    }
+
+    fn mac(&self, claims: &[u8]) -> Hmac<Sha256> {
         let mut mac = Hmac::<Sha256>::new_from_slice(&self.key).expect("HMAC takes any key size");
-        mac.update(header);
-        mac.update(artifact);
+        mac.update(claims);
         mac
     }
 
-    /// Why `entry` is not a valid artifact of component `digest` for this
-    /// engine, or the artifact itself.
-    fn verify<'e>(&self, digest: &Digest, entry: &'e [u8]) -> Result<&'e [u8], &'static str> {
-        let (header, artifact) = entry.split_at_checked(HEADER).ok_or("truncated")?;
-        let (magic, rest) = header.split_at(MAGIC.len());
-        let (component, rest) = rest.split_at(32);
-        let (engine, tag) = rest.split_at(self.engine_key.len());
-        if magic != MAGIC {
-            return Err("not an artifact of this format");
+    /// Why `artifact`, with the `.mac` file `mac`, is not a valid artifact of
+    /// component `digest` for this engine. Reads the artifact to its end.
+    fn verify(&self, digest: &Digest, mac: &[u8], artifact: &mut File) -> Result<(), String> {
+        let (claims, tag) = mac
+            .split_at_checked(CLAIMS)
+            .filter(|(_, tag)| tag.len() == 32)
+            .ok_or("its .mac file is truncated")?;
+        if &claims[..MAGIC.len()] != MAGIC {
+            return Err("its .mac file is not of this format".into());
         }
-        self.mac(&header[..HEADER - 32], artifact)
-            .verify_slice(tag)
+        let mut hmac = self.mac(claims);
+        let mut chunk = vec![0; CHUNK];
+        loop {
+            match artifact.read(&mut chunk) {
+                Ok(0) => break,
+                Ok(n) => hmac.update(&chunk[..n]),
+                Err(error) if error.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(error) => return Err(format!("cannot read it: {error}")),
+            }
+        }
+        hmac.verify_slice(tag)
             .map_err(|_| "authentication failed: damaged, or not written by this agent")?;
-        if component != digest.as_bytes() {
-            return Err("compiled from another component");
+        let expected = self.claims(digest);
+        if claims[MAGIC.len()..MAGIC.len() + 32] != expected[MAGIC.len()..MAGIC.len() + 32] {
+            return Err("compiled from another component".into());
         }
-        if engine != self.engine_key {
-            return Err("compiled for another engine configuration");
+        if claims[MAGIC.len() + 32..] != expected[MAGIC.len() + 32..] {
+            return Err("compiled for another engine configuration".into());
         }
-        Ok(artifact)
+        Ok(())
     }
 
-    /// The cached component for `digest`, if a valid entry exists. An entry
-    /// that fails any check is removed and reported as [`CacheOutcome::Damaged`].
+    /// The cached component for `digest`, mapped from its file, if a valid
+    /// entry exists. An entry that fails any check is removed and reported
+    /// as [`CacheOutcome::Damaged`].
     pub(crate) fn load(&self, engine: &Engine, digest: &Digest) -> Result<Component, CacheOutcome> {
-        let path = self.path(digest);
-        let Ok(entry) = std::fs::read(&path) else {
+        let (path, mac_path) = self.paths(digest);
+        let (Ok(mac), Ok(mut artifact)) = (std::fs::read(&mac_path), File::open(&path)) else {
             return Err(CacheOutcome::Miss);
         };
-        let artifact = match self.verify(digest, &entry) {
-            Ok(artifact) => artifact,
-            Err(why) => return self.discard(path, why),
-        };
-        // SAFETY: the artifact is byte-for-byte what `Component::serialize`
+        if let Err(why) = self.verify(digest, &mac, &mut artifact) {
+            return self.discard(digest, &why);
+        }
+        // The open file just authenticated, not whatever the name holds now.
+        let verified = PathBuf::from(format!("/proc/self/fd/{}", artifact.as_raw_fd()));
+        // SAFETY: the file is byte-for-byte what `Component::serialize`
         // produced for this component and this engine configuration: its
-        // header says so and this agent's key authenticates header and
-        // artifact together. That is what `deserialize` requires.
-        match unsafe { Component::deserialize(engine, artifact) } {
+        // claims say so and this agent's key authenticates claims and
+        // artifact together. That is what `deserialize_file` requires; its
+        // other requirement, that the file never changes while mapped, holds
+        // because the cache replaces entries by rename, never in place.
+        match unsafe { Component::deserialize_file(engine, &verified) } {
             Ok(component) => Ok(component),
-            Err(error) => self.discard(path, &format!("{error:#}")),
+            Err(error) => self.discard(digest, &format!("{error:#}")),
         }
     }
 
-    fn discard(&self, path: PathBuf, why: &str) -> Result<Component, CacheOutcome> {
+    fn discard(&self, digest: &Digest, why: &str) -> Result<Component, CacheOutcome> {
+        let (path, mac) = self.paths(digest);
         tracing::warn!(path = %path.display(), why, "discarding precompiled artifact; compiling the component again");
+        let _ = std::fs::remove_file(&mac);
         let _ = std::fs::remove_file(&path);
         Err(CacheOutcome::Damaged)
     }
 
-    /// Stores `component` under `digest`. A failure is logged, never fatal:
-    /// the next load just compiles again.
-    pub(crate) fn store(&self, digest: &Digest, component: &Component) {
-        let artifact = match component.serialize() {
-            Ok(artifact) => artifact,
-            Err(error) => {
-                tracing::warn!(
-                    error = format!("{error:#}"),
-                    "cannot serialise precompiled artifact"
-                );
-                return;
-            }
-        };
-        let mut entry = Vec::with_capacity(HEADER + artifact.len());
-        entry.extend_from_slice(MAGIC);
-        entry.extend_from_slice(digest.as_bytes());
-        entry.extend_from_slice(&self.engine_key);
-        let tag = self.mac(&entry, &artifact).finalize().into_bytes();
-        entry.extend_from_slice(&tag);
-        entry.extend_from_slice(&artifact);
-        if let Err(error) = write_atomic(&self.path(digest), &entry) {
-            tracing::warn!(dir = %self.dir.display(), %error, "cannot store precompiled artifact");
-        }
+    /// Stores `component` under `digest`.
+    ///
+    /// # Errors
+    /// It cannot be serialised or written; the next load just compiles again.
+    pub(crate) fn store(&self, digest: &Digest, component: &Component) -> Result<(), String> {
+        let artifact = component
+            .serialize()
+            .map_err(|error| format!("cannot serialise precompiled artifact: {error:#}"))?;
+        let claims = self.claims(digest);
+        let mut mac = self.mac(&claims);
+        mac.update(&artifact);
+        let mut file = Vec::with_capacity(MAC_FILE);
+        file.extend_from_slice(&claims);
+        file.extend_from_slice(&mac.finalize().into_bytes());
+        let (path, mac_path) = self.paths(digest);
+        // The artifact first: a `.mac` never vouches for a file not yet written.
+        write_atomic(&path, &artifact)
+            .and_then(|()| write_atomic(&mac_path, &file))
+            .map_err(|error| {
+                format!(
+                    "cannot store precompiled artifact in {}: {error}",
+                    self.dir.display()
+                )
+            })
     }
 }

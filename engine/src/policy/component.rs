@@ -1,5 +1,6 @@
 //! A loaded policy: one version of one component, pre-instantiated, with its
-//! limits. Every call gets a fresh store, an epoch deadline and a memory cap;
+//! limits. Every call gets a fresh store (its instances from the host's pool,
+//! see [`super::pool`]), an epoch deadline and a memory cap;
 //! its answer is validated against the contract before anyone sees it.
 
 use super::bindings::{merger, sorter, strategy};
@@ -8,6 +9,7 @@ use super::error::{Cause, cause};
 use super::guest_env::GuestClock;
 use super::handle::{Merger, Sorter, Strategy};
 use super::host::EPOCH_TICK;
+use super::pool::CallSlots;
 use super::sandbox::{
     HOSTCALL_BYTES, LOG_BYTES_PER_CALL, LOG_LINES_PER_CALL, Sandbox, off_runtime,
 };
@@ -48,6 +50,8 @@ pub(crate) struct Parts {
     pub(crate) limits: Limits,
     pub(crate) engine: Engine,
     pub(crate) clock: Arc<dyn Clock>,
+    /// The host's gate on instances held at once.
+    pub(crate) slots: Arc<CallSlots>,
     pub(crate) pre: Pre,
     pub(crate) exports: Vec<String>,
     pub(crate) imports: Vec<String>,
@@ -171,6 +175,9 @@ impl Policy {
         self.calls.fetch_add(1, Ordering::Relaxed);
         let limits = self.limits();
         let clock = GuestClock::new(Arc::clone(&self.parts.clock));
+        // Declared before the store, so dropped after it: the instances go
+        // back to the pool before the slot is given up.
+        let _slot = self.parts.slots.take();
         let mut store = Store::new(
             &self.parts.engine,
             Sandbox::new(Arc::clone(&self.label), limits.memory_bytes, clock),

@@ -55,6 +55,10 @@ pub enum LoadError {
     /// The component is malformed (truncated, corrupt, or uses unsupported features).
     #[error("invalid component")]
     Invalid(#[source] Cause),
+    /// Compiling it failed for want of memory or time, or its artifact could
+    /// not be kept: the component itself may be fine.
+    #[error("cannot be compiled")]
+    Compile(#[source] super::CompileError),
     /// The component exports none of the policy interfaces.
     #[error("exports none of the vigil:policy@0.1.0 worlds (its exports: {exports})")]
     NoWorld {

@@ -1,13 +1,16 @@
 //! The policy host: one wasmtime [`Engine`], one [`Linker`] (WASI plus the
-//! `log` import), an epoch ticker that enforces call deadlines, and the
-//! precompiled-artifact cache. [`Host::load`] turns component bytes into a
+//! `log` import), an epoch ticker that enforces call deadlines, the
+//! precompiled-artifact cache and, optionally, a child process that compiles
+//! what the cache lacks. [`Host::load`] turns component bytes into a
 //! [`Policy`] ready to call; it compiles, so run it off the async runtime.
 
 use super::bindings::{merger, sorter, strategy};
 use super::cache::{ArtifactCache, CacheOutcome};
+use super::compiler::{ChildCompiler, CompileError, Compiled};
 use super::component::{Policy, Pre, Source};
 use super::error::cause;
 use super::guest_env;
+use super::pool::{self, CallSlots};
 use super::sandbox::Sandbox;
 use super::{Digest, Limits, LoadError, WasmBytes, World};
 use crate::clock::{Clock, SystemClock};
@@ -36,6 +39,9 @@ pub enum HostError {
         #[source]
         source: std::io::Error,
     },
+    /// A child compiler needs a cache to hand its artifacts back through.
+    #[error("compiling in a child process needs an artifact cache")]
+    ChildWithoutCache,
 }
 
 /// Starts the thread that advances `engine`'s epoch every [`EPOCH_TICK`].
@@ -57,18 +63,38 @@ fn start_epoch_ticker(engine: &Engine) {
         .expect("cannot spawn the epoch ticker thread");
 }
 
+/// The engine's configuration: epoch deadlines, components, memories that
+/// start as copy-on-write images of the artifact, and, when `pooled`, pooled
+/// instances. What it compiles is the same either way, so the child
+/// compiler, which never instantiates, does without the pool (a test checks
+/// that the agent loads what its child stored).
+fn engine_config(pooled: bool) -> Config {
+    let mut config = Config::new();
+    config
+        .epoch_interruption(true)
+        .wasm_component_model(true)
+        .memory_init_cow(true);
+    if pooled {
+        config.allocation_strategy(pool::strategy());
+    }
+    config
+}
+
 /// Compiles and instantiates policies. One per process.
 pub struct Host {
     engine: Engine,
     clock: Arc<dyn Clock>,
     linker: Linker<Sandbox>,
     cache: Option<ArtifactCache>,
+    compiler: Option<ChildCompiler>,
+    slots: Arc<CallSlots>,
 }
 
 impl std::fmt::Debug for Host {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Host")
             .field("cache", &self.cache)
+            .field("compiler", &self.compiler)
             .finish_non_exhaustive()
     }
 }
@@ -91,9 +117,26 @@ impl Host {
         cache_dir: Option<PathBuf>,
         clock: Arc<dyn Clock>,
     ) -> Result<Self, HostError> {
-        let mut config = Config::new();
-        config.epoch_interruption(true).wasm_component_model(true);
-        let engine = Engine::new(&config).map_err(|e| HostError::Engine(cause(e)))?;
+        Self::build(cache_dir, clock, true)
+    }
+
+    /// A host for the child compiler: it compiles into `cache_dir` with the
+    /// agent's engine configuration, without the instance pool it never uses
+    /// (see [`Host::compile_into_cache`]).
+    ///
+    /// # Errors
+    /// As [`Host::new`].
+    pub fn for_compiling(cache_dir: PathBuf) -> Result<Self, HostError> {
+        Self::build(Some(cache_dir), Arc::new(SystemClock), false)
+    }
+
+    fn build(
+        cache_dir: Option<PathBuf>,
+        clock: Arc<dyn Clock>,
+        pooled: bool,
+    ) -> Result<Self, HostError> {
+        let engine =
+            Engine::new(&engine_config(pooled)).map_err(|e| HostError::Engine(cause(e)))?;
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_sync(&mut linker)
             .map_err(|e| HostError::Engine(cause(e)))?;
@@ -112,7 +155,40 @@ impl Host {
             clock,
             linker,
             cache,
+            compiler: None,
+            slots: Arc::default(),
         })
+    }
+
+    /// This host, compiling what its cache lacks in a child process run by
+    /// `compiler` rather than in this process.
+    ///
+    /// # Errors
+    /// The host has no cache to take the child's artifacts from.
+    pub fn compiling_in(mut self, compiler: ChildCompiler) -> Result<Self, HostError> {
+        if self.cache.is_none() {
+            return Err(HostError::ChildWithoutCache);
+        }
+        self.compiler = Some(compiler);
+        Ok(self)
+    }
+
+    /// The child's side of [`Host::compiling_in`]: compiles `bytes` and
+    /// stores the artifact in this host's cache.
+    ///
+    /// # Errors
+    /// The bytes are not a component that compiles ([`LoadError::Invalid`]
+    /// and kin), or the artifact cannot be stored ([`LoadError::Compile`]).
+    pub fn compile_into_cache(&self, bytes: &[u8]) -> Result<(), LoadError> {
+        check_header(bytes)?;
+        let cache = self.cache.as_ref().ok_or_else(|| {
+            LoadError::Compile(CompileError::NotCached("this host has no cache".into()))
+        })?;
+        let component =
+            Component::new(&self.engine, bytes).map_err(|e| LoadError::Invalid(cause(e)))?;
+        cache
+            .store(&Digest::of(bytes), &component)
+            .map_err(|e| LoadError::Compile(CompileError::NotCached(e)))
     }
 
     /// Loads `wasm` as the policy `name`: checks the format, compiles (or
@@ -172,6 +248,7 @@ impl Host {
             limits,
             engine: self.engine.clone(),
             clock: Arc::clone(&self.clock),
+            slots: Arc::clone(&self.slots),
             pre,
             exports,
             imports,
@@ -180,7 +257,8 @@ impl Host {
         }))
     }
 
-    /// The compiled component for `bytes`, from the cache when possible.
+    /// The compiled component for `bytes`, from the cache when possible;
+    /// otherwise compiled by the child compiler, or here.
     fn component(
         &self,
         digest: &Digest,
@@ -193,10 +271,26 @@ impl Host {
             },
             None => CacheOutcome::Disabled,
         };
+        if let (Some(cache), Some(compiler)) = (&self.cache, &self.compiler) {
+            return match compiler
+                .compile(cache.dir(), digest, bytes)
+                .map_err(LoadError::Compile)?
+            {
+                Compiled::Invalid(message) => Err(LoadError::Invalid(message.into())),
+                Compiled::Stored => match cache.load(&self.engine, digest) {
+                    Ok(component) => Ok((component, outcome)),
+                    Err(_) => Err(LoadError::Compile(CompileError::NotCached(
+                        "the compiler stored it, but it does not load".into(),
+                    ))),
+                },
+            };
+        }
         let component =
             Component::new(&self.engine, bytes).map_err(|e| LoadError::Invalid(cause(e)))?;
-        if let Some(cache) = &self.cache {
-            cache.store(digest, &component);
+        if let Some(cache) = &self.cache
+            && let Err(error) = cache.store(digest, &component)
+        {
+            tracing::warn!(error, "cannot store precompiled artifact");
         }
         Ok((component, outcome))
     }

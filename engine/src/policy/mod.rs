@@ -4,7 +4,9 @@
 //! Start with [`Registry`]: it owns the policies that serve, and is what the
 //! rest of vigil calls. Underneath:
 //! - [`Host`] compiles components (with an authenticated on-disk artifact
-//!   cache) and checks their world and imports; a [`Policy`] is one loaded
+//!   cache whose artifacts are mapped, not copied; in the agent, in a child
+//!   process with its own memory limit: [`compiler`]) and checks their world
+//!   and imports; a [`Policy`] is one loaded
 //!   version whose calls each run in a fresh, bounded store (the sandbox:
 //!   memory, tables, logs, what the guest passes the host; `guest_env`: clocks
 //!   that never wait, fixed randomness) and whose answers are validated and
@@ -21,6 +23,7 @@ pub mod builtin;
 mod cache;
 pub(crate) mod canary;
 pub mod check;
+pub mod compiler;
 mod component;
 mod digest;
 mod error;
@@ -29,6 +32,7 @@ mod guest_env;
 mod handle;
 mod host;
 mod limits;
+mod pool;
 mod registry;
 pub mod reload;
 mod sandbox;
@@ -38,6 +42,7 @@ mod validate;
 mod world;
 
 pub use cache::CacheOutcome;
+pub use compiler::{ChildCompiler, CompileError};
 pub use component::{Outcome, Policy, Source};
 pub use digest::{Digest, WasmBytes};
 pub use error::{Cause, Fault, LoadError};

@@ -1,0 +1,289 @@
+//! Compiling a component in a child process, so that the agent's own memory
+//! never carries a compile.
+//!
+//! Compiling a JavaScript or Python component takes seconds and hundreds of
+//! MiB; done in the agent, that peak sets the pod's memory limit on every
+//! node, and an agent OOM-killed mid-compile restarts and compiles again. So
+//! the agent runs `vigil policy compile` (hidden) as a child: the component
+//! goes in on stdin, the child limits its own memory (`RLIMIT_DATA`), compiles
+//! with the same engine configuration and writes the artifact into the shared
+//! cache, and the agent maps it from there. A child that runs out of memory
+//! or time fails that version only, like any component that does not load.
+//!
+//! The child's exit status is the protocol: 0 stored (its peak resident
+//! memory in KiB on stdout, logged), [`INVALID_EXIT`] the component does not
+//! compile (its message on stderr), anything else a failure of the compile
+//! itself.
+
+use super::Digest;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::Duration;
+use thiserror::Error;
+
+/// The child's exit code for a component that does not compile.
+pub const INVALID_EXIT: i32 = 2;
+/// The most of the child's stderr kept for an error message.
+const STDERR_KEPT: usize = 4096;
+
+/// How the agent compiles components: which program, within what limits.
+#[derive(Debug, Clone)]
+pub struct ChildCompiler {
+    /// The `vigil` binary to run as `PROGRAM policy compile`.
+    pub program: PathBuf,
+    /// The child's memory limit, in bytes.
+    pub memory_bytes: u64,
+    /// How long a compile may take before the child is killed.
+    pub deadline: Duration,
+}
+
+/// Why a compile in a child process failed.
+#[derive(Debug, Error)]
+pub enum CompileError {
+    /// The child could not be started or talked to.
+    #[error("cannot run the compiler {program}")]
+    Spawn {
+        /// The program.
+        program: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The child ran past its deadline and was killed.
+    #[error("compiling took longer than its deadline of {} s and was stopped", deadline.as_secs_f64())]
+    Deadline {
+        /// The deadline.
+        deadline: Duration,
+    },
+    /// The child ran out of memory.
+    #[error("compiling needed more than its memory limit of {limit_mib} MiB ({detail})")]
+    OutOfMemory {
+        /// The limit, in MiB.
+        limit_mib: u64,
+        /// What the child said.
+        detail: String,
+    },
+    /// The artifact could not be stored in, or loaded from, the cache.
+    #[error("its precompiled artifact cannot be kept: {0}")]
+    NotCached(String),
+    /// The child failed some other way.
+    #[error("the compiler process failed ({status}): {detail}")]
+    Failed {
+        /// How it ended.
+        status: ExitStatus,
+        /// What it said.
+        detail: String,
+    },
+}
+
+/// How a child's compile ended, for the caller to turn into a load result.
+#[derive(Debug)]
+pub enum Compiled {
+    /// The artifact is in the cache.
+    Stored,
+    /// The component does not compile; the child's message.
+    Invalid(String),
+}
+
+impl ChildCompiler {
+    /// Compiles `bytes` (whose digest is `digest`) in a child process that
+    /// stores the artifact in `cache_dir`. Blocks until the child ends or its
+    /// deadline passes.
+    ///
+    /// # Errors
+    /// The child cannot be run, runs out of memory or time, or fails.
+    pub fn compile(
+        &self,
+        cache_dir: &Path,
+        digest: &Digest,
+        bytes: &[u8],
+    ) -> Result<Compiled, CompileError> {
+        let spawn_error = |source| CompileError::Spawn {
+            program: self.program.clone(),
+            source,
+        };
+        let mut child = Command::new(&self.program)
+            .args(["policy", "compile", "--digest", &digest.hex()])
+            .arg("--memory-limit-bytes")
+            .arg(self.memory_bytes.to_string())
+            .arg("--cache-dir")
+            .arg(cache_dir)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(spawn_error)?;
+        let started = std::time::Instant::now();
+        let mut stdin = child.stdin.take().expect("stdin is piped");
+        let mut stdout = child.stdout.take().expect("stdout is piped");
+        let mut stderr = child.stderr.take().expect("stderr is piped");
+        let (ended, (said, peak)) = std::thread::scope(|scope| {
+            // The pipes are served beside the wait: a child that stops
+            // reading, or writes much, must not stall the deadline. Its
+            // stdout is one short line at the end.
+            let io = scope.spawn(move || {
+                // A child that dies early closes its stdin; its status says why.
+                let _ = stdin.write_all(bytes);
+                drop(stdin);
+                let mut said = Vec::new();
+                let _ = stderr.read_to_end(&mut said);
+                let mut peak = String::new();
+                let _ = stdout.read_to_string(&mut peak);
+                (said, peak)
+            });
+            let ended = wait_or_kill(&mut child, self.deadline);
+            (ended, io.join().unwrap_or_default())
+        });
+        let said = String::from_utf8_lossy(&said[said.len().saturating_sub(STDERR_KEPT)..]);
+        let detail = last_words(&said);
+        let status = match ended.map_err(spawn_error)? {
+            Some(status) => status,
+            None => {
+                return Err(CompileError::Deadline {
+                    deadline: self.deadline,
+                });
+            }
+        };
+        match status.code() {
+            Some(0) => {
+                tracing::info!(
+                    component = %digest,
+                    seconds = started.elapsed().as_secs_f64(),
+                    peak_rss_mib = peak.trim().parse::<u64>().ok().map(|kib| kib >> 10),
+                    "compiled in a child process"
+                );
+                Ok(Compiled::Stored)
+            }
+            Some(INVALID_EXIT) => Ok(Compiled::Invalid(detail)),
+            _ => match out_of_memory(&said) {
+                Some(detail) => Err(CompileError::OutOfMemory {
+                    limit_mib: self.memory_bytes >> 20,
+                    detail: detail.to_owned(),
+                }),
+                None => Err(CompileError::Failed { status, detail }),
+            },
+        }
+    }
+}
+
+/// Waits for `child` to end, at most `deadline`; past it, kills and reaps
+/// it and answers `None`. The wait is a poll on the child's pidfd, so the
+/// process is only ever signalled while it is still unreaped.
+fn wait_or_kill(child: &mut Child, deadline: Duration) -> std::io::Result<Option<ExitStatus>> {
+    use rustix::event::{PollFd, PollFlags, Timespec, poll};
+    use rustix::process::{Pid, PidfdFlags, pidfd_open};
+    let pid = i32::try_from(child.id())
+        .ok()
+        .and_then(Pid::from_raw)
+        .ok_or_else(|| std::io::Error::other("the child has no valid pid"))?;
+    let pidfd = pidfd_open(pid, PidfdFlags::empty())?;
+    let until = std::time::Instant::now() + deadline;
+    loop {
+        let left = until.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            child.kill()?;
+            child.wait()?;
+            return Ok(None);
+        }
+        let timeout = Timespec::try_from(left).map_err(std::io::Error::other)?;
+        let mut fds = [PollFd::new(&pidfd, PollFlags::IN)];
+        match poll(&mut fds, Some(&timeout)) {
+            Ok(0) => {}
+            Ok(_) => return child.wait().map(Some),
+            Err(rustix::io::Errno::INTR) => {}
+            Err(errno) => return Err(errno.into()),
+        }
+    }
+}
+
+/// What the child wrote to stderr, for an error message: its error line,
+/// without the `error: ` prefix `main` gives it, or all of it.
+fn last_words(said: &str) -> String {
+    let text = said.trim();
+    match text.lines().last().and_then(|l| l.strip_prefix("error: ")) {
+        Some(message) => message.to_owned(),
+        None if text.is_empty() => "it said nothing".to_owned(),
+        None => text.to_owned(),
+    }
+}
+
+/// This process's peak resident memory in KiB, as the child reports it.
+///
+/// # Errors
+/// `/proc/self/status` cannot be read or has no `VmHWM`.
+pub fn peak_rss_kib() -> anyhow::Result<u64> {
+    let status = std::fs::read_to_string("/proc/self/status")?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .ok_or_else(|| anyhow::anyhow!("no VmHWM in /proc/self/status"))
+}
+
+/// The line where the child says an allocation failed: Rust's abort
+/// message, or an OS allocation refusal (ENOMEM) reported as an error.
+fn out_of_memory(said: &str) -> Option<&str> {
+    said.lines()
+        .find(|l| l.contains("memory allocation of") || l.contains("os error 12"))
+        .map(str::trim)
+}
+
+/// The child's side: ends this process with its parent, offers it first to
+/// the OOM killer, limits its memory to `memory_bytes`, reads the component
+/// from stdin and checks it is the one asked for.
+///
+/// # Errors
+/// The limit cannot be set, stdin cannot be read, or it holds another component.
+pub fn child_input(digest: &str, memory_bytes: u64) -> anyhow::Result<Vec<u8>> {
+    use anyhow::Context;
+    use rustix::process::{Resource, Rlimit, Signal, set_parent_process_death_signal, setrlimit};
+    // An agent that dies (or is killed) takes its compile with it.
+    set_parent_process_death_signal(Some(Signal::KILL))
+        .context("cannot tie the compiler to the agent's life")?;
+    // Sharing the agent's cgroup, the child is what its OOM killer should
+    // pick. Best effort: raising one's own score needs no privilege, and
+    // without procfs the limit below still holds.
+    let _ = std::fs::write("/proc/self/oom_score_adj", "1000");
+    setrlimit(
+        Resource::Data,
+        Rlimit {
+            current: Some(memory_bytes),
+            maximum: Some(memory_bytes),
+        },
+    )
+    .context("cannot limit the compiler's memory")?;
+    let mut bytes = Vec::new();
+    std::io::stdin()
+        .read_to_end(&mut bytes)
+        .context("cannot read the component from stdin")?;
+    let found = Digest::of(&bytes).hex();
+    anyhow::ensure!(
+        found == digest,
+        "received component {found}, not the {digest} asked for"
+    );
+    Ok(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_childs_message_is_its_last_error_line() {
+        assert_eq!(
+            last_words("INFO something\nerror: invalid component: bad section\n"),
+            "invalid component: bad section"
+        );
+        assert_eq!(last_words(""), "it said nothing");
+        assert_eq!(last_words("thread panicked\n"), "thread panicked");
+        let aborted = "memory allocation of 4096 bytes failed\nstack backtrace:\n\
+                       skipping backtrace printing to avoid potential recursion\n";
+        assert_eq!(
+            out_of_memory(aborted),
+            Some("memory allocation of 4096 bytes failed")
+        );
+        assert!(out_of_memory("error: mmap: Cannot allocate memory (os error 12)").is_some());
+        assert_eq!(out_of_memory("error: invalid component"), None);
+    }
+}
