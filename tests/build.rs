@@ -22,6 +22,7 @@ fn main() {
         ("VIGIL_GUEST_SLEEPY_SORTER", sorter(&["sleepy"])),
         ("VIGIL_GUEST_CHATTY_SORTER", sorter(&["chatty"])),
         ("VIGIL_GUEST_VERBOSE_SORTER", sorter(&["verbose"])),
+        ("VIGIL_GUEST_REMEMBERING_SORTER", sorter(&["remembering"])),
         (
             "VIGIL_GUEST_SCRIPTED_STRATEGY",
             Guest {

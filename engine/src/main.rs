@@ -1,6 +1,7 @@
 //! The `vigil` binary: parses the command line and hands it to [`vigil::cli::run`].
 
 use clap::Parser;
+use std::io::IsTerminal;
 use std::time::Duration;
 use tracing_subscriber::EnvFilter;
 use vigil::cli::{Cli, LogFormat};
@@ -22,8 +23,10 @@ fn main() -> std::process::ExitCode {
 async fn run() -> std::process::ExitCode {
     let cli = Cli::parse();
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    // Colour only for a person at a terminal, not in a container's log.
     let logs = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr);
     match cli.log_format {
         LogFormat::Text => logs.init(),

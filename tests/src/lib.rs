@@ -29,6 +29,8 @@ pub const SLEEPY_SORTER: &[u8] = include_bytes!(env!("VIGIL_GUEST_SLEEPY_SORTER"
 pub const CHATTY_SORTER: &[u8] = include_bytes!(env!("VIGIL_GUEST_CHATTY_SORTER"));
 /// A sorter that declines every call with a 50 MiB message.
 pub const VERBOSE_SORTER: &[u8] = include_bytes!(env!("VIGIL_GUEST_VERBOSE_SORTER"));
+/// A sorter that declines with how many calls its instance has seen and its memory size.
+pub const REMEMBERING_SORTER: &[u8] = include_bytes!(env!("VIGIL_GUEST_REMEMBERING_SORTER"));
 /// An eviction strategy that answers what its config says (see its crate docs).
 pub const SCRIPTED_STRATEGY: &[u8] = include_bytes!(env!("VIGIL_GUEST_SCRIPTED_STRATEGY"));
 /// A WASI command component: no policy world at all.

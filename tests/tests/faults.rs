@@ -361,3 +361,42 @@ fn new_limits_apply_to_a_loaded_policy_without_recompiling_it() {
     registry.set_limits(limits);
     assert!(sort().is_ok());
 }
+
+#[test]
+fn no_call_sees_anything_a_call_before_it_left_in_the_instance() {
+    let cache = tempfile::tempdir().unwrap();
+    // Compiled here, then mapped from the cache, as the agent runs it.
+    for cache_dir in [
+        None,
+        Some(cache.path().to_owned()),
+        Some(cache.path().to_owned()),
+    ] {
+        let host = Host::new(cache_dir).unwrap();
+        let policy = host
+            .load(
+                "remembering",
+                Arc::from(REMEMBERING_SORTER),
+                Source::Builtin,
+                test_limits(),
+            )
+            .unwrap();
+        let sorter = policy.as_sorter().expect("a sorter");
+        let declined = || match sorter.sort(&three_candidates(), "{}") {
+            Ok(Err(answer)) => answer,
+            other => panic!("expected the guest's count, got {other:?}"),
+        };
+        let first = declined();
+        assert!(first.starts_with("call 1, "), "{first}");
+        // One after another, and many at once (more than the calls that hold
+        // pooled instances at a time): each sees its instance as new.
+        for _ in 0..5 {
+            assert_eq!(declined(), first);
+        }
+        std::thread::scope(|scope| {
+            let calls: Vec<_> = (0..24).map(|_| scope.spawn(declined)).collect();
+            for call in calls {
+                assert_eq!(call.join().unwrap(), first);
+            }
+        });
+    }
+}

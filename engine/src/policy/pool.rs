@@ -16,7 +16,17 @@
 //! instantiate, so its canary refuses it.
 
 use std::sync::{Condvar, Mutex};
-use wasmtime::{InstanceAllocationStrategy, PoolingAllocationConfig};
+use wasmtime::{Enabled, InstanceAllocationStrategy, PoolingAllocationConfig};
+
+/// How much of a memory or table slot is reset in place when an instance
+/// ends, rather than handed back to the kernel: the pages a call dirtied
+/// (found with `PAGEMAP_SCAN` where the kernel has it, Linux 6.7+) are
+/// restored from the image, so the next call on the slot takes no page
+/// faults. Without this, every call faulted in the pages it touched and
+/// every end unmapped them: a Rust policy's empty call cost 50 µs instead of
+/// 17 µs. The price is that dirtied pages, up to this much per slot, stay
+/// resident between calls.
+const KEEP_RESIDENT: usize = 8 << 20;
 
 /// Calls that may hold instances at once; more wait for one to end.
 pub(crate) const CONCURRENT_CALLS: u32 = 8;
@@ -67,7 +77,10 @@ pub(crate) fn strategy() -> InstanceAllocationStrategy {
         .table_elements(PER_POLICY.table_elements)
         .max_memory_size(PER_POLICY.memory_bytes)
         // Wasm stacks are for async calls, which policies do not make.
-        .total_stacks(0);
+        .total_stacks(0)
+        .linear_memory_keep_resident(KEEP_RESIDENT)
+        .table_keep_resident(KEEP_RESIDENT)
+        .pagemap_scan(Enabled::Auto);
     InstanceAllocationStrategy::Pooling(pool)
 }
 

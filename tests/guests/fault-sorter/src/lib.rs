@@ -12,7 +12,10 @@
 //!   sleeps (through WASI's clock and poll) for longer than anyone waits;
 //! - `chatty`: honest, after logging and printing 1 000 lines each, one of them
 //!   with a newline that tries to forge a log line of its own;
-//! - `verbose`: declines every call with a 50 MiB message.
+//! - `verbose`: declines every call with a 50 MiB message;
+//! - `remembering`: grows its memory by 4 MiB and counts its calls in a
+//!   static, then declines with the count and its memory size — a fresh
+//!   instance per call must say `call 1` and the same size every time.
 
 /// Bindings generated from the `candidate-sorter` world.
 #[allow(missing_docs)]
@@ -65,6 +68,12 @@ impl Guest for FaultSorter {
                 println!("printed {i}");
             }
         }
+        if cfg!(feature = "remembering") {
+            static CALLS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+            let calls = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+            std::hint::black_box(vec![1u8; 4 << 20]).leak();
+            return Err(format!("call {calls}, {} pages", memory_pages()));
+        }
         if cfg!(feature = "verbose") {
             return Err("x".repeat(50 << 20));
         }
@@ -73,6 +82,14 @@ impl Guest for FaultSorter {
             rejected: vec![],
         })
     }
+}
+
+/// The size of the guest's linear memory, in 64 KiB pages.
+fn memory_pages() -> usize {
+    #[cfg(target_arch = "wasm32")]
+    return core::arch::wasm32::memory_size(0);
+    #[cfg(not(target_arch = "wasm32"))]
+    0
 }
 
 #[cfg(target_arch = "wasm32")]
