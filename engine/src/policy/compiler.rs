@@ -167,32 +167,53 @@ impl ChildCompiler {
     }
 }
 
+/// How often a child is checked on where the kernel has no pidfds (before
+/// Linux 5.3, or a seccomp profile that refuses `pidfd_open`).
+const POLL_WITHOUT_PIDFD: Duration = Duration::from_millis(10);
+
 /// Waits for `child` to end, at most `deadline`; past it, kills and reaps
-/// it and answers `None`. The wait is a poll on the child's pidfd, so the
-/// process is only ever signalled while it is still unreaped.
+/// it and answers `None`. The child is only ever signalled while unreaped,
+/// so the signal cannot reach a recycled pid. The wait is a poll on the
+/// child's pidfd, or a check every [`POLL_WITHOUT_PIDFD`] without one.
 fn wait_or_kill(child: &mut Child, deadline: Duration) -> std::io::Result<Option<ExitStatus>> {
-    use rustix::event::{PollFd, PollFlags, Timespec, poll};
+    let pidfd = pidfd(child);
+    wait_or_kill_with(child, pidfd.as_ref(), deadline)
+}
+
+/// The child's pidfd, if the kernel gives one.
+fn pidfd(child: &Child) -> Option<std::os::fd::OwnedFd> {
     use rustix::process::{Pid, PidfdFlags, pidfd_open};
-    let pid = i32::try_from(child.id())
-        .ok()
-        .and_then(Pid::from_raw)
-        .ok_or_else(|| std::io::Error::other("the child has no valid pid"))?;
-    let pidfd = pidfd_open(pid, PidfdFlags::empty())?;
+    let pid = i32::try_from(child.id()).ok().and_then(Pid::from_raw)?;
+    pidfd_open(pid, PidfdFlags::empty()).ok()
+}
+
+fn wait_or_kill_with(
+    child: &mut Child,
+    pidfd: Option<&std::os::fd::OwnedFd>,
+    deadline: Duration,
+) -> std::io::Result<Option<ExitStatus>> {
+    use rustix::event::{PollFd, PollFlags, Timespec, poll};
     let until = std::time::Instant::now() + deadline;
     loop {
+        if let Some(status) = child.try_wait()? {
+            return Ok(Some(status));
+        }
         let left = until.saturating_duration_since(std::time::Instant::now());
         if left.is_zero() {
             child.kill()?;
             child.wait()?;
             return Ok(None);
         }
-        let timeout = Timespec::try_from(left).map_err(std::io::Error::other)?;
-        let mut fds = [PollFd::new(&pidfd, PollFlags::IN)];
-        match poll(&mut fds, Some(&timeout)) {
-            Ok(0) => {}
-            Ok(_) => return child.wait().map(Some),
-            Err(rustix::io::Errno::INTR) => {}
-            Err(errno) => return Err(errno.into()),
+        match pidfd {
+            Some(pidfd) => {
+                let timeout = Timespec::try_from(left).map_err(std::io::Error::other)?;
+                let mut fds = [PollFd::new(pidfd, PollFlags::IN)];
+                match poll(&mut fds, Some(&timeout)) {
+                    Ok(_) | Err(rustix::io::Errno::INTR) => {}
+                    Err(errno) => return Err(errno.into()),
+                }
+            }
+            None => std::thread::sleep(left.min(POLL_WITHOUT_PIDFD)),
         }
     }
 }
@@ -268,6 +289,33 @@ pub fn child_input(digest: &str, memory_bytes: u64) -> anyhow::Result<Vec<u8>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Runs `sh -c script` and waits for it as the compiler's child is
+    /// waited for, with and without a pidfd.
+    fn waited(script: &str, deadline: Duration) -> [Option<ExitStatus>; 2] {
+        [true, false].map(|with_pidfd| {
+            let mut child = Command::new("sh")
+                .args(["-c", script])
+                .stdin(Stdio::piped())
+                .spawn()
+                .unwrap();
+            let pidfd = if with_pidfd { pidfd(&child) } else { None };
+            assert_eq!(pidfd.is_some(), with_pidfd, "this kernel gives pidfds");
+            wait_or_kill_with(&mut child, pidfd.as_ref(), deadline).unwrap()
+        })
+    }
+
+    #[test]
+    fn a_child_is_waited_for_until_its_deadline_then_killed() {
+        for ended in waited("exit 3", Duration::from_secs(60)) {
+            assert_eq!(ended.and_then(|s| s.code()), Some(3));
+        }
+        // `read` on a pipe nobody writes to (still open: the `Child` holds
+        // it) never returns: only the kill ends it.
+        for ended in waited("read line", Duration::from_millis(50)) {
+            assert_eq!(ended, None);
+        }
+    }
 
     #[test]
     fn the_childs_message_is_its_last_error_line() {
