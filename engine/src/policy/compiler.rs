@@ -109,6 +109,8 @@ impl ChildCompiler {
             .arg(self.memory_bytes.to_string())
             .arg("--cache-dir")
             .arg(cache_dir)
+            // Its last words are the message; a backtrace would bury them.
+            .env("RUST_BACKTRACE", "0")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -126,8 +128,7 @@ impl ChildCompiler {
                 // A child that dies early closes its stdin; its status says why.
                 let _ = stdin.write_all(bytes);
                 drop(stdin);
-                let mut said = Vec::new();
-                let _ = stderr.read_to_end(&mut said);
+                let said = tail(&mut stderr, STDERR_KEPT);
                 let mut peak = String::new();
                 let _ = stdout.read_to_string(&mut peak);
                 (said, peak)
@@ -135,7 +136,7 @@ impl ChildCompiler {
             let ended = wait_or_kill(&mut child, self.deadline);
             (ended, io.join().unwrap_or_default())
         });
-        let said = String::from_utf8_lossy(&said[said.len().saturating_sub(STDERR_KEPT)..]);
+        let said = String::from_utf8_lossy(&said);
         let detail = last_words(&said);
         let status = match ended.map_err(spawn_error)? {
             Some(status) => status,
@@ -216,6 +217,27 @@ fn wait_or_kill_with(
             None => std::thread::sleep(left.min(POLL_WITHOUT_PIDFD)),
         }
     }
+}
+
+/// The last `keep` bytes `reader` gives before its end, holding no more
+/// than twice that at any time: a child logging without bound costs the
+/// agent nothing.
+fn tail(reader: &mut impl Read, keep: usize) -> Vec<u8> {
+    let mut kept = Vec::with_capacity(2 * keep);
+    let mut chunk = [0; 4096];
+    loop {
+        match reader.read(&mut chunk) {
+            Ok(0) => break,
+            Ok(n) => kept.extend_from_slice(&chunk[..n]),
+            Err(error) if error.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => break,
+        }
+        if kept.len() > 2 * keep {
+            kept.drain(..kept.len() - keep);
+        }
+    }
+    let start = kept.len().saturating_sub(keep);
+    kept.split_off(start)
 }
 
 /// What the child wrote to stderr, for an error message: its error line,
@@ -315,6 +337,16 @@ mod tests {
         for ended in waited("read line", Duration::from_millis(50)) {
             assert_eq!(ended, None);
         }
+    }
+
+    #[test]
+    fn only_the_end_of_what_the_child_says_is_kept() {
+        let said: Vec<u8> = (0..100_000u32)
+            .flat_map(|i| format!("line {i}\n").into_bytes())
+            .collect();
+        let kept = tail(&mut said.as_slice(), 64);
+        assert_eq!(kept, said[said.len() - 64..]);
+        assert_eq!(tail(&mut &b"short"[..], 64), b"short");
     }
 
     #[test]
