@@ -150,6 +150,22 @@ impl Shared {
         self.bump();
     }
 
+    /// Serves a request with `serve` and records it with `record` as one
+    /// step: the log is held while the store changes, so whoever sees a
+    /// request's effect and then reads the log finds the request in it.
+    fn serve_recorded(
+        &self,
+        serve: impl FnOnce() -> (u16, Value),
+        record: impl FnOnce(u16) -> Request,
+    ) -> (u16, Value) {
+        let mut log = self.requests.lock().unwrap();
+        let answer = serve();
+        log.push(record(answer.0));
+        drop(log);
+        self.bump();
+        answer
+    }
+
     fn write<T>(&self, change: impl FnOnce(&mut Store) -> T) -> T {
         let out = change(&mut self.store.lock().unwrap());
         self.bump();

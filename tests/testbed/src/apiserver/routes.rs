@@ -92,8 +92,10 @@ async fn handle(State(shared): State<Arc<Shared>>, request: axum::extract::Reque
         };
         return watch(&shared, &watched, resource, namespace, &query);
     }
-    let answer = route(&shared, &method, &path, &query, body.clone());
-    shared.record(record(answer.0));
+    let answer = shared.serve_recorded(
+        || route(&shared, &method, &path, &query, body.clone()),
+        record,
+    );
     respond(answer)
 }
 
