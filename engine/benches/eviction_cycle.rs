@@ -2,7 +2,8 @@
 //!
 //! Run with `cargo bench -p vigil --bench eviction_cycle`. Prints, from one run:
 //! - the time of one decision cycle with the default policies at 110, 500 and
-//!   1000 pods, calm (every strategy judges, nobody is evicted) and under hard
+//!   1000 pods (each with six labels and three annotations, as a Deployment's
+//!   pods have), calm (every strategy judges, nobody is evicted) and under hard
 //!   memory pressure (plus top victims, the sorter and the killer);
 //! - the time from a signal event (a write to a cgroup's `memory.events`,
 //!   seen through inotify) to the killer being called.
@@ -15,10 +16,37 @@ use tokio::sync::{mpsc, oneshot};
 use vigil::clock::SystemClock;
 use vigil::eviction::runner::{Heartbeat, NodeSource, Report, Runner};
 use vigil::eviction::{EvictionManager, EvictionSettings, KillError, Killer, NodeState, Victim};
-use vigil::model::{Pod, QosClass, Resources, Signal, Usage};
+use vigil::model::{KeyValue, Pod, QosClass, Resources, Signal, Usage};
 use vigil::policy::{Host, LimitsTable, Registry};
 use vigil::signals::wake::watch_memory_events;
 
+/// Labels of a typical Deployment's pod (value: the key's, with the pod's number).
+const LABELS: [&str; 6] = [
+    "app",
+    "app.kubernetes.io/name",
+    "app.kubernetes.io/instance",
+    "app.kubernetes.io/part-of",
+    "pod-template-hash",
+    "team",
+];
+/// Annotations of a typical pod (the long ones the agent never passes are left out).
+const ANNOTATIONS: [&str; 3] = [
+    "kubectl.kubernetes.io/restartedAt",
+    "prometheus.io/scrape",
+    "prometheus.io/port",
+];
+
+fn pairs(keys: &[&str], i: usize) -> Vec<KeyValue> {
+    keys.iter()
+        .map(|key| KeyValue {
+            key: (*key).into(),
+            value: format!("{key}-{}", i % 17),
+        })
+        .collect()
+}
+
+/// `pods` pods (each with the usual labels and annotations) on a node with
+/// `available_mib` of memory available.
 fn node(pods: usize, available_mib: u64) -> NodeState {
     let qos = [
         QosClass::BestEffort,
@@ -30,7 +58,10 @@ fn node(pods: usize, available_mib: u64) -> NodeState {
             let usage = ((i * 7919) % 2048) as u64;
             let request = ((i * 104_729) % 1024) as u64;
             let name = format!("pod-{i}");
-            policy_kit::pod!(&name, qos[i % 3], priority: (i % 7) as i32 * 100, usage_mib: usage, request_mib: request)
+            let mut pod = policy_kit::pod!(&name, qos[i % 3], priority: (i % 7) as i32 * 100, usage_mib: usage, request_mib: request);
+            pod.labels = pairs(&LABELS, i);
+            pod.annotations = pairs(&ANNOTATIONS, i);
+            pod
         })
         .collect();
     let gib = (1u64 << 30) as f64;

@@ -10,7 +10,7 @@
 
 mod common;
 
-use common::{builtin, candidates, empty_call, median, micros};
+use common::{builtin, candidates, empty_call, median, micros, strategies};
 use std::path::Path;
 use std::time::Duration;
 use vigil::policy::{Host, Limits, Policy, Source};
@@ -58,13 +58,14 @@ fn measure(language: &'static str, bytes: &[u8]) -> Figures {
     let sorts = SIZES
         .iter()
         .map(|&n| {
-            let candidates = candidates!(vigil::policy::bindings, n);
+            let mut candidates = candidates!(vigil::policy::bindings, n);
+            let strategies = strategies();
             median(|| {
                 std::hint::black_box(
                     policy
                         .as_sorter()
                         .expect("a sorter")
-                        .sort(&candidates, "{}")
+                        .sort(&strategies, &mut candidates, "{}")
                         .expect("no fault")
                         .expect("sorts"),
                 );

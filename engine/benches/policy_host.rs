@@ -9,7 +9,7 @@
 
 mod common;
 
-use common::{builtin, candidates, empty_call, median, micros};
+use common::{builtin, candidates, empty_call, median, micros, strategies};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -31,8 +31,9 @@ fn sorter_ratios(host: &Host) {
         "{:>10} {:>12} {:>14} {:>12} {:>14} {:>8} {:>13}",
         "candidates", "native", "native+clone", "component", "of it, copy", "ratio", "ratio/clone"
     );
+    let strategies = strategies();
     for n in [10, 100, 1000, 10_000] {
-        let (hosted, native) = (
+        let (mut hosted, native) = (
             candidates!(vigil::policy::bindings, n),
             candidates!(default_sorter, n),
         );
@@ -48,7 +49,7 @@ fn sorter_ratios(host: &Host) {
                 policy
                     .as_sorter()
                     .expect("a sorter")
-                    .sort(&hosted, "{}")
+                    .sort(&strategies, &mut hosted, "{}")
                     .expect("no fault")
                     .expect("sorts"),
             );
@@ -60,7 +61,7 @@ fn sorter_ratios(host: &Host) {
                 policy
                     .as_sorter()
                     .expect("a sorter")
-                    .sort(&hosted, "[]")
+                    .sort(&strategies, &mut hosted, "[]")
                     .expect("no fault")
                     .expect_err("refuses"),
             );
@@ -119,7 +120,11 @@ async fn reload_latency(dir: &Path) {
         policy
             .as_sorter()
             .expect("a sorter")
-            .sort(&candidates!(vigil::policy::bindings, 10), "{}")
+            .sort(
+                &strategies(),
+                &mut candidates!(vigil::policy::bindings, 10),
+                "{}",
+            )
             .expect("no fault")
             .expect("sorts");
         samples.push(started.elapsed());

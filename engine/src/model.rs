@@ -4,9 +4,13 @@
 //! Signals, the eviction loop, the cluster side and the simulation all speak
 //! these types; only the policy host knows they come from WIT bindings.
 
+/// Why a candidate is proposed, as the sorter is told (the eviction loop's
+/// own [`crate::eviction::Urgency`] orders the kill queue).
+pub use crate::policy::bindings::Urgency as CandidateUrgency;
 pub use crate::policy::bindings::{
-    Candidate, Condition, Decision, Eviction, KeyValue, Layer, Level, MergeRejection, MetLevel,
-    Pod, QosClass, Resources, Signal, Snapshot, SortRejection, Sorted, Threshold, Usage,
+    Candidate, Condition, Decision, Eviction, Interest, KeyValue, Layer, Level, MergeRejection,
+    MetLevel, OwnerKind, Pod, QosClass, Resources, Signal, Snapshot, SortRejection, Sorted,
+    Threshold, Usage,
 };
 
 /// A memory threshold met at `met`, with the `MemoryPressure` condition and

@@ -23,7 +23,7 @@ fn builtin_policies_pass_and_name_their_world() {
     ] {
         assert!(text.contains(&format!("builtin:{name}: ok")), "{text}");
         assert!(
-            text.contains(&format!("world:    vigil:policy/{world}@0.1.0")),
+            text.contains(&format!("world:    vigil:policy/{world}@0.2.0")),
             "{text}"
         );
     }
@@ -43,7 +43,15 @@ fn invalid_files_fail_the_check_naming_file_and_reason() {
     };
     let garbage = write("garbage.wasm", b"this is not wasm");
     let module = write("module.wasm", &wat::parse_str("(module)").unwrap());
-    let (ok, text) = vigil(&["policy", "check", &garbage, &module]);
+    // What a sorter built against the previous contract exports.
+    let old = write(
+        "old.wasm",
+        &wat::parse_str(
+            r#"(component (instance $i) (export "vigil:policy/sorter@0.1.0" (instance $i)))"#,
+        )
+        .unwrap(),
+    );
+    let (ok, text) = vigil(&["policy", "check", &garbage, &module, &old]);
     assert!(!ok, "{text}");
     assert!(
         text.contains(&format!("{garbage}: INVALID: not a WebAssembly file")),
@@ -55,7 +63,13 @@ fn invalid_files_fail_the_check_naming_file_and_reason() {
         )),
         "{text}"
     );
-    assert!(text.contains("2 component(s) failed the check"), "{text}");
+    assert!(
+        text.contains(&format!(
+            "{old}: INVALID: built for vigil:policy@0.1.0, this agent speaks 0.2.0"
+        )),
+        "{text}"
+    );
+    assert!(text.contains("3 component(s) failed the check"), "{text}");
 }
 
 #[test]
@@ -91,7 +105,7 @@ fn the_example_policies_in_c_javascript_and_python_pass_and_name_their_world() {
     let (ok, text) = vigil(&args);
     assert!(ok, "{text}");
     for (path, (_, world)) in paths.iter().zip(examples) {
-        let report = format!("{path}: ok\n  world:    vigil:policy/{world}@0.1.0\n");
+        let report = format!("{path}: ok\n  world:    vigil:policy/{world}@0.2.0\n");
         assert!(text.contains(&report), "{report} in {text}");
     }
     assert_eq!(text.matches("canary call passed").count(), examples.len());

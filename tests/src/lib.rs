@@ -8,7 +8,7 @@ pub use killer::RecordingKiller;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 use vigil::clock::ManualClock;
-use vigil::policy::bindings::{Candidate, KeyValue, Pod, QosClass, Resources, Usage};
+use vigil::policy::bindings::{Candidate, KeyValue, Pod, QosClass, Resources, Urgency, Usage};
 use vigil::policy::{Host, Limits, LimitsTable, Registry};
 
 /// An honest sorter that orders candidates in reverse input order.
@@ -48,14 +48,14 @@ pub fn builtin(name: &str) -> &'static [u8] {
         .1
 }
 
-/// A component that exports a sorter interface with no functions, importing `import`
-/// (a WIT interface name) if given.
-pub fn hollow_sorter_wat(import: Option<&str>) -> Vec<u8> {
+/// A component that exports a sorter interface of contract `version` with
+/// no functions, importing `import` (a WIT interface name) if given.
+pub fn hollow_sorter_wat(import: Option<&str>, version: &str) -> Vec<u8> {
     let import = import
         .map(|i| format!("(import \"{i}\" (instance (export \"f\" (func))))"))
         .unwrap_or_default();
     let wat = format!(
-        "(component {import} (instance $empty) (export \"vigil:policy/sorter@0.1.0\" (instance $empty)))"
+        "(component {import} (instance $empty) (export \"vigil:policy/sorter@{version}\" (instance $empty)))"
     );
     wat::parse_str(wat).expect("test WAT parses")
 }
@@ -83,12 +83,20 @@ pub fn registry(state_dir: Option<std::path::PathBuf>) -> (Arc<Registry>, Arc<Ma
     (Arc::new(registry), clock)
 }
 
-/// A best-effort candidate named `name` using `usage_mib` of memory.
+/// The strategies the test candidates name: [`candidate`]'s is the first.
+pub fn strategies() -> Vec<String> {
+    ["test", "memory-pressure", "disk-pressure"]
+        .map(String::from)
+        .to_vec()
+}
+
+/// A best-effort candidate named `name` using `usage_mib` of memory,
+/// proposed by strategy `test` under hard pressure.
 pub fn candidate(name: &str, usage_mib: u64) -> Candidate {
     Candidate {
         pod: policy_kit::pod!(name, QosClass::BestEffort, priority: 0, usage_mib: usage_mib, request_mib: 0),
-        strategy: "test".into(),
-        reason: "test".into(),
+        strategy: 0,
+        urgency: Urgency::Hard,
     }
 }
 
@@ -180,6 +188,7 @@ pub fn random_candidates(rng: &mut Rng, n: usize) -> Vec<Candidate> {
         QosClass::Guaranteed,
     ];
     const KEYS: [&str; 4] = ["app", "vigil.io/skip", "team", "vigil.io/keep"];
+    const URGENCIES: [Urgency; 3] = [Urgency::Hard, Urgency::Force, Urgency::Soft];
     (0..n)
         .map(|i| {
             let name = *rng.pick(&NAMES);
@@ -209,8 +218,8 @@ pub fn random_candidates(rng: &mut Rng, n: usize) -> Vec<Candidate> {
             pod.is_critical = flag == 2;
             Candidate {
                 pod,
-                strategy: format!("strategy-{i}"),
-                reason: "generated".into(),
+                strategy: u32::try_from(i % 3).unwrap_or(0),
+                urgency: *rng.pick(&URGENCIES),
             }
         })
         .collect()

@@ -63,7 +63,7 @@ fn answers(policy: &Policy) -> Vec<String> {
         &policy
             .as_sorter()
             .expect("a sorter")
-            .sort(&candidates, "{}")
+            .sort(&strategies(), &mut candidates.clone(), "{}")
             .unwrap()
             .unwrap()
             .order,

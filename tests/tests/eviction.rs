@@ -8,7 +8,7 @@ use vigil::clock::{Clock, ManualClock};
 use vigil::eviction::{
     CycleReport, EvictionManager, EvictionSettings, KillError, NodeState, PolicySettings,
 };
-use vigil::policy::bindings::{Pod, QosClass, Resources, Signal, Usage};
+use vigil::policy::bindings::{KeyValue, Pod, QosClass, Resources, Signal, Usage};
 use vigil::policy::{Registry, Source};
 use vigil_tests::*;
 
@@ -423,4 +423,123 @@ async fn two_pressures_that_pick_the_same_pod_share_it_and_pick_no_second_one() 
         .filter(|s| s.contains("reclaim in progress"))
         .count();
     assert_eq!(waiting, 2, "{:?}", second.skipped);
+}
+
+/// `pods()`, each with labels `app`, `team`, `vigil.dev/tier` and
+/// annotations `note`, `vigil.dev/owner`.
+fn labelled_pods() -> Vec<Pod> {
+    let pair = |key: &str| KeyValue {
+        key: key.into(),
+        value: format!("{key} value"),
+    };
+    pods()
+        .into_iter()
+        .map(|pod| Pod {
+            labels: ["app", "team", "vigil.dev/tier"].map(pair).to_vec(),
+            annotations: ["note", "vigil.dev/owner"].map(pair).to_vec(),
+            ..pod
+        })
+        .collect()
+}
+
+/// What `script` declined with this cycle (its `showKeys` answer).
+fn shown(report: &CycleReport, script: &str) -> String {
+    let prefix = format!("strategy {script} declined: ");
+    report
+        .skipped
+        .iter()
+        .find_map(|s| s.strip_prefix(&prefix))
+        .unwrap_or_else(|| panic!("{script} declined: {:?}", report.skipped))
+        .to_owned()
+}
+
+#[tokio::test]
+async fn a_strategy_sees_only_the_labels_and_annotations_it_declared_and_the_pods_stay_whole() {
+    let narrow = config(
+        r#"{"showKeys":true,"interest":{"labels":["team","vigil.dev/*"],"annotations":["note"]}}"#,
+    );
+    let blind = config(r#"{"showKeys":true}"#);
+    let mut node = Node::new(
+        settings(&[("narrow", narrow), ("blind", blind)]),
+        &[("narrow", SCRIPTED_STRATEGY), ("blind", SCRIPTED_STRATEGY)],
+    );
+    node.pods = labelled_pods();
+    let report = node.cycle().await;
+    assert!(
+        shown(&report, "narrow").starts_with(
+            "critical-hog: labels=team,vigil.dev/tier annotations=note; hog: labels=team,vigil.dev/tier annotations=note;"
+        ),
+        "{report:?}"
+    );
+    assert!(
+        shown(&report, "blind").starts_with("critical-hog: labels= annotations=; hog: labels="),
+        "{report:?}"
+    );
+    // A skip label the sorter asked for still reaches it: what one policy
+    // was not shown was only set aside for its call.
+    let sorter = config(r#"{"skipLabels":["app"]}"#);
+    let script = config(r#"{"met":"hard","victims":["uid-hog","uid-steady"]}"#);
+    let mut node = Node::new(
+        settings(&[("script", script), ("default-sorter", sorter)]),
+        &[("script", SCRIPTED_STRATEGY)],
+    );
+    node.pods = labelled_pods();
+    node.pods[3].labels.retain(|kv| kv.key != "app");
+    node.available_mib = 50;
+    let report = node.cycle().await;
+    assert_eq!(names(&report.started), ["steady"], "{report:?}");
+    assert_eq!(
+        node.killer.evicted()[0].pod.labels.len(),
+        2,
+        "the victim's labels are whole"
+    );
+}
+
+#[tokio::test]
+async fn a_new_config_is_asked_for_its_interest_and_a_faulty_interest_is_a_fault() {
+    let shows = |labels: &str| {
+        config(&format!(
+            r#"{{"showKeys":true,"interest":{{"labels":{labels}}}}}"#
+        ))
+    };
+    let mut node = Node::new(
+        settings(&[("script", shows(r#"["app"]"#))]),
+        &[("script", SCRIPTED_STRATEGY)],
+    );
+    node.pods = labelled_pods();
+    let report = node.cycle().await;
+    assert!(shown(&report, "script").starts_with("critical-hog: labels=app annotations=;"));
+    node.manager
+        .set_settings(settings(&[("script", shows(r#"["team"]"#))]));
+    let report = node.cycle().await;
+    assert!(shown(&report, "script").starts_with("critical-hog: labels=team annotations=;"));
+
+    // Too many keys: the answer breaks the contract.
+    let many: Vec<String> = (0..65).map(|i| format!("\"k{i}\"")).collect();
+    node.manager.set_settings(settings(&[(
+        "script",
+        shows(&format!("[{}]", many.join(","))),
+    )]));
+    let report = node.cycle().await;
+    assert!(
+        report.skipped.iter().any(|s| s
+            .starts_with("strategy script skipped: gave an invalid answer")
+            && s.contains("at most 64 keys")),
+        "{:?}",
+        report.skipped
+    );
+    // An interest that traps.
+    let mut node = Node::new(
+        settings(&[("script", config(r#"{"interest":7}"#))]),
+        &[("script", SCRIPTED_STRATEGY)],
+    );
+    let report = node.cycle().await;
+    assert!(
+        report
+            .skipped
+            .iter()
+            .any(|s| s.starts_with("strategy script skipped: trapped")),
+        "{:?}",
+        report.skipped
+    );
 }

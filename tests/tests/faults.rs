@@ -24,7 +24,7 @@ fn sort_fault(bytes: &[u8]) -> Fault {
     match policy
         .as_sorter()
         .expect("a sorter")
-        .sort(&three_candidates(), "{}")
+        .sort(&strategies(), &mut three_candidates(), "{}")
     {
         Err(fault) => fault,
         Ok(answer) => panic!("expected a fault, got {answer:?}"),
@@ -38,14 +38,15 @@ fn an_endless_loop_is_interrupted_at_the_deadline_every_time() {
         let fault = policy
             .as_sorter()
             .expect("a sorter")
-            .sort(&three_candidates(), "{}")
+            .sort(&strategies(), &mut three_candidates(), "{}")
             .unwrap_err();
         assert!(
             matches!(fault, Fault::Deadline { deadline_ms: 50 }),
             "{fault:?}"
         );
     }
-    assert_eq!((policy.calls(), policy.faults()), (2, 2));
+    // Its interest, asked once for the config, then the two sorts.
+    assert_eq!((policy.calls(), policy.faults()), (1 + 2, 2));
 }
 
 #[test]
@@ -107,18 +108,30 @@ fn components_that_cannot_be_policies_are_refused_with_the_reason() {
         ),
         (
             "unsatisfiable import",
-            hollow_sorter_wat(Some("acme:missing/thing")),
+            hollow_sorter_wat(Some("acme:missing/thing"), "0.2.0"),
             |e| matches!(e, LoadError::UnsatisfiedImport(_)),
         ),
-        ("exports of the wrong shape", hollow_sorter_wat(None), |e| {
-            matches!(
-                e,
-                LoadError::WrongExports {
-                    world: "candidate-sorter",
-                    ..
-                }
-            )
-        }),
+        (
+            "built for the previous contract",
+            hollow_sorter_wat(None, "0.1.0"),
+            |e| {
+                e.to_string()
+                    .starts_with("built for vigil:policy@0.1.0, this agent speaks 0.2.0")
+            },
+        ),
+        (
+            "exports of the wrong shape",
+            hollow_sorter_wat(None, "0.2.0"),
+            |e| {
+                matches!(
+                    e,
+                    LoadError::WrongExports {
+                        world: "candidate-sorter",
+                        ..
+                    }
+                )
+            },
+        ),
     ];
     for (what, bytes, expected) in cases {
         match load(&bytes) {
@@ -162,7 +175,9 @@ fn a_bad_new_version_never_replaces_the_serving_one() {
         let candidates = three_candidates();
         let sorted = registry
             .call(&now, |p| {
-                p.as_sorter().expect("a sorter").sort(&candidates, "{}")
+                p.as_sorter()
+                    .expect("a sorter")
+                    .sort(&strategies(), &mut candidates.clone(), "{}")
             })
             .unwrap()
             .unwrap();
@@ -186,7 +201,9 @@ fn a_fault_is_logged_with_the_policy_name_and_version_and_the_guest_output() {
     let candidates = vec![candidate(TRIGGER, 1)];
     let outcome = tracing::subscriber::with_default(subscriber, || {
         registry.call(&policy, |p| {
-            p.as_sorter().expect("a sorter").sort(&candidates, "")
+            p.as_sorter()
+                .expect("a sorter")
+                .sort(&strategies(), &mut candidates.clone(), "")
         })
     });
     assert!(matches!(outcome, Err(Fault::Trap(_))));
@@ -222,7 +239,9 @@ fn a_guest_sleeping_through_wasi_cannot_hold_a_call_even_after_passing_the_canar
     let candidates = vec![candidate("a", 1), candidate(TRIGGER, 1)];
     let sorted = bounded(Duration::from_secs(60), move || {
         registry.call(&policy, |p| {
-            p.as_sorter().expect("a sorter").sort(&candidates, "{}")
+            p.as_sorter()
+                .expect("a sorter")
+                .sort(&strategies(), &mut candidates.clone(), "{}")
         })
     });
     let order = sorted.expect("no fault").expect("an answer").order;
@@ -253,7 +272,7 @@ fn a_guest_reads_the_hosts_clock_and_its_sleeps_do_not_wait() {
     let probe = |policy: &vigil::policy::Policy| {
         let strategy = policy.as_strategy().expect("a strategy");
         strategy
-            .evaluate(&snapshot(r#"{"probeClock": true}"#))
+            .evaluate(&mut snapshot(r#"{"probeClock": true}"#))
             .expect("no fault")
             .expect_err("the probe declines with its readings")
     };
@@ -278,10 +297,11 @@ fn a_log_flood_is_cut_to_the_call_budget_counted_and_cannot_forge_lines() {
     let answers = tracing::subscriber::with_default(subscriber, || {
         (0..2)
             .map(|_| {
-                policy
-                    .as_sorter()
-                    .expect("a sorter")
-                    .sort(&three_candidates(), "{}")
+                policy.as_sorter().expect("a sorter").sort(
+                    &strategies(),
+                    &mut three_candidates(),
+                    "{}",
+                )
             })
             .collect::<Vec<_>>()
     });
@@ -325,7 +345,7 @@ fn a_huge_answer_is_refused_before_the_host_copies_it() {
     let fault = policy
         .as_sorter()
         .expect("a sorter")
-        .sort(&three_candidates(), "{}")
+        .sort(&strategies(), &mut three_candidates(), "{}")
         .expect_err("a 50 MiB answer is a fault");
     assert_eq!(
         fault.to_string(),
@@ -346,7 +366,7 @@ fn new_limits_apply_to_a_loaded_policy_without_recompiling_it() {
         serving
             .as_sorter()
             .expect("a sorter")
-            .sort(&three_candidates(), "{}")
+            .sort(&strategies(), &mut three_candidates(), "{}")
     };
     assert!(sort().is_ok());
     let mut limits = registry.limits();
@@ -387,7 +407,7 @@ fn no_call_sees_anything_a_call_before_it_left_in_the_instance() {
             )
             .unwrap();
         let sorter = policy.as_sorter().expect("a sorter");
-        let declined = || match sorter.sort(&three_candidates(), "{}") {
+        let declined = || match sorter.sort(&strategies(), &mut three_candidates(), "{}") {
             Ok(Err(answer)) => answer,
             other => panic!("expected the guest's count, got {other:?}"),
         };

@@ -73,7 +73,7 @@ fn sort(policy: &Policy, candidates: &[Candidate], config: &str) -> SortAnswer {
     let sorted = policy
         .as_sorter()
         .expect("a sorter")
-        .sort(candidates, config)
+        .sort(&strategies(), &mut candidates.to_vec(), config)
         .unwrap_or_else(|fault| panic!("{} faulted: {fault}", policy.label()))?;
     let rejected = sorted.rejected.into_iter().map(|r| (r.index, r.reason));
     Ok((sorted.order, rejected.collect()))
@@ -236,7 +236,7 @@ fn evaluate(policy: &Policy, stall: f64, last: MetLevel, config: &str) -> Result
     policy
         .as_strategy()
         .expect("a strategy")
-        .evaluate(&snapshot(stall, last, config))
+        .evaluate(&mut snapshot(stall, last, config))
         .unwrap_or_else(|fault| panic!("{} faulted: {fault}", policy.label()))
 }
 
@@ -307,7 +307,7 @@ fn the_python_psi_strategy_names_victims_in_the_kubelets_memory_order() {
         python
             .as_strategy()
             .expect("a strategy")
-            .top_victims(&snapshot(45.0, MetLevel::Hard, "{}"), "psi-memory", n)
+            .top_victims(&mut snapshot(45.0, MetLevel::Hard, "{}"), "psi-memory", n)
             .unwrap()
             .unwrap()
     };
@@ -331,7 +331,7 @@ fn the_python_psi_strategy_names_victims_in_the_kubelets_memory_order() {
     let wrong = python
         .as_strategy()
         .expect("a strategy")
-        .top_victims(&snapshot(45.0, MetLevel::Hard, "{}"), "memory", 1)
+        .top_victims(&mut snapshot(45.0, MetLevel::Hard, "{}"), "memory", 1)
         .unwrap();
     assert_eq!(
         wrong.unwrap_err(),
@@ -360,7 +360,7 @@ fn the_python_psi_strategy_judges_and_ranks_as_the_rust_one() {
         let answer = policy
             .as_strategy()
             .expect("a strategy")
-            .top_victims(&snapshot, "psi-memory", 3)
+            .top_victims(&mut snapshot.clone(), "psi-memory", 3)
             .unwrap();
         answer
             .unwrap()

@@ -32,7 +32,9 @@ fn sort_names(registry: &Registry, name: &str) -> Vec<String> {
     let candidates = three_candidates();
     let sorted = registry
         .call(&policy, |p| {
-            p.as_sorter().expect("a sorter").sort(&candidates, "{}")
+            p.as_sorter()
+                .expect("a sorter")
+                .sort(&strategies(), &mut candidates.clone(), "{}")
         })
         .unwrap()
         .unwrap();
@@ -45,7 +47,9 @@ fn trigger(registry: &Registry, name: &str) -> Fault {
     let candidates = vec![candidate(TRIGGER, 1)];
     registry
         .call(&policy, |p| {
-            p.as_sorter().expect("a sorter").sort(&candidates, "{}")
+            p.as_sorter()
+                .expect("a sorter")
+                .sort(&strategies(), &mut candidates.clone(), "{}")
         })
         .unwrap_err()
 }
@@ -123,7 +127,7 @@ fn calls_already_holding_a_version_finish_on_it_after_a_swap() {
     let from_old = old
         .as_sorter()
         .expect("a sorter")
-        .sort(&candidates, "{}")
+        .sort(&strategies(), &mut candidates.clone(), "{}")
         .unwrap()
         .unwrap();
     assert_eq!(order_of(&candidates, &from_old.order), ["b", "c", "a"]);

@@ -196,7 +196,7 @@ fn quantities_parse_or_fail_cleanly_and_accepted_ones_are_finite() {
 fn damaged_components_are_refused_cleanly() {
     let host = Host::new(None).unwrap();
     let mut rng = Rng::new(0xc0de);
-    let seeds: [&[u8]; 2] = [REVERSE_SORTER, &hollow_sorter_wat(None)];
+    let seeds: [&[u8]; 2] = [REVERSE_SORTER, &hollow_sorter_wat(None, "0.2.0")];
     for seed in seeds {
         for _ in 0..25 {
             let input = mutate(&mut rng, seed);

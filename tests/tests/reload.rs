@@ -71,7 +71,9 @@ impl Agent {
         let sorted = self
             .registry
             .call(&policy, |p| {
-                p.as_sorter().expect("a sorter").sort(&candidates, "{}")
+                p.as_sorter()
+                    .expect("a sorter")
+                    .sort(&strategies(), &mut candidates.clone(), "{}")
             })
             .unwrap()
             .unwrap();
@@ -310,7 +312,11 @@ async fn a_javascript_policy_compiles_while_the_serving_version_keeps_answering(
             loop {
                 let policy = registry.get("default-sorter").unwrap();
                 let sorted = registry.call(&policy, |p| {
-                    p.as_sorter().expect("a sorter").sort(&candidates, "{}")
+                    p.as_sorter().expect("a sorter").sort(
+                        &strategies(),
+                        &mut candidates.clone(),
+                        "{}",
+                    )
                 });
                 assert_eq!(
                     order_of(&candidates, &sorted.unwrap().unwrap().order),

@@ -16,7 +16,7 @@ pub fn facts(i: usize) -> (String, usize, i32, u64, u64) {
 /// (the host's bindings or the natively compiled sorter's).
 macro_rules! candidates {
     ($($types:ident)::+, $n:expr) => {{
-        use $($types)::+::{Candidate, Pod, QosClass, Resources, Usage};
+        use $($types)::+::{Candidate, Pod, QosClass, Resources, Urgency, Usage};
         (0..$n)
             .map(|i| {
                 let (name, qos, priority, usage_mib, request_mib) = crate::common::facts(i);
@@ -24,14 +24,19 @@ macro_rules! candidates {
                 let pod = policy_kit::pod!(&name, qos, priority: priority, usage_mib: usage_mib, request_mib: request_mib);
                 Candidate {
                     pod: Pod { is_critical: i % 97 == 0, ..pod },
-                    strategy: "bench".into(),
-                    reason: "bench".into(),
+                    strategy: 0,
+                    urgency: [Urgency::Hard, Urgency::Soft][i % 2],
                 }
             })
             .collect::<Vec<Candidate>>()
     }};
 }
 pub(crate) use candidates;
+
+/// The strategies the candidates of [`candidates`] name.
+pub fn strategies() -> Vec<String> {
+    vec!["bench".into()]
+}
 
 /// Median duration of `run` over enough repetitions to fill about 300 ms.
 pub fn median(mut run: impl FnMut()) -> Duration {
@@ -54,7 +59,12 @@ pub fn median(mut run: impl FnMut()) -> Duration {
 pub fn empty_call(policy: &vigil::policy::Policy) -> Duration {
     let sorter = policy.as_sorter().expect("a sorter");
     median(|| {
-        std::hint::black_box(sorter.sort(&[], "{}").expect("no fault").expect("sorts"));
+        std::hint::black_box(
+            sorter
+                .sort(&[], &mut [], "{}")
+                .expect("no fault")
+                .expect("sorts"),
+        );
     })
 }
 

@@ -4,7 +4,7 @@
 //! its containers. Usage and the PodDisruptionBudget come from elsewhere
 //! ([`super::source`]); this module only reads the object.
 
-use crate::model::{KeyValue, Pod, QosClass, Resources, Usage};
+use crate::model::{KeyValue, OwnerKind, Pod, QosClass, Resources, Usage};
 use k8s_openapi::api::core::v1::{Container, Pod as KubePod};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use std::collections::BTreeMap;
@@ -74,7 +74,7 @@ pub fn read(pod: &KubePod) -> Phase {
         .iter()
         .flatten()
         .find(|o| o.controller == Some(true))
-        .map(|o| o.kind.clone());
+        .map(|o| owner_kind(&o.kind));
     let start_time_ms = status
         .and_then(|s| s.start_time.as_ref())
         .or(meta.creation_timestamp.as_ref())
@@ -110,6 +110,18 @@ pub fn read(pod: &KubePod) -> Phase {
         is_critical: priority >= SYSTEM_CRITICAL_PRIORITY || critical_class,
         pdb_disruptions_allowed: None,
     })
+}
+
+/// The contract's name for an owner of kind `kind`.
+fn owner_kind(kind: &str) -> OwnerKind {
+    match kind {
+        "ReplicaSet" => OwnerKind::ReplicaSet,
+        "DaemonSet" => OwnerKind::DaemonSet,
+        "StatefulSet" => OwnerKind::StatefulSet,
+        "Job" => OwnerKind::Job,
+        "Node" => OwnerKind::Node,
+        other => OwnerKind::Other(other.to_owned()),
+    }
 }
 
 fn to_system_time(at: jiff::Timestamp) -> SystemTime {
@@ -296,7 +308,7 @@ status:
         assert_eq!(record.requests.cpu_millis, 1100);
         assert_eq!(record.requests.memory_bytes, (64 + 1024) << 20);
         assert_eq!(record.limits.memory_bytes, 128 << 20);
-        assert_eq!(record.owner_kind.as_deref(), Some("ReplicaSet"));
+        assert!(matches!(record.owner_kind, Some(OwnerKind::ReplicaSet)));
         assert!(record.is_static && record.is_mirror && record.is_critical);
         assert_eq!(record.start_time_ms, 1_704_164_645_000);
         let keys: Vec<&str> = record.annotations.iter().map(|a| a.key.as_str()).collect();
@@ -304,6 +316,15 @@ status:
             keys,
             ["kubernetes.io/config.mirror", "kubernetes.io/config.source"]
         );
+    }
+
+    #[test]
+    fn owner_kinds_outside_the_contract_keep_their_name() {
+        assert!(matches!(owner_kind("DaemonSet"), OwnerKind::DaemonSet));
+        assert!(matches!(owner_kind("StatefulSet"), OwnerKind::StatefulSet));
+        assert!(matches!(owner_kind("Job"), OwnerKind::Job));
+        assert!(matches!(owner_kind("Node"), OwnerKind::Node));
+        assert!(matches!(owner_kind("Rollout"), OwnerKind::Other(kind) if kind == "Rollout"));
     }
 
     #[test]

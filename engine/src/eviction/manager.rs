@@ -428,8 +428,13 @@ impl EvictionManager {
                 return None;
             }
         };
-        let candidates = to_candidates(name, &victims, &snapshot.pods);
-        let sorted = self.sort(&candidates, urgency == Urgency::Hard, report)?;
+        let mut candidates = to_candidates(&victims, urgency, &snapshot.pods);
+        let sorted = self.sort(
+            std::slice::from_ref(name),
+            &mut candidates,
+            urgency == Urgency::Hard,
+            report,
+        )?;
         let rejected: HashSet<u32> = sorted.rejected.iter().map(|r| r.index).collect();
         // The strategy's order decides; the sorter only vetoes.
         let valid: Vec<usize> = (0..candidates.len())
@@ -468,7 +473,7 @@ impl EvictionManager {
             ));
             return None;
         }
-        let mut chosen = victim(candidate, eviction, urgency, Some(scope.clone()));
+        let mut chosen = victim(name, candidate, eviction, urgency, Some(scope.clone()));
         if override_pdb {
             tracing::warn!(pod = %chosen.pod.name, strategy = %name, "every candidate's eviction was refused under hard pressure; deleting the top victim despite its PodDisruptionBudget");
             chosen.override_pdb = true;
@@ -485,12 +490,16 @@ impl EvictionManager {
     ) -> Vec<Victim> {
         let mut victims = Vec::new();
         for (name, group) in group_by_strategy(force) {
-            let candidates = to_candidates(name, &group, pods);
-            let Some(sorted) = self.sort(&candidates, true, report) else {
+            let mut candidates = to_candidates(&group, Urgency::Force, pods);
+            let name = name.to_owned();
+            let Some(sorted) =
+                self.sort(std::slice::from_ref(&name), &mut candidates, true, report)
+            else {
                 continue;
             };
             for index in sorted.order {
                 victims.push(victim(
+                    &name,
                     &candidates[index as usize],
                     &group[index as usize],
                     Urgency::Force,
@@ -513,22 +522,27 @@ impl EvictionManager {
             .iter()
             .filter(|(_, e)| !self.queue.holds(&e.uid))
             .collect();
-        let candidates: Vec<Candidate> = open
-            .iter()
+        let mut strategies: Vec<String> = open.iter().map(|(name, _)| name.clone()).collect();
+        strategies.sort();
+        strategies.dedup();
+        let (open, mut candidates): (Vec<_>, Vec<Candidate>) = open
+            .into_iter()
             .filter_map(|(name, e)| {
-                by_uid
-                    .get(e.uid.as_str())
-                    .map(|pod| candidate(name, e, pod))
+                let pod = by_uid.get(e.uid.as_str())?;
+                let index = strategies.binary_search(name).ok()?;
+                Some(((name, e), candidate(index, Urgency::Soft, pod)))
             })
-            .collect();
+            .unzip();
         if candidates.is_empty() {
             return None;
         }
-        let sorted = self.sort(&candidates, false, report)?;
+        let sorted = self.sort(&strategies, &mut candidates, false, report)?;
         let first = *sorted.order.first()? as usize;
+        let (name, eviction) = open[first];
         Some(victim(
+            name,
             &candidates[first],
-            &open[first].1,
+            eviction,
             Urgency::Soft,
             None,
         ))
@@ -538,13 +552,17 @@ impl EvictionManager {
     /// fails and `fallback` is set, with the built-in sorter instead.
     fn sort(
         &self,
-        candidates: &[Candidate],
+        strategies: &[String],
+        candidates: &mut [Candidate],
         fallback: bool,
         report: &mut CycleReport,
     ) -> Option<Sorted> {
         let name = &self.settings.sorter;
         let config = self.settings.policy(name).config;
-        let why = match self.policies.sort(name, false, candidates, &config) {
+        let why = match self
+            .policies
+            .sort(name, false, strategies, candidates, &config)
+        {
             Ok(sorted) => return Some(sorted),
             Err(why) => why,
         };
@@ -559,7 +577,13 @@ impl EvictionManager {
         ));
         let fallback_config = self.settings.policy(FALLBACK_SORTER).config;
         self.policies
-            .sort(FALLBACK_SORTER, true, candidates, &fallback_config)
+            .sort(
+                FALLBACK_SORTER,
+                true,
+                strategies,
+                candidates,
+                &fallback_config,
+            )
             .ok()
     }
 
@@ -610,21 +634,23 @@ impl EvictionManager {
     }
 }
 
-fn candidate(strategy: &str, eviction: &Eviction, pod: &Pod) -> Candidate {
+/// A candidate proposed by the strategy at `strategy` in the sorter's list.
+fn candidate(strategy: usize, urgency: Urgency, pod: &Pod) -> Candidate {
     Candidate {
         pod: pod.clone(),
-        strategy: strategy.to_owned(),
-        reason: eviction.reason.clone(),
+        strategy: u32::try_from(strategy).unwrap_or(u32::MAX),
+        urgency: urgency.into(),
     }
 }
 
-/// The candidates for `evictions`. Every UID is in `pods`: answers naming a
-/// pod that was not offered are rejected as faults before they get here.
-fn to_candidates(strategy: &str, evictions: &[Eviction], pods: &[Pod]) -> Vec<Candidate> {
+/// The candidates for `evictions`, all of one strategy (the sorter's first).
+/// Every UID is in `pods`: answers naming a pod that was not offered are
+/// rejected as faults before they get here.
+fn to_candidates(evictions: &[Eviction], urgency: Urgency, pods: &[Pod]) -> Vec<Candidate> {
     let by_uid: HashMap<&str, &Pod> = pods.iter().map(|p| (p.uid.as_str(), p)).collect();
     evictions
         .iter()
-        .map(|e| candidate(strategy, e, by_uid[e.uid.as_str()]))
+        .map(|e| candidate(0, urgency, by_uid[e.uid.as_str()]))
         .collect()
 }
 
@@ -637,6 +663,7 @@ fn group_by_strategy(evictions: &[(String, Eviction)]) -> BTreeMap<&str, Vec<Evi
 }
 
 fn victim(
+    strategy: &str,
     candidate: &Candidate,
     eviction: &Eviction,
     urgency: Urgency,
@@ -644,7 +671,7 @@ fn victim(
 ) -> Victim {
     Victim {
         pod: candidate.pod.clone(),
-        strategy: candidate.strategy.clone(),
+        strategy: strategy.to_owned(),
         reason: eviction.reason.clone(),
         urgency,
         scope,
@@ -670,28 +697,54 @@ mod tests {
     //! test says.
 
     use super::*;
-    use crate::model::{Decision as Answer, QosClass, Resources, Signal, SortRejection, Usage};
+    use crate::model::{
+        CandidateUrgency, Decision as Answer, QosClass, Resources, Signal, SortRejection, Usage,
+    };
     use std::sync::Mutex;
     use std::time::Duration;
 
+    /// Every strategy is calm but `fake`.
     #[derive(Default)]
     struct Fake {
         met: Mutex<Option<MetLevel>>,
         victims: Vec<String>,
+        /// (strategy, UID): soft candidates, from strategies besides `fake`.
+        soft: Vec<(String, String)>,
         refused_by_sorter: Vec<String>,
         sorter_faults: bool,
+        /// What each sort was given: the strategies, and each candidate's
+        /// strategy index and urgency.
+        sorted: Mutex<Vec<SortInput>>,
     }
+
+    /// The strategies a sort was given, and its candidates' strategy index and urgency.
+    type SortInput = (Vec<String>, Vec<(u32, CandidateUrgency)>);
 
     impl Policies for Fake {
         fn strategies(&self) -> Vec<String> {
-            vec!["fake".into()]
+            let mut names = vec!["fake".to_owned()];
+            names.extend(self.soft.iter().map(|(name, _)| name.clone()));
+            names
         }
 
-        fn evaluate(&self, _: &str, _: &Snapshot) -> Result<Answer, Unanswered> {
-            let met = self.met.lock().unwrap().unwrap_or(MetLevel::NotMet);
+        fn evaluate(&self, name: &str, _: &mut Snapshot) -> Result<Answer, Unanswered> {
+            let met = match name {
+                "fake" => self.met.lock().unwrap().unwrap_or(MetLevel::NotMet),
+                _ => MetLevel::NotMet,
+            };
+            let soft_candidates = self
+                .soft
+                .iter()
+                .filter(|(strategy, _)| strategy == name)
+                .map(|(_, uid)| Eviction {
+                    uid: uid.clone(),
+                    reason: "fake".into(),
+                    grace_period_seconds: None,
+                })
+                .collect();
             Ok(Answer {
                 threshold: crate::model::memory_threshold(met),
-                soft_candidates: vec![],
+                soft_candidates,
                 force_evictions: vec![],
             })
         }
@@ -699,7 +752,7 @@ mod tests {
         fn top_victims(
             &self,
             _: &str,
-            snapshot: &Snapshot,
+            snapshot: &mut Snapshot,
             _: &str,
             _: u32,
         ) -> Result<Vec<Eviction>, Unanswered> {
@@ -719,9 +772,15 @@ mod tests {
             &self,
             _: &str,
             builtin: bool,
-            candidates: &[Candidate],
+            strategies: &[String],
+            candidates: &mut [Candidate],
             _: &str,
         ) -> Result<Sorted, Unanswered> {
+            let given = candidates.iter().map(|c| (c.strategy, c.urgency)).collect();
+            self.sorted
+                .lock()
+                .unwrap()
+                .push((strategies.to_vec(), given));
             if self.sorter_faults && !builtin {
                 return Err(Unanswered::Fault("trapped".into()));
             }
@@ -816,6 +875,29 @@ mod tests {
         let report = m.cycle(T0, &node(&["a", "b"]));
         assert_eq!(uids(&report.requested), ["b"]);
         assert_eq!(report.conditions[0].name, "MemoryPressure");
+    }
+
+    #[test]
+    fn the_sorter_is_told_which_strategy_proposed_each_candidate_and_how_urgently() {
+        let (mut m, fake) = manager(Fake {
+            victims: vec!["a".into()],
+            soft: vec![("zeta".into(), "c".into()), ("alpha".into(), "b".into())],
+            ..Fake::default()
+        });
+        hard(&fake);
+        m.cycle(T0, &node(&["a", "b", "c"]));
+        let sorted = fake.sorted.lock().unwrap();
+        let names = |names: &[&str]| names.iter().map(|n| (*n).to_owned()).collect::<Vec<_>>();
+        assert_eq!(
+            *sorted,
+            [
+                (names(&["fake"]), vec![(0, CandidateUrgency::Hard)]),
+                (
+                    names(&["alpha", "zeta"]),
+                    vec![(0, CandidateUrgency::Soft), (1, CandidateUrgency::Soft)]
+                ),
+            ]
+        );
     }
 
     #[test]

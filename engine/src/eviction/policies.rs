@@ -33,11 +33,13 @@ pub trait Policies: Send + Sync {
     /// Names of the eviction strategies that serve now.
     fn strategies(&self) -> Vec<String>;
 
-    /// Asks strategy `name` to judge `snapshot`.
+    /// Asks strategy `name` to judge `snapshot` (lent mutably so its pods can
+    /// be narrowed to what the strategy reads; they are given back as they
+    /// were).
     ///
     /// # Errors
     /// The strategy is not loaded, declined or faulted.
-    fn evaluate(&self, name: &str, snapshot: &Snapshot) -> Result<Decision, Unanswered>;
+    fn evaluate(&self, name: &str, snapshot: &mut Snapshot) -> Result<Decision, Unanswered>;
 
     /// Asks strategy `name` for at most `n` victims for `scope`, best first.
     ///
@@ -46,12 +48,14 @@ pub trait Policies: Send + Sync {
     fn top_victims(
         &self,
         name: &str,
-        snapshot: &Snapshot,
+        snapshot: &mut Snapshot,
         scope: &str,
         n: u32,
     ) -> Result<Vec<Eviction>, Unanswered>;
 
-    /// Asks sorter `name` (the built-in one if `builtin`) to validate and order `candidates`.
+    /// Asks sorter `name` (the built-in one if `builtin`) to validate and
+    /// order `candidates`, proposed by `strategies` (lent mutably as
+    /// [`Policies::evaluate`]'s snapshot is).
     ///
     /// # Errors
     /// The sorter is not loaded, declined or faulted.
@@ -59,7 +63,8 @@ pub trait Policies: Send + Sync {
         &self,
         name: &str,
         builtin: bool,
-        candidates: &[Candidate],
+        strategies: &[String],
+        candidates: &mut [Candidate],
         config: &str,
     ) -> Result<Sorted, Unanswered>;
 }
@@ -80,7 +85,7 @@ impl Policies for Registry {
             .collect()
     }
 
-    fn evaluate(&self, name: &str, snapshot: &Snapshot) -> Result<Decision, Unanswered> {
+    fn evaluate(&self, name: &str, snapshot: &mut Snapshot) -> Result<Decision, Unanswered> {
         let policy = self.get(name).ok_or(Unanswered::NotLoaded)?;
         let strategy = policy.as_strategy().ok_or(Unanswered::NotLoaded)?;
         answer(self.call(&policy, |_| strategy.evaluate(snapshot)))
@@ -89,7 +94,7 @@ impl Policies for Registry {
     fn top_victims(
         &self,
         name: &str,
-        snapshot: &Snapshot,
+        snapshot: &mut Snapshot,
         scope: &str,
         n: u32,
     ) -> Result<Vec<Eviction>, Unanswered> {
@@ -102,7 +107,8 @@ impl Policies for Registry {
         &self,
         name: &str,
         builtin: bool,
-        candidates: &[Candidate],
+        strategies: &[String],
+        candidates: &mut [Candidate],
         config: &str,
     ) -> Result<Sorted, Unanswered> {
         let policy = if builtin {
@@ -112,6 +118,6 @@ impl Policies for Registry {
         };
         let policy = policy.ok_or(Unanswered::NotLoaded)?;
         let sorter = policy.as_sorter().ok_or(Unanswered::NotLoaded)?;
-        answer(self.call(&policy, |_| sorter.sort(candidates, config)))
+        answer(self.call(&policy, |_| sorter.sort(strategies, candidates, config)))
     }
 }

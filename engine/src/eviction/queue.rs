@@ -35,6 +35,16 @@ impl Urgency {
     }
 }
 
+impl From<Urgency> for crate::model::CandidateUrgency {
+    fn from(urgency: Urgency) -> Self {
+        match urgency {
+            Urgency::Hard => Self::Hard,
+            Urgency::Force => Self::Force,
+            Urgency::Soft => Self::Soft,
+        }
+    }
+}
+
 /// A pressure a victim relieves: the strategy, scope and urgency of a threshold.
 type Relief = (String, String, Urgency);
 

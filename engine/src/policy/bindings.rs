@@ -1,4 +1,4 @@
-//! Host bindings for the three worlds of `vigil:policy@0.1.0` (see `wit/`).
+//! Host bindings for the three worlds of `vigil:policy@0.2.0` (see `wit/`).
 //!
 //! The shared `types` and `log` interfaces are generated once, with the
 //! strategy world, and reused by the other two so a `Pod` is one Rust type.
@@ -36,9 +36,13 @@ pub mod merger {
 }
 
 pub use merger::exports::vigil::policy::merger::{Layer, Rejection as MergeRejection};
-pub use sorter::exports::vigil::policy::sorter::{Candidate, Rejection as SortRejection, Sorted};
+pub use sorter::exports::vigil::policy::sorter::{
+    Candidate, Rejection as SortRejection, Sorted, Urgency,
+};
 pub use strategy::exports::vigil::policy::strategy::{
     Condition, Decision, Eviction, MetLevel, Signal, Snapshot, Threshold,
 };
 pub use strategy::vigil::policy::log::Level;
-pub use strategy::vigil::policy::types::{KeyValue, Pod, QosClass, Resources, Usage};
+pub use strategy::vigil::policy::types::{
+    Interest, KeyValue, OwnerKind, Pod, QosClass, Resources, Usage,
+};

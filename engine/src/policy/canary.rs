@@ -3,7 +3,8 @@
 //! answer) keeps the version out; a refusal (`err`) is an answer and passes.
 
 use super::bindings::{
-    Candidate, KeyValue, Layer, MetLevel, Pod, QosClass, Resources, Signal, Snapshot, Usage,
+    Candidate, KeyValue, Layer, MetLevel, OwnerKind, Pod, QosClass, Resources, Signal, Snapshot,
+    Urgency, Usage,
 };
 use super::{Fault, Policy};
 
@@ -44,7 +45,7 @@ pub(crate) fn pod(
             pids: 3,
         },
         start_time_ms: 1_699_999_000_000,
-        owner_kind: Some("ReplicaSet".into()),
+        owner_kind: Some(OwnerKind::ReplicaSet),
         is_static: false,
         is_mirror: false,
         is_critical: false,
@@ -84,23 +85,27 @@ pub(crate) fn snapshot(config: String) -> Snapshot {
 /// The fault the call raised.
 pub(crate) fn run(policy: &Policy, config: &str) -> Result<(), Fault> {
     if let Some(strategy) = policy.as_strategy() {
-        let snapshot = snapshot(config.to_owned());
-        if let Ok(decision) = strategy.evaluate(&snapshot)? {
+        let mut snapshot = snapshot(config.to_owned());
+        if let Ok(decision) = strategy.evaluate(&mut snapshot)? {
             strategy
-                .top_victims(&snapshot, &decision.threshold.scope, 2)?
+                .top_victims(&mut snapshot, &decision.threshold.scope, 2)?
                 .ok();
         }
     } else if let Some(sorter) = policy.as_sorter() {
-        let candidates: Vec<Candidate> = snapshot(String::new())
+        let urgencies = [Urgency::Hard, Urgency::Force, Urgency::Soft];
+        let mut candidates: Vec<Candidate> = snapshot(String::new())
             .pods
             .into_iter()
-            .map(|pod| Candidate {
+            .zip(urgencies)
+            .map(|(pod, urgency)| Candidate {
                 pod,
-                strategy: "canary".into(),
-                reason: "canary".into(),
+                strategy: 0,
+                urgency,
             })
             .collect();
-        sorter.sort(&candidates, config)?.ok();
+        sorter
+            .sort(&["canary".into()], &mut candidates, config)?
+            .ok();
     } else if let Some(merger) = policy.as_merger() {
         let layers = [
             Layer {

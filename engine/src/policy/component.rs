@@ -3,7 +3,7 @@
 //! see [`super::pool`]), an epoch deadline and a memory cap;
 //! its answer is validated against the contract before anyone sees it.
 
-use super::bindings::{merger, sorter, strategy};
+use super::bindings::{Interest, merger, sorter, strategy};
 use super::cache::CacheOutcome;
 use super::error::{Cause, cause};
 use super::guest_env::GuestClock;
@@ -67,6 +67,8 @@ pub struct Policy {
     calls: AtomicU64,
     faults: AtomicU64,
     log_dropped: AtomicU64,
+    /// The interest the policy declared, and the config it declared it for.
+    interest: Mutex<Option<(String, Arc<Interest>)>>,
 }
 
 impl std::fmt::Debug for Policy {
@@ -93,6 +95,7 @@ impl Policy {
             calls: AtomicU64::new(0),
             faults: AtomicU64::new(0),
             log_dropped: AtomicU64::new(0),
+            interest: Mutex::new(None),
         }
     }
 
@@ -234,6 +237,28 @@ impl Policy {
             Err(declined) => declined.bound(),
         }
         Ok(answer)
+    }
+
+    /// The labels and annotations the policy reads under `config`: asked
+    /// with `ask` the first time after the config changes, remembered since.
+    /// A fault or an interest out of bounds is counted, and asked again next
+    /// time.
+    pub(super) fn interest(
+        &self,
+        config: &str,
+        ask: impl FnOnce() -> Result<Interest, Fault>,
+    ) -> Result<Arc<Interest>, Fault> {
+        let mut known = self.interest.lock().expect("interest lock poisoned");
+        if let Some((for_config, interest)) = known.as_ref()
+            && for_config == config
+        {
+            return Ok(Arc::clone(interest));
+        }
+        let interest = self.counted(ask())?;
+        self.counted(super::interest::check(&interest))?;
+        let interest = Arc::new(interest);
+        *known = Some((config.to_owned(), Arc::clone(&interest)));
+        Ok(interest)
     }
 
     /// This policy as an eviction strategy, if it is one.

@@ -60,14 +60,19 @@ pub enum LoadError {
     #[error("cannot be compiled")]
     Compile(#[source] super::CompileError),
     /// The component exports none of the policy interfaces.
-    #[error("exports none of the vigil:policy@0.1.0 worlds (its exports: {exports})")]
+    #[error("exports none of the vigil:policy@0.2.0 worlds (its exports: {exports})")]
     NoWorld {
         /// What it exports instead.
         exports: String,
     },
     /// The component speaks another version of the contract.
-    #[error("exports {found}, but this vigil implements vigil:policy@0.1.0")]
+    #[error(
+        "built for vigil:policy@{version}, this agent speaks {} (it exports {found}); rebuild it against this agent's wit/",
+        super::world::CONTRACT_VERSION
+    )]
     UnsupportedVersion {
+        /// The contract version it was built for (what follows `@`).
+        version: String,
         /// The export found.
         found: String,
     },

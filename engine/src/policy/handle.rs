@@ -4,15 +4,19 @@
 //! from a [`Policy`] with `as_strategy`, `as_sorter` or `as_merger`.
 //!
 //! Each call runs in a fresh, bounded store (see [`Policy`]) and its answer
-//! is checked against the contract before anyone sees it.
+//! is checked against the contract before anyone sees it. Strategies and
+//! sorters see pods narrowed to the labels and annotations they declared an
+//! interest in ([`super::interest`]); the caller's pods are left as they were.
 
 use super::bindings::{
-    Candidate, Decision, Eviction, Layer, MergeRejection, Snapshot, Sorted, merger, sorter,
-    strategy,
+    Candidate, Decision, Eviction, Interest, Layer, MergeRejection, Snapshot, Sorted, merger,
+    sorter, strategy,
 };
 use super::component::Outcome;
+use super::interest::{narrow, restore};
 use super::sandbox::Sandbox;
-use super::{Policy, validate};
+use super::{Fault, Policy, validate};
+use std::sync::Arc;
 
 /// An eviction strategy.
 #[derive(Clone, Copy)]
@@ -40,12 +44,33 @@ impl<'a> Strategy<'a> {
         Self { policy, pre }
     }
 
-    /// Asks the strategy to judge `snapshot`.
+    /// The labels and annotations the strategy reads under `config`
+    /// (asked once per config).
+    ///
+    /// # Errors
+    /// A [`super::Fault`], or an interest out of bounds.
+    pub fn interest(&self, config: &str) -> Result<Arc<Interest>, Fault> {
+        self.policy.interest(config, || {
+            self.policy.call(
+                |store| self.pre.instantiate(store),
+                |instance, store| {
+                    instance
+                        .vigil_policy_strategy()
+                        .call_declare_interest(store, config)
+                },
+            )
+        })
+    }
+
+    /// Asks the strategy to judge `snapshot`, its pods narrowed to the
+    /// strategy's interest for the call.
     ///
     /// # Errors
     /// A [`super::Fault`]: trap, deadline, memory limit, or an answer naming
     /// a pod not in the snapshot.
-    pub fn evaluate(&self, snapshot: &Snapshot) -> Outcome<Decision, String> {
+    pub fn evaluate(&self, snapshot: &mut Snapshot) -> Outcome<Decision, String> {
+        let interest = self.interest(&snapshot.config)?;
+        let aside = narrow(snapshot.pods.iter_mut(), &interest);
         let outcome = self.policy.call(
             |store| self.pre.instantiate(store),
             |instance, store| {
@@ -54,20 +79,24 @@ impl<'a> Strategy<'a> {
                     .call_evaluate(store, snapshot)
             },
         );
+        restore(snapshot.pods.iter_mut(), aside);
         self.policy
             .checked(outcome, |decision| validate::decision(snapshot, decision))
     }
 
-    /// Asks the strategy for at most `n` victims for `scope`.
+    /// Asks the strategy for at most `n` victims for `scope`, as
+    /// [`Strategy::evaluate`] asks its judgement.
     ///
     /// # Errors
     /// As [`Strategy::evaluate`], and more than `n` victims or a repeated one.
     pub fn top_victims(
         &self,
-        snapshot: &Snapshot,
+        snapshot: &mut Snapshot,
         scope: &str,
         n: u32,
     ) -> Outcome<Vec<Eviction>, String> {
+        let interest = self.interest(&snapshot.config)?;
+        let aside = narrow(snapshot.pods.iter_mut(), &interest);
         let outcome = self.policy.call(
             |store| self.pre.instantiate(store),
             |instance, store| {
@@ -76,6 +105,7 @@ impl<'a> Strategy<'a> {
                     .call_top_victims(store, snapshot, scope, n)
             },
         );
+        restore(snapshot.pods.iter_mut(), aside);
         self.policy
             .checked(outcome, |victims| validate::victims(snapshot, n, victims))
     }
@@ -86,20 +116,49 @@ impl<'a> Sorter<'a> {
         Self { policy, pre }
     }
 
-    /// Asks the sorter to validate and order `candidates`.
+    /// The labels and annotations the sorter reads under `config` (asked
+    /// once per config).
+    ///
+    /// # Errors
+    /// A [`super::Fault`], or an interest out of bounds.
+    pub fn interest(&self, config: &str) -> Result<Arc<Interest>, Fault> {
+        self.policy.interest(config, || {
+            self.policy.call(
+                |store| self.pre.instantiate(store),
+                |instance, store| {
+                    instance
+                        .vigil_policy_sorter()
+                        .call_declare_interest(store, config)
+                },
+            )
+        })
+    }
+
+    /// Asks the sorter to validate and order `candidates`, proposed by the
+    /// strategies named in `strategies` (each candidate's `strategy` is an
+    /// index into it); their pods are narrowed to the sorter's interest for
+    /// the call.
     ///
     /// # Errors
     /// A [`super::Fault`]; an answer that does not place every candidate
     /// exactly once is one.
-    pub fn sort(&self, candidates: &[Candidate], config: &str) -> Outcome<Sorted, String> {
+    pub fn sort(
+        &self,
+        strategies: &[String],
+        candidates: &mut [Candidate],
+        config: &str,
+    ) -> Outcome<Sorted, String> {
+        let interest = self.interest(config)?;
+        let aside = narrow(candidates.iter_mut().map(|c| &mut c.pod), &interest);
         let outcome = self.policy.call(
             |store| self.pre.instantiate(store),
             |instance, store| {
                 instance
                     .vigil_policy_sorter()
-                    .call_sort(store, candidates, config)
+                    .call_sort(store, strategies, candidates, config)
             },
         );
+        restore(candidates.iter_mut().map(|c| &mut c.pod), aside);
         self.policy
             .checked(outcome, |sorted| validate::sorted(candidates.len(), sorted))
     }

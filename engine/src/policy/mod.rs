@@ -31,6 +31,7 @@ pub mod files;
 mod guest_env;
 mod handle;
 mod host;
+mod interest;
 mod limits;
 mod pool;
 mod registry;

@@ -5,7 +5,7 @@ use super::LoadError;
 use std::fmt;
 
 /// Version of the `vigil:policy` package this host implements.
-pub const CONTRACT_VERSION: &str = "0.1.0";
+pub const CONTRACT_VERSION: &str = "0.2.0";
 
 /// The kind of policy a component is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -44,7 +44,7 @@ impl World {
         }
     }
 
-    /// The fully qualified export name, e.g. `vigil:policy/sorter@0.1.0`.
+    /// The fully qualified export name, e.g. `vigil:policy/sorter@0.2.0`.
     pub fn export_name(self) -> String {
         format!("vigil:policy/{}@{CONTRACT_VERSION}", self.interface())
     }
@@ -63,6 +63,7 @@ impl World {
             [world] => Ok(*world),
             [] => match exports.iter().find(|e| e.starts_with("vigil:policy/")) {
                 Some(other) => Err(LoadError::UnsupportedVersion {
+                    version: other.rsplit_once('@').map_or("?", |(_, v)| v).to_owned(),
                     found: (*other).to_owned(),
                 }),
                 None => Err(LoadError::NoWorld {
@@ -101,18 +102,25 @@ mod tests {
     #[test]
     fn finds_the_world_from_exports() {
         let world =
-            World::from_exports(["wasi:cli/run@0.2.0", "vigil:policy/sorter@0.1.0"]).unwrap();
+            World::from_exports(["wasi:cli/run@0.2.0", "vigil:policy/sorter@0.2.0"]).unwrap();
         assert_eq!(world, World::CandidateSorter);
         assert!(matches!(
             World::from_exports(["wasi:cli/run@0.2.6"]),
             Err(LoadError::NoWorld { exports }) if exports == "wasi:cli/run@0.2.6"
         ));
+        let old = World::from_exports(["vigil:policy/sorter@0.1.0"]).unwrap_err();
         assert!(matches!(
-            World::from_exports(["vigil:policy/sorter@0.2.0"]),
-            Err(LoadError::UnsupportedVersion { found }) if found == "vigil:policy/sorter@0.2.0"
+            &old,
+            LoadError::UnsupportedVersion { version, found }
+                if version == "0.1.0" && found == "vigil:policy/sorter@0.1.0"
         ));
+        assert!(
+            old.to_string()
+                .starts_with("built for vigil:policy@0.1.0, this agent speaks 0.2.0"),
+            "{old}"
+        );
         assert!(matches!(
-            World::from_exports(["vigil:policy/sorter@0.1.0", "vigil:policy/merger@0.1.0"]),
+            World::from_exports(["vigil:policy/sorter@0.2.0", "vigil:policy/merger@0.2.0"]),
             Err(LoadError::SeveralWorlds { .. })
         ));
     }

@@ -10,7 +10,7 @@ use super::scenario::{PodSpec, Scenario};
 use crate::clock::ManualClock;
 use crate::config::{ConfigError, VigilConfig, references};
 use crate::eviction::{EvictionManager, NodeState};
-use crate::model::{KeyValue, Layer, MetLevel, Pod, Resources, Signal, Usage};
+use crate::model::{KeyValue, Layer, MetLevel, OwnerKind, Pod, Resources, Signal, Usage};
 use crate::policy::reload::Reloader;
 use crate::policy::{Host, HostError, LimitsTable, LoadError, Registry, RegistryError};
 use std::collections::BTreeMap;
@@ -87,7 +87,7 @@ impl SimPod<'_> {
                 pids: spec.pids.as_ref().map_or(1, |p| p.at(t) as u64),
             },
             start_time_ms: START.as_millis() as i64,
-            owner_kind: Some("ReplicaSet".into()),
+            owner_kind: Some(OwnerKind::ReplicaSet),
             is_static: spec.is_static,
             is_mirror: spec.mirror,
             is_critical: spec.critical,

@@ -7,6 +7,8 @@
 // larger excess), then by namespace, name and UID.
 //
 // Config (JSON): {"skipLabels": ["key", ...], "skipAnnotations": ["key", ...]}
+// Its interest is exactly those keys: the host passes no other label or
+// annotation.
 //
 // Records arrive as objects with camelCase fields, enums as strings, u64 as
 // BigInt; throwing a string answers `err(string)`.
@@ -74,7 +76,17 @@ function evictionOrder(a, b) {
 }
 
 export const sorter = {
-  sort(candidates, config) {
+  // The labels and annotations read under `config`: the skip keys (none if
+  // the config is invalid: `sort` reports that).
+  declareInterest(config) {
+    try {
+      return skipKeys(config);
+    } catch {
+      return { labels: [], annotations: [] };
+    }
+  },
+
+  sort(strategies, candidates, config) {
     const keys = skipKeys(config);
     const order = [];
     const rejected = [];

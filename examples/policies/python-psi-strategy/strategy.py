@@ -21,6 +21,7 @@ import wit_world
 from componentize_py_types import Err
 from wit_world.exports.strategy import Condition, Decision, Eviction, MetLevel, Threshold
 from wit_world.imports import log
+from wit_world.imports.types import Interest
 
 SCOPE = "psi-memory"
 DEFAULTS = {
@@ -114,6 +115,10 @@ def memory_rank(a, b):
 
 
 class Strategy(wit_world.exports.Strategy):
+    def declare_interest(self, config):
+        """Pressure is judged from signals and usage: no label is read."""
+        return Interest([], [])
+
     def evaluate(self, snapshot):
         settings, signal = observe(snapshot)
         met, threshold, grace = judge(settings, signal.value, snapshot.last_met)

@@ -7,6 +7,8 @@ burstable, then guaranteed, and within a class by the kubelet's memory ranking
 then by namespace, name and UID.
 
 Config (JSON): {"skipLabels": ["key", ...], "skipAnnotations": ["key", ...]}
+Its interest is exactly those keys: the host passes no other label or
+annotation.
 """
 
 import json
@@ -15,7 +17,7 @@ from functools import cmp_to_key
 import wit_world
 from componentize_py_types import Err
 from wit_world.exports.sorter import Rejection, Sorted
-from wit_world.imports.types import QosClass
+from wit_world.imports.types import Interest, QosClass
 
 QOS_RANK = {QosClass.BEST_EFFORT: 0, QosClass.BURSTABLE: 1, QosClass.GUARANTEED: 2}
 FIELDS = {"skipLabels": "labels", "skipAnnotations": "annotations"}
@@ -81,7 +83,15 @@ def eviction_order(a, b):
 
 
 class Sorter(wit_world.exports.Sorter):
-    def sort(self, candidates, config):
+    def declare_interest(self, config):
+        """The skip keys (none if the config is invalid: sort reports that)."""
+        try:
+            keys = skip_keys(config)
+        except Err:
+            return Interest([], [])
+        return Interest(keys["labels"], keys["annotations"])
+
+    def sort(self, strategies, candidates, config):
         keys = skip_keys(config)
         order, rejected = [], []
         for index, candidate in enumerate(candidates):

@@ -7,6 +7,8 @@
 //! the host's benchmark can run the very same code natively.
 //!
 //! Config (JSON): `{"skipLabels": ["key", ...], "skipAnnotations": ["key", ...]}`.
+//! Its interest is exactly those keys: the host passes no other label or
+//! annotation.
 
 /// Bindings generated from the `candidate-sorter` world.
 #[allow(missing_docs)]
@@ -16,8 +18,8 @@ pub mod bindings {
 
 use std::cmp::Ordering;
 
-pub use bindings::exports::vigil::policy::sorter::{Candidate, Rejection, Sorted};
-pub use bindings::vigil::policy::types::{KeyValue, Pod, QosClass, Resources, Usage};
+pub use bindings::exports::vigil::policy::sorter::{Candidate, Rejection, Sorted, Urgency};
+pub use bindings::vigil::policy::types::{Interest, KeyValue, Pod, QosClass, Resources, Usage};
 use policy_kit::{MemoryFacts, memory_rank};
 
 /// Keys that exempt a pod from eviction, read from the sorter's config.
@@ -100,6 +102,16 @@ fn eviction_order(a: &Pod, b: &Pod) -> Ordering {
         .then_with(|| (&a.namespace, &a.name, &a.uid).cmp(&(&b.namespace, &b.name, &b.uid)))
 }
 
+/// The labels and annotations the sorter reads under `config`: its skip
+/// keys (none if the config is invalid: `sort` reports that).
+pub fn interest(config: &str) -> Interest {
+    let keys = SkipKeys::from_config(config).unwrap_or_default();
+    Interest {
+        labels: keys.labels,
+        annotations: keys.annotations,
+    }
+}
+
 /// Validates and orders `candidates`.
 ///
 /// # Errors
@@ -124,7 +136,12 @@ mod component {
     struct DefaultSorter;
 
     impl crate::bindings::exports::vigil::policy::sorter::Guest for DefaultSorter {
+        fn declare_interest(config: String) -> super::Interest {
+            super::interest(&config)
+        }
+
         fn sort(
+            _strategies: Vec<String>,
             candidates: Vec<super::Candidate>,
             config: String,
         ) -> Result<super::Sorted, String> {

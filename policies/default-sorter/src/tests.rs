@@ -7,8 +7,8 @@ fn pod(name: &str, qos: QosClass, priority: i32, usage_mi: u64, request_mi: u64)
 fn candidate(pod: Pod) -> Candidate {
     Candidate {
         pod,
-        strategy: "test".into(),
-        reason: "test".into(),
+        strategy: 0,
+        urgency: Urgency::Hard,
     }
 }
 
@@ -127,4 +127,14 @@ fn bad_config_is_an_answer_not_a_panic() {
             .unwrap_err()
             .starts_with("config is not JSON")
     );
+}
+
+#[test]
+fn reads_only_its_skip_keys() {
+    let config = r#"{"skipLabels":["vigil.io/keep"],"skipAnnotations":["a","b"]}"#;
+    let wanted = interest(config);
+    assert_eq!(wanted.labels, ["vigil.io/keep"]);
+    assert_eq!(wanted.annotations, ["a", "b"]);
+    let none = interest("not json");
+    assert!(none.labels.is_empty() && none.annotations.is_empty());
 }

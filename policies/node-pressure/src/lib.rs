@@ -24,7 +24,7 @@ pub mod bindings {
 pub use bindings::exports::vigil::policy::strategy::{
     Condition, Decision, Eviction, MetLevel, Signal, Snapshot, Threshold,
 };
-pub use bindings::vigil::policy::types::{KeyValue, Pod, QosClass, Resources, Usage};
+pub use bindings::vigil::policy::types::{Interest, KeyValue, Pod, QosClass, Resources, Usage};
 use policy_kit::{Amount, Direction, Level, MemoryFacts, Thresholds, memory_rank};
 use std::cmp::Ordering;
 
@@ -238,6 +238,14 @@ mod component {
     struct NodePressure;
 
     impl crate::bindings::exports::vigil::policy::strategy::Guest for NodePressure {
+        fn declare_interest(_config: String) -> super::Interest {
+            // Pressure is judged from signals and usage, never from labels.
+            super::Interest {
+                labels: Vec::new(),
+                annotations: Vec::new(),
+            }
+        }
+
         fn evaluate(snapshot: Snapshot) -> Result<Decision, String> {
             super::evaluate(&KIND, &snapshot)
         }

@@ -25,12 +25,24 @@ pub mod bindings {
 
 use bindings::exports::vigil::policy::sorter::{Candidate, Guest, Sorted};
 use bindings::vigil::policy::log::{Level, log};
+use bindings::vigil::policy::types::Interest;
 
 /// The sorter; exported only when built as a component.
 pub struct FaultSorter;
 
 impl Guest for FaultSorter {
-    fn sort(candidates: Vec<Candidate>, _config: String) -> Result<Sorted, String> {
+    fn declare_interest(_config: String) -> Interest {
+        Interest {
+            labels: vec![],
+            annotations: vec![],
+        }
+    }
+
+    fn sort(
+        _strategies: Vec<String>,
+        candidates: Vec<Candidate>,
+        _config: String,
+    ) -> Result<Sorted, String> {
         let count = u32::try_from(candidates.len()).map_err(|_| "too many candidates")?;
         if cfg!(feature = "endless") {
             let mut spins = 0u64;

@@ -4,12 +4,18 @@
 //! Config (JSON), every field optional:
 //! `{"met": "hard"|"soft"|"not-met", "grace": 0, "scope": "script",
 //!   "force": ["uid", ...], "soft": ["uid", ...], "victims": ["uid", ...],
-//!   "trapOnPod": "name", "probeClock": false}`.
+//!   "trapOnPod": "name", "probeClock": false,
+//!   "interest": {"labels": ["key", ...], "annotations": ["key", ...]},
+//!   "showKeys": false}`.
 //! Like any stateless strategy it only names pods the snapshot offers.
 //! `victims` orders `top-victims` (default: the snapshot's order). It traps
 //! whenever the snapshot holds a pod named `trapOnPod`. With `probeClock`,
 //! `evaluate` sleeps an hour through WASI and then declines with what its
 //! clocks showed: `wall=<ms since the epoch> slept=<monotonic ns>`.
+//! `interest` is what it declares it reads (nothing by default; an
+//! `interest` that is not an object traps, in `declare-interest`). With `showKeys`,
+//! `evaluate` declines with the label and annotation keys each pod came with:
+//! `name: labels=a,b annotations=c; ...`.
 
 /// Bindings generated from the `eviction-strategy` world.
 #[allow(missing_docs)]
@@ -20,6 +26,7 @@ pub mod bindings {
 use bindings::exports::vigil::policy::strategy::{
     Decision, Eviction, Guest, MetLevel, Snapshot, Threshold,
 };
+use bindings::vigil::policy::types::{Interest, KeyValue};
 use serde_json::Value;
 
 fn config(snapshot: &Snapshot) -> Result<Value, String> {
@@ -69,13 +76,62 @@ fn probe_clock() -> String {
     format!("wall={wall} slept={slept}")
 }
 
+fn strings(value: &Value) -> Vec<String> {
+    value
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Each pod's label and annotation keys, as `showKeys` reports them.
+fn shown_keys(snapshot: &Snapshot) -> String {
+    let keys = |pairs: &[KeyValue]| {
+        pairs
+            .iter()
+            .map(|kv| kv.key.as_str())
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    snapshot
+        .pods
+        .iter()
+        .map(|p| {
+            format!(
+                "{}: labels={} annotations={}",
+                p.name,
+                keys(&p.labels),
+                keys(&p.annotations)
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
 /// The strategy; exported only when built as a component.
 pub struct Scripted;
 
 impl Guest for Scripted {
+    fn declare_interest(config: String) -> Interest {
+        let config: Value = serde_json::from_str(&config).unwrap_or_default();
+        let wanted = &config["interest"];
+        if !(wanted.is_null() || wanted.is_object()) {
+            panic!("scripted-strategy: interest must be an object");
+        }
+        Interest {
+            labels: strings(&wanted["labels"]),
+            annotations: strings(&wanted["annotations"]),
+        }
+    }
+
     fn evaluate(snapshot: Snapshot) -> Result<Decision, String> {
         let config = config(&snapshot)?;
         trap_if_triggered(&snapshot, &config);
+        if config["showKeys"].as_bool() == Some(true) {
+            return Err(shown_keys(&snapshot));
+        }
         if config["probeClock"].as_bool() == Some(true) {
             return Err(probe_clock());
         }
