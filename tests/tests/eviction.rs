@@ -543,3 +543,21 @@ async fn a_new_config_is_asked_for_its_interest_and_a_faulty_interest_is_a_fault
         report.skipped
     );
 }
+
+#[tokio::test]
+async fn a_strategy_that_judges_only_signals_gets_no_pods_to_evaluate_but_ranks_them_all() {
+    let script = config(
+        r#"{"met":"hard","showKeys":true,"interest":{"podsInEvaluate":false},"victims":["uid-steady"]}"#,
+    );
+    let mut node = Node::new(
+        settings(&[("script", script)]),
+        &[("script", SCRIPTED_STRATEGY)],
+    );
+    let report = node.cycle().await;
+    assert_eq!(shown(&report, "script"), "", "no pod in its snapshot");
+    // It declines in `evaluate` here, so no threshold of its own: under
+    // memory pressure the built-in strategy still gets every pod to rank.
+    node.available_mib = 50;
+    let report = node.cycle().await;
+    assert_eq!(names(&report.started), ["hog"], "{report:?}");
+}

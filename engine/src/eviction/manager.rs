@@ -208,7 +208,9 @@ impl EvictionManager {
     /// Runs one cycle at `now` on `node`: decides, and hands the victims
     /// to evict now to the caller in [`CycleReport::requested`]. Each
     /// request's result must come back through [`EvictionManager::outcome`].
-    pub fn cycle(&mut self, now: SystemTime, node: &NodeState) -> CycleReport {
+    /// `node` is consumed: its pods become the strategies' snapshot as they
+    /// are, without a copy.
+    pub fn cycle(&mut self, now: SystemTime, node: NodeState) -> CycleReport {
         let mut report = CycleReport::default();
         let present: HashSet<&str> = node
             .pods
@@ -220,17 +222,15 @@ impl EvictionManager {
             .queue
             .settle(now, &present, self.settings.in_flight_timeout);
         self.dry_runs.retain(|_, until| *until > now);
+        let terminating = foreign_terminating(now, &node.terminating, &self.queue);
+        let mut pods = node.pods;
+        pods.retain(|p| !self.queue.in_flight(&p.uid));
         let mut snapshot = Snapshot {
             now_ms: now
                 .duration_since(UNIX_EPOCH)
                 .map_or(0, |d| d.as_millis() as i64),
-            signals: node.signals.clone(),
-            pods: node
-                .pods
-                .iter()
-                .filter(|p| !self.queue.in_flight(&p.uid))
-                .cloned()
-                .collect(),
+            signals: node.signals,
+            pods,
             last_met: MetLevel::NotMet,
             config: String::new(),
         };
@@ -248,7 +248,6 @@ impl EvictionManager {
                 .any(|m| &m.strategy == strategy && &m.threshold.scope == scope)
         });
 
-        let terminating = foreign_terminating(now, node, &self.queue);
         // Queued at once, so a later threshold that picks the same pod shares it.
         for threshold in met.iter().filter(|m| m.past_grace) {
             if let Some(pod) = &terminating {
@@ -320,7 +319,7 @@ impl EvictionManager {
         node: &NodeState,
         killer: &dyn Killer,
     ) -> CycleReport {
-        let mut report = self.cycle(now, node);
+        let mut report = self.cycle(now, node.clone());
         let mut pending = report.requested.clone();
         for _ in 0..MAX_ROUNDS {
             let mut refused = false;
@@ -334,7 +333,7 @@ impl EvictionManager {
             if !refused {
                 break;
             }
-            let next = self.cycle(now, node);
+            let next = self.cycle(now, node.clone());
             pending = next.requested.clone();
             report.absorb(next);
         }
@@ -683,8 +682,12 @@ fn victim(
 
 /// A pod terminating for another reason than one of our evictions, still
 /// within its grace period: reclaim in progress.
-fn foreign_terminating(now: SystemTime, node: &NodeState, queue: &KillQueue) -> Option<String> {
-    node.terminating
+fn foreign_terminating(
+    now: SystemTime,
+    terminating: &[Terminating],
+    queue: &KillQueue,
+) -> Option<String> {
+    terminating
         .iter()
         .find(|t| t.until > now && !queue.holds(&t.uid))
         .map(|t| t.name.clone())
@@ -870,9 +873,9 @@ mod tests {
             refused_by_sorter: vec!["a".into()],
             ..Fake::default()
         });
-        assert!(m.cycle(T0, &node(&["a", "b"])).requested.is_empty(), "calm");
+        assert!(m.cycle(T0, node(&["a", "b"])).requested.is_empty(), "calm");
         hard(&fake);
-        let report = m.cycle(T0, &node(&["a", "b"]));
+        let report = m.cycle(T0, node(&["a", "b"]));
         assert_eq!(uids(&report.requested), ["b"]);
         assert_eq!(report.conditions[0].name, "MemoryPressure");
     }
@@ -885,7 +888,7 @@ mod tests {
             ..Fake::default()
         });
         hard(&fake);
-        m.cycle(T0, &node(&["a", "b", "c"]));
+        m.cycle(T0, node(&["a", "b", "c"]));
         let sorted = fake.sorted.lock().unwrap();
         let names = |names: &[&str]| names.iter().map(|n| (*n).to_owned()).collect::<Vec<_>>();
         assert_eq!(
@@ -907,17 +910,17 @@ mod tests {
             ..Fake::default()
         });
         hard(&fake);
-        let first = m.cycle(T0, &node(&["a", "b"])).requested;
+        let first = m.cycle(T0, node(&["a", "b"])).requested;
         assert_eq!(uids(&first), ["a"]);
         // The call is still running: no second victim.
-        assert!(m.cycle(T0, &node(&["a", "b"])).requested.is_empty());
+        assert!(m.cycle(T0, node(&["a", "b"])).requested.is_empty());
         assert!(matches!(
             m.outcome(T0, &first[0], Ok(())),
             Some(Settled::Accepted(_))
         ));
-        assert!(m.cycle(T0, &node(&["a", "b"])).requested.is_empty());
+        assert!(m.cycle(T0, node(&["a", "b"])).requested.is_empty());
         // The pod is gone: the next one is picked.
-        let report = m.cycle(T0, &node(&["b"]));
+        let report = m.cycle(T0, node(&["b"]));
         assert_eq!(uids(&report.gone), ["a"]);
         assert_eq!(uids(&report.requested), ["b"]);
     }
@@ -930,11 +933,11 @@ mod tests {
         });
         hard(&fake);
         let all = node(&["a", "b"]);
-        let first = m.cycle(T0, &all).requested;
+        let first = m.cycle(T0, all.clone()).requested;
         let refused = m.outcome(T0, &first[0], Err(KillError::Refused("pdb".into())));
         assert!(matches!(refused, Some(Settled::Refused(..))));
-        assert_eq!(uids(&m.cycle(T0, &all).requested), ["b"]);
-        let second = m.cycle(T0, &all);
+        assert_eq!(uids(&m.cycle(T0, all.clone()).requested), ["b"]);
+        let second = m.cycle(T0, all.clone());
         assert!(second.requested.is_empty(), "b's call runs");
         let later = T0 + m.settings().period;
         m.outcome(later, &first[0], Ok(()));
@@ -944,7 +947,7 @@ mod tests {
         };
         m.outcome(later, &b, Err(KillError::Refused("pdb".into())));
         assert_eq!(
-            uids(&m.cycle(later, &all).requested),
+            uids(&m.cycle(later, all.clone()).requested),
             ["a"],
             "a's refusal is over"
         );
@@ -958,13 +961,13 @@ mod tests {
         });
         hard(&fake);
         let all = node(&["a", "b"]);
-        let first = m.cycle(T0, &all).requested;
+        let first = m.cycle(T0, all.clone()).requested;
         m.outcome(T0, &first[0], Err(KillError::Unavailable("503".into())));
-        let again = m.cycle(T0, &all).requested;
+        let again = m.cycle(T0, all.clone()).requested;
         assert_eq!(uids(&again), ["a"], "the same victim, not the next one");
         let gone = m.outcome(T0, &again[0], Err(KillError::Gone("404".into())));
         assert!(matches!(gone, Some(Settled::Gone(_))));
-        assert_eq!(uids(&m.cycle(T0, &node(&["b"])).requested), ["b"]);
+        assert_eq!(uids(&m.cycle(T0, node(&["b"])).requested), ["b"]);
     }
 
     #[test]
@@ -979,11 +982,11 @@ mod tests {
         // Each candidate is asked and refused; then the manager waits.
         let refuse_all = |m: &mut EvictionManager, now: SystemTime| {
             for _ in 0..2 {
-                let requested = m.cycle(now, &all).requested;
+                let requested = m.cycle(now, all.clone()).requested;
                 assert!(!requested[0].override_pdb);
                 m.outcome(now, &requested[0], Err(KillError::Refused("pdb".into())));
             }
-            m.cycle(now, &all)
+            m.cycle(now, all.clone())
         };
         let waiting = refuse_all(&mut m, now);
         assert!(waiting.requested.is_empty(), "{waiting:?}");
@@ -1008,7 +1011,7 @@ mod tests {
             ..Fake::default()
         });
         hard(&fake);
-        let report = m.cycle(T0, &node(&["a"]));
+        let report = m.cycle(T0, node(&["a"]));
         assert_eq!(uids(&report.requested), ["a"]);
         assert!(
             report
@@ -1033,7 +1036,7 @@ mod tests {
             name: "default/x".into(),
             until: T0 + Duration::from_secs(30),
         });
-        let report = m.cycle(T0, &state);
+        let report = m.cycle(T0, state.clone());
         assert!(report.requested.is_empty());
         assert!(
             report
@@ -1042,6 +1045,6 @@ mod tests {
                 .any(|s| s.contains("default/x is terminating"))
         );
         let later = T0 + Duration::from_secs(30);
-        assert_eq!(uids(&m.cycle(later, &state).requested), ["a"]);
+        assert_eq!(uids(&m.cycle(later, state.clone()).requested), ["a"]);
     }
 }

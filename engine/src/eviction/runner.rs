@@ -116,7 +116,7 @@ impl Runner {
         loop {
             let (period, timeout) = (manager.settings().period, manager.settings().call_timeout);
             let started = Instant::now();
-            let report = manager.cycle(clock.now(), &source.observe());
+            let report = manager.cycle(clock.now(), source.observe());
             for victim in &report.requested {
                 let call = killer.evict(victim);
                 let victim = victim.clone();

@@ -40,7 +40,7 @@ pub use sorter::exports::vigil::policy::sorter::{
     Candidate, Rejection as SortRejection, Sorted, Urgency,
 };
 pub use strategy::exports::vigil::policy::strategy::{
-    Condition, Decision, Eviction, MetLevel, Signal, Snapshot, Threshold,
+    Condition, Decision, Eviction, MetLevel, Signal, Snapshot, StrategyInterest, Threshold,
 };
 pub use strategy::vigil::policy::log::Level;
 pub use strategy::vigil::policy::types::{

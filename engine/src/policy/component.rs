@@ -3,12 +3,13 @@
 //! see [`super::pool`]), an epoch deadline and a memory cap;
 //! its answer is validated against the contract before anyone sees it.
 
-use super::bindings::{Interest, merger, sorter, strategy};
+use super::bindings::{merger, sorter, strategy};
 use super::cache::CacheOutcome;
 use super::error::{Cause, cause};
 use super::guest_env::GuestClock;
 use super::handle::{Merger, Sorter, Strategy};
 use super::host::EPOCH_TICK;
+use super::interest::Declared;
 use super::pool::CallSlots;
 use super::sandbox::{
     HOSTCALL_BYTES, LOG_BYTES_PER_CALL, LOG_LINES_PER_CALL, Sandbox, off_runtime,
@@ -67,8 +68,8 @@ pub struct Policy {
     calls: AtomicU64,
     faults: AtomicU64,
     log_dropped: AtomicU64,
-    /// The interest the policy declared, and the config it declared it for.
-    interest: Mutex<Option<(String, Arc<Interest>)>>,
+    /// What the policy declared it reads, and the config it declared it for.
+    interest: Mutex<Option<(String, Arc<Declared>)>>,
 }
 
 impl std::fmt::Debug for Policy {
@@ -239,15 +240,14 @@ impl Policy {
         Ok(answer)
     }
 
-    /// The labels and annotations the policy reads under `config`: asked
-    /// with `ask` the first time after the config changes, remembered since.
-    /// A fault or an interest out of bounds is counted, and asked again next
-    /// time.
+    /// What the policy reads under `config`: asked with `ask` the first time
+    /// after the config changes, remembered since. A fault or an interest out
+    /// of bounds is counted, and asked again next time.
     pub(super) fn interest(
         &self,
         config: &str,
-        ask: impl FnOnce() -> Result<Interest, Fault>,
-    ) -> Result<Arc<Interest>, Fault> {
+        ask: impl FnOnce() -> Result<Declared, Fault>,
+    ) -> Result<Arc<Declared>, Fault> {
         let mut known = self.interest.lock().expect("interest lock poisoned");
         if let Some((for_config, interest)) = known.as_ref()
             && for_config == config
@@ -255,7 +255,7 @@ impl Policy {
             return Ok(Arc::clone(interest));
         }
         let interest = self.counted(ask())?;
-        self.counted(super::interest::check(&interest))?;
+        self.counted(super::interest::check(&interest.keys))?;
         let interest = Arc::new(interest);
         *known = Some((config.to_owned(), Arc::clone(&interest)));
         Ok(interest)

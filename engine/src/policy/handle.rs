@@ -9,11 +9,11 @@
 //! interest in ([`super::interest`]); the caller's pods are left as they were.
 
 use super::bindings::{
-    Candidate, Decision, Eviction, Interest, Layer, MergeRejection, Snapshot, Sorted, merger,
-    sorter, strategy,
+    Candidate, Decision, Eviction, Layer, MergeRejection, Snapshot, Sorted, merger, sorter,
+    strategy,
 };
 use super::component::Outcome;
-use super::interest::{narrow, restore};
+use super::interest::{Declared, narrow, restore};
 use super::sandbox::Sandbox;
 use super::{Fault, Policy, validate};
 use std::sync::Arc;
@@ -44,33 +44,36 @@ impl<'a> Strategy<'a> {
         Self { policy, pre }
     }
 
-    /// The labels and annotations the strategy reads under `config`
-    /// (asked once per config).
+    /// What the strategy reads under `config` (asked once per config).
     ///
     /// # Errors
     /// A [`super::Fault`], or an interest out of bounds.
-    pub fn interest(&self, config: &str) -> Result<Arc<Interest>, Fault> {
+    pub fn interest(&self, config: &str) -> Result<Arc<Declared>, Fault> {
         self.policy.interest(config, || {
-            self.policy.call(
-                |store| self.pre.instantiate(store),
-                |instance, store| {
-                    instance
-                        .vigil_policy_strategy()
-                        .call_declare_interest(store, config)
-                },
-            )
+            self.policy
+                .call(
+                    |store| self.pre.instantiate(store),
+                    |instance, store| {
+                        instance
+                            .vigil_policy_strategy()
+                            .call_declare_interest(store, config)
+                    },
+                )
+                .map(Declared::from)
         })
     }
 
-    /// Asks the strategy to judge `snapshot`, its pods narrowed to the
-    /// strategy's interest for the call.
+    /// Asks the strategy to judge `snapshot`: its pods narrowed to the
+    /// strategy's interest for the call, or none if it does not read them
+    /// in `evaluate`. The answer is checked against what was offered.
     ///
     /// # Errors
     /// A [`super::Fault`]: trap, deadline, memory limit, or an answer naming
     /// a pod not in the snapshot.
     pub fn evaluate(&self, snapshot: &mut Snapshot) -> Outcome<Decision, String> {
-        let interest = self.interest(&snapshot.config)?;
-        let aside = narrow(snapshot.pods.iter_mut(), &interest);
+        let declared = self.interest(&snapshot.config)?;
+        let withheld = (!declared.pods_in_evaluate).then(|| std::mem::take(&mut snapshot.pods));
+        let aside = narrow(snapshot.pods.iter_mut(), &declared.keys);
         let outcome = self.policy.call(
             |store| self.pre.instantiate(store),
             |instance, store| {
@@ -79,9 +82,14 @@ impl<'a> Strategy<'a> {
                     .call_evaluate(store, snapshot)
             },
         );
+        let answer = self
+            .policy
+            .checked(outcome, |decision| validate::decision(snapshot, decision));
         restore(snapshot.pods.iter_mut(), aside);
-        self.policy
-            .checked(outcome, |decision| validate::decision(snapshot, decision))
+        if let Some(pods) = withheld {
+            snapshot.pods = pods;
+        }
+        answer
     }
 
     /// Asks the strategy for at most `n` victims for `scope`, as
@@ -95,8 +103,8 @@ impl<'a> Strategy<'a> {
         scope: &str,
         n: u32,
     ) -> Outcome<Vec<Eviction>, String> {
-        let interest = self.interest(&snapshot.config)?;
-        let aside = narrow(snapshot.pods.iter_mut(), &interest);
+        let declared = self.interest(&snapshot.config)?;
+        let aside = narrow(snapshot.pods.iter_mut(), &declared.keys);
         let outcome = self.policy.call(
             |store| self.pre.instantiate(store),
             |instance, store| {
@@ -121,16 +129,18 @@ impl<'a> Sorter<'a> {
     ///
     /// # Errors
     /// A [`super::Fault`], or an interest out of bounds.
-    pub fn interest(&self, config: &str) -> Result<Arc<Interest>, Fault> {
+    pub fn interest(&self, config: &str) -> Result<Arc<Declared>, Fault> {
         self.policy.interest(config, || {
-            self.policy.call(
-                |store| self.pre.instantiate(store),
-                |instance, store| {
-                    instance
-                        .vigil_policy_sorter()
-                        .call_declare_interest(store, config)
-                },
-            )
+            self.policy
+                .call(
+                    |store| self.pre.instantiate(store),
+                    |instance, store| {
+                        instance
+                            .vigil_policy_sorter()
+                            .call_declare_interest(store, config)
+                    },
+                )
+                .map(Declared::from)
         })
     }
 
@@ -148,8 +158,8 @@ impl<'a> Sorter<'a> {
         candidates: &mut [Candidate],
         config: &str,
     ) -> Outcome<Sorted, String> {
-        let interest = self.interest(config)?;
-        let aside = narrow(candidates.iter_mut().map(|c| &mut c.pod), &interest);
+        let declared = self.interest(config)?;
+        let aside = narrow(candidates.iter_mut().map(|c| &mut c.pod), &declared.keys);
         let outcome = self.policy.call(
             |store| self.pre.instantiate(store),
             |instance, store| {

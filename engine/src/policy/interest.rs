@@ -1,13 +1,41 @@
-//! What a policy reads of pods' labels and annotations (the `interest` it
-//! declares once per config), and pods narrowed to it for one call.
+//! What a policy reads of the pods (what it declares once per config), and
+//! pods narrowed to it for one call.
 //!
 //! Pods are narrowed in place and put back exactly as they were afterwards,
 //! so a call costs no copy of the pods: a policy interested in nothing (the
 //! built-in strategies) gets every pod without a single label or annotation,
 //! and the host allocates nothing to give it that.
 
-use super::bindings::{Interest, KeyValue, Pod};
+use super::bindings::{Interest, KeyValue, Pod, StrategyInterest};
 use super::{Fault, text};
+
+/// What a policy declared it reads under one config.
+#[derive(Debug)]
+pub struct Declared {
+    /// The labels and annotations it reads of each pod.
+    pub keys: Interest,
+    /// Whether a strategy's `evaluate` reads the pods (a sorter always gets
+    /// its candidates').
+    pub pods_in_evaluate: bool,
+}
+
+impl From<Interest> for Declared {
+    fn from(keys: Interest) -> Self {
+        Self {
+            keys,
+            pods_in_evaluate: true,
+        }
+    }
+}
+
+impl From<StrategyInterest> for Declared {
+    fn from(declared: StrategyInterest) -> Self {
+        Self {
+            keys: declared.keys,
+            pods_in_evaluate: declared.pods_in_evaluate,
+        }
+    }
+}
 
 /// Most keys an interest may list, labels and annotations each.
 pub(crate) const MAX_KEYS: usize = 64;

@@ -49,6 +49,7 @@ pub use digest::{Digest, WasmBytes};
 pub use error::{Cause, Fault, LoadError};
 pub use handle::{Merger, Sorter, Strategy};
 pub use host::{Host, HostError};
+pub use interest::Declared;
 pub use limits::{Limits, LimitsTable};
 pub use registry::{Incident, Phase, PolicyStatus, Refusal, Registry, RegistryError};
 pub use world::{CONTRACT_VERSION, World};

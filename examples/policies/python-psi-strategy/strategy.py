@@ -19,7 +19,14 @@ from functools import cmp_to_key
 
 import wit_world
 from componentize_py_types import Err
-from wit_world.exports.strategy import Condition, Decision, Eviction, MetLevel, Threshold
+from wit_world.exports.strategy import (
+    Condition,
+    Decision,
+    Eviction,
+    MetLevel,
+    StrategyInterest,
+    Threshold,
+)
 from wit_world.imports import log
 from wit_world.imports.types import Interest
 
@@ -116,8 +123,9 @@ def memory_rank(a, b):
 
 class Strategy(wit_world.exports.Strategy):
     def declare_interest(self, config):
-        """Pressure is judged from signals and usage: no label is read."""
-        return Interest([], [])
+        """Pressure is judged from signals (pods only rank victims): no label
+        is read, and evaluate needs no pods."""
+        return StrategyInterest(Interest([], []), False)
 
     def evaluate(self, snapshot):
         settings, signal = observe(snapshot)

@@ -22,7 +22,7 @@ pub mod bindings {
 }
 
 pub use bindings::exports::vigil::policy::strategy::{
-    Condition, Decision, Eviction, MetLevel, Signal, Snapshot, Threshold,
+    Condition, Decision, Eviction, MetLevel, Signal, Snapshot, StrategyInterest, Threshold,
 };
 pub use bindings::vigil::policy::types::{Interest, KeyValue, Pod, QosClass, Resources, Usage};
 use policy_kit::{Amount, Direction, Level, MemoryFacts, Thresholds, memory_rank};
@@ -238,11 +238,15 @@ mod component {
     struct NodePressure;
 
     impl crate::bindings::exports::vigil::policy::strategy::Guest for NodePressure {
-        fn declare_interest(_config: String) -> super::Interest {
-            // Pressure is judged from signals and usage, never from labels.
-            super::Interest {
-                labels: Vec::new(),
-                annotations: Vec::new(),
+        fn declare_interest(_config: String) -> super::StrategyInterest {
+            // Pressure is judged from signals (pods matter only to rank
+            // victims) and usage, never from labels.
+            super::StrategyInterest {
+                keys: super::Interest {
+                    labels: Vec::new(),
+                    annotations: Vec::new(),
+                },
+                pods_in_evaluate: false,
             }
         }
 

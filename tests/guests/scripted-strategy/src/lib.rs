@@ -5,15 +5,17 @@
 //! `{"met": "hard"|"soft"|"not-met", "grace": 0, "scope": "script",
 //!   "force": ["uid", ...], "soft": ["uid", ...], "victims": ["uid", ...],
 //!   "trapOnPod": "name", "probeClock": false,
-//!   "interest": {"labels": ["key", ...], "annotations": ["key", ...]},
+//!   "interest": {"labels": ["key", ...], "annotations": ["key", ...],
+//!                "podsInEvaluate": true},
 //!   "showKeys": false}`.
 //! Like any stateless strategy it only names pods the snapshot offers.
 //! `victims` orders `top-victims` (default: the snapshot's order). It traps
 //! whenever the snapshot holds a pod named `trapOnPod`. With `probeClock`,
 //! `evaluate` sleeps an hour through WASI and then declines with what its
 //! clocks showed: `wall=<ms since the epoch> slept=<monotonic ns>`.
-//! `interest` is what it declares it reads (nothing by default; an
-//! `interest` that is not an object traps, in `declare-interest`). With `showKeys`,
+//! `interest` is what it declares it reads (no label or annotation, and the
+//! pods in `evaluate`, by default; an `interest` that is not an object traps,
+//! in `declare-interest`). With `showKeys`,
 //! `evaluate` declines with the label and annotation keys each pod came with:
 //! `name: labels=a,b annotations=c; ...`.
 
@@ -24,7 +26,7 @@ pub mod bindings {
 }
 
 use bindings::exports::vigil::policy::strategy::{
-    Decision, Eviction, Guest, MetLevel, Snapshot, Threshold,
+    Decision, Eviction, Guest, MetLevel, Snapshot, StrategyInterest, Threshold,
 };
 use bindings::vigil::policy::types::{Interest, KeyValue};
 use serde_json::Value;
@@ -114,15 +116,18 @@ fn shown_keys(snapshot: &Snapshot) -> String {
 pub struct Scripted;
 
 impl Guest for Scripted {
-    fn declare_interest(config: String) -> Interest {
+    fn declare_interest(config: String) -> StrategyInterest {
         let config: Value = serde_json::from_str(&config).unwrap_or_default();
         let wanted = &config["interest"];
         if !(wanted.is_null() || wanted.is_object()) {
             panic!("scripted-strategy: interest must be an object");
         }
-        Interest {
-            labels: strings(&wanted["labels"]),
-            annotations: strings(&wanted["annotations"]),
+        StrategyInterest {
+            keys: Interest {
+                labels: strings(&wanted["labels"]),
+                annotations: strings(&wanted["annotations"]),
+            },
+            pods_in_evaluate: wanted["podsInEvaluate"].as_bool().unwrap_or(true),
         }
     }
 
