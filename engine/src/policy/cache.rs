@@ -145,10 +145,18 @@ impl ArtifactCache {
     /// Why `artifact`, with the `.mac` file `mac`, is not a valid artifact of
     /// component `digest` for this engine. Reads the artifact to its end.
     fn verify(&self, digest: &Digest, mac: &[u8], artifact: &mut File) -> Result<(), String> {
-        let (claims, tag) = mac
-            .split_at_checked(CLAIMS)
-            .filter(|(_, tag)| tag.len() == 32)
-            .ok_or("its .mac file is truncated")?;
+        if mac.len() != MAC_FILE {
+            return Err(format!(
+                "its .mac file is {} bytes, not {MAC_FILE} ({})",
+                mac.len(),
+                if mac.len() < MAC_FILE {
+                    "truncated"
+                } else {
+                    "not of this format"
+                }
+            ));
+        }
+        let (claims, tag) = mac.split_at(CLAIMS);
         if &claims[..MAGIC.len()] != MAGIC {
             return Err("its .mac file is not of this format".into());
         }
@@ -231,5 +239,33 @@ impl ArtifactCache {
                     self.dir.display()
                 )
             })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_mac_file_of_the_wrong_size_says_which_way_it_is_wrong() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = ArtifactCache::new(dir.path().join("cache"), &Engine::default()).unwrap();
+        let artifact = dir.path().join("artifact");
+        std::fs::write(&artifact, b"not compiled code").unwrap();
+        let why = |mac: &[u8]| {
+            let mut file = File::open(&artifact).unwrap();
+            cache
+                .verify(&Digest::of(b"component"), mac, &mut file)
+                .unwrap_err()
+        };
+        assert_eq!(
+            why(&[0; MAC_FILE - 1]),
+            "its .mac file is 79 bytes, not 80 (truncated)"
+        );
+        assert_eq!(
+            why(&[0; MAC_FILE + 1]),
+            "its .mac file is 81 bytes, not 80 (not of this format)"
+        );
+        assert_eq!(why(&[0; MAC_FILE]), "its .mac file is not of this format");
     }
 }

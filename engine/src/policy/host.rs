@@ -329,4 +329,20 @@ mod tests {
             Err(LoadError::NotWasm)
         ));
     }
+
+    #[test]
+    fn a_child_compiler_needs_a_cache_to_hand_artifacts_back() {
+        let compiler = ChildCompiler {
+            program: "/proc/self/exe".into(),
+            memory_bytes: 64 << 20,
+            deadline: Duration::from_secs(1),
+        };
+        let without = Host::new(None).unwrap().compiling_in(compiler.clone());
+        assert!(matches!(without, Err(HostError::ChildWithoutCache)));
+        let dir = tempfile::tempdir().unwrap();
+        let with = Host::new(Some(dir.path().to_owned()))
+            .unwrap()
+            .compiling_in(compiler);
+        assert!(with.is_ok());
+    }
 }
