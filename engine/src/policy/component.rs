@@ -240,13 +240,14 @@ impl Policy {
         Ok(answer)
     }
 
-    /// What the policy reads under `config`: asked with `ask` the first time
-    /// after the config changes, remembered since. A fault or an interest out
-    /// of bounds is counted, and asked again next time.
-    pub(super) fn interest(
+    /// What the policy reads under `config`: asked with a call to `declare`
+    /// the first time after the config changes, remembered since. A fault or
+    /// an interest out of bounds is counted, and asked again next time.
+    pub(super) fn interest<I, D: Into<Declared> + Send>(
         &self,
         config: &str,
-        ask: impl FnOnce() -> Result<Declared, Fault>,
+        instantiate: impl FnOnce(&mut Store<Sandbox>) -> wasmtime::Result<I> + Send,
+        declare: impl FnOnce(&I, &mut Store<Sandbox>) -> wasmtime::Result<D> + Send,
     ) -> Result<Arc<Declared>, Fault> {
         let mut known = self.interest.lock().expect("interest lock poisoned");
         if let Some((for_config, interest)) = known.as_ref()
@@ -254,7 +255,7 @@ impl Policy {
         {
             return Ok(Arc::clone(interest));
         }
-        let interest = self.counted(ask())?;
+        let interest: Declared = self.counted(self.call(instantiate, declare))?.into();
         self.counted(super::interest::check(&interest.keys))?;
         let interest = Arc::new(interest);
         *known = Some((config.to_owned(), Arc::clone(&interest)));

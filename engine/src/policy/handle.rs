@@ -49,18 +49,15 @@ impl<'a> Strategy<'a> {
     /// # Errors
     /// A [`super::Fault`], or an interest out of bounds.
     pub fn interest(&self, config: &str) -> Result<Arc<Declared>, Fault> {
-        self.policy.interest(config, || {
-            self.policy
-                .call(
-                    |store| self.pre.instantiate(store),
-                    |instance, store| {
-                        instance
-                            .vigil_policy_strategy()
-                            .call_declare_interest(store, config)
-                    },
-                )
-                .map(Declared::from)
-        })
+        self.policy.interest(
+            config,
+            |store| self.pre.instantiate(store),
+            |instance, store| {
+                instance
+                    .vigil_policy_strategy()
+                    .call_declare_interest(store, config)
+            },
+        )
     }
 
     /// Asks the strategy to judge `snapshot`: its pods narrowed to the
@@ -130,18 +127,15 @@ impl<'a> Sorter<'a> {
     /// # Errors
     /// A [`super::Fault`], or an interest out of bounds.
     pub fn interest(&self, config: &str) -> Result<Arc<Declared>, Fault> {
-        self.policy.interest(config, || {
-            self.policy
-                .call(
-                    |store| self.pre.instantiate(store),
-                    |instance, store| {
-                        instance
-                            .vigil_policy_sorter()
-                            .call_declare_interest(store, config)
-                    },
-                )
-                .map(Declared::from)
-        })
+        self.policy.interest(
+            config,
+            |store| self.pre.instantiate(store),
+            |instance, store| {
+                instance
+                    .vigil_policy_sorter()
+                    .call_declare_interest(store, config)
+            },
+        )
     }
 
     /// Asks the sorter to validate and order `candidates`, proposed by the

@@ -110,7 +110,7 @@ pub(crate) fn restore<'a>(pods: impl Iterator<Item = &'a mut Pod>, aside: SetAsi
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{QosClass, Resources, Usage};
+    use crate::model::QosClass;
 
     fn pairs(keys: &[&str]) -> Vec<KeyValue> {
         keys.iter()
@@ -129,36 +129,10 @@ mod tests {
     }
 
     fn pod(name: &str) -> Pod {
-        let (zero, usage) = (
-            Resources {
-                memory_bytes: 0,
-                cpu_millis: 0,
-            },
-            Usage {
-                memory_working_set_bytes: 0,
-                memory_rss_bytes: 0,
-                cpu_millis: 0,
-                ephemeral_storage_bytes: 0,
-                pids: 0,
-            },
-        );
         Pod {
-            uid: name.into(),
-            namespace: "default".into(),
-            name: name.into(),
-            qos: QosClass::BestEffort,
-            priority: 0,
             labels: pairs(&["app", "team", "vigil.dev/skip", "vigil.dev/tier"]),
             annotations: pairs(&["note", "vigil.dev/skip"]),
-            requests: zero,
-            limits: zero,
-            usage,
-            start_time_ms: 0,
-            owner_kind: None,
-            is_static: false,
-            is_mirror: false,
-            is_critical: false,
-            pdb_disruptions_allowed: None,
+            ..crate::policy::canary::pod(name, QosClass::BestEffort, 0, 10, 0)
         }
     }
 
