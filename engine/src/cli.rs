@@ -1,8 +1,11 @@
 //! The `vigil` command line. `main.rs` only calls [`run`].
 
 use crate::agent::AgentConfig;
+use crate::config::VigilConfig;
+use crate::config::names::unknown_policies;
+use crate::eviction::EvictionSettings;
 use crate::policy::builtin::BUILTINS;
-use crate::policy::check::{check_bytes, check_file};
+use crate::policy::check::{check_bytes, check_file, policy_name};
 use crate::policy::compiler::{INVALID_EXIT, child_input, peak_rss_kib};
 use crate::policy::files::DEFAULT_MAX_POLICY_BYTES;
 use crate::policy::{ChildCompiler, Host, LoadError, Source};
@@ -199,6 +202,16 @@ enum PolicyCommand {
         /// Also check the policies built into this binary.
         #[arg(long)]
         builtin: bool,
+        /// A vigil config layer (a YAML or JSON file, or inline JSON starting
+        /// with `{`): each canary call gets its policy's `policies.NAME.config`,
+        /// and fails if the policy declines with it; config for a policy that
+        /// is neither checked nor built in is an error.
+        #[arg(long, value_name = "FILE|JSON")]
+        config: Option<String>,
+        /// Keep compiled components here, as the agent does: checking an
+        /// unchanged JavaScript or Python component again takes milliseconds.
+        #[arg(long)]
+        cache_dir: Option<PathBuf>,
     },
     /// The agent's child compiler: compiles the component on stdin into the cache.
     #[command(hide = true)]
@@ -223,7 +236,12 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Agent(args) => agent(args).await,
         Command::Simulate(args) => simulate(args).await,
-        Command::Policy(PolicyCommand::Check { files, builtin }) => check(&files, builtin),
+        Command::Policy(PolicyCommand::Check {
+            files,
+            builtin,
+            config,
+            cache_dir,
+        }) => check(&files, builtin, config.as_deref(), cache_dir),
         Command::Policy(PolicyCommand::Compile {
             digest,
             memory_limit_bytes,
@@ -241,22 +259,58 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
     }
 }
 
-fn check(files: &[PathBuf], builtin: bool) -> anyhow::Result<()> {
+fn check(
+    files: &[PathBuf],
+    builtin: bool,
+    config: Option<&str>,
+    cache_dir: Option<PathBuf>,
+) -> anyhow::Result<()> {
     if files.is_empty() && !builtin {
         bail!("nothing to check: name component files, or pass --builtin");
     }
-    let host = Host::new(None)?;
+    let host = Host::new(cache_dir)?;
+    let settings = config.map(check_config).transpose()?;
+    let canary_config = |name: &str| {
+        settings
+            .as_ref()
+            .map_or_else(|| "{}".to_owned(), |s| s.policy(name).config)
+    };
     let mut failures = 0;
+    if let Some(settings) = &settings {
+        let known: Vec<String> = BUILTINS
+            .iter()
+            .map(|(name, _)| (*name).to_owned())
+            .chain(files.iter().map(|path| policy_name(path)))
+            .collect();
+        for unknown in unknown_policies(settings, &known) {
+            failures += 1;
+            println!("config: INVALID: {unknown}");
+        }
+    }
     let builtins = BUILTINS.iter().filter(|_| builtin).map(|(name, bytes)| {
         let origin = format!("builtin:{name}");
-        let result = check_bytes(&host, origin.clone(), name, *bytes, Source::Builtin);
+        let config = canary_config(name);
+        let result = check_bytes(
+            &host,
+            origin.clone(),
+            name,
+            *bytes,
+            Source::Builtin,
+            &config,
+        );
         (origin, result)
     });
-    let files = files
-        .iter()
-        .map(|path| (path.display().to_string(), check_file(&host, path)));
+    let files = files.iter().map(|path| {
+        let config = canary_config(&policy_name(path));
+        (path.display().to_string(), check_file(&host, path, &config))
+    });
     for (origin, result) in builtins.chain(files) {
         match result {
+            Ok(report) if settings.is_some() && report.declined.is_some() => {
+                failures += 1;
+                let reason = report.declined.unwrap_or_default();
+                println!("{origin}: INVALID: declined the canary call with its config: {reason}");
+            }
             Ok(report) => println!("{report}"),
             Err(error) => {
                 failures += 1;
@@ -265,9 +319,32 @@ fn check(files: &[PathBuf], builtin: bool) -> anyhow::Result<()> {
         }
     }
     if failures > 0 {
-        bail!("{failures} component(s) failed the check");
+        bail!("{failures} problem(s) found by the check");
     }
     Ok(())
+}
+
+/// The settings of the config layer `arg` (inline JSON if it starts with
+/// `{`, else a YAML or JSON file), checked against vigil's config schema.
+fn check_config(arg: &str) -> anyhow::Result<EvictionSettings> {
+    let (text, origin) = if arg.trim_start().starts_with('{') {
+        (arg.to_owned(), "--config".to_owned())
+    } else {
+        let text = std::fs::read_to_string(arg).with_context(|| format!("cannot read {arg}"))?;
+        (text, arg.to_owned())
+    };
+    let value: serde_json::Value =
+        serde_norway::from_str(&text).with_context(|| format!("{origin} is not YAML or JSON"))?;
+    let problems = crate::config::schema::violations(&value);
+    if !problems.is_empty() {
+        bail!(
+            "{origin} does not match vigil's config schema: {}",
+            problems.join("; ")
+        );
+    }
+    let config: VigilConfig = serde_json::from_value(value)
+        .with_context(|| format!("{origin} is not a valid vigil config"))?;
+    Ok(config.eviction_settings())
 }
 
 /// The child compiler's work (see [`crate::policy::compiler`]). A component

@@ -69,7 +69,7 @@ fn invalid_files_fail_the_check_naming_file_and_reason() {
         )),
         "{text}"
     );
-    assert!(text.contains("3 component(s) failed the check"), "{text}");
+    assert!(text.contains("3 problem(s) found by the check"), "{text}");
 }
 
 #[test]
@@ -109,4 +109,67 @@ fn the_example_policies_in_c_javascript_and_python_pass_and_name_their_world() {
         assert!(text.contains(&report), "{report} in {text}");
     }
     assert_eq!(text.matches("canary call passed").count(), examples.len());
+}
+
+#[test]
+fn a_config_gives_each_canary_its_policy_config_and_names_what_it_misspelt() {
+    let config = r#"{"policies": {"memory-presure": {"dryRun": true}, "default-sorter": {"config": {"skipPods": []}}}}"#;
+    let (ok, text) = vigil(&["policy", "check", "--builtin", "--config", config]);
+    assert!(!ok, "{text}");
+    assert!(
+        text.contains(r#"config: INVALID: config field policies.memory-presure names policy "memory-presure", which is not loaded; did you mean "memory-pressure"?"#),
+        "{text}"
+    );
+    assert!(
+        text.contains("builtin:default-sorter: INVALID: declined the canary call with its config: $.skipPods: unknown field"),
+        "{text}"
+    );
+    assert!(text.contains("builtin:memory-pressure: ok"), "{text}");
+    assert!(text.contains("2 problem(s) found by the check"), "{text}");
+
+    // The same, from a YAML file, with valid settings: every built-in passes.
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("config.yaml");
+    std::fs::write(
+        &file,
+        "policies:\n  default-sorter:\n    config: {skipLabels: [app]}\n",
+    )
+    .unwrap();
+    let (ok, text) = vigil(&[
+        "policy",
+        "check",
+        "--builtin",
+        "--config",
+        file.to_str().unwrap(),
+    ]);
+    assert!(ok, "{text}");
+    assert!(!text.contains("declined"), "{text}");
+
+    let (ok, text) = vigil(&[
+        "policy",
+        "check",
+        "--builtin",
+        "--config",
+        r#"{"evictionBurst": 0}"#,
+    ]);
+    assert!(
+        !ok && text.contains("does not match vigil's config schema"),
+        "{text}"
+    );
+}
+
+#[test]
+fn with_a_cache_dir_a_second_check_loads_the_compiled_component() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dir.path().join("cache");
+    let cache = cache.to_str().unwrap();
+    let (ok, first) = vigil(&["policy", "check", "--builtin", "--cache-dir", cache]);
+    assert!(ok && !first.contains("(from the cache)"), "{first}");
+    let (ok, second) = vigil(&["policy", "check", "--builtin", "--cache-dir", cache]);
+    assert!(ok, "{second}");
+    assert_eq!(
+        second.matches("(from the cache)").count(),
+        first.matches("canary call passed").count(),
+        "{second}"
+    );
 }

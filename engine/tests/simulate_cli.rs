@@ -139,3 +139,28 @@ fn a_policies_directory_replaces_built_ins_and_the_run_names_the_file_that_serve
         "{errors}"
     );
 }
+
+#[test]
+fn config_for_a_policy_that_is_not_loaded_is_a_warning_naming_the_nearest() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("scenario.yaml");
+    std::fs::write(
+        &path,
+        "name: x\nduration: 10s\nnode: {memory: 1Gi}\npods: []\nconfig:\n  policies:\n    memory-presure: {dryRun: true}\n",
+    )
+    .unwrap();
+    let run = |format: &str| {
+        let output = Command::new(env!("CARGO_BIN_EXE_vigil"))
+            .args(["simulate", "--output", format])
+            .arg(&path)
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "a warning, not an error");
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    };
+    let warning = r#"config field policies.memory-presure names policy "memory-presure", which is not loaded; did you mean "memory-pressure"?"#;
+    let text = run("text");
+    assert!(text.contains(&format!("warning: {warning}\n")), "{text}");
+    let json: serde_json::Value = serde_json::from_str(&run("json")).unwrap();
+    assert_eq!(json["warnings"], serde_json::json!([warning]));
+}

@@ -202,7 +202,7 @@ fn damaged_components_are_refused_cleanly() {
             let input = mutate(&mut rng, seed);
             let bytes: Arc<[u8]> = Arc::from(input.as_slice());
             answers("loading a component", &input, || {
-                check_bytes(&host, "fuzz".into(), "fuzz", bytes, Source::Builtin)
+                check_bytes(&host, "fuzz".into(), "fuzz", bytes, Source::Builtin, "{}")
             })
             .ok();
         }

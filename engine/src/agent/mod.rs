@@ -14,6 +14,7 @@
 
 mod config;
 mod http;
+mod unknown;
 
 pub use config::{ConfigController, ConfigOptions};
 
@@ -151,8 +152,14 @@ pub async fn run(config: AgentConfig, shutdown: impl Future<Output = ()>) -> any
     let reloader = Reloader::new(Arc::clone(&registry), config.policies_dir.clone())
         .max_file_bytes(config.max_policy_bytes);
     let reload_stop = stop.clone();
+    let (scans_tx, scans) = mpsc::unbounded_channel();
+    tasks.spawn(unknown::warn(
+        Arc::clone(&registry),
+        scans,
+        controller.settings(),
+    ));
     tasks.spawn(async move {
-        if let Err(error) = reloader.run(reload_stop.cancelled_owned(), None).await {
+        if let Err(error) = reloader.run(reload_stop.cancelled_owned(), Some(scans_tx)).await {
             tracing::error!(error = %crate::report::Chain(&error), "the policy reloader stopped; serving the loaded policies");
         }
     });

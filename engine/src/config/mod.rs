@@ -14,6 +14,7 @@ pub mod assignment;
 pub mod checkpoint;
 pub mod crd;
 pub mod layers;
+pub mod names;
 pub mod references;
 pub mod schema;
 

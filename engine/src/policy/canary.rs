@@ -53,21 +53,34 @@ pub(crate) fn pod(
     }
 }
 
-/// A small node under memory pressure with pods of every QoS class.
+/// A small node under memory pressure (and no other) with pods of every QoS
+/// class, and every kind of signal the agent reads, so a strategy declines
+/// only for a reason of its own.
 pub(crate) fn snapshot(config: String) -> Snapshot {
+    const GIB: u64 = 1 << 30;
+    let signal = |name: &str, value: u64, capacity: u64| Signal {
+        name: name.into(),
+        value: value as f64,
+        capacity: Some(capacity as f64),
+    };
     Snapshot {
         now_ms: 1_700_000_000_000,
         signals: vec![
-            Signal {
-                name: "memory.available".into(),
-                value: (64 * MIB) as f64,
-                capacity: Some((4096 * MIB) as f64),
-            },
+            signal("memory.available", 64 * MIB, 4096 * MIB),
+            signal("allocatable.memory.available", 32 * MIB, 3584 * MIB),
+            signal("nodefs.available", 60 * GIB, 100 * GIB),
+            signal("nodefs.inodesFree", 5_000_000, 6_000_000),
+            signal("imagefs.available", 60 * GIB, 100 * GIB),
+            signal("imagefs.inodesFree", 5_000_000, 6_000_000),
+            signal("pid.available", 30_000, 32_768),
             Signal {
                 name: "psi.memory.some.avg10".into(),
                 value: 12.5,
                 capacity: Some(100.0),
             },
+            signal("psi.memory.full.avg10", 3, 100),
+            signal("psi.cpu.some.avg10", 5, 100),
+            signal("psi.io.some.avg10", 1, 100),
         ],
         pods: vec![
             pod("best-effort", QosClass::BestEffort, 0, 300, 0),
@@ -79,18 +92,20 @@ pub(crate) fn snapshot(config: String) -> Snapshot {
     }
 }
 
-/// Calls `policy` once on its world's sample input with `config`.
+/// Calls `policy` once on its world's sample input with `config`, and
+/// says whether it declined (the WIT `result`'s `err`), and why.
 ///
 /// # Errors
 /// The fault the call raised.
-pub(crate) fn run(policy: &Policy, config: &str) -> Result<(), Fault> {
+pub(crate) fn run(policy: &Policy, config: &str) -> Result<Option<String>, Fault> {
     if let Some(strategy) = policy.as_strategy() {
         let mut snapshot = snapshot(config.to_owned());
-        if let Ok(decision) = strategy.evaluate(&mut snapshot)? {
-            strategy
-                .top_victims(&mut snapshot, &decision.threshold.scope, 2)?
-                .ok();
-        }
+        let decision = match strategy.evaluate(&mut snapshot)? {
+            Ok(decision) => decision,
+            Err(declined) => return Ok(Some(declined)),
+        };
+        let scope = decision.threshold.scope;
+        Ok(strategy.top_victims(&mut snapshot, &scope, 2)?.err())
     } else if let Some(sorter) = policy.as_sorter() {
         let urgencies = [Urgency::Hard, Urgency::Force, Urgency::Soft];
         let mut candidates: Vec<Candidate> = snapshot(String::new())
@@ -103,9 +118,9 @@ pub(crate) fn run(policy: &Policy, config: &str) -> Result<(), Fault> {
                 urgency,
             })
             .collect();
-        sorter
+        Ok(sorter
             .sort(&["canary".into()], &mut candidates, config)?
-            .ok();
+            .err())
     } else if let Some(merger) = policy.as_merger() {
         let layers = [
             Layer {
@@ -117,7 +132,11 @@ pub(crate) fn run(policy: &Policy, config: &str) -> Result<(), Fault> {
                 json: "{}".into(),
             },
         ];
-        merger.merge(&layers)?.ok();
+        Ok(merger
+            .merge(&layers)?
+            .err()
+            .map(|rejections| crate::config::Rejections(rejections).to_string()))
+    } else {
+        Ok(None)
     }
-    Ok(())
 }

@@ -1,7 +1,9 @@
 //! `vigil policy check`: loads component files exactly as the agent would
 //! (format, world, imports, canary call) and describes each one.
 
-use super::{Digest, Host, Limits, LoadError, Policy, Source, WasmBytes, World, canary};
+use super::{
+    CacheOutcome, Digest, Host, Limits, LoadError, Policy, Source, WasmBytes, World, canary,
+};
 use std::fmt;
 use std::path::Path;
 use std::time::Duration;
@@ -21,12 +23,16 @@ pub struct CheckReport {
     pub size: usize,
     /// Version digest.
     pub digest: Digest,
-    /// Time to compile it.
+    /// Time to compile it (or to load it from the cache).
     pub compile_time: Duration,
+    /// Whether it was loaded from the artifact cache rather than compiled.
+    pub cached: bool,
+    /// Why the canary call declined, if it did (an answer, not a fault).
+    pub declined: Option<String>,
 }
 
 impl CheckReport {
-    fn new(origin: String, policy: &Policy) -> Self {
+    fn new(origin: String, policy: &Policy, declined: Option<String>) -> Self {
         Self {
             origin,
             world: policy.world(),
@@ -35,6 +41,8 @@ impl CheckReport {
             size: policy.bytes().len(),
             digest: policy.digest(),
             compile_time: policy.compile_time(),
+            cached: policy.cache_outcome() == CacheOutcome::Hit,
+            declined,
         }
     }
 }
@@ -62,13 +70,19 @@ impl fmt::Display for CheckReport {
         writeln!(f, "  digest:   sha256:{}", self.digest.hex())?;
         write!(
             f,
-            "  compile:  {:.1} ms; canary call passed",
-            self.compile_time.as_secs_f64() * 1e3
-        )
+            "  compile:  {:.1} ms{}; canary call passed",
+            self.compile_time.as_secs_f64() * 1e3,
+            if self.cached { " (from the cache)" } else { "" }
+        )?;
+        match &self.declined {
+            Some(reason) => write!(f, " (it declined: {reason})"),
+            None => Ok(()),
+        }
     }
 }
 
-/// Loads `bytes` like the agent would and runs its canary call.
+/// Loads `bytes` like the agent would and runs its canary call with
+/// `config`, the policy's own configuration as JSON.
 ///
 /// # Errors
 /// Why it cannot serve as a policy.
@@ -78,22 +92,33 @@ pub fn check_bytes(
     name: &str,
     wasm: impl Into<WasmBytes>,
     source: Source,
+    config: &str,
 ) -> Result<CheckReport, LoadError> {
     let policy = host.load(name, wasm, source, Limits::default())?;
-    canary::run(&policy, "{}").map_err(LoadError::Canary)?;
-    Ok(CheckReport::new(origin, &policy))
+    let declined = canary::run(&policy, config).map_err(LoadError::Canary)?;
+    Ok(CheckReport::new(origin, &policy, declined))
 }
 
-/// Checks the component file at `path`.
+/// The policy name of the component file at `path` (its file stem).
+pub fn policy_name(path: &Path) -> String {
+    path.file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+/// Checks the component file at `path`, as [`check_bytes`] does.
 ///
 /// # Errors
 /// Why it cannot serve as a policy.
-pub fn check_file(host: &Host, path: &Path) -> Result<CheckReport, LoadError> {
+pub fn check_file(host: &Host, path: &Path, config: &str) -> Result<CheckReport, LoadError> {
     let bytes = super::files::read_policy(path, super::files::DEFAULT_MAX_POLICY_BYTES)?;
-    let name = path
-        .file_stem()
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_default();
     let source = Source::File(path.to_owned());
-    check_bytes(host, path.display().to_string(), &name, bytes, source)
+    check_bytes(
+        host,
+        path.display().to_string(),
+        &policy_name(path),
+        bytes,
+        source,
+        config,
+    )
 }

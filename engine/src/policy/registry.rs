@@ -387,6 +387,7 @@ impl Registry {
                 found: policy.world().name(),
             });
         }
+        // A refusal is an answer: the version may serve.
         canary::run(&policy, "{}").map_err(LoadError::Canary)?;
         Ok(Arc::new(policy))
     }

@@ -86,6 +86,9 @@ pub fn render(simulation: &Simulation) -> String {
             .unwrap();
         }
     }
+    for warning in &simulation.warnings {
+        writeln!(w, "warning: {warning}").unwrap();
+    }
     writeln!(w).unwrap();
     // memory.available, and every signal whose threshold is met at some point.
     let mut shown: BTreeSet<&str> = ["memory.available"].into();

@@ -153,6 +153,9 @@ pub struct Simulation {
     pub description: String,
     /// The policies that served, by name.
     pub policies: Vec<PolicyRecord>,
+    /// What in the scenario is likely a mistake, e.g. config for a policy
+    /// that is not loaded.
+    pub warnings: Vec<String>,
     /// Seconds between cycles.
     pub period: f64,
     /// Every cycle.
@@ -167,6 +170,7 @@ impl Simulation {
             scenario: scenario.name.clone(),
             description: scenario.description.trim().to_owned(),
             policies: Vec::new(),
+            warnings: Vec::new(),
             period: period.as_secs_f64(),
             steps: Vec::new(),
             evictions: Vec::new(),

@@ -8,6 +8,7 @@ use super::record::{
 };
 use super::scenario::{PodSpec, Scenario};
 use crate::clock::ManualClock;
+use crate::config::names::unknown_policies;
 use crate::config::{ConfigError, VigilConfig, references};
 use crate::eviction::{EvictionManager, NodeState};
 use crate::model::{KeyValue, Layer, MetLevel, OwnerKind, Pod, Resources, Signal, Usage};
@@ -177,6 +178,18 @@ pub async fn run(
         .into_iter()
         .map(PolicyRecord::new)
         .collect();
+    let loaded: Vec<&str> = simulation
+        .policies
+        .iter()
+        .map(|p| p.name.as_str())
+        .collect();
+    simulation.warnings = unknown_policies(&config.eviction_settings(), &loaded)
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    for warning in &simulation.warnings {
+        tracing::warn!("{warning}");
+    }
     let mut t = Duration::ZERO;
     while t <= scenario.duration {
         let present: Vec<&SimPod<'_>> = pods
