@@ -194,3 +194,66 @@ async fn a_scenarios_per_policy_limits_apply_from_the_first_load() {
         "the canary ran with the scenario's limit: {text}"
     );
 }
+
+/// Runs the scenario `yaml`, with `policies` (name, component) in its
+/// policies directory.
+async fn simulate_text(yaml: &str, policies: &[(&str, &[u8])]) -> Simulation {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("policies")).unwrap();
+    for (name, bytes) in policies {
+        std::fs::write(dir.path().join(format!("policies/{name}.wasm")), bytes).unwrap();
+    }
+    let scenario = Scenario::parse(yaml, &dir.path().join("s.yaml")).expect("valid");
+    run(&scenario, dir.path(), &RunOptions::default())
+        .await
+        .expect("the scenario runs")
+}
+
+#[tokio::test]
+async fn pods_start_when_their_age_says_and_arrive_and_leave_on_time() {
+    // A strategy that always wants the oldest pod gone, one per cycle (every
+    // 5 s); each pod is gone 1 s after its eviction. By hand: at 0 s `b`
+    // (2 days old) beats `a` (1 hour) and `d` (started with the scenario);
+    // at 5 s `a`; at 10 s `d` (started at 0 s) beats `c` (arrived at 7 s);
+    // at 15 s `c`. `e` is there only from 1 s to 4 s, between two cycles.
+    let pod = |name: &str, when: &str| {
+        format!("  - {{name: {name}, gracePeriod: 1s, memory: [{{at: 0s, value: 100Mi}}]{when}}}\n")
+    };
+    let yaml = format!(
+        "name: ages\nduration: 15s\nnode: {{memory: 8Gi}}\npoliciesDir: policies\n\
+         config: {{evictionBurst: 1, policies: {{script: {{config: {{met: hard, oldestFirst: true}}}}}}}}\n\
+         pods:\n{}{}{}{}{}",
+        pod("a", ", age: 1h"),
+        pod("b", ", age: 2d"),
+        pod("c", ", arrivesAt: 7s"),
+        pod("d", ""),
+        pod("e", ", arrivesAt: 1s, leavesAt: 4s"),
+    );
+    let simulation = simulate_text(&yaml, &[("script", vigil_tests::SCRIPTED_STRATEGY)]).await;
+    assert_eq!(
+        evictions(&simulation),
+        [
+            (0.0, "default/b"),
+            (5.0, "default/a"),
+            (10.0, "default/d"),
+            (15.0, "default/c")
+        ]
+    );
+}
+
+#[tokio::test]
+async fn memory_follows_the_pods_that_are_there() {
+    let yaml = "name: presence\nduration: 15s\nnode: {memory: 4Gi}\npods:\n\
+                - {name: always, memory: [{at: 0s, value: 1Gi}]}\n\
+                - {name: visitor, arrivesAt: 5s, leavesAt: 10s, memory: [{at: 0s, value: 1Gi}]}\n";
+    let simulation = simulate_text(yaml, &[]).await;
+    let available: Vec<(f64, f64)> = simulation
+        .steps
+        .iter()
+        .map(|s| (s.t, s.signals["memory.available"] / f64::from(1u32 << 30)))
+        .collect();
+    assert_eq!(
+        available,
+        [(0.0, 3.0), (5.0, 2.0), (10.0, 3.0), (15.0, 3.0)]
+    );
+}

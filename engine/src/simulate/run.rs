@@ -50,8 +50,21 @@ pub enum SimulateError {
 struct SimPod<'a> {
     spec: &'a PodSpec,
     uid: String,
-    /// When it is gone after an eviction.
+    /// When it is gone: by itself (`leavesAt`), or after an eviction.
     leaves_at: Option<Duration>,
+}
+
+impl SimPod<'_> {
+    /// Whether it is on the node at `t`.
+    fn present(&self, t: Duration) -> bool {
+        self.spec.arrives_at <= t && self.leaves_at.is_none_or(|at| at > t)
+    }
+
+    /// When it started: `age` before the scenario's start, or when it arrived.
+    fn start_time_ms(&self) -> i64 {
+        let start = START.as_millis() as i64;
+        start - self.spec.age.as_millis() as i64 + self.spec.arrives_at.as_millis() as i64
+    }
 }
 
 impl SimPod<'_> {
@@ -87,7 +100,7 @@ impl SimPod<'_> {
                 ephemeral_storage_bytes: spec.disk.at(t) as u64,
                 pids: spec.pids.as_ref().map_or(1, |p| p.at(t) as u64),
             },
-            start_time_ms: START.as_millis() as i64,
+            start_time_ms: self.start_time_ms(),
             owner_kind: Some(OwnerKind::ReplicaSet),
             is_static: spec.is_static,
             is_mirror: spec.mirror,
@@ -169,7 +182,7 @@ pub async fn run(
         .map(|spec| SimPod {
             spec,
             uid: format!("{}-{}", spec.namespace, spec.name),
-            leaves_at: None,
+            leaves_at: spec.leaves_at,
         })
         .collect();
     let mut simulation = Simulation::new(scenario, period);
@@ -192,10 +205,7 @@ pub async fn run(
     }
     let mut t = Duration::ZERO;
     while t <= scenario.duration {
-        let present: Vec<&SimPod<'_>> = pods
-            .iter()
-            .filter(|p| p.leaves_at.is_none_or(|at| at > t))
-            .collect();
+        let present: Vec<&SimPod<'_>> = pods.iter().filter(|p| p.present(t)).collect();
         let node = node_state(scenario, &present, t);
         let report = manager.cycle_through(start + t, &node, &EvictionApi).await;
         for victim in &report.started {
@@ -206,7 +216,7 @@ pub async fn run(
             let grace = victim
                 .grace_period_seconds
                 .map_or(pod.spec.grace_period, Duration::from_secs);
-            pod.leaves_at = Some(t + grace);
+            pod.leaves_at = Some(pod.leaves_at.map_or(t + grace, |at| at.min(t + grace)));
             simulation
                 .evictions
                 .push(EvictionRecord::new(victim, t, t + grace));

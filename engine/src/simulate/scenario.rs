@@ -115,6 +115,16 @@ pub struct PodSpec {
     /// How long it takes to terminate once evicted (`30s`).
     #[serde(default = "default_grace", deserialize_with = "duration")]
     pub grace_period: Duration,
+    /// How long it has been running when the scenario starts (`0s`; units
+    /// up to `d`, at most 365 days): its start time is that much before.
+    #[serde(default, deserialize_with = "age")]
+    pub age: Duration,
+    /// When it arrives (`0s`: there from the start); it starts then.
+    #[serde(default, deserialize_with = "duration")]
+    pub arrives_at: Duration,
+    /// When it leaves by itself (completes or is deleted), if it does.
+    #[serde(default, deserialize_with = "optional_duration")]
+    pub leaves_at: Option<Duration>,
     /// Memory working set over time.
     #[serde(default)]
     pub memory: Timeline,
@@ -221,27 +231,56 @@ fn default_grace() -> Duration {
     Duration::from_secs(30)
 }
 
-/// Deserialises a duration written as `500ms`, `30s`, `2m` or `1h`.
+/// Deserialises a duration written as `500ms`, `30s`, `2m` or `1h`, of at
+/// most [`MAX_DURATION`].
 pub(crate) fn duration<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Duration, D::Error> {
-    struct Visitor;
-    impl serde::de::Visitor<'_> for Visitor {
-        type Value = Duration;
-        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-            f.write_str("a duration such as 30s, 2m or 500ms, of at most 24h")
-        }
-        fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<Duration, E> {
-            parse_duration(text)
-                .ok_or_else(|| E::invalid_value(serde::de::Unexpected::Str(text), &self))
-        }
+    deserializer.deserialize_str(DurationVisitor {
+        limit: MAX_DURATION,
+        expected: "a duration such as 30s, 2m or 500ms, of at most 24h",
+    })
+}
+
+/// As [`duration`], for an optional field.
+fn optional_duration<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<Duration>, D::Error> {
+    duration(deserializer).map(Some)
+}
+
+/// Deserialises a pod's age: as [`duration`], up to [`MAX_AGE`], days too.
+fn age<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Duration, D::Error> {
+    deserializer.deserialize_str(DurationVisitor {
+        limit: MAX_AGE,
+        expected: "an age such as 90s, 2h or 30d, of at most 365d",
+    })
+}
+
+/// Reads a duration of at most `limit`; errors raised inside the visitor
+/// carry the line and column.
+struct DurationVisitor {
+    limit: Duration,
+    expected: &'static str,
+}
+
+impl serde::de::Visitor<'_> for DurationVisitor {
+    type Value = Duration;
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.expected)
     }
-    // Errors raised inside the visitor carry the line and column.
-    deserializer.deserialize_str(Visitor)
+    fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<Duration, E> {
+        parse_duration(text)
+            .filter(|d| *d <= self.limit)
+            .ok_or_else(|| E::invalid_value(serde::de::Unexpected::Str(text), &self))
+    }
 }
 
 /// The longest duration or time a scenario may name: a simulation covers at
 /// most a day.
 pub const MAX_DURATION: Duration = Duration::from_secs(86_400);
+/// The oldest a pod may be at the scenario's start.
+pub const MAX_AGE: Duration = Duration::from_secs(365 * 86_400);
 
+/// `text` as a duration (`ms`, `s`, `m`, `h` or `d`), if it is one.
 fn parse_duration(text: &str) -> Option<Duration> {
     let text = text.trim();
     let split = text.find(|c: char| !c.is_ascii_digit() && c != '.')?;
@@ -255,11 +294,10 @@ fn parse_duration(text: &str) -> Option<Duration> {
         "s" => value,
         "m" => value * 60.0,
         "h" => value * 3600.0,
+        "d" => value * 86_400.0,
         _ => return None,
     };
-    Duration::try_from_secs_f64(seconds)
-        .ok()
-        .filter(|d| *d <= MAX_DURATION)
+    Duration::try_from_secs_f64(seconds).ok()
 }
 
 /// Deserialises an amount: a number, or a quantity such as `512Mi` or `500m` (millicores).
@@ -384,6 +422,17 @@ impl Scenario {
             if let Some(pids) = &pod.pids {
                 problems.extend(pids.problems(&format!("pods[{i}].pids")));
             }
+            if !pod.age.is_zero() && !pod.arrives_at.is_zero() {
+                problems.push(format!(
+                    "pods[{i}].age: a pod that arrives later starts when it arrives; give age or arrivesAt, not both"
+                ));
+            }
+            if pod.leaves_at.is_some_and(|at| at <= pod.arrives_at) {
+                problems.push(format!(
+                    "pods[{i}].leavesAt: must be after it arrives ({:?})",
+                    pod.arrives_at
+                ));
+            }
         }
         for (name, timeline) in &self.signals {
             problems.extend(timeline.problems(&format!("signals.{name}")));
@@ -463,7 +512,10 @@ mod tests {
         assert_eq!(parse_duration("5"), None);
         assert_eq!(parse_duration("5 days"), None);
         assert_eq!(parse_duration("24h"), Some(MAX_DURATION));
-        assert_eq!(parse_duration("25h"), None);
+        assert_eq!(
+            parse_duration("30d"),
+            Some(Duration::from_secs(30 * 86_400))
+        );
         assert_eq!(parse_duration("99999999999999999999999999999h"), None);
         assert_eq!(parse_duration("1.7976931348623157e308s"), None);
         assert_eq!(parse_duration("..5s"), None);
@@ -477,6 +529,38 @@ mod tests {
                 Scenario::parse(&text, Path::new("t")).is_err(),
                 "{bad} was accepted"
             );
+        }
+    }
+
+    #[test]
+    fn ages_go_up_to_a_year_and_times_up_to_a_day() {
+        let with =
+            |field: &str| MINIMAL.replace("  - name: a\n", &format!("  - name: a\n    {field}\n"));
+        let parse = |field: &str| Scenario::parse(&with(field), Path::new("t"));
+        assert_eq!(
+            parse("age: 30d").unwrap().pods[0].age,
+            Duration::from_secs(30 * 86_400)
+        );
+        assert!(parse("age: 366d").is_err());
+        assert_eq!(
+            parse("arrivesAt: 2h").unwrap().pods[0].arrives_at,
+            Duration::from_secs(7200)
+        );
+        assert!(
+            parse("arrivesAt: 25h").is_err(),
+            "a scenario time is at most a day"
+        );
+        assert!(parse("leavesAt: 2d").is_err());
+        match Scenario::parse(
+            &with("age: 1h\n    arrivesAt: 10s\n    leavesAt: 5s"),
+            Path::new("t"),
+        ) {
+            Err(ScenarioError::Invalid { problems, .. }) => {
+                assert_eq!(problems.len(), 2, "{problems:?}");
+                assert!(problems[0].starts_with("pods[0].age: a pod that arrives later"));
+                assert!(problems[1].starts_with("pods[0].leavesAt: must be after it arrives"));
+            }
+            other => panic!("expected problems, got {other:?}"),
         }
     }
 }

@@ -7,9 +7,10 @@
 //!   "trapOnPod": "name", "probeClock": false,
 //!   "interest": {"labels": ["key", ...], "annotations": ["key", ...],
 //!                "podsInEvaluate": true},
-//!   "showKeys": false}`.
+//!   "showKeys": false, "oldestFirst": false}`.
 //! Like any stateless strategy it only names pods the snapshot offers.
-//! `victims` orders `top-victims` (default: the snapshot's order). It traps
+//! `victims` orders `top-victims` (default: the snapshot's order, or the
+//! oldest pod first with `oldestFirst`). It traps
 //! whenever the snapshot holds a pod named `trapOnPod`. With `probeClock`,
 //! `evaluate` sleeps an hour through WASI and then declines with what its
 //! clocks showed: `wall=<ms since the epoch> slept=<monotonic ns>`.
@@ -165,7 +166,11 @@ impl Guest for Scripted {
         trap_if_triggered(&snapshot, &config);
         let mut order = uids(&snapshot, &config, "victims");
         if order.is_empty() {
-            order = snapshot.pods.iter().map(|p| p.uid.clone()).collect();
+            let mut pods: Vec<_> = snapshot.pods.iter().collect();
+            if config["oldestFirst"].as_bool() == Some(true) {
+                pods.sort_by_key(|p| p.start_time_ms);
+            }
+            order = pods.into_iter().map(|p| p.uid.clone()).collect();
         }
         order.truncate(n as usize);
         Ok(evictions(order))
