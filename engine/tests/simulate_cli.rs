@@ -130,14 +130,18 @@ fn a_policies_directory_replaces_built_ins_and_the_run_names_the_file_that_serve
     });
     assert!(kept, "the compiled sorter is kept in the cache");
 
+    // A file that does not load is a warning and the simulation goes on, as
+    // the agent would: the built-in it was to replace serves.
     std::fs::write(&sorter, b"not a component").unwrap();
     let output = simulate();
-    let errors = String::from_utf8_lossy(&output.stderr);
-    assert!(!output.status.success());
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{text}");
     assert!(
-        errors.contains("policy default-sorter in the policies directory did not load"),
-        "{errors}"
+        text.contains("warning: policy default-sorter in the policies directory did not load, the built-in serves instead: "),
+        "{text}"
     );
+    assert!(!text.contains(&served), "the built-in served: {text}");
+    assert!(text.contains("summary: 1 eviction(s)"), "{text}");
 }
 
 #[test]
@@ -163,4 +167,92 @@ fn config_for_a_policy_that_is_not_loaded_is_a_warning_naming_the_nearest() {
     assert!(text.contains(&format!("warning: {warning}\n")), "{text}");
     let json: serde_json::Value = serde_json::from_str(&run("json")).unwrap();
     assert_eq!(json["warnings"], serde_json::json!([warning]));
+}
+
+#[test]
+fn the_sorters_refusals_are_in_the_timeline_and_the_json() {
+    let scenario = scenario().with_file_name("critical-pod.yaml");
+    let run = |format: &str| {
+        let output = Command::new(env!("CARGO_BIN_EXE_vigil"))
+            .args(["simulate", "--output", format])
+            .arg(&scenario)
+            .output()
+            .unwrap();
+        assert!(output.status.success());
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    };
+    let text = run("text");
+    assert!(
+        text.contains("         .. sorter default-sorter refused kube-system/node-dns-cache (proposed by memory-pressure): system-critical pod\n"),
+        "{text}"
+    );
+    let json: serde_json::Value = serde_json::from_str(&run("json")).unwrap();
+    let step = json["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| !s["decisions"].as_array().unwrap().is_empty())
+        .expect("a step with a decision");
+    let refused: Vec<(&str, &str)> = step["refusals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| (r["pod"].as_str().unwrap(), r["reason"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        refused,
+        [
+            ("kube-system/etcd-node-1", "static pod"),
+            ("kube-system/kube-proxy-mirror", "mirror pod"),
+            ("kube-system/node-dns-cache", "system-critical pod"),
+        ]
+    );
+    assert_eq!(step["decisions"][0]["pod"], "default/analytics");
+    assert_eq!(step["refusals"][0]["sorter"], "default-sorter");
+    assert_eq!(step["refusals"][0]["strategy"], "memory-pressure");
+}
+
+#[test]
+fn config_changes_take_effect_at_their_time_and_a_bad_one_leaves_the_config_before_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("scenario.yaml");
+    std::fs::write(
+        &path,
+        "name: x\nduration: 1m\nnode: {memory: 4Gi}\n\
+         config: {dryRun: true, policies: {memory-pressure: {config: {hard: 1Gi}}}}\n\
+         configChanges:\n\
+         \x20 - {at: 20s, config: {bogus: 1}}\n\
+         \x20 - {at: 40s, config: {policies: {memory-pressure: {config: {hard: 1Gi}}}}}\n\
+         pods:\n  - name: hog\n    memory: [{at: 0s, value: 3500Mi}]\n",
+    )
+    .unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_vigil"))
+        .args(["simulate", "--output", "json"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert!(output.status.success());
+    let json: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let steps = json["steps"].as_array().unwrap();
+    let at = |t: f64| steps.iter().find(|s| s["t"] == t).unwrap();
+    // Dry run from the start: the hog is chosen, not evicted.
+    assert_eq!(at(0.0)["decisions"][0]["dry_run"], true);
+    assert!(at(0.0)["started"].as_array().unwrap().is_empty());
+    // The bad change is refused; dry run stays on.
+    let refused = at(20.0)["config"][0].as_str().unwrap();
+    assert!(
+        refused.starts_with("configChanges[0] refused, the config before it stays: "),
+        "{refused}"
+    );
+    assert!(json["warnings"][0].as_str().unwrap() == refused);
+    assert!(
+        steps
+            .iter()
+            .filter(|s| s["t"].as_f64().unwrap() < 40.0)
+            .all(|s| s["started"].as_array().unwrap().is_empty())
+    );
+    // The good change turns dry run off: the hog is evicted in that cycle.
+    assert_eq!(at(40.0)["config"][0], "configChanges[1] applied");
+    assert_eq!(at(40.0)["started"][0], "default/hog");
+    assert_eq!(json["evictions"][0]["at"], 40.0);
 }

@@ -87,6 +87,19 @@ pub struct Decision {
     pub dry_run: bool,
 }
 
+/// A candidate the sorter refused to evict.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Refusal {
+    /// `namespace/name`.
+    pub pod: String,
+    /// The strategy that proposed it.
+    pub strategy: String,
+    /// The sorter that refused it.
+    pub sorter: String,
+    /// The sorter's reason.
+    pub reason: String,
+}
+
 /// Everything one cycle saw and did.
 #[derive(Debug, Default)]
 pub struct CycleReport {
@@ -112,6 +125,8 @@ pub struct CycleReport {
     pub in_flight: usize,
     /// Things not done this cycle, and why (a strategy faulted, reclaim in progress...).
     pub skipped: Vec<String>,
+    /// Candidates the sorter refused this cycle.
+    pub refusals: Vec<Refusal>,
 }
 
 /// What strategies answered this cycle.
@@ -135,6 +150,7 @@ impl CycleReport {
         self.deferred.extend(later.deferred);
         self.gone.extend(later.gone);
         self.skipped.extend(later.skipped);
+        self.refusals.extend(later.refusals);
         self.in_flight = later.in_flight;
     }
 
@@ -562,7 +578,10 @@ impl EvictionManager {
             .policies
             .sort(name, false, strategies, candidates, &config)
         {
-            Ok(sorted) => return Some(sorted),
+            Ok(sorted) => {
+                record_refusals(name, strategies, candidates, &sorted, report);
+                return Some(sorted);
+            }
             Err(why) => why,
         };
         if !fallback {
@@ -575,7 +594,8 @@ impl EvictionManager {
             "sorter {name} {why}; using the built-in {FALLBACK_SORTER}"
         ));
         let fallback_config = self.settings.policy(FALLBACK_SORTER).config;
-        self.policies
+        let sorted = self
+            .policies
             .sort(
                 FALLBACK_SORTER,
                 true,
@@ -583,7 +603,9 @@ impl EvictionManager {
                 candidates,
                 &fallback_config,
             )
-            .ok()
+            .ok()?;
+        record_refusals(FALLBACK_SORTER, strategies, candidates, &sorted, report);
+        Some(sorted)
     }
 
     /// Queues the chosen victims; a dry-run victim is handed to the killer
@@ -629,6 +651,28 @@ impl EvictionManager {
         self.queue.retain_waiting(|v| match &v.scope {
             Some(scope) => thresholds.contains(&(v.strategy.as_str(), scope.as_str(), v.urgency)),
             None => listed.contains(&(v.strategy.as_str(), v.pod.uid.as_str())),
+        });
+    }
+}
+
+/// Notes every candidate `sorter` refused in `sorted`.
+fn record_refusals(
+    sorter: &str,
+    strategies: &[String],
+    candidates: &[Candidate],
+    sorted: &Sorted,
+    report: &mut CycleReport,
+) {
+    for rejection in &sorted.rejected {
+        let candidate = &candidates[rejection.index as usize];
+        report.refusals.push(Refusal {
+            pod: format!("{}/{}", candidate.pod.namespace, candidate.pod.name),
+            strategy: strategies
+                .get(candidate.strategy as usize)
+                .cloned()
+                .unwrap_or_default(),
+            sorter: sorter.to_owned(),
+            reason: rejection.reason.clone(),
         });
     }
 }

@@ -20,7 +20,9 @@ pub mod settings;
 pub mod tracker;
 
 pub use killer::{KillError, Killer};
-pub use manager::{CycleReport, Decision, EvictionManager, NodeState, Terminating, Victim};
+pub use manager::{
+    CycleReport, Decision, EvictionManager, NodeState, Refusal, Terminating, Victim,
+};
 pub use policies::{Policies, Unanswered};
 pub use queue::{Settled, Urgency};
 pub use settings::{EvictionSettings, PolicySettings};

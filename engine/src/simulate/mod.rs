@@ -17,5 +17,7 @@ mod timeline;
 pub use api::EvictionApi;
 pub use record::{DecisionRecord, EvictionRecord, PolicyRecord, Simulation, Step, ThresholdRecord};
 pub use run::{RunOptions, SimulateError, run};
-pub use scenario::{MAX_DURATION, NodeSpec, PodSpec, Qos, ResourceSpec, Scenario, ScenarioError};
+pub use scenario::{
+    ConfigChange, MAX_DURATION, NodeSpec, PodSpec, Qos, ResourceSpec, Scenario, ScenarioError,
+};
 pub use timeline::{Point, Timeline};

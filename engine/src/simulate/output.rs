@@ -65,6 +65,17 @@ fn state(step: &Step) -> String {
     line
 }
 
+/// What a step did not do, and why: skipped work, then the sorter's refusals.
+fn notes(step: &Step) -> Vec<String> {
+    let refusals = step.refusals.iter().map(|r| {
+        format!(
+            "sorter {} refused {} (proposed by {}): {}",
+            r.sorter, r.pod, r.strategy, r.reason
+        )
+    });
+    step.skipped.iter().cloned().chain(refusals).collect()
+}
+
 /// The timeline: a row for the first and last cycle and for every cycle in
 /// which something changed or happened, then a summary.
 pub fn render(simulation: &Simulation) -> String {
@@ -103,9 +114,11 @@ pub fn render(simulation: &Simulation) -> String {
     let mut previous: Option<(String, Vec<String>)> = None;
     let last = simulation.steps.len().saturating_sub(1);
     for (i, step) in simulation.steps.iter().enumerate() {
-        let now = (state(step), step.skipped.clone());
-        let eventful =
-            !step.decisions.is_empty() || !step.started.is_empty() || !step.gone.is_empty();
+        let now = (state(step), notes(step));
+        let eventful = !step.decisions.is_empty()
+            || !step.started.is_empty()
+            || !step.gone.is_empty()
+            || !step.config.is_empty();
         if i == 0 || i == last || eventful || previous.as_ref() != Some(&now) {
             let signals: Vec<String> = step
                 .signals
@@ -114,6 +127,9 @@ pub fn render(simulation: &Simulation) -> String {
                 .map(|(name, v)| format!("{name}={}", signal_value(name, *v)))
                 .collect();
             writeln!(w, "{:>7}  {}", time(step.t), signals.join("  ")).unwrap();
+            for note in &step.config {
+                writeln!(w, "         config: {note}").unwrap();
+            }
             writeln!(w, "         {}", now.0).unwrap();
             for d in &step.decisions {
                 let verb = if d.dry_run {
@@ -132,8 +148,8 @@ pub fn render(simulation: &Simulation) -> String {
                 writeln!(w, "         <- {pod} is gone").unwrap();
             }
             if previous.as_ref().is_none_or(|p| p.1 != now.1) {
-                for skipped in &step.skipped {
-                    writeln!(w, "         .. {skipped}").unwrap();
+                for note in &now.1 {
+                    writeln!(w, "         .. {note}").unwrap();
                 }
             }
         }

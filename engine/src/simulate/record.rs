@@ -2,7 +2,8 @@
 //! JSON (`--output json`), or drawn (`--plot`).
 
 use super::scenario::Scenario;
-use crate::eviction::{Decision, Victim};
+use crate::config::names::unknown_policies;
+use crate::eviction::{Decision, EvictionSettings, Refusal, Victim};
 use crate::model::QosClass;
 use crate::policy::{PolicyStatus, Source};
 use serde::Serialize;
@@ -72,8 +73,13 @@ pub struct Step {
     pub started: Vec<String>,
     /// Evicted pods now gone.
     pub gone: Vec<String>,
-    /// What was not done, and why.
+    /// What was not done, and why: strategies that faulted or declined,
+    /// reclaim in progress.
     pub skipped: Vec<String>,
+    /// Candidates the sorter refused, with its reasons.
+    pub refusals: Vec<Refusal>,
+    /// Config changes that came due this cycle, applied or refused.
+    pub config: Vec<String>,
 }
 
 /// One eviction.
@@ -165,6 +171,22 @@ pub struct Simulation {
 }
 
 impl Simulation {
+    /// Records and logs `warning`, once.
+    pub(super) fn warn(&mut self, warning: String) {
+        if !self.warnings.contains(&warning) {
+            tracing::warn!("{warning}");
+            self.warnings.push(warning);
+        }
+    }
+
+    /// Warns of config in `settings` for a policy not among `loaded`.
+    pub(super) fn warn_unknown(&mut self, settings: &EvictionSettings, loaded: &[String]) {
+        let loaded: Vec<&str> = loaded.iter().map(String::as_str).collect();
+        for unknown in unknown_policies(settings, &loaded) {
+            self.warn(unknown.to_string());
+        }
+    }
+
     pub(super) fn new(scenario: &Scenario, period: Duration) -> Self {
         Self {
             scenario: scenario.name.clone(),

@@ -8,12 +8,12 @@ use super::record::{
 };
 use super::scenario::{PodSpec, Scenario};
 use crate::clock::ManualClock;
-use crate::config::names::unknown_policies;
 use crate::config::{ConfigError, VigilConfig, references};
 use crate::eviction::{EvictionManager, NodeState};
 use crate::model::{KeyValue, Layer, MetLevel, OwnerKind, Pod, Resources, Signal, Usage};
 use crate::policy::reload::Reloader;
-use crate::policy::{Host, HostError, LimitsTable, LoadError, Registry, RegistryError};
+use crate::policy::{Host, HostError, LimitsTable, Registry, RegistryError};
+use crate::report::Chain;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -35,15 +35,6 @@ pub enum SimulateError {
     /// The scenario's config layer is rejected.
     #[error("the scenario's config")]
     Config(#[from] ConfigError),
-    /// A file in the policies directory did not load.
-    #[error("policy {name} in the policies directory did not load")]
-    Policy {
-        /// The policy.
-        name: String,
-        /// Why.
-        #[source]
-        source: LoadError,
-    },
 }
 
 /// A pod of the scenario while the simulation runs.
@@ -121,44 +112,77 @@ pub struct RunOptions {
     pub cache_dir: Option<PathBuf>,
 }
 
+/// The policies and config a simulation starts with.
+struct Loaded {
+    registry: Arc<Registry>,
+    config: VigilConfig,
+    /// Policy files that did not load, as warnings: what served before them
+    /// serves, as in the agent.
+    failed: Vec<String>,
+}
+
 /// Loads the policies: the built-ins, then the policies directory over them
 /// with the limits the scenario's config sets (merged by the built-in merger
 /// first, so a file loads with its own limits from the start), then the
 /// config merged again by whatever merger now serves.
-async fn registry(
+async fn load(
     scenario: &Scenario,
     base: &Path,
     options: &RunOptions,
     clock: Arc<ManualClock>,
-) -> Result<(Arc<Registry>, VigilConfig), SimulateError> {
+) -> Result<Loaded, SimulateError> {
     let host = Arc::new(Host::with_clock(options.cache_dir.clone(), clock.clone())?);
     let registry = Arc::new(Registry::new(host, clock, LimitsTable::default(), None)?);
-    let overlay = || {
-        let layer = scenario.config.as_ref().map(|c| Layer {
-            source: "scenario".into(),
-            json: c.to_string(),
-        });
-        layer.into_iter().collect()
-    };
-    registry.set_limits(VigilConfig::merge(&registry, overlay())?.limits());
+    let layers = overlay(scenario.config.as_ref(), "scenario");
+    registry.set_limits(VigilConfig::merge(&registry, layers)?.limits());
     let policies_dir = options
         .policies_dir
         .clone()
         .or_else(|| scenario.policies_dir.as_ref().map(|dir| base.join(dir)));
+    let mut failed = Vec::new();
     if let Some(dir) = policies_dir {
         let report = Reloader::new(Arc::clone(&registry), dir).scan().await;
-        if let Some((name, error)) = report.failed.into_iter().next() {
-            return Err(SimulateError::Policy {
-                name,
-                source: error,
-            });
+        for (name, error) in report.failed {
+            let serving = if registry.status().iter().any(|p| p.name == name) {
+                "the built-in serves instead"
+            } else {
+                "it is not loaded"
+            };
+            failed.push(format!(
+                "policy {name} in the policies directory did not load, {serving}: {}",
+                Chain(&error)
+            ));
         }
     }
-    let layers = overlay();
-    let config = VigilConfig::merge(&registry, layers.clone())?;
-    references::check(&config, &layers, &BTreeMap::new())?;
+    let config = merged(&registry, scenario.config.as_ref(), "scenario")?;
     registry.set_limits(config.limits());
-    Ok((registry, config))
+    Ok(Loaded {
+        registry,
+        config,
+        failed,
+    })
+}
+
+/// The scenario's config layer `json`, named `source`, if any.
+fn overlay(json: Option<&serde_json::Value>, source: &str) -> Vec<Layer> {
+    let layer = json.map(|c| Layer {
+        source: source.into(),
+        json: c.to_string(),
+    });
+    layer.into_iter().collect()
+}
+
+/// vigil's defaults with `json` merged over them by the serving merger, its
+/// policy references checked.
+fn merged(
+    registry: &Registry,
+    json: Option<&serde_json::Value>,
+    source: &str,
+) -> Result<VigilConfig, ConfigError> {
+    let layers = overlay(json, source);
+    let config = VigilConfig::merge(registry, layers.clone())?;
+    references::check(&config, &layers, &BTreeMap::new())?;
+    Ok(config)
 }
 
 /// Runs `scenario`; `base` is the directory its relative paths start from.
@@ -172,10 +196,14 @@ pub async fn run(
 ) -> Result<Simulation, SimulateError> {
     let start = UNIX_EPOCH + START;
     let clock = Arc::new(ManualClock::new(start));
-    let (registry, config) = registry(scenario, base, options, Arc::clone(&clock)).await?;
+    let Loaded {
+        registry,
+        config,
+        failed,
+    } = load(scenario, base, options, Arc::clone(&clock)).await?;
     let settings = config.eviction_settings();
-    let period = settings.period;
-    let mut manager = EvictionManager::new(registry.clone(), settings);
+    let mut period = settings.period;
+    let mut manager = EvictionManager::new(registry.clone(), settings.clone());
     let mut pods: Vec<SimPod<'_>> = scenario
         .pods
         .iter()
@@ -191,20 +219,36 @@ pub async fn run(
         .into_iter()
         .map(PolicyRecord::new)
         .collect();
-    let loaded: Vec<&str> = simulation
-        .policies
-        .iter()
-        .map(|p| p.name.as_str())
-        .collect();
-    simulation.warnings = unknown_policies(&config.eviction_settings(), &loaded)
-        .iter()
-        .map(ToString::to_string)
-        .collect();
-    for warning in &simulation.warnings {
-        tracing::warn!("{warning}");
+    let loaded: Vec<String> = simulation.policies.iter().map(|p| p.name.clone()).collect();
+    for warning in failed {
+        simulation.warn(warning);
     }
+    simulation.warn_unknown(&settings, &loaded);
+    let mut changes = scenario.config_changes.iter().enumerate().peekable();
     let mut t = Duration::ZERO;
     while t <= scenario.duration {
+        let mut config_notes = Vec::new();
+        while let Some((i, change)) = changes.next_if(|(_, c)| c.at <= t) {
+            let source = format!("configChanges[{i}]");
+            match merged(&registry, Some(&change.config), &source) {
+                Ok(config) => {
+                    registry.set_limits(config.limits());
+                    let settings = config.eviction_settings();
+                    simulation.warn_unknown(&settings, &loaded);
+                    period = settings.period;
+                    manager.set_settings(settings);
+                    config_notes.push(format!("{source} applied"));
+                }
+                Err(error) => {
+                    let note = format!(
+                        "{source} refused, the config before it stays: {}",
+                        Chain(&error)
+                    );
+                    simulation.warn(note.clone());
+                    config_notes.push(note);
+                }
+            }
+        }
         let present: Vec<&SimPod<'_>> = pods.iter().filter(|p| p.present(t)).collect();
         let node = node_state(scenario, &present, t);
         let report = manager.cycle_through(start + t, &node, &EvictionApi).await;
@@ -221,7 +265,9 @@ pub async fn run(
                 .evictions
                 .push(EvictionRecord::new(victim, t, t + grace));
         }
-        simulation.steps.push(step(t, &node, &report));
+        let mut step = step(t, &node, &report);
+        step.config = config_notes;
+        simulation.steps.push(step);
         t += period;
         clock.advance(period);
     }
@@ -335,5 +381,7 @@ fn step(t: Duration, node: &NodeState, report: &crate::eviction::CycleReport) ->
             .map(|v| format!("{}/{}", v.pod.namespace, v.pod.name))
             .collect(),
         skipped: report.skipped.clone(),
+        refusals: report.refusals.clone(),
+        config: Vec::new(),
     }
 }

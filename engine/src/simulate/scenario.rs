@@ -209,6 +209,10 @@ pub struct Scenario {
     /// A config layer merged over vigil's defaults (same shape as the config CRD).
     #[serde(default)]
     pub config: Option<serde_json::Value>,
+    /// Later versions of that layer, in time order: each replaces it from its
+    /// time on, as an edit of the config object would on a cluster.
+    #[serde(default)]
+    pub config_changes: Vec<ConfigChange>,
     /// A policies directory, relative to the scenario file, overriding built-ins.
     pub policies_dir: Option<PathBuf>,
     /// The pods.
@@ -218,6 +222,17 @@ pub struct Scenario {
     /// `nodefs.available`, `pid.available`) replaces it.
     #[serde(default)]
     pub signals: BTreeMap<String, Timeline>,
+}
+
+/// A new version of the scenario's config layer.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConfigChange {
+    /// When it takes effect (after the start, at most the scenario's duration).
+    #[serde(deserialize_with = "duration")]
+    pub at: Duration,
+    /// The whole layer from then on (same shape as `config`).
+    pub config: serde_json::Value,
 }
 
 /// The largest scenario file read.
@@ -404,6 +419,23 @@ impl Scenario {
         if self.config.as_ref().is_some_and(|c| !c.is_object()) {
             problems.push("config: must be a mapping".into());
         }
+        let mut previous = Duration::ZERO;
+        for (i, change) in self.config_changes.iter().enumerate() {
+            if !change.config.is_object() {
+                problems.push(format!("configChanges[{i}].config: must be a mapping"));
+            }
+            if change.at <= previous {
+                problems.push(format!(
+                    "configChanges[{i}].at: must be after the start and after the change before it"
+                ));
+            } else if change.at > self.duration {
+                problems.push(format!(
+                    "configChanges[{i}].at: after the scenario's end ({:?})",
+                    self.duration
+                ));
+            }
+            previous = previous.max(change.at);
+        }
         problems.extend(self.node.system_memory.problems("node.systemMemory"));
         problems.extend(self.node.system_disk.problems("node.systemDisk"));
         problems.extend(self.node.system_pids.problems("node.systemPids"));
@@ -498,6 +530,24 @@ mod tests {
                     "duration: must be more than zero",
                     "pods[1].name: default/a appears twice",
                     "pods[1].memory[1]: points must be in increasing time order"
+                ]
+            ),
+            other => panic!("expected problems, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn config_changes_must_be_mappings_in_time_order_within_the_scenario() {
+        let text = format!(
+            "{MINIMAL}configChanges:\n  - {{at: 30s, config: {{}}}}\n  - {{at: 20s, config: {{}}}}\n  - {{at: 2m, config: [1]}}\n"
+        );
+        match Scenario::parse(&text, Path::new("t")) {
+            Err(ScenarioError::Invalid { problems, .. }) => assert_eq!(
+                problems,
+                [
+                    "configChanges[1].at: must be after the start and after the change before it",
+                    "configChanges[2].config: must be a mapping",
+                    "configChanges[2].at: after the scenario's end (60s)",
                 ]
             ),
             other => panic!("expected problems, got {other:?}"),
