@@ -137,7 +137,7 @@ fn a_policies_directory_replaces_built_ins_and_the_run_names_the_file_that_serve
     let text = String::from_utf8_lossy(&output.stdout);
     assert!(output.status.success(), "{text}");
     assert!(
-        text.contains("warning: policy default-sorter in the policies directory did not load, the built-in serves instead: "),
+        text.contains("warning: policy default-sorter in the policies directory did not load; the built-in serves instead: "),
         "{text}"
     );
     assert!(!text.contains(&served), "the built-in served: {text}");

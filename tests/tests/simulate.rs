@@ -176,23 +176,20 @@ async fn a_pdb_protected_top_victim_is_passed_over_for_the_next_pod_at_the_same_
 
 #[tokio::test]
 async fn a_scenarios_per_policy_limits_apply_from_the_first_load() {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::create_dir(dir.path().join("policies")).unwrap();
-    std::fs::write(
-        dir.path().join("policies/extra-sorter.wasm"),
-        vigil_tests::REVERSE_SORTER,
-    )
-    .unwrap();
-    let text = refused(
-        dir.path(),
+    let simulation = simulate_text(
         "name: limits\nduration: 10s\nnode: {memory: 1Gi}\npoliciesDir: policies\n\
          config: {policies: {extra-sorter: {memoryLimitMiB: 1}}}\npods: []\n",
+        &[("extra-sorter", vigil_tests::REVERSE_SORTER)],
     )
     .await;
+    let warning = &simulation.warnings[0];
     assert!(
-        text.contains("extra-sorter") && text.contains("memory limit of 1 MiB"),
-        "the canary ran with the scenario's limit: {text}"
+        warning.starts_with(
+            "policy extra-sorter in the policies directory did not load; nothing of that name serves: "
+        ) && warning.contains("memory limit of 1 MiB"),
+        "the canary ran with the scenario's limit, and the run went on: {warning}"
     );
+    assert!(simulation.policies.iter().all(|p| p.name != "extra-sorter"));
 }
 
 /// Runs the scenario `yaml`, with `policies` (name, component) in its

@@ -146,10 +146,10 @@ async fn load(
             let serving = if registry.status().iter().any(|p| p.name == name) {
                 "the built-in serves instead"
             } else {
-                "it is not loaded"
+                "nothing of that name serves"
             };
             failed.push(format!(
-                "policy {name} in the policies directory did not load, {serving}: {}",
+                "policy {name} in the policies directory did not load; {serving}: {}",
                 Chain(&error)
             ));
         }
