@@ -7,7 +7,8 @@ use crate::eviction::EvictionSettings;
 use crate::policy::builtin::BUILTINS;
 use crate::policy::check::{check_bytes, check_file, policy_name};
 use crate::policy::compiler::{INVALID_EXIT, child_input, peak_rss_kib};
-use crate::policy::files::DEFAULT_MAX_POLICY_BYTES;
+use crate::policy::files::{DEFAULT_MAX_POLICY_BYTES, read_policy};
+use crate::policy::replay::{self, Answer, Input};
 use crate::policy::{ChildCompiler, Host, LoadError, Source};
 use crate::report::Chain;
 use crate::signals::Driver;
@@ -69,6 +70,10 @@ struct SimulateArgs {
     /// Keep precompiled components here, so a JS or Python policy compiles once, not every run.
     #[arg(long, value_name = "DIR")]
     cache_dir: Option<PathBuf>,
+    /// With `--output json`, give every step the node as the strategies saw
+    /// it (`snapshot`), the input `vigil policy test` takes.
+    #[arg(long)]
+    snapshots: bool,
 }
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
@@ -213,6 +218,26 @@ enum PolicyCommand {
         #[arg(long)]
         cache_dir: Option<PathBuf>,
     },
+    /// Call one export of a policy on input given as data and print its
+    /// answer as JSON: `{"answer": …}`, `{"declined": …}` or `{"fault": "…"}`
+    /// (exit status 1). A strategy's `evaluate` is called on `snapshot`, or
+    /// its `top-victims` if `top_victims: {scope, n}` is given too; a
+    /// sorter's `sort` on `strategies` and `candidates`; a merger's `merge`
+    /// on `layers`. `vigil simulate --output json --snapshots` writes a
+    /// `snapshot` in every step.
+    Test {
+        /// The component file, or `builtin:NAME`.
+        file: String,
+        /// The input: a YAML or JSON file.
+        #[arg(long)]
+        input: PathBuf,
+        /// The policy's own config, as JSON (what `policies.NAME.config` holds).
+        #[arg(long, default_value = "{}")]
+        config: String,
+        /// Keep compiled components here (see `policy check`).
+        #[arg(long)]
+        cache_dir: Option<PathBuf>,
+    },
     /// The agent's child compiler: compiles the component on stdin into the cache.
     #[command(hide = true)]
     Compile {
@@ -242,6 +267,12 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             config,
             cache_dir,
         }) => check(&files, builtin, config.as_deref(), cache_dir),
+        Command::Policy(PolicyCommand::Test {
+            file,
+            input,
+            config,
+            cache_dir,
+        }) => test(&file, &input, &config, cache_dir),
         Command::Policy(PolicyCommand::Compile {
             digest,
             memory_limit_bytes,
@@ -324,6 +355,44 @@ fn check(
     Ok(())
 }
 
+/// `vigil policy test`: the call's answer on stdout; a fault is an error.
+fn test(
+    file: &str,
+    input: &std::path::Path,
+    config: &str,
+    cache_dir: Option<PathBuf>,
+) -> anyhow::Result<()> {
+    serde_json::from_str::<serde_json::Value>(config)
+        .with_context(|| format!("--config is not JSON: {config}"))?;
+    let text = std::fs::read_to_string(input)
+        .with_context(|| format!("cannot read {}", input.display()))?;
+    let input: Input = serde_norway::from_str(&text)
+        .with_context(|| format!("{} is not a policy test input", input.display()))?;
+    let host = Host::new(cache_dir)?;
+    let limits = crate::policy::Limits::default();
+    let policy = match file.strip_prefix("builtin:") {
+        Some(name) => {
+            let (name, bytes) = BUILTINS
+                .iter()
+                .find(|(builtin, _)| *builtin == name)
+                .with_context(|| format!("no built-in policy is called {name}"))?;
+            host.load(name, *bytes, Source::Builtin, limits)?
+        }
+        None => {
+            let path = std::path::Path::new(file);
+            let bytes = read_policy(path, DEFAULT_MAX_POLICY_BYTES)?;
+            host.load(&policy_name(path), bytes, Source::File(path.into()), limits)
+                .with_context(|| format!("{file} does not load"))?
+        }
+    };
+    let answer = replay::call(&policy, input, config)?;
+    println!("{}", serde_json::to_string_pretty(&answer)?);
+    if let Answer::Fault(fault) = answer {
+        bail!("{file} faulted: {fault}");
+    }
+    Ok(())
+}
+
 /// The settings of the config layer `arg` (inline JSON if it starts with
 /// `{`, else a YAML or JSON file), checked against vigil's config schema.
 fn check_config(arg: &str) -> anyhow::Result<EvictionSettings> {
@@ -374,6 +443,7 @@ async fn simulate(args: SimulateArgs) -> anyhow::Result<()> {
     let options = RunOptions {
         policies_dir: args.policies_dir,
         cache_dir: args.cache_dir,
+        snapshots: args.snapshots,
     };
     let simulation = crate::simulate::run(&scenario, base, &options)
         .await

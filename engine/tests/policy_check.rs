@@ -1,4 +1,4 @@
-//! `vigil policy check`, run as the real binary.
+//! `vigil policy check` and `vigil policy test`, run as the real binary.
 
 use std::process::Command;
 
@@ -171,5 +171,184 @@ fn with_a_cache_dir_a_second_check_loads_the_compiled_component() {
         second.matches("(from the cache)").count(),
         first.matches("canary call passed").count(),
         "{second}"
+    );
+}
+
+/// Runs `vigil policy test FILE --input INPUT` with `extra` arguments; its
+/// success and standard output parsed as JSON.
+fn policy_test(file: &str, input: &serde_json::Value, extra: &[&str]) -> (bool, serde_json::Value) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("input.json");
+    std::fs::write(&path, input.to_string()).unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_vigil"))
+        .args(["policy", "test", file, "--input"])
+        .arg(&path)
+        .args(extra)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let json = serde_json::from_str(&stdout).unwrap_or_else(|_| {
+        panic!(
+            "not JSON: {stdout}{}",
+            String::from_utf8_lossy(&output.stderr)
+        )
+    });
+    (output.status.success(), json)
+}
+
+#[test]
+fn a_step_cut_from_a_simulation_replays_against_the_policy_alone() {
+    let scenario = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../examples/scenarios/critical-pod.yaml");
+    let output = Command::new(env!("CARGO_BIN_EXE_vigil"))
+        .args(["simulate", "--output", "json", "--snapshots"])
+        .arg(&scenario)
+        .output()
+        .unwrap();
+    assert!(output.status.success());
+    let simulation: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let step = simulation["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| !s["decisions"].as_array().unwrap().is_empty())
+        .expect("a step with a decision");
+    let snapshot = &step["snapshot"];
+    let config = ["--config", r#"{"hard": "500Mi"}"#];
+
+    // evaluate: the threshold the simulation acted on.
+    let (ok, answer) = policy_test(
+        "builtin:memory-pressure",
+        &serde_json::json!({ "snapshot": snapshot }),
+        &config,
+    );
+    assert!(ok, "{answer}");
+    let threshold = &answer["answer"]["threshold"];
+    assert_eq!(
+        (&threshold["met"], &threshold["scope"]),
+        (&"Hard".into(), &"memory".into())
+    );
+
+    // top-victims: the strategy's ranking, sorter refusals and all.
+    let (ok, answer) = policy_test(
+        "builtin:memory-pressure",
+        &serde_json::json!({ "snapshot": snapshot, "top_victims": {"scope": "memory", "n": 5} }),
+        &config,
+    );
+    assert!(ok, "{answer}");
+    let ranked: Vec<&str> = answer["answer"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["uid"].as_str().unwrap())
+        .collect();
+    assert_eq!(ranked.len(), 5);
+    assert_eq!(
+        ranked[0], "default-analytics",
+        "the pod the simulation evicted"
+    );
+
+    // sort: the same pods as candidates; the sorter's refusals as in the step.
+    let candidates: Vec<serde_json::Value> = snapshot["pods"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|pod| serde_json::json!({"pod": pod, "strategy": 0, "urgency": "Hard"}))
+        .collect();
+    let input = serde_json::json!({"strategies": ["memory-pressure"], "candidates": candidates});
+    let (ok, answer) = policy_test("builtin:default-sorter", &input, &[]);
+    assert!(ok, "{answer}");
+    let refused: Vec<String> = answer["answer"]["rejected"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            let pod = &candidates[r["index"].as_u64().unwrap() as usize]["pod"];
+            format!(
+                "{}/{}: {}",
+                pod["namespace"].as_str().unwrap(),
+                pod["name"].as_str().unwrap(),
+                r["reason"].as_str().unwrap()
+            )
+        })
+        .collect();
+    let mut expected: Vec<String> = step["refusals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            format!(
+                "{}: {}",
+                r["pod"].as_str().unwrap(),
+                r["reason"].as_str().unwrap()
+            )
+        })
+        .collect();
+    let mut refused_sorted = refused.clone();
+    refused_sorted.sort();
+    expected.sort();
+    assert_eq!(refused_sorted, expected);
+
+    // A config the sorter refuses is a decline, with its reason.
+    let (ok, answer) = policy_test(
+        "builtin:default-sorter",
+        &input,
+        &["--config", r#"{"skipPods": 1}"#],
+    );
+    assert!(ok, "a decline is an answer: {answer}");
+    assert!(
+        answer["declined"].as_str().unwrap().contains("skipPods"),
+        "{answer}"
+    );
+}
+
+#[test]
+fn a_merger_merges_layers_given_as_values_or_text() {
+    let input = serde_json::json!({"layers": [
+        {"source": "defaults", "json": {"evictionBurst": 1, "dryRun": false}},
+        {"source": "team", "json": "{\"dryRun\": true}"},
+    ]});
+    let (ok, answer) = policy_test("builtin:default-merger", &input, &[]);
+    assert!(ok, "{answer}");
+    assert_eq!(
+        answer["answer"],
+        serde_json::json!({"evictionBurst": 1, "dryRun": true})
+    );
+}
+
+#[test]
+fn input_for_another_world_or_a_missing_field_is_an_error_naming_it() {
+    let run = |file: &str, input: serde_json::Value| {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("input.yaml");
+        std::fs::write(&path, input.to_string()).unwrap();
+        vigil(&["policy", "test", file, "--input", path.to_str().unwrap()])
+    };
+    let (ok, text) = run("builtin:memory-pressure", serde_json::json!({"layers": []}));
+    assert!(!ok);
+    assert!(
+        text.contains("`layers` is input for another world than eviction-strategy"),
+        "{text}"
+    );
+    let (ok, text) = run(
+        "builtin:default-sorter",
+        serde_json::json!({"strategies": []}),
+    );
+    assert!(!ok);
+    assert!(
+        text.contains("a candidate-sorter needs `candidates` in its input"),
+        "{text}"
+    );
+    let (ok, text) = run(
+        "builtin:default-sorter",
+        serde_json::json!({"candidats": []}),
+    );
+    assert!(!ok);
+    assert!(text.contains("unknown field `candidats`"), "{text}");
+    let (ok, text) = run("builtin:no-such", serde_json::json!({}));
+    assert!(!ok);
+    assert!(
+        text.contains("no built-in policy is called no-such"),
+        "{text}"
     );
 }

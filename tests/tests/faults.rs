@@ -426,3 +426,25 @@ fn no_call_sees_anything_a_call_before_it_left_in_the_instance() {
         });
     }
 }
+
+#[test]
+fn policy_test_reports_a_fault_as_data_with_the_guests_message() {
+    use vigil::policy::replay::{Answer, Input, call};
+    let input = || Input {
+        strategies: Some(strategies()),
+        candidates: Some(three_candidates()),
+        ..Input::default()
+    };
+    let invalid = call(&load(BAD_INDEX_SORTER).unwrap(), input(), "{}").unwrap();
+    assert_eq!(
+        invalid,
+        Answer::Fault("gave an invalid answer: index 10 is out of range for 3 candidates".into())
+    );
+    match call(&load(TRAP_SORTER).unwrap(), input(), "{}").unwrap() {
+        Answer::Fault(fault) => assert!(
+            fault.contains("fault-sorter (trap) always panics"),
+            "the guest's panic message: {fault}"
+        ),
+        other => panic!("expected a fault, got {other:?}"),
+    }
+}

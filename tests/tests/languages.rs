@@ -147,6 +147,7 @@ async fn assert_same_evictions_on_every_scenario(policy: &str, name: &str) {
     let options = RunOptions {
         policies_dir: Some(dir.path().to_owned()),
         cache_dir: Some(cache_dir()),
+        ..RunOptions::default()
     };
     let mut evictions = 0;
     for path in bundled_scenarios() {

@@ -9,6 +9,7 @@ pub mod strategy {
     wasmtime::component::bindgen!({
         path: "../wit",
         world: "eviction-strategy",
+        additional_derives: [serde::Serialize, serde::Deserialize],
     });
 }
 
@@ -17,6 +18,7 @@ pub mod sorter {
     wasmtime::component::bindgen!({
         path: "../wit",
         world: "candidate-sorter",
+        additional_derives: [serde::Serialize, serde::Deserialize],
         with: {
             "vigil:policy/types": super::strategy::vigil::policy::types,
             "vigil:policy/log": super::strategy::vigil::policy::log,
@@ -29,6 +31,7 @@ pub mod merger {
     wasmtime::component::bindgen!({
         path: "../wit",
         world: "config-merger",
+        additional_derives: [serde::Serialize, serde::Deserialize],
         with: {
             "vigil:policy/log": super::strategy::vigil::policy::log,
         },

@@ -194,9 +194,12 @@ impl Policy {
             .max(1);
         store.set_epoch_deadline(u64::try_from(ticks).unwrap_or(u64::MAX));
         let result = match instantiate(&mut store) {
-            Ok(instance) => {
-                invoke(&instance, &mut store).map_err(|e| classify(e, &store, limits, Fault::Trap))
-            }
+            Ok(instance) => invoke(&instance, &mut store).map_err(|e| {
+                match classify(e, &store, limits, Fault::Trap) {
+                    Fault::Trap(cause) => Fault::Trap(store.data().explain(cause)),
+                    other => other,
+                }
+            }),
             Err(e) => Err(classify(e, &store, limits, Fault::Instantiate)),
         };
         store.data_mut().forward_stdio();

@@ -15,6 +15,17 @@ pub(crate) fn cause(error: wasmtime::Error) -> Cause {
     error.into_boxed_dyn_error()
 }
 
+/// What a guest wrote to stderr before it trapped, ahead of the trap itself.
+#[derive(Debug, Error)]
+#[error("it wrote: {said}")]
+pub struct GuestSaid {
+    /// Its last lines, joined by ` | `.
+    pub said: String,
+    /// The trap.
+    #[source]
+    pub source: Cause,
+}
+
 /// Why a component could not be loaded as a policy.
 #[derive(Debug, Error)]
 pub enum LoadError {

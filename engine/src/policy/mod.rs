@@ -16,7 +16,8 @@
 //!   back to the last-known-good (kept in the state directory) on a fault;
 //! - [`reload`] watches the policies directory and drives the registry,
 //!   reading its files as untrusted input ([`files`]);
-//! - [`check`] reports on component files for `vigil policy check`.
+//! - [`check`] reports on component files for `vigil policy check`, and
+//!   [`replay`] calls one export on input given as data for `vigil policy test`.
 
 pub mod bindings;
 pub mod builtin;
@@ -36,6 +37,7 @@ mod limits;
 mod pool;
 mod registry;
 pub mod reload;
+pub mod replay;
 mod sandbox;
 mod state;
 pub(crate) mod text;

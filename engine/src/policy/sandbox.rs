@@ -14,6 +14,7 @@
 
 use super::bindings::Level;
 use super::bindings::strategy::vigil::policy::log;
+use super::error::{Cause, GuestSaid};
 use super::guest_env::{self, GuestClock};
 use super::text;
 use std::sync::Arc;
@@ -51,6 +52,8 @@ pub(crate) const LOG_LINES_PER_CALL: u32 = 100;
 pub(crate) const LOG_BYTES_PER_CALL: usize = 16 << 10;
 /// Longest log line kept; longer ones are cut.
 const MAX_LOG_LINE: usize = 2 << 10;
+/// How many of the last lines a guest wrote to stderr explain its trap.
+const STDERR_LINES_EXPLAINED: usize = 8;
 /// Most WASI resources (streams, pollables) and component handles one call
 /// may hold at once; creating more traps.
 const MAX_RESOURCES: usize = 4096;
@@ -224,6 +227,26 @@ impl Sandbox {
             Level::Warn => tracing::warn!(policy, stream, "{line}"),
             Level::Error => tracing::error!(policy, stream, "{line}"),
         }
+    }
+
+    /// `cause` of a trap, with the last lines the guest wrote to stderr in
+    /// front if it wrote any: a panic's or an exception's own message.
+    pub(crate) fn explain(&self, cause: Cause) -> Cause {
+        let bytes = self.stderr.contents();
+        let text = String::from_utf8_lossy(&bytes);
+        let lines: Vec<&str> = text
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .collect();
+        if lines.is_empty() {
+            return cause;
+        }
+        let last = &lines[lines.len().saturating_sub(STDERR_LINES_EXPLAINED)..];
+        Box::new(GuestSaid {
+            said: text::bounded(&last.join(" | "), MAX_LOG_LINE),
+            source: cause,
+        })
     }
 
     /// Forwards what the guest printed to the log, a line at a time.

@@ -5,6 +5,7 @@ use super::scenario::Scenario;
 use crate::config::names::unknown_policies;
 use crate::eviction::{Decision, EvictionSettings, Refusal, Victim};
 use crate::model::QosClass;
+use crate::policy::replay::Node;
 use crate::policy::{PolicyStatus, Source};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -80,6 +81,10 @@ pub struct Step {
     pub refusals: Vec<Refusal>,
     /// Config changes that came due this cycle, applied or refused.
     pub config: Vec<String>,
+    /// The node as the strategies saw it, if asked for (`--snapshots`): the
+    /// input `vigil policy test` takes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub snapshot: Option<Node>,
 }
 
 /// One eviction.

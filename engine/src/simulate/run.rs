@@ -12,6 +12,7 @@ use crate::config::{ConfigError, VigilConfig, references};
 use crate::eviction::{EvictionManager, NodeState};
 use crate::model::{KeyValue, Layer, MetLevel, OwnerKind, Pod, Resources, Signal, Usage};
 use crate::policy::reload::Reloader;
+use crate::policy::replay::Node;
 use crate::policy::{Host, HostError, LimitsTable, Registry, RegistryError};
 use crate::report::Chain;
 use std::collections::BTreeMap;
@@ -110,6 +111,8 @@ pub struct RunOptions {
     /// Where to keep precompiled components between runs: a JS or Python
     /// policy compiles for seconds and then loads in milliseconds.
     pub cache_dir: Option<PathBuf>,
+    /// Record the node of every step ([`Step::snapshot`]).
+    pub snapshots: bool,
 }
 
 /// The policies and config a simulation starts with.
@@ -267,6 +270,14 @@ pub async fn run(
         }
         let mut step = step(t, &node, &report);
         step.config = config_notes;
+        if options.snapshots {
+            step.snapshot = Some(Node {
+                now_ms: (START + t).as_millis() as i64,
+                signals: node.signals,
+                pods: node.pods,
+                last_met: MetLevel::NotMet,
+            });
+        }
         simulation.steps.push(step);
         t += period;
         clock.advance(period);
@@ -383,5 +394,6 @@ fn step(t: Duration, node: &NodeState, report: &crate::eviction::CycleReport) ->
         skipped: report.skipped.clone(),
         refusals: report.refusals.clone(),
         config: Vec::new(),
+        snapshot: None,
     }
 }
