@@ -51,6 +51,8 @@ enum Command {
     Crd,
     /// Print the JSON Schema of vigil's config, for editors and CI checks of config files.
     ConfigSchema,
+    /// Print the JSON Schema of `vigil simulate`'s scenario files, for editors.
+    ScenarioSchema,
 }
 
 #[derive(Debug, clap::Args)]
@@ -284,6 +286,11 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::ConfigSchema => {
             let schema = crate::config::schema::json_schema();
+            println!("{}", serde_json::to_string_pretty(&schema)?);
+            Ok(())
+        }
+        Command::ScenarioSchema => {
+            let schema = crate::simulate::schema::json_schema();
             println!("{}", serde_json::to_string_pretty(&schema)?);
             Ok(())
         }

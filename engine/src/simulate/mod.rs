@@ -12,6 +12,7 @@ pub mod plot;
 mod record;
 mod run;
 mod scenario;
+pub mod schema;
 mod timeline;
 
 pub use api::EvictionApi;

@@ -4,6 +4,7 @@
 //! its path.
 
 use super::timeline::Timeline;
+use schemars::JsonSchema;
 use serde::{Deserialize, Deserializer};
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Read;
@@ -43,7 +44,7 @@ pub enum ScenarioError {
 }
 
 /// A pod's QoS class, as written in scenarios.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
 pub enum Qos {
     /// No requests or limits.
     BestEffort,
@@ -64,19 +65,21 @@ impl From<Qos> for crate::model::QosClass {
 }
 
 /// Requests or limits.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct ResourceSpec {
     /// Memory, e.g. `512Mi`.
     #[serde(deserialize_with = "amount")]
+    #[schemars(schema_with = "super::schema::amount")]
     pub memory: f64,
     /// Cpu in millicores, e.g. `500` or `500m`.
     #[serde(deserialize_with = "amount")]
+    #[schemars(schema_with = "super::schema::amount")]
     pub cpu: f64,
 }
 
 /// One pod.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct PodSpec {
     /// Name; unique within its namespace.
@@ -114,16 +117,20 @@ pub struct PodSpec {
     pub pdb_disruptions_allowed: Option<u32>,
     /// How long it takes to terminate once evicted (`30s`).
     #[serde(default = "default_grace", deserialize_with = "duration")]
+    #[schemars(schema_with = "super::schema::duration")]
     pub grace_period: Duration,
     /// How long it has been running when the scenario starts (`0s`; units
     /// up to `d`, at most 365 days): its start time is that much before.
     #[serde(default, deserialize_with = "age")]
+    #[schemars(schema_with = "super::schema::age")]
     pub age: Duration,
     /// When it arrives (`0s`: there from the start); it starts then.
     #[serde(default, deserialize_with = "duration")]
+    #[schemars(schema_with = "super::schema::duration")]
     pub arrives_at: Duration,
     /// When it leaves by itself (completes or is deleted), if it does.
     #[serde(default, deserialize_with = "optional_duration")]
+    #[schemars(schema_with = "super::schema::duration")]
     pub leaves_at: Option<Duration>,
     /// Memory working set over time.
     #[serde(default)]
@@ -161,17 +168,19 @@ impl PodSpec {
 }
 
 /// The node.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct NodeSpec {
     /// Memory capacity, e.g. `8Gi`.
     #[serde(deserialize_with = "amount")]
+    #[schemars(schema_with = "super::schema::amount")]
     pub memory: f64,
     /// Memory used outside pods (system daemons, kernel) over time.
     #[serde(default)]
     pub system_memory: Timeline,
     /// Size of the node's root filesystem (`100Gi`).
     #[serde(default = "default_disk", deserialize_with = "amount")]
+    #[schemars(schema_with = "super::schema::amount")]
     pub disk: f64,
     /// Bytes of the root filesystem used outside pods over time.
     #[serde(default)]
@@ -193,7 +202,7 @@ fn default_pid_max() -> u64 {
 }
 
 /// A whole scenario.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Scenario {
     /// Short name.
@@ -203,11 +212,13 @@ pub struct Scenario {
     pub description: String,
     /// How long to simulate, e.g. `3m`.
     #[serde(deserialize_with = "duration")]
+    #[schemars(schema_with = "super::schema::duration")]
     pub duration: Duration,
     /// The node.
     pub node: NodeSpec,
     /// A config layer merged over vigil's defaults (same shape as the config CRD).
     #[serde(default)]
+    #[schemars(schema_with = "super::schema::config_layer")]
     pub config: Option<serde_json::Value>,
     /// Later versions of that layer, in time order: each replaces it from its
     /// time on, as an edit of the config object would on a cluster.
@@ -225,13 +236,15 @@ pub struct Scenario {
 }
 
 /// A new version of the scenario's config layer.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ConfigChange {
     /// When it takes effect (after the start, at most the scenario's duration).
     #[serde(deserialize_with = "duration")]
+    #[schemars(schema_with = "super::schema::duration")]
     pub at: Duration,
     /// The whole layer from then on (same shape as `config`).
+    #[schemars(schema_with = "super::schema::config_layer")]
     pub config: serde_json::Value,
 }
 

@@ -1,18 +1,21 @@
 //! Values over time: a list of points, each a step (the value holds from its
 //! time on) or a ramp (the value moves linearly from the previous point).
 
+use schemars::JsonSchema;
 use serde::Deserialize;
 use std::time::Duration;
 
 /// One point of a timeline.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Point {
     /// When, from the start of the scenario (`30s`, `2m`).
     #[serde(deserialize_with = "super::scenario::duration")]
+    #[schemars(schema_with = "super::schema::duration")]
     pub at: Duration,
     /// The value: a number, or a quantity such as `512Mi`.
     #[serde(deserialize_with = "super::scenario::amount")]
+    #[schemars(schema_with = "super::schema::amount")]
     pub value: f64,
     /// Reach `value` linearly from the previous point, instead of stepping to it.
     #[serde(default)]
@@ -20,7 +23,7 @@ pub struct Point {
 }
 
 /// A value over time.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, JsonSchema)]
 #[serde(transparent)]
 pub struct Timeline(pub Vec<Point>);
 
