@@ -9,7 +9,8 @@ use crate::policy::check::{check_bytes, check_file, policy_name};
 use crate::policy::compiler::{INVALID_EXIT, child_input, peak_rss_kib};
 use crate::policy::files::{DEFAULT_MAX_POLICY_BYTES, read_policy};
 use crate::policy::replay::{self, Answer, Input};
-use crate::policy::{ChildCompiler, Host, LoadError, Source};
+use crate::policy::scaffold::{self, Lang};
+use crate::policy::{ChildCompiler, Host, LoadError, Source, World};
 use crate::report::Chain;
 use crate::signals::Driver;
 use crate::simulate::{RunOptions, Scenario, output, plot};
@@ -220,6 +221,22 @@ enum PolicyCommand {
         #[arg(long)]
         cache_dir: Option<PathBuf>,
     },
+    /// Write a working policy skeleton: source, contract (`wit/`), build
+    /// script, a scenario that shows it acting, and a test. Then:
+    /// `./build.sh && ./test.sh && vigil simulate scenario.yaml`.
+    New {
+        /// The policy's name (its file is `NAME.wasm`).
+        name: String,
+        /// What kind of policy.
+        #[arg(long, value_enum)]
+        world: Kind,
+        /// The language to write it in.
+        #[arg(long, value_enum)]
+        lang: Lang,
+        /// Where to write it (`./NAME` if not given); it must not hold files yet.
+        #[arg(long)]
+        dir: Option<PathBuf>,
+    },
     /// Call one export of a policy on input given as data and print its
     /// answer as JSON: `{"answer": …}`, `{"declined": …}` or `{"fault": "…"}`
     /// (exit status 1). A strategy's `evaluate` is called on `snapshot`, or
@@ -269,6 +286,12 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             config,
             cache_dir,
         }) => check(&files, builtin, config.as_deref(), cache_dir),
+        Command::Policy(PolicyCommand::New {
+            name,
+            world,
+            lang,
+            dir,
+        }) => new_policy(&name, world.into(), lang, dir),
         Command::Policy(PolicyCommand::Test {
             file,
             input,
@@ -359,6 +382,46 @@ fn check(
     if failures > 0 {
         bail!("{failures} problem(s) found by the check");
     }
+    Ok(())
+}
+
+/// The kind of policy `policy new` writes.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum Kind {
+    /// An eviction strategy.
+    Strategy,
+    /// A candidate sorter.
+    Sorter,
+    /// A config merger.
+    Merger,
+}
+
+impl From<Kind> for World {
+    fn from(kind: Kind) -> Self {
+        match kind {
+            Kind::Strategy => World::EvictionStrategy,
+            Kind::Sorter => World::CandidateSorter,
+            Kind::Merger => World::ConfigMerger,
+        }
+    }
+}
+
+/// `vigil policy new`: the skeleton, and what to do next.
+fn new_policy(name: &str, world: World, lang: Lang, dir: Option<PathBuf>) -> anyhow::Result<()> {
+    let dir = dir.unwrap_or_else(|| PathBuf::from(name));
+    let written = scaffold::write(&dir, name, world, lang)?;
+    println!(
+        "wrote a {world} in {} files to {}:",
+        written.len(),
+        dir.display()
+    );
+    for path in &written {
+        println!("  {}", path.display());
+    }
+    println!(
+        "next: cd {} && ./build.sh && ./test.sh && vigil simulate scenario.yaml",
+        dir.display()
+    );
     Ok(())
 }
 

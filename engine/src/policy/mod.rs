@@ -17,7 +17,8 @@
 //! - [`reload`] watches the policies directory and drives the registry,
 //!   reading its files as untrusted input ([`files`]);
 //! - [`check`] reports on component files for `vigil policy check`, and
-//!   [`replay`] calls one export on input given as data for `vigil policy test`.
+//!   [`replay`] calls one export on input given as data for `vigil policy test`;
+//!   [`scaffold`] writes a new policy's skeleton for `vigil policy new`.
 
 pub mod bindings;
 pub mod builtin;
@@ -39,6 +40,7 @@ mod registry;
 pub mod reload;
 pub mod replay;
 mod sandbox;
+pub mod scaffold;
 mod state;
 pub(crate) mod text;
 mod validate;

@@ -1,0 +1,48 @@
+// __NAME__: an eviction strategy for vigil.
+//
+// The threshold is met (hard) while `memory.available` is below a tenth of the
+// node's memory; the victims are the pods using the most memory. Make it yours:
+// read your settings from `snapshot.config` (JSON, `policies.__NAME__.config`)
+// and `throw 'why'` (a string) when they are wrong or a signal is missing.
+//
+// Records are objects with camelCase fields, enums are strings ('hard'), u64
+// and s64 are BigInt (`0n`), an absent option is `undefined`.
+
+const SIGNAL = 'memory.available';
+const SCOPE = 'memory';
+
+export const strategy = {
+  declareInterest(config) {
+    // No labels or annotations read; evaluate judges signals only.
+    return { keys: { labels: [], annotations: [] }, podsInEvaluate: false };
+  },
+
+  evaluate(snapshot) {
+    const signal = snapshot.signals.find((s) => s.name === SIGNAL);
+    if (signal === undefined) throw `${SIGNAL} is missing`;
+    if (signal.capacity === undefined) throw `${SIGNAL} has no capacity`;
+    const threshold = signal.capacity / 10;
+    const met = signal.value < threshold ? 'hard' : 'not-met';
+    const condition = met === 'hard' ? { name: 'MemoryPressure', effects: ['NoSchedule'] } : undefined;
+    return {
+      threshold: {
+        met, scope: SCOPE, signal: SIGNAL, observed: signal.value, threshold,
+        gracePeriodSeconds: 0n, condition,
+      },
+      softCandidates: [],
+      forceEvictions: [],
+    };
+  },
+
+  topVictims(snapshot, scope, n) {
+    if (scope !== SCOPE) throw `unknown scope ${scope}`;
+    const used = (p) => p.usage.memoryWorkingSetBytes;
+    const pods = [...snapshot.pods].sort((a, b) =>
+      used(a) !== used(b) ? (used(a) > used(b) ? -1 : 1) : a.uid < b.uid ? -1 : a.uid > b.uid ? 1 : 0);
+    return pods.slice(0, n).map((p) => ({
+      uid: p.uid,
+      reason: `uses ${used(p) >> 20n} MiB of memory`,
+      gracePeriodSeconds: undefined,
+    }));
+  },
+};

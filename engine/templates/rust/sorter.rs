@@ -1,0 +1,60 @@
+//! __NAME__: a candidate sorter for vigil.
+//!
+//! Refuses static, mirror and system-critical pods; orders the rest by
+//! memory used, most first, then by UID. Make it yours: read your settings
+//! from `config` (JSON, `policies.__NAME__.config`) and answer `Err` when they
+//! are wrong; declare the labels and annotations you read.
+
+wit_bindgen::generate!({ path: "wit", world: "candidate-sorter" });
+
+use exports::vigil::policy::sorter::{Candidate, Guest, Rejection, Sorted};
+use vigil::policy::types::{Interest, Pod};
+
+/// Why `pod` must not be evicted, if it must not.
+fn refusal(pod: &Pod) -> Option<&'static str> {
+    if pod.is_static {
+        Some("static pod")
+    } else if pod.is_mirror {
+        Some("mirror pod")
+    } else if pod.is_critical {
+        Some("system-critical pod")
+    } else {
+        None
+    }
+}
+
+struct Policy;
+
+impl Guest for Policy {
+    fn declare_interest(_config: String) -> Interest {
+        Interest {
+            labels: vec![],
+            annotations: vec![],
+        }
+    }
+
+    fn sort(
+        _strategies: Vec<String>,
+        candidates: Vec<Candidate>,
+        _config: String,
+    ) -> Result<Sorted, String> {
+        let (mut order, mut rejected) = (vec![], vec![]);
+        for (index, candidate) in (0u32..).zip(&candidates) {
+            match refusal(&candidate.pod) {
+                Some(reason) => rejected.push(Rejection {
+                    index,
+                    reason: reason.into(),
+                }),
+                None => order.push(index),
+            }
+        }
+        order.sort_by(|&a, &b| {
+            let (a, b) = (&candidates[a as usize].pod, &candidates[b as usize].pod);
+            let (a_used, b_used) = (a.usage.memory_working_set_bytes, b.usage.memory_working_set_bytes);
+            b_used.cmp(&a_used).then_with(|| a.uid.cmp(&b.uid))
+        });
+        Ok(Sorted { order, rejected })
+    }
+}
+
+export!(Policy);
