@@ -202,7 +202,8 @@ impl Policy {
             }),
             Err(e) => Err(classify(e, &store, limits, Fault::Instantiate)),
         };
-        store.data_mut().forward_stdio();
+        let explained = matches!(result, Err(Fault::Trap(_)));
+        store.data_mut().forward_stdio(explained);
         self.count_dropped_logs(store.data().log_lines_dropped());
         result
     }

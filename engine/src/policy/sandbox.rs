@@ -53,7 +53,7 @@ pub(crate) const LOG_BYTES_PER_CALL: usize = 16 << 10;
 /// Longest log line kept; longer ones are cut.
 const MAX_LOG_LINE: usize = 2 << 10;
 /// How many of the last lines a guest wrote to stderr explain its trap.
-const STDERR_LINES_EXPLAINED: usize = 8;
+const STDERR_LINES_EXPLAINED: usize = 16;
 /// Most WASI resources (streams, pollables) and component handles one call
 /// may hold at once; creating more traps.
 const MAX_RESOURCES: usize = 4096;
@@ -249,18 +249,21 @@ impl Sandbox {
         })
     }
 
-    /// Forwards what the guest printed to the log, a line at a time.
-    pub(crate) fn forward_stdio(&mut self) {
-        for (stream, pipe) in [
-            ("stdout", self.stdout.clone()),
-            ("stderr", self.stderr.clone()),
+    /// Forwards what the guest printed to the log, a line at a time, as
+    /// info; its stderr as debug if `explained` (the fault carries its last
+    /// lines already).
+    pub(crate) fn forward_stdio(&mut self, explained: bool) {
+        let stderr_level = if explained { Level::Debug } else { Level::Info };
+        for (stream, pipe, level) in [
+            ("stdout", self.stdout.clone(), Level::Info),
+            ("stderr", self.stderr.clone(), stderr_level),
         ] {
             let bytes = pipe.contents();
             for line in String::from_utf8_lossy(&bytes)
                 .lines()
                 .filter(|l| !l.trim().is_empty())
             {
-                self.emit(Level::Info, Some(stream), line);
+                self.emit(level, Some(stream), line);
             }
         }
     }

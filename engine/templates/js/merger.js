@@ -22,7 +22,20 @@ function mergePatch(target, patch) {
   return merged;
 }
 
-export const merger = {
+// A bug's exception traps the call — a fault, which rolls a new version back
+// — but reaches vigil only as "expected a string". This writes its message and
+// stack to stderr first, and the fault report carries them. A thrown list of
+// rejections stays an answer: the export's err.
+const reported = (exports) => Object.fromEntries(Object.entries(exports).map(([name, f]) => [name, (...args) => {
+  try {
+    return f(...args);
+  } catch (e) {
+    if (!Array.isArray(e)) console.error(`${name}: ${e}\n${e?.stack ?? ''}`);
+    throw e;
+  }
+}]));
+
+export const merger = reported({
   merge(layers) {
     let merged = {};
     const rejections = [];
@@ -42,4 +55,4 @@ export const merger = {
     if (rejections.length > 0) throw rejections;
     return JSON.stringify(merged);
   },
-};
+});

@@ -15,7 +15,20 @@ function refusal(pod) {
   return undefined;
 }
 
-export const sorter = {
+// A bug's exception traps the call — a fault, which rolls a new version back
+// — but reaches vigil only as "expected a string". This writes its message and
+// stack to stderr first, and the fault report carries them. `throw 'why'` (a
+// string) stays an answer: the export's err("why").
+const reported = (exports) => Object.fromEntries(Object.entries(exports).map(([name, f]) => [name, (...args) => {
+  try {
+    return f(...args);
+  } catch (e) {
+    if (typeof e !== 'string') console.error(`${name}: ${e}\n${e?.stack ?? ''}`);
+    throw e;
+  }
+}]));
+
+export const sorter = reported({
   declareInterest(config) {
     return { labels: [], annotations: [] };
   },
@@ -35,4 +48,4 @@ export const sorter = {
         : pod(a).uid < pod(b).uid ? -1 : pod(a).uid > pod(b).uid ? 1 : 0);
     return { order, rejected };
   },
-};
+});

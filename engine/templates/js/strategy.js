@@ -11,7 +11,20 @@
 const SIGNAL = 'memory.available';
 const SCOPE = 'memory';
 
-export const strategy = {
+// A bug's exception traps the call — a fault, which rolls a new version back
+// — but reaches vigil only as "expected a string". This writes its message and
+// stack to stderr first, and the fault report carries them. `throw 'why'` (a
+// string) stays an answer: the export's err("why").
+const reported = (exports) => Object.fromEntries(Object.entries(exports).map(([name, f]) => [name, (...args) => {
+  try {
+    return f(...args);
+  } catch (e) {
+    if (typeof e !== 'string') console.error(`${name}: ${e}\n${e?.stack ?? ''}`);
+    throw e;
+  }
+}]));
+
+export const strategy = reported({
   declareInterest(config) {
     // No labels or annotations read; evaluate judges signals only.
     return { keys: { labels: [], annotations: [] }, podsInEvaluate: false };
@@ -45,4 +58,4 @@ export const strategy = {
       gracePeriodSeconds: undefined,
     }));
   },
-};
+});

@@ -92,8 +92,9 @@ need_c_tools() {
 }
 
 # Builds the JavaScript policy NAME from SOURCE (in its folder) for WORLD with
-# componentize-js. WASI features a policy has no use for are left out, so the
-# component imports only what the policy imports.
+# componentize-js. WASI features a policy has no use for are left out; stdio
+# stays, so an exception's message and stack written to stderr reach vigil's
+# fault report.
 build_js_policy() {
   local name=$1 source=$2 world=$3
   local here="$ROOT/examples/policies/$name"
@@ -101,7 +102,7 @@ build_js_policy() {
   skip_if_fresh "$out" "$here/$source" "$here/build.sh"
   need_js_tools
   componentize-js "$here/$source" --wit "$WIT" --world-name "$world" \
-    --disable stdio random clocks http fetch-event -o "$out.tmp"
+    --disable random clocks http fetch-event -o "$out.tmp"
   publish "$out.tmp" "$out" "$here/$source" "$here/build.sh"
 }
 
