@@ -31,11 +31,46 @@ fn text_output_shows_the_timeline_and_summary_and_the_plot_is_svg() {
     );
     assert!(text.contains("summary: 1 eviction(s) in 2m00s"), "{text}");
     let svg = std::fs::read_to_string(&chart).unwrap();
+    assert!(svg.starts_with("<svg"), "{}", &svg[..200.min(svg.len())]);
+    // The chart tells the story: the eviction labelled with its pod and
+    // strategy, the pods' bands, the soft threshold met, the condition span.
+    for text in [
+        "default/report-job by memory-pressure (soft)",
+        "default/api",
+        "default/worker",
+        "soft threshold",
+        "MemoryPressure",
+        "evicted pod gone",
+    ] {
+        assert!(svg.contains(text), "{text} missing from the chart");
+    }
     assert!(
-        svg.starts_with("<svg") && svg.contains("memory.available"),
-        "{}",
-        &svg[..200.min(svg.len())]
+        !svg.contains("what else the policies decided"),
+        "no refusal, fault or config change: no lanes"
     );
+}
+
+#[test]
+fn the_chart_marks_the_sorters_refusals_on_a_lane() {
+    let dir = tempfile::tempdir().unwrap();
+    let chart = dir.path().join("chart.svg");
+    let output = Command::new(env!("CARGO_BIN_EXE_vigil"))
+        .arg("simulate")
+        .arg(scenario().with_file_name("critical-pod.yaml"))
+        .arg("--plot")
+        .arg(&chart)
+        .output()
+        .unwrap();
+    assert!(output.status.success());
+    let svg = std::fs::read_to_string(&chart).unwrap();
+    for text in [
+        "sorter refused",
+        "default-sorter refused kube-system/node-dns-cache: system-critical pod",
+        "default/analytics by memory-pressure (hard)",
+        "hard threshold",
+    ] {
+        assert!(svg.contains(text), "{text} missing from the chart");
+    }
 }
 
 #[test]
@@ -50,6 +85,15 @@ fn json_output_is_the_whole_simulation() {
     assert_eq!(json["evictions"][0]["pod"], "default/report-job");
     assert_eq!(json["evictions"][0]["at"], 50.0);
     assert_eq!(json["steps"].as_array().unwrap().len(), 25);
+    // What each pod used, and the capacity it was taken from.
+    assert_eq!(json["capacities"]["memory.available"], 8589934592.0);
+    let usage = &json["steps"][0]["usage"];
+    let memory = |pod: &str| usage[pod]["memory_bytes"].as_f64().unwrap();
+    let pods = memory("default/api") + memory("default/worker");
+    let available = json["steps"][0]["signals"]["memory.available"]
+        .as_f64()
+        .unwrap();
+    assert!(pods > 0.0 && available + pods < 8589934592.0);
 }
 
 /// Runs `vigil simulate` on a scenario file holding `text`, which must

@@ -16,7 +16,9 @@ pub mod schema;
 mod timeline;
 
 pub use api::EvictionApi;
-pub use record::{DecisionRecord, EvictionRecord, PolicyRecord, Simulation, Step, ThresholdRecord};
+pub use record::{
+    DecisionRecord, EvictionRecord, PodUsage, PolicyRecord, Simulation, Step, ThresholdRecord,
+};
 pub use run::{RunOptions, SimulateError, run};
 pub use scenario::{
     ConfigChange, MAX_DURATION, NodeSpec, PodSpec, Qos, ResourceSpec, Scenario, ScenarioError,

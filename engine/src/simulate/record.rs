@@ -27,6 +27,32 @@ pub struct ThresholdRecord {
     pub threshold: f64,
     /// Whether it has held for its grace period.
     pub past_grace: bool,
+    /// The node condition it reports while met.
+    pub condition: Option<String>,
+}
+
+/// What one pod used in one cycle.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct PodUsage {
+    /// Memory working set, in bytes.
+    pub memory_bytes: u64,
+    /// Ephemeral storage written, in bytes.
+    pub ephemeral_storage_bytes: u64,
+    /// Processes.
+    pub pids: u64,
+}
+
+impl PodUsage {
+    /// What the pod takes away from `signal`, for the signals the simulation
+    /// computes as capacity minus what is used.
+    pub fn taken_from(&self, signal: &str) -> Option<u64> {
+        match signal {
+            "memory.available" => Some(self.memory_bytes),
+            "nodefs.available" => Some(self.ephemeral_storage_bytes),
+            "pid.available" => Some(self.pids),
+            _ => None,
+        }
+    }
 }
 
 /// A victim chosen in one cycle.
@@ -64,6 +90,8 @@ pub struct Step {
     pub t: f64,
     /// Node signals.
     pub signals: BTreeMap<String, f64>,
+    /// What each pod on the node used, by `namespace/name`.
+    pub usage: BTreeMap<String, PodUsage>,
     /// Thresholds reported.
     pub thresholds: Vec<ThresholdRecord>,
     /// Node conditions reported.
@@ -169,6 +197,9 @@ pub struct Simulation {
     pub warnings: Vec<String>,
     /// Seconds between cycles.
     pub period: f64,
+    /// The capacity of each signal that has one, e.g. the node's memory for
+    /// `memory.available`.
+    pub capacities: BTreeMap<String, f64>,
     /// Every cycle.
     pub steps: Vec<Step>,
     /// Every eviction, in order.
@@ -199,6 +230,7 @@ impl Simulation {
             policies: Vec::new(),
             warnings: Vec::new(),
             period: period.as_secs_f64(),
+            capacities: BTreeMap::new(),
             steps: Vec::new(),
             evictions: Vec::new(),
         }

@@ -4,7 +4,7 @@
 
 use super::api::EvictionApi;
 use super::record::{
-    DecisionRecord, EvictionRecord, PolicyRecord, Simulation, Step, ThresholdRecord,
+    DecisionRecord, EvictionRecord, PodUsage, PolicyRecord, Simulation, Step, ThresholdRecord,
 };
 use super::scenario::{PodSpec, Scenario};
 use crate::clock::ManualClock;
@@ -268,6 +268,11 @@ pub async fn run(
                 .evictions
                 .push(EvictionRecord::new(victim, t, t + grace));
         }
+        simulation.capacities.extend(
+            node.signals
+                .iter()
+                .filter_map(|s| Some((s.name.clone(), s.capacity?))),
+        );
         let mut step = step(t, &node, &report);
         step.config = config_notes;
         if options.snapshots {
@@ -363,6 +368,18 @@ fn step(t: Duration, node: &NodeState, report: &crate::eviction::CycleReport) ->
             .iter()
             .map(|s| (s.name.clone(), s.value))
             .collect(),
+        usage: node
+            .pods
+            .iter()
+            .map(|p| {
+                let usage = PodUsage {
+                    memory_bytes: p.usage.memory_working_set_bytes,
+                    ephemeral_storage_bytes: p.usage.ephemeral_storage_bytes,
+                    pids: p.usage.pids,
+                };
+                (format!("{}/{}", p.namespace, p.name), usage)
+            })
+            .collect(),
         thresholds: report
             .reported
             .iter()
@@ -377,6 +394,7 @@ fn step(t: Duration, node: &NodeState, report: &crate::eviction::CycleReport) ->
                 observed: threshold.observed,
                 threshold: threshold.threshold,
                 past_grace: met.get(strategy.as_str()).is_some_and(|m| m.past_grace),
+                condition: threshold.condition.as_ref().map(|c| c.name.clone()),
             })
             .collect(),
         conditions: report.conditions.iter().map(|c| c.name.clone()).collect(),
