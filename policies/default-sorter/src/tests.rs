@@ -138,3 +138,49 @@ fn reads_only_its_skip_keys() {
     let none = interest("not json");
     assert!(none.labels.is_empty() && none.annotations.is_empty());
 }
+
+#[test]
+fn the_policy_guide_states_each_refusal_reason_in_order_of_precedence() {
+    let guide = include_str!("../../../docs/policies.md");
+    let skip = SkipKeys {
+        labels: vec!["KEY".into()],
+        annotations: vec!["KEY".into()],
+    };
+    let key = || KeyValue {
+        key: "KEY".into(),
+        value: String::new(),
+    };
+    // Each pod has its own trait and every one after it, so the reason
+    // given is the one that takes precedence.
+    let mut pod = pod("p", QosClass::BestEffort, 0, 1, 0);
+    pod.annotations.push(key());
+    let mut reasons = vec![refusal(&pod, &skip)];
+    pod.labels.push(key());
+    reasons.push(refusal(&pod, &skip));
+    pod.is_critical = true;
+    reasons.push(refusal(&pod, &skip));
+    pod.is_mirror = true;
+    reasons.push(refusal(&pod, &skip));
+    pod.is_static = true;
+    reasons.push(refusal(&pod, &skip));
+    reasons.reverse();
+    let rows: Vec<String> = guide
+        .lines()
+        .skip_while(|l| *l != "### `default-sorter`")
+        .filter(|l| l.starts_with("| ") && !l.starts_with("| pod "))
+        .take_while(|l| l.ends_with("` |"))
+        .map(|l| l.rsplit('`').nth(1).unwrap().to_owned())
+        .collect();
+    let reasons: Vec<String> = reasons.into_iter().map(Option::unwrap).collect();
+    assert_eq!(
+        rows, reasons,
+        "docs/policies.md, the default-sorter's table"
+    );
+    // The config fields the guide names are the ones read.
+    let config = r#"{"skipLabels": ["KEY"], "skipAnnotations": ["KEY"]}"#;
+    assert_eq!(SkipKeys::from_config(config), Ok(skip));
+    assert!(
+        guide.contains("`{\"skipLabels\": [\"KEY\",")
+            && guide.contains("\"skipAnnotations\": [\"KEY\", …]}`")
+    );
+}

@@ -198,3 +198,46 @@ fn psi_pressure_is_met_above_its_thresholds_even_with_free_memory() {
     .threshold;
     assert_eq!(calm.met, MetLevel::NotMet);
 }
+
+/// `amount` as the guide writes it: `100Mi`, `10%`, `40`.
+fn written(amount: Amount) -> String {
+    match amount {
+        Amount::Percent(pct) => format!("{pct}%"),
+        Amount::Absolute(0) => "0".into(),
+        Amount::Absolute(n) if n % (1 << 30) == 0 => format!("{}Gi", n >> 30),
+        Amount::Absolute(n) if n % (1 << 20) == 0 => format!("{}Mi", n >> 20),
+        Amount::Absolute(n) => n.to_string(),
+    }
+}
+
+#[test]
+fn the_policy_guide_states_each_strategys_defaults() {
+    let guide = include_str!("../../../docs/policies.md");
+    let mut table = String::from(
+        "| strategy | signal | pressure when the signal is | hard | soft | soft grace period \
+         | minimum reclaim | condition | `top-victims` scope |\n\
+         |---|---|---|---|---|---|---|---|---|\n",
+    );
+    for kind in [MEMORY, DISK, PID, PSI] {
+        let t = (kind.defaults)();
+        table += &format!(
+            "| `{}` | `{}` | {} | {} | {} | {} s | {} | `{}` | `{}` |\n",
+            kind.name,
+            t.signal,
+            match t.direction {
+                Direction::Below => "below",
+                Direction::Above => "above",
+            },
+            t.hard.map_or("none".into(), written),
+            t.soft.map_or("none".into(), written),
+            t.soft_grace_period_seconds,
+            written(t.minimum_reclaim),
+            kind.condition,
+            kind.scope,
+        );
+    }
+    assert!(
+        guide.contains(&table),
+        "docs/policies.md must state the built-in strategies' defaults as:\n{table}"
+    );
+}
