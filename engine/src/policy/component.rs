@@ -14,6 +14,7 @@ use super::pool::CallSlots;
 use super::sandbox::{
     HOSTCALL_BYTES, LOG_BYTES_PER_CALL, LOG_LINES_PER_CALL, Sandbox, off_runtime,
 };
+use super::trap;
 use super::validate::Declined;
 use super::{Digest, Fault, Limits, World};
 use crate::clock::Clock;
@@ -318,6 +319,9 @@ fn classify(
             "more than {HOSTCALL_BYTES} bytes passed to the host at once"
         ))
     } else {
-        other(cause(error))
+        match trap::describe(&error) {
+            Some(trap) => other(Box::new(trap)),
+            None => other(cause(error)),
+        }
     }
 }

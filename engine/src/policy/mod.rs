@@ -43,6 +43,7 @@ mod sandbox;
 pub mod scaffold;
 mod state;
 pub(crate) mod text;
+mod trap;
 mod validate;
 mod world;
 
