@@ -254,3 +254,68 @@ async fn memory_follows_the_pods_that_are_there() {
         [(0.0, 3.0), (5.0, 2.0), (10.0, 3.0), (15.0, 3.0)]
     );
 }
+
+#[tokio::test]
+async fn a_policy_fault_is_recorded_with_the_guests_message_and_the_simulation_goes_on() {
+    // Both policies trap when a pod named `trigger-fault` is offered: the
+    // strategy in every cycle, the sorter when asked to sort. The built-in
+    // memory strategy still acts, and under hard pressure the built-in sorter
+    // stands in for the faulting one.
+    let yaml = "name: faults\nduration: 10s\nnode: {memory: 4Gi}\npoliciesDir: policies\n\
+                config: {sorter: flaky-sorter, policies: {\
+                memory-pressure: {config: {hard: 1Gi}}, \
+                script: {config: {met: not-met, trapOnPod: trigger-fault}}}}\n\
+                pods:\n\
+                - {name: trigger-fault, memory: [{at: 0s, value: 512Mi}]}\n\
+                - {name: hog, gracePeriod: 30s, memory: [{at: 0s, value: 3Gi}]}\n";
+    let simulation = simulate_text(
+        yaml,
+        &[
+            ("flaky-sorter", vigil_tests::FLAKY_SORTER),
+            ("script", vigil_tests::SCRIPTED_STRATEGY),
+        ],
+    )
+    .await;
+    let skipped = &simulation.steps[0].skipped;
+    let said = |who: &str, message: &str| {
+        skipped
+            .iter()
+            .any(|s| s.starts_with(who) && s.contains("trapped: it wrote: ") && s.contains(message))
+    };
+    assert!(
+        said(
+            "strategy script skipped: ",
+            "scripted-strategy met its trigger"
+        ),
+        "{skipped:?}"
+    );
+    assert!(
+        said(
+            "sorter flaky-sorter ",
+            "fault-sorter (flaky) met its trigger"
+        ) && skipped[1].ends_with("; using the built-in default-sorter"),
+        "{skipped:?}"
+    );
+    assert_eq!(evictions(&simulation), [(0.0, "default/hog")]);
+    // Both were on trial: their faults withdrew them, as in the agent, and
+    // the run says so; later cycles go on without them.
+    let withdrawn = |name: &str| {
+        format!("policy {name} faulted in its trial and was withdrawn: nothing of that name serves")
+    };
+    let expected = [withdrawn("flaky-sorter"), withdrawn("script")];
+    assert_eq!(simulation.warnings, expected);
+    assert_eq!(skipped[2..], expected);
+    assert!(
+        simulation.steps[1..]
+            .iter()
+            .all(|s| s.skipped.iter().all(|s| !s.starts_with("strategy script")))
+    );
+    let text = vigil::simulate::output::render(&simulation);
+    assert!(
+        text.contains(".. strategy script skipped: trapped: it wrote: ")
+            && text.contains(".. sorter flaky-sorter "),
+        "{text}"
+    );
+    let json = serde_json::to_value(&simulation).unwrap();
+    assert_eq!(json["steps"][0]["skipped"][0], skipped[0].as_str());
+}

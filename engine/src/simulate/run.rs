@@ -227,6 +227,7 @@ pub async fn run(
         simulation.warn(warning);
     }
     simulation.warn_unknown(&settings, &loaded);
+    let mut serving = versions(&registry);
     let mut changes = scenario.config_changes.iter().enumerate().peekable();
     let mut t = Duration::ZERO;
     while t <= scenario.duration {
@@ -274,6 +275,22 @@ pub async fn run(
                 .filter_map(|s| Some((s.name.clone(), s.capacity?))),
         );
         let mut step = step(t, &node, &report);
+        // A version that faults in its trial is rolled back, as in the agent.
+        let now_serving = versions(&registry);
+        for name in serving.keys() {
+            let note = match now_serving.get(name) {
+                None => format!(
+                    "policy {name} faulted in its trial and was withdrawn: nothing of that name serves"
+                ),
+                Some(digest) if *digest != serving[name] => format!(
+                    "policy {name} faulted in its trial and was rolled back to the version before it"
+                ),
+                Some(_) => continue,
+            };
+            simulation.warn(note.clone());
+            step.skipped.push(note);
+        }
+        serving = now_serving;
         step.config = config_notes;
         if options.snapshots {
             step.snapshot = Some(Node {
@@ -288,6 +305,15 @@ pub async fn run(
         clock.advance(period);
     }
     Ok(simulation)
+}
+
+/// The digest of each serving policy, by name.
+fn versions(registry: &Registry) -> BTreeMap<String, String> {
+    registry
+        .status()
+        .into_iter()
+        .map(|p| (p.name, p.digest.hex()))
+        .collect()
 }
 
 /// The node at `t`: `memory.available`, `nodefs.available` and

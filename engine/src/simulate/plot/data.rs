@@ -389,13 +389,17 @@ pub(super) fn lane_marks(steps: &[Step]) -> Vec<LaneMark> {
             let label = format!("{} refused {}: {}", r.sorter, r.pod, r.reason);
             (Lane::Refused, label)
         });
-        // The manager words a policy's fault or decline after the policy
-        // ("strategy NAME ...", "sorter NAME ..."); the rest is its own
-        // bookkeeping (reclaim in progress).
+        // A policy's fault or decline, or its rollback, is worded after the
+        // policy ("strategy NAME ...", "sorter NAME ...", "policy NAME ...");
+        // the rest is the manager's bookkeeping (reclaim in progress).
         let unanswered = step
             .skipped
             .iter()
-            .filter(|s| s.starts_with("strategy ") || s.starts_with("sorter "))
+            .filter(|s| {
+                ["strategy ", "sorter ", "policy "]
+                    .iter()
+                    .any(|p| s.starts_with(p))
+            })
             .map(|s| (Lane::Unanswered, s.clone()));
         let now: BTreeSet<(Lane, String)> = refusals.chain(unanswered).collect();
         for (lane, label) in now.difference(&before) {
