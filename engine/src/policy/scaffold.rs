@@ -250,6 +250,44 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_skeletons_pin_the_toolchains_the_examples_are_built_and_tested_with() {
+        let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/policies/toolchain");
+        let read = |file: &str| std::fs::read_to_string(examples.join(file)).unwrap();
+        let installer = template!("common/toolchain.sh");
+        let mut pins: Vec<String> = read("requirements.txt")
+            .lines()
+            .filter(|l| l.contains("=="))
+            .map(str::to_owned)
+            .collect();
+        let package: serde_json::Value = serde_json::from_str(&read("package.json")).unwrap();
+        for (name, version) in package["dependencies"].as_object().unwrap() {
+            pins.push(format!("{name}@{}", version.as_str().unwrap()));
+        }
+        let cli = read("toolchain.sh")
+            .lines()
+            .find_map(|l| l.split_once("cargo install --quiet wit-bindgen-cli --version "))
+            .map(|(_, rest)| rest.split_whitespace().next().unwrap().to_owned())
+            .unwrap();
+        pins.push(format!("wit-bindgen-cli --version {cli}"));
+        assert_eq!(pins.len(), 5, "{pins:?}");
+        for pin in &pins {
+            assert!(
+                installer.contains(pin.as_str()),
+                "templates/common/toolchain.sh lacks {pin}"
+            );
+        }
+        // The Rust skeleton asks for the wit-bindgen the built-ins use.
+        let workspace =
+            std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../Cargo.toml"))
+                .unwrap();
+        let bindgen = workspace
+            .lines()
+            .find(|l| l.starts_with("wit-bindgen = "))
+            .unwrap();
+        assert!(template!("rust/Cargo.toml").contains(bindgen));
+    }
+
+    #[test]
     fn names_are_those_a_policy_file_and_a_config_key_can_carry() {
         for good in ["my-sorter", "a", "psi2"] {
             assert!(valid_name(good), "{good}");
