@@ -116,6 +116,10 @@ pub struct Metrics {
     pub policy_log_lines_dropped: Family<NameLabel, Gauge>,
     /// Lifecycle state of each serving policy (1 for its current state).
     pub policy_state: Family<PolicyStateLabels, Gauge>,
+    /// Candidates a sorter refused, by sorter (once per cycle it refused them).
+    pub sorter_refusals: Family<NameLabel, Counter>,
+    /// Policy names the config in force uses that are not loaded.
+    pub config_unknown_policies: Gauge,
     /// Watches that had to start over (dropped stream, error, `410 Gone`).
     pub watch_restarts: Family<NameLabel, Counter>,
     /// API requests, by verb and status code.
@@ -144,6 +148,8 @@ impl Default for Metrics {
             policy_faults: Family::default(),
             policy_log_lines_dropped: Family::default(),
             policy_state: Family::default(),
+            sorter_refusals: Family::default(),
+            config_unknown_policies: Gauge::default(),
             watch_restarts: Family::default(),
             api_requests: Family::default(),
             config_updates: Family::default(),
@@ -216,6 +222,16 @@ impl Metrics {
             "policy_state",
             "Lifecycle state of each serving policy",
             m.policy_state.clone(),
+        );
+        registry.register(
+            "sorter_refusals",
+            "Candidates a sorter refused, by sorter",
+            m.sorter_refusals.clone(),
+        );
+        registry.register(
+            "config_unknown_policies",
+            "Policy names the config in force uses that are not loaded",
+            m.config_unknown_policies.clone(),
         );
         registry.register(
             "watch_restarts",
@@ -311,6 +327,13 @@ impl Metrics {
                 .get_or_create(&ThresholdLabels {
                     strategy: met.strategy.clone(),
                     level: level.into(),
+                })
+                .inc();
+        }
+        for refusal in &report.refusals {
+            self.sorter_refusals
+                .get_or_create(&NameLabel {
+                    name: refusal.sorter.clone(),
                 })
                 .inc();
         }

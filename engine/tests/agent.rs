@@ -231,6 +231,40 @@ async fn memory_pressure_evicts_the_top_pod_through_the_api_and_shows_it_on_the_
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_misspelt_policy_name_is_a_warning_and_a_refused_candidate_is_counted() {
+    let (server, fixture) = test_node().await;
+    // The biggest pod is system-critical: the sorter refuses it.
+    let mut critical = objects::best_effort_pod(NODE, NS, "critical", 3);
+    critical["spec"]["priority"] = json!(2_000_001_000);
+    fixture.best_effort_pod(critical["metadata"]["uid"].as_str().unwrap(), 900);
+    server.put("pods", NS, critical);
+    pod(&server, &fixture, "other", 300);
+    let config = format!("{CONFIG}  memory-presure: {{enabled: false}}\n");
+    let binary = std::path::Path::new(env!("CARGO_BIN_EXE_vigil"));
+    let agent = AgentProcess::start(binary, NODE, &fixture, &server, &config, &[]);
+    until_metric(&server, &agent, "vigil_config_unknown_policies 1").await;
+    assert!(
+        agent.logs().contains(
+            r#"config field policies.memory-presure names policy "memory-presure", which is not loaded; did you mean "memory-pressure"?"#
+        ),
+        "{}",
+        agent.logs()
+    );
+    watching(&server).await;
+    fixture.memory_available(50);
+    server
+        .until(LIMIT, "an eviction", |s| !s.evictions().is_empty())
+        .await;
+    assert!(server.evictions()[0].uri.ends_with("/pods/other/eviction"));
+    until_metric(
+        &server,
+        &agent,
+        r#"vigil_sorter_refusals_total{name="default-sorter"} "#,
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pdb_protected_top_victim_passes_the_turn_to_the_next_pod_at_once() {
     let (server, fixture) = test_node().await;
     pod(&server, &fixture, "small", 100);

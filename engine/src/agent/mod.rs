@@ -155,6 +155,7 @@ pub async fn run(config: AgentConfig, shutdown: impl Future<Output = ()>) -> any
     let (scans_tx, scans) = mpsc::unbounded_channel();
     tasks.spawn(unknown::warn(
         Arc::clone(&registry),
+        Arc::clone(&metrics),
         scans,
         controller.settings(),
     ));

@@ -1,11 +1,12 @@
-//! Warns, in the log, of config for policies that are not loaded: a
-//! misspelt name in a `VigilConfig` would otherwise configure nothing,
-//! silently. Checked after every scan of the policies directory and every
+//! Warns, in the log and the `vigil_config_unknown_policies` gauge, of
+//! config for policies that are not loaded: a misspelt name in a
+//! `VigilConfig` would otherwise configure nothing, silently. Checked after every scan of the policies directory and every
 //! change of the settings in force; each unknown name is reported once, and
 //! again only if it comes back after being resolved.
 
 use crate::config::names::{UnknownPolicy, unknown_policies};
 use crate::eviction::EvictionSettings;
+use crate::metrics::Metrics;
 use crate::policy::Registry;
 use crate::policy::reload::ScanReport;
 use std::sync::Arc;
@@ -15,6 +16,7 @@ use tokio::sync::{mpsc, watch};
 /// before the first scan: until then only the built-ins are loaded.
 pub(super) async fn warn(
     registry: Arc<Registry>,
+    metrics: Arc<Metrics>,
     mut scans: mpsc::UnboundedReceiver<ScanReport>,
     mut settings: watch::Receiver<EvictionSettings>,
 ) {
@@ -27,6 +29,8 @@ pub(super) async fn warn(
         for policy in reported.news(&settings.borrow_and_update(), &loaded) {
             tracing::warn!(policy = %policy.name, nearest = policy.nearest.as_deref(), "{policy}");
         }
+        let unknown = i64::try_from(reported.0.len()).unwrap_or(i64::MAX);
+        metrics.config_unknown_policies.set(unknown);
         tokio::select! {
             scan = scans.recv() => if scan.is_none() { return },
             changed = settings.changed() => if changed.is_err() { return },
