@@ -6,7 +6,7 @@ use super::api::EvictionApi;
 use super::record::{
     DecisionRecord, EvictionRecord, PodUsage, PolicyRecord, Simulation, Step, ThresholdRecord,
 };
-use super::scenario::{PodSpec, Scenario};
+use super::scenario::{ConfigChange, PodSpec, Scenario};
 use crate::clock::ManualClock;
 use crate::config::{ConfigError, VigilConfig, references};
 use crate::eviction::{EvictionManager, NodeState};
@@ -205,7 +205,6 @@ pub async fn run(
         failed,
     } = load(scenario, base, options, Arc::clone(&clock)).await?;
     let settings = config.eviction_settings();
-    let mut period = settings.period;
     let mut manager = EvictionManager::new(registry.clone(), settings.clone());
     let mut pods: Vec<SimPod<'_>> = scenario
         .pods
@@ -216,7 +215,7 @@ pub async fn run(
             leaves_at: spec.leaves_at,
         })
         .collect();
-    let mut simulation = Simulation::new(scenario, period);
+    let mut simulation = Simulation::new(scenario, settings.period);
     simulation.policies = registry
         .status()
         .into_iter()
@@ -231,28 +230,12 @@ pub async fn run(
     let mut changes = scenario.config_changes.iter().enumerate().peekable();
     let mut t = Duration::ZERO;
     while t <= scenario.duration {
-        let mut config_notes = Vec::new();
-        while let Some((i, change)) = changes.next_if(|(_, c)| c.at <= t) {
-            let source = format!("configChanges[{i}]");
-            match merged(&registry, Some(&change.config), &source) {
-                Ok(config) => {
-                    registry.set_limits(config.limits());
-                    let settings = config.eviction_settings();
-                    simulation.warn_unknown(&settings, &loaded);
-                    period = settings.period;
-                    manager.set_settings(settings);
-                    config_notes.push(format!("{source} applied"));
-                }
-                Err(error) => {
-                    let note = format!(
-                        "{source} refused, the config before it stays: {}",
-                        Chain(&error)
-                    );
-                    simulation.warn(note.clone());
-                    config_notes.push(note);
-                }
-            }
-        }
+        let config_notes: Vec<String> = std::iter::from_fn(|| changes.next_if(|(_, c)| c.at <= t))
+            .map(|(i, change)| {
+                apply_change(&registry, &mut manager, &mut simulation, &loaded, i, change)
+            })
+            .collect();
+        let period = manager.settings().period;
         let present: Vec<&SimPod<'_>> = pods.iter().filter(|p| p.present(t)).collect();
         let node = node_state(scenario, &present, t);
         let report = manager.cycle_through(start + t, &node, &EvictionApi).await;
@@ -277,16 +260,7 @@ pub async fn run(
         let mut step = step(t, &node, &report);
         // A version that faults in its trial is rolled back, as in the agent.
         let now_serving = versions(&registry);
-        for name in serving.keys() {
-            let note = match now_serving.get(name) {
-                None => format!(
-                    "policy {name} faulted in its trial and was withdrawn: nothing of that name serves"
-                ),
-                Some(digest) if *digest != serving[name] => format!(
-                    "policy {name} faulted in its trial and was rolled back to the version before it"
-                ),
-                Some(_) => continue,
-            };
+        for note in rolled_back(&serving, &now_serving) {
             simulation.warn(note.clone());
             step.skipped.push(note);
         }
@@ -305,6 +279,55 @@ pub async fn run(
         clock.advance(period);
     }
     Ok(simulation)
+}
+
+/// Puts the scenario's config change `i` in force from the cycle at its
+/// time, as an edit of the config object would: the note for that step. A refused change
+/// is also a warning, and the config before it stays.
+fn apply_change(
+    registry: &Registry,
+    manager: &mut EvictionManager,
+    simulation: &mut Simulation,
+    loaded: &[String],
+    i: usize,
+    change: &ConfigChange,
+) -> String {
+    let source = format!("configChanges[{i}]");
+    match merged(registry, Some(&change.config), &source) {
+        Ok(config) => {
+            registry.set_limits(config.limits());
+            let settings = config.eviction_settings();
+            simulation.warn_unknown(&settings, loaded);
+            manager.set_settings(settings);
+            format!("{source} applied")
+        }
+        Err(error) => {
+            let note = format!(
+                "{source} refused, the config before it stays: {}",
+                Chain(&error)
+            );
+            simulation.warn(note.clone());
+            note
+        }
+    }
+}
+
+/// What became of the policies serving `before` that no longer serve as
+/// they did `after` a cycle: a version on trial that faulted is rolled back
+/// to the one before it, or withdrawn if there is none.
+fn rolled_back(before: &BTreeMap<String, String>, after: &BTreeMap<String, String>) -> Vec<String> {
+    before
+        .iter()
+        .filter_map(|(name, digest)| match after.get(name) {
+            None => Some(format!(
+                "policy {name} faulted in its trial and was withdrawn: nothing of that name serves"
+            )),
+            Some(now) if now != digest => Some(format!(
+                "policy {name} faulted in its trial and was rolled back to the version before it"
+            )),
+            Some(_) => None,
+        })
+        .collect()
 }
 
 /// The digest of each serving policy, by name.
@@ -439,5 +462,30 @@ fn step(t: Duration, node: &NodeState, report: &crate::eviction::CycleReport) ->
         refusals: report.refusals.clone(),
         config: Vec::new(),
         snapshot: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_policy_gone_was_withdrawn_and_one_serving_another_version_rolled_back() {
+        let versions = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
+            pairs
+                .iter()
+                .map(|(n, d)| ((*n).to_owned(), (*d).to_owned()))
+                .collect()
+        };
+        let before = versions(&[("a", "1"), ("b", "2"), ("c", "3")]);
+        let after = versions(&[("b", "9"), ("c", "3")]);
+        assert_eq!(
+            rolled_back(&before, &after),
+            [
+                "policy a faulted in its trial and was withdrawn: nothing of that name serves",
+                "policy b faulted in its trial and was rolled back to the version before it"
+            ]
+        );
+        assert!(rolled_back(&after, &after).is_empty());
     }
 }
