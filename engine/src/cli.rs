@@ -425,6 +425,9 @@ fn new_policy(name: &str, world: World, lang: Lang, dir: Option<PathBuf>) -> any
     Ok(())
 }
 
+/// The largest `policy test` input read: far more than a node's snapshot.
+const MAX_INPUT_BYTES: u64 = 16 << 20;
+
 /// `vigil policy test`: the call's answer on stdout; a fault is an error.
 fn test(
     file: &str,
@@ -434,7 +437,7 @@ fn test(
 ) -> anyhow::Result<()> {
     serde_json::from_str::<serde_json::Value>(config)
         .with_context(|| format!("--config is not JSON: {config}"))?;
-    let text = std::fs::read_to_string(input)
+    let text = crate::fsutil::read_text(input, MAX_INPUT_BYTES)
         .with_context(|| format!("cannot read {}", input.display()))?;
     let input: Input = serde_norway::from_str(&text)
         .with_context(|| format!("{} is not a policy test input", input.display()))?;

@@ -1,8 +1,8 @@
 //! Crash-safe file writes (a reader sees the old file or the new one, never
-//! half of one) and private directories.
+//! half of one), private directories, and bounded reads of text files.
 
 use std::fs::{self, DirBuilder, File};
-use std::io::{self, Write};
+use std::io::{self, Read, Write};
 use std::os::unix::fs::{DirBuilderExt, MetadataExt};
 use std::path::Path;
 
@@ -64,10 +64,38 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
     result
 }
 
+/// The text of `path`, refused if it holds more than `max` bytes (read no
+/// further than that).
+///
+/// # Errors
+/// It cannot be read, is not UTF-8, or is larger (`FileTooLarge`, saying so).
+pub fn read_text(path: &Path, max: u64) -> io::Result<String> {
+    let mut text = String::new();
+    File::open(path)?.take(max + 1).read_to_string(&mut text)?;
+    if text.len() as u64 > max {
+        return Err(io::Error::new(
+            io::ErrorKind::FileTooLarge,
+            format!("the file is larger than {max} bytes"),
+        ));
+    }
+    Ok(text)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn a_text_file_is_read_up_to_its_bound_and_refused_past_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        fs::write(&path, "12345").unwrap();
+        assert_eq!(read_text(&path, 5).unwrap(), "12345");
+        let error = read_text(&path, 4).unwrap_err();
+        assert_eq!(error.kind(), io::ErrorKind::FileTooLarge);
+        assert_eq!(error.to_string(), "the file is larger than 4 bytes");
+    }
 
     #[test]
     fn private_dirs_are_created_private_and_shared_ones_refused() {

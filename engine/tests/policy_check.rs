@@ -352,3 +352,32 @@ fn input_for_another_world_or_a_missing_field_is_an_error_naming_it() {
         "{text}"
     );
 }
+
+#[test]
+fn a_config_that_is_not_json_an_unreadable_input_and_a_file_that_does_not_load_are_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("input.json");
+    std::fs::write(&input, r#"{"layers": []}"#).unwrap();
+    let input = input.to_str().unwrap();
+    let run = |file: &str, input: &str, config: &str| {
+        vigil(&["policy", "test", file, "--input", input, "--config", config])
+    };
+    let (ok, text) = run("builtin:default-merger", input, "{hard: 1}");
+    assert!(
+        !ok && text.contains("--config is not JSON: {hard: 1}"),
+        "{text}"
+    );
+    let missing = dir.path().join("missing.json");
+    let (ok, text) = run("builtin:default-merger", missing.to_str().unwrap(), "{}");
+    assert!(
+        !ok && text.contains(&format!("cannot read {}", missing.display())),
+        "{text}"
+    );
+    let broken = dir.path().join("broken.wasm");
+    std::fs::write(&broken, b"\0asm\x0d\0\x01\0truncated").unwrap();
+    let (ok, text) = run(broken.to_str().unwrap(), input, "{}");
+    assert!(
+        !ok && text.contains(&format!("{} does not load", broken.display())),
+        "{text}"
+    );
+}

@@ -7,7 +7,6 @@ use super::timeline::Timeline;
 use schemars::JsonSchema;
 use serde::{Deserialize, Deserializer};
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use thiserror::Error;
@@ -378,18 +377,7 @@ impl Scenario {
             path: path.to_owned(),
             source,
         };
-        let mut text = String::new();
-        std::fs::File::open(path)
-            .and_then(|file| file.take(MAX_SCENARIO_BYTES + 1).read_to_string(&mut text))
-            .map_err(read_error)?;
-        if text.len() as u64 > MAX_SCENARIO_BYTES {
-            return Err(ScenarioError::Invalid {
-                path: path.to_owned(),
-                problems: vec![format!(
-                    "the file is larger than {MAX_SCENARIO_BYTES} bytes"
-                )],
-            });
-        }
+        let text = crate::fsutil::read_text(path, MAX_SCENARIO_BYTES).map_err(read_error)?;
         Self::parse(&text, path)
     }
 
