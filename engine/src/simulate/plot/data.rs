@@ -170,6 +170,16 @@ fn value_at(line: &Series, t: f64) -> f64 {
     }
 }
 
+/// Every pod that was on the node, by `namespace/name`.
+pub(super) fn pods(simulation: &Simulation) -> Vec<&String> {
+    let pods: BTreeSet<&String> = simulation
+        .steps
+        .iter()
+        .flat_map(|s| s.usage.keys())
+        .collect();
+    pods.into_iter().collect()
+}
+
 /// What the pods and the system took from `signal`, stacked on `line`.
 fn bands(
     simulation: &Simulation,
@@ -183,13 +193,7 @@ fn bands(
             .and_then(|u| u.taken_from(signal))
             .map_or(0.0, |v| v as f64 / unit)
     };
-    let mut pods: Vec<&String> = simulation
-        .steps
-        .iter()
-        .flat_map(|s| s.usage.keys())
-        .collect::<BTreeSet<_>>()
-        .into_iter()
-        .collect();
+    let mut pods = pods(simulation);
     if PodUsage::default().taken_from(signal).is_none() {
         return Vec::new();
     }

@@ -81,13 +81,7 @@ fn draw_all(simulation: &Simulation, path: &Path) -> DrawResult {
     root.fill(&WHITE)?;
     let (upper, lower) = root.split_vertically(PANEL_HEIGHT * panels.len() as u32);
     // A pod has the same colour on every panel.
-    let pods: Vec<&String> = simulation
-        .steps
-        .iter()
-        .flat_map(|s| s.usage.keys())
-        .collect::<BTreeSet<_>>()
-        .into_iter()
-        .collect();
+    let pods = data::pods(simulation);
     let colour = |band: &str| match pods.iter().position(|p| *p == band) {
         Some(i) => Palette99::pick(i).mix(0.45),
         None if band == "system" => SYSTEM.mix(0.35),
