@@ -12,6 +12,7 @@ mod data;
 use super::record::Simulation;
 use data::{Lane, LaneMark, Level, Panel};
 use plotters::coord::Shift;
+use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -123,6 +124,8 @@ fn draw_panel(
         .map(|(_, v)| *v)
         .fold(1.0, f64::max);
     let top = ceiling * 1.1;
+    // Whole numbers, unless the signal is a small fraction.
+    let decimals = if ceiling < 10.0 { 2 } else { 0 };
     let caption = match panel.unit.1 {
         "" => panel.signal.clone(),
         unit => format!("{} ({unit})", panel.signal),
@@ -137,11 +140,26 @@ fn draw_panel(
         .configure_mesh()
         .x_desc("seconds")
         .light_line_style(WHITE.mix(0.0))
-        .y_label_formatter(&|v| format!("{v:.0}"))
+        .y_label_formatter(&|v| format!("{v:.decimals$}"))
         .draw()?;
     let mut entries: Vec<(Swatch, String)> = Vec::new();
+    draw_bands(&mut chart, panel, colour, &mut entries)?;
+    draw_spans(&mut chart, panel, (ceiling, top), &mut entries)?;
+    draw_thresholds(&mut chart, panel, &mut entries)?;
+    draw_marks(&mut chart, panel, end, &mut entries)?;
+    draw_legend(legend, &entries)
+}
 
-    // A strip above everything: when a condition held.
+/// The chart of one panel: time against the signal's unit.
+type Chart<'a, 'b> = ChartContext<'a, SVGBackend<'b>, Cartesian2d<RangedCoordf64, RangedCoordf64>>;
+
+/// A strip along the top, above `ceiling`, where a condition held.
+fn draw_spans(
+    chart: &mut Chart<'_, '_>,
+    panel: &Panel,
+    (ceiling, top): (f64, f64),
+    entries: &mut Vec<(Swatch, String)>,
+) -> DrawResult {
     let font = ("sans-serif", 12).into_font();
     for span in &panel.spans {
         chart.draw_series(std::iter::once(Rectangle::new(
@@ -161,15 +179,24 @@ fn draw_panel(
             format!("{condition} reported"),
         ));
     }
+    Ok(())
+}
 
-    // The signal's area, then what each pod and the system took from it.
-    let floor: Vec<(f64, f64)> = panel.line.iter().map(|(t, _)| (*t, 0.0)).collect();
+/// The signal's area and line, and what each pod and the system took from it above.
+fn draw_bands(
+    chart: &mut Chart<'_, '_>,
+    panel: &Panel,
+    colour: &dyn Fn(&str) -> RGBAColor,
+    entries: &mut Vec<(Swatch, String)>,
+) -> DrawResult {
     let mut band = |lower: &[(f64, f64)], upper: &[(f64, f64)], color: RGBAColor| {
         let outline: Vec<(f64, f64)> = lower.iter().chain(upper.iter().rev()).copied().collect();
         chart.draw_series(std::iter::once(Polygon::new(outline, color.filled())))?;
         DrawResult::Ok(())
     };
+    let floor: Vec<(f64, f64)> = panel.line.iter().map(|(t, _)| (*t, 0.0)).collect();
     band(&floor, &panel.line, SIGNAL.mix(0.12))?;
+    entries.push((Swatch::Line(SIGNAL, 2), panel.signal.clone()));
     for (name, lower, upper) in &panel.bands {
         let color = colour(name);
         band(lower, upper, color)?;
@@ -179,9 +206,15 @@ fn draw_panel(
         panel.line.iter().copied(),
         SIGNAL.stroke_width(2),
     ))?;
-    entries.insert(0, (Swatch::Line(SIGNAL, 2), panel.signal.clone()));
+    Ok(())
+}
 
-    // The thresholds.
+/// The thresholds: hard solid, soft dashed, one never met thin.
+fn draw_thresholds(
+    chart: &mut Chart<'_, '_>,
+    panel: &Panel,
+    entries: &mut Vec<(Swatch, String)>,
+) -> DrawResult {
     let strategies: BTreeSet<&str> = panel
         .thresholds
         .iter()
@@ -211,8 +244,18 @@ fn draw_panel(
         };
         entries.push((Swatch::Line(color, width), label));
     }
+    Ok(())
+}
 
-    // Evictions, labelled, each with the time its pod was gone.
+/// Evictions, labelled, each with the time its pod was gone; dry-run
+/// decisions.
+fn draw_marks(
+    chart: &mut Chart<'_, '_>,
+    panel: &Panel,
+    end: f64,
+    entries: &mut Vec<(Swatch, String)>,
+) -> DrawResult {
+    let font = ("sans-serif", 12).into_font();
     for (i, mark) in panel.marks.iter().enumerate() {
         let raise = -20 - 15 * (i % 3) as i32;
         if let Some(gone) = mark.gone {
@@ -257,7 +300,7 @@ fn draw_panel(
     if panel.marks.iter().any(|m| m.dry_run) {
         entries.push((Swatch::Circle(DRY_RUN), "would evict (dry run)".into()));
     }
-    draw_legend(legend, &entries)
+    Ok(())
 }
 
 fn draw_legend(
