@@ -18,7 +18,10 @@
 //!   `imagefs.inodesFree` (capacity: the filesystem's size or inode count);
 //! - `pid.available` (capacity: `pid_max`);
 //! - `psi.{memory,cpu,io}.{some,full}.{avg10,avg60}` (capacity: 100).
+//!
+//! [`catalogue`] gives each of them its unit.
 
+pub mod catalogue;
 pub mod cgroup;
 mod cpu;
 mod error;
@@ -264,18 +267,25 @@ mod tests {
             .map(|s| s.value)
     }
 
-    #[test]
-    fn every_node_signal_is_read_from_real_formats() {
+    /// Every node signal, read from real-format files (the imagefs too), and
+    /// the directories they were read from.
+    fn read_everything() -> (Reading, [tempfile::TempDir; 2]) {
         let proc = proc_root();
         let cgroup = cgroup::tests::hierarchy(Version::V2, Path::new("kubepods.slice"));
         let sources = Sources {
             proc_root: proc.path().into(),
             cgroup_root: cgroup.path().into(),
             nodefs: proc.path().into(),
+            imagefs: Some(cgroup.path().into()),
             allocatable_memory: Some(8 << 30),
             ..Sources::default()
         };
-        let reading = sources.read_node();
+        (sources.read_node(), [proc, cgroup])
+    }
+
+    #[test]
+    fn every_node_signal_is_read_from_real_formats() {
+        let (reading, [proc, _]) = read_everything();
         assert!(reading.gaps.is_empty(), "{:?}", reading.gaps);
         let info = MemInfo::read(&proc.path().join("meminfo")).unwrap();
         assert_eq!(
@@ -291,6 +301,19 @@ mod tests {
         assert!(value(&reading, "nodefs.available").is_some_and(|v| v > 0.0));
         assert!(value(&reading, "psi.cpu.some.avg60").is_some_and(|v| (v - 5.23).abs() < 1e-9));
         assert!(value(&reading, "psi.memory.full.avg10").is_some());
+        assert!(value(&reading, "imagefs.inodesFree").is_some());
+    }
+
+    #[test]
+    fn every_signal_read_has_its_unit_in_the_catalogue() {
+        let (reading, _dirs) = read_everything();
+        for signal in &reading.signals {
+            let unit = catalogue::unit(&signal.name);
+            assert_ne!(unit, catalogue::Unit::Unknown, "{}", signal.name);
+            if let Some(capacity) = unit.capacity() {
+                assert_eq!(signal.capacity, Some(capacity), "{}", signal.name);
+            }
+        }
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! The human-readable timeline and summary of a simulation.
 
 use super::record::{Simulation, Step};
+use crate::signals::catalogue::{self, Unit};
 use std::collections::BTreeSet;
 use std::fmt::Write;
 
@@ -18,12 +19,10 @@ pub fn bytes(value: f64) -> String {
 
 /// A signal's value in its natural unit.
 pub fn signal_value(name: &str, value: f64) -> String {
-    if name.starts_with("memory") || name.contains("fs.") || name.ends_with("bytes") {
-        bytes(value)
-    } else if name.starts_with("pid.") || name.contains("inodes") {
-        format!("{value:.0}")
-    } else {
-        format!("{value:.1}")
+    match catalogue::unit(name) {
+        Unit::Bytes => bytes(value),
+        Unit::Count => format!("{value:.0}"),
+        Unit::Percent | Unit::Unknown => format!("{value:.1}"),
     }
 }
 
@@ -197,5 +196,10 @@ mod tests {
         assert_eq!(time(45.0), "45s");
         assert_eq!(time(125.0), "2m05s");
         assert_eq!(signal_value("psi.memory.some.avg10", 12.345), "12.3");
+        assert_eq!(
+            signal_value("allocatable.memory.available", 3.0 * 1048576.0),
+            "3.0 MiB"
+        );
+        assert_eq!(signal_value("nodefs.inodesFree", 12.5), "12");
     }
 }

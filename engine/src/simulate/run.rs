@@ -15,6 +15,7 @@ use crate::policy::reload::Reloader;
 use crate::policy::replay::Node;
 use crate::policy::{Host, HostError, LimitsTable, Registry, RegistryError};
 use crate::report::Chain;
+use crate::signals::catalogue;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -387,7 +388,7 @@ fn node_state(scenario: &Scenario, present: &[&SimPod<'_>], t: Duration) -> Node
         let capacity = signals
             .get(name)
             .and_then(|s| s.capacity)
-            .or(name.starts_with("psi.").then_some(100.0));
+            .or(catalogue::unit(name).capacity());
         signals.insert(
             name.clone(),
             Signal {

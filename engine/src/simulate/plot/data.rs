@@ -5,6 +5,7 @@
 //! be tested.
 
 use super::super::record::{PodUsage, Simulation, Step, ThresholdRecord};
+use crate::signals::catalogue::{self, Unit};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// At most this many pods get a band of their own; the rest share one.
@@ -113,12 +114,12 @@ pub(super) struct LaneMark {
     pub label: String,
 }
 
-/// Signals measured in bytes are drawn in MiB.
+/// Signals measured in bytes are drawn in MiB, pressure in percent.
 fn unit(signal: &str) -> (f64, &'static str) {
-    if signal.starts_with("memory") || signal.contains("fs.") {
-        (1048576.0, "MiB")
-    } else {
-        (1.0, "")
+    match catalogue::unit(signal) {
+        Unit::Bytes => (1048576.0, "MiB"),
+        Unit::Percent => (1.0, "%"),
+        Unit::Count | Unit::Unknown => (1.0, ""),
     }
 }
 
