@@ -113,6 +113,25 @@ pub fn order_of(candidates: &[Candidate], order: &[u32]) -> Vec<String> {
         .collect()
 }
 
+/// The names of [`three_candidates`] in the order the serving version of
+/// the sorter `name` puts them.
+///
+/// # Panics
+/// If `name` does not serve, is not a sorter, or faults.
+pub fn sort_names(registry: &Registry, name: &str) -> Vec<String> {
+    let policy = registry.get(name).expect("serves");
+    let candidates = three_candidates();
+    let sorted = registry
+        .call(&policy, |p| {
+            p.as_sorter()
+                .expect("a sorter")
+                .sort(&strategies(), &mut candidates.clone(), "{}")
+        })
+        .unwrap()
+        .unwrap();
+    order_of(&candidates, &sorted.order)
+}
+
 /// The component of the example policy `name` (`examples/policies/NAME/NAME.wasm`).
 ///
 /// # Panics

@@ -27,20 +27,6 @@ fn phase(registry: &Registry, name: &str) -> Phase {
         .phase
 }
 
-fn sort_names(registry: &Registry, name: &str) -> Vec<String> {
-    let policy = registry.get(name).expect("serves");
-    let candidates = three_candidates();
-    let sorted = registry
-        .call(&policy, |p| {
-            p.as_sorter()
-                .expect("a sorter")
-                .sort(&strategies(), &mut candidates.clone(), "{}")
-        })
-        .unwrap()
-        .unwrap();
-    order_of(&candidates, &sorted.order)
-}
-
 /// Makes the serving version of `name` fault (it must be the flaky sorter).
 fn trigger(registry: &Registry, name: &str) -> Fault {
     let policy = registry.get(name).unwrap();

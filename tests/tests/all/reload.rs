@@ -66,18 +66,7 @@ impl Agent {
     }
 
     fn sorts(&self, name: &str) -> Vec<String> {
-        let policy = self.registry.get(name).unwrap();
-        let candidates = three_candidates();
-        let sorted = self
-            .registry
-            .call(&policy, |p| {
-                p.as_sorter()
-                    .expect("a sorter")
-                    .sort(&strategies(), &mut candidates.clone(), "{}")
-            })
-            .unwrap()
-            .unwrap();
-        order_of(&candidates, &sorted.order)
+        sort_names(&self.registry, name)
     }
 
     async fn stop(mut self) {
