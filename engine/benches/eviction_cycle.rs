@@ -79,6 +79,7 @@ fn node(pods: usize, available_mib: u64) -> NodeState {
         ],
         pods,
         terminating: Vec::new(),
+        facts: Default::default(),
     }
 }
 

@@ -1,6 +1,7 @@
 //! The `vigil` command line. `main.rs` only calls [`run`].
 
 use crate::agent::AgentConfig;
+use crate::cluster::client::ClientOptions;
 use crate::config::VigilConfig;
 use crate::config::names::unknown_policies;
 use crate::eviction::EvictionSettings;
@@ -42,7 +43,7 @@ pub enum LogFormat {
 enum Command {
     /// Run the node agent: watch this node's pods, decide with the policies
     /// (hot-reloaded), evict through the Eviction API, report on the Node.
-    Agent(AgentArgs),
+    Agent(Box<AgentArgs>),
     /// Run a scenario through the real eviction manager and policies, on virtual time.
     Simulate(SimulateArgs),
     /// Work with policy components.
@@ -148,6 +149,21 @@ struct AgentArgs {
     /// How long compiling one policy may take before it is stopped and that version refused.
     #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = duration)]
     compile_deadline: std::time::Duration,
+    /// Requests per second each API client sends at most, on average
+    /// (one client for evictions, one for everything else).
+    #[arg(long, value_name = "QPS", default_value_t = 5.0)]
+    api_qps: f64,
+    /// Requests each API client may send at once after a quiet time.
+    #[arg(long, value_name = "N", default_value_t = 10,
+          value_parser = clap::value_parser!(u32).range(1..=1000))]
+    api_burst: u32,
+    /// The longest an API request that is not a watch may take.
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = duration)]
+    api_timeout: std::time::Duration,
+    /// How often a node condition that holds is written again, so that a
+    /// stale `True` shows as stale.
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = duration)]
+    condition_heartbeat: std::time::Duration,
 }
 
 /// A duration as Kubernetes users write it (`90s`, `1h30m`, `24h`).
@@ -191,6 +207,12 @@ impl AgentArgs {
             },
             nodefs: self.nodefs,
             status_interval: self.status_interval,
+            api: ClientOptions {
+                qps: self.api_qps.max(0.01),
+                burst: self.api_burst,
+                timeout: self.api_timeout,
+            },
+            condition_heartbeat: self.condition_heartbeat,
             compiler: Some(ChildCompiler {
                 program: std::env::current_exe()
                     .context("cannot find this program's path, to run it as the policy compiler")?,
@@ -278,7 +300,7 @@ enum PolicyCommand {
 /// Whatever the command failed with; the caller prints it and exits non-zero.
 pub async fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
-        Command::Agent(args) => agent(args).await,
+        Command::Agent(args) => agent(*args).await,
         Command::Simulate(args) => simulate(args).await,
         Command::Policy(PolicyCommand::Check {
             files,

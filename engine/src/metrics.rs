@@ -25,7 +25,8 @@ pub struct EvictionLabels {
     pub strategy: String,
     /// `hard`, `force` or `soft`.
     pub urgency: String,
-    /// `accepted`, `refused`, `failed`, `gone` or `dry-run`.
+    /// `accepted`, `refused`, `not-evictable`, `throttled`, `failed`,
+    /// `gone` or `dry-run`.
     pub result: String,
 }
 
@@ -124,6 +125,13 @@ pub struct Metrics {
     pub watch_restarts: Family<NameLabel, Counter>,
     /// API requests, by verb and status code.
     pub api_requests: Family<ApiLabels, Counter>,
+    /// API requests kube's retry layer sent again, by verb and the status
+    /// code that made it retry.
+    pub api_retries: Family<ApiLabels, Counter>,
+    /// Taint effects a strategy asked for that the host refused, by strategy.
+    pub refused_taint_effects: Family<NameLabel, Counter>,
+    /// Events not written, by why (`queue-full`, `repeated`).
+    pub events_dropped: Family<NameLabel, Counter>,
     /// Configs assigned by the cluster, by what became of them.
     pub config_updates: Family<ConfigUpdateLabels, Counter>,
     /// Config checkpoints read at start-up, by what was found.
@@ -152,6 +160,9 @@ impl Default for Metrics {
             config_unknown_policies: Gauge::default(),
             watch_restarts: Family::default(),
             api_requests: Family::default(),
+            api_retries: Family::default(),
+            refused_taint_effects: Family::default(),
+            events_dropped: Family::default(),
             config_updates: Family::default(),
             config_checkpoint_loads: Family::default(),
             config_state: Family::default(),
@@ -244,6 +255,21 @@ impl Metrics {
             m.api_requests.clone(),
         );
         registry.register(
+            "api_retries",
+            "API server requests sent again by the retry layer, by verb and code",
+            m.api_retries.clone(),
+        );
+        registry.register(
+            "refused_taint_effects",
+            "Taint effects a strategy asked for that vigil refused, by strategy",
+            m.refused_taint_effects.clone(),
+        );
+        registry.register(
+            "events_dropped",
+            "Kubernetes Events not written, by why",
+            m.events_dropped.clone(),
+        );
+        registry.register(
             "config_updates",
             "Configs assigned by the cluster, by what became of them",
             m.config_updates.clone(),
@@ -327,6 +353,13 @@ impl Metrics {
                 .get_or_create(&ThresholdLabels {
                     strategy: met.strategy.clone(),
                     level: level.into(),
+                })
+                .inc();
+        }
+        for (strategy, _) in &report.refused_effects {
+            self.refused_taint_effects
+                .get_or_create(&NameLabel {
+                    name: strategy.clone(),
                 })
                 .inc();
         }

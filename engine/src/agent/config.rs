@@ -190,7 +190,7 @@ impl ConfigController {
                 .flatten()
                 .min()
                 .map(|at| tokio::time::Instant::now() + now.duration_until(at).unsigned_abs());
-            let check = if self.assignment.trial_end().is_some() {
+            let check = if self.assignment.trial_end().is_some() || self.assignment.retrying() {
                 FAULT_CHECK
             } else {
                 CONFIRM_EVERY
@@ -241,7 +241,7 @@ impl ConfigController {
         for (policy, reference) in &wanted {
             let problem = match objects.get(&key(reference))? {
                 Lookup::Pending => return None,
-                Lookup::Unavailable(why) => format!("cannot be read: {why}"),
+                Lookup::Unavailable(why) => format!("{}: {why}", references::UNREADABLE),
                 Lookup::Missing => "the ConfigMap does not exist".into(),
                 Lookup::Found(object) => {
                     let value = object.data.as_ref().and_then(|d| d.get(&reference.key));

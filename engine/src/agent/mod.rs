@@ -20,11 +20,12 @@ pub use config::{ConfigController, ConfigOptions};
 
 use crate::clock::{Clock, SystemClock};
 use crate::cluster::budgets::Budgets;
-use crate::cluster::client;
+use crate::cluster::client::{self, ClientOptions};
+use crate::cluster::events;
 use crate::cluster::evict::EvictionApi;
 use crate::cluster::node_status::{ConfigCondition, NodeStatus};
 use crate::cluster::object_watches::{ApiSource, ObjectWatches};
-use crate::cluster::publisher::{Publisher, write_latest};
+use crate::cluster::publisher::{Publisher, node_recorder, write_latest};
 use crate::cluster::source::ClusterSource;
 use crate::cluster::watches;
 use crate::config::VigilConfig;
@@ -79,6 +80,10 @@ pub struct AgentConfig {
     pub nodefs: PathBuf,
     /// The shortest time between two writes of one status object.
     pub status_interval: std::time::Duration,
+    /// Rate limit and timeout of the API clients.
+    pub api: ClientOptions,
+    /// How often a holding node condition is written again.
+    pub condition_heartbeat: std::time::Duration,
     /// The child process that compiles policies missing from the artifact
     /// cache; `None` compiles them in this process (`vigil agent` always
     /// sets one).
@@ -121,7 +126,7 @@ pub async fn run(config: AgentConfig, shutdown: impl Future<Output = ()>) -> any
     let config_report = controller.report();
     let eviction = settings.borrow().clone();
 
-    let clients = client::connect(config.kubeconfig.as_deref(), &metrics).await?;
+    let clients = client::connect(config.kubeconfig.as_deref(), &metrics, config.api).await?;
     let restarts = |metrics: &Arc<Metrics>| {
         let metrics = Arc::clone(metrics);
         move |watch: &str| metrics.watch_restarted(watch)
@@ -191,16 +196,20 @@ pub async fn run(config: AgentConfig, shutdown: impl Future<Output = ()>) -> any
         (configs, node)
     });
 
-    let (conditions_tx, conditions_rx) = watch::channel(Vec::new());
-    let status = NodeStatus::new(clients.api.clone(), &config.node_name);
+    let (conditions_tx, conditions_rx) = watch::channel(None);
+    let status = NodeStatus::new(clients.api.clone(), &config.node_name)
+        .with_heartbeat(config.condition_heartbeat);
     tasks.spawn(write_latest(
         status,
         conditions_rx,
         "the node's conditions and taints",
     ));
     let (reports_tx, reports_rx) = mpsc::channel(REPORT_BACKLOG);
+    let (recorder, _) = node_recorder(clients.api.clone(), &config.node_name);
+    let (events, event_writer) = events::queue(recorder, Arc::clone(&metrics));
+    tasks.spawn(event_writer.run());
     let publisher = Publisher::new(
-        clients.api.clone(),
+        events,
         &config.node_name,
         Arc::clone(&metrics),
         conditions_tx,

@@ -99,6 +99,25 @@ impl Budgets {
     }
 }
 
+impl Budgets {
+    /// The budgets (`namespace/name`) that select a pod of `namespace` with
+    /// `labels`, as far as the namespace's watch knows.
+    pub fn selecting(&self, namespace: &str, labels: &BTreeMap<String, String>) -> Vec<String> {
+        let watches = self.watches.lock().expect("budgets lock poisoned");
+        let Some(watch) = watches.get(namespace) else {
+            return Vec::new();
+        };
+        watch
+            .store
+            .state()
+            .iter()
+            .filter(|pdb| selects(pdb, labels))
+            .filter_map(|pdb| pdb.metadata.name.as_ref())
+            .map(|name| format!("{namespace}/{name}"))
+            .collect()
+    }
+}
+
 /// Whether `pdb` selects a pod with `labels`: a missing selector selects
 /// nothing, an empty one every pod of the namespace (policy/v1).
 fn selects(pdb: &PodDisruptionBudget, labels: &BTreeMap<String, String>) -> bool {

@@ -2,12 +2,18 @@
 //! in-cluster service account, else `$KUBECONFIG` (or `~/.kube/config`).
 //!
 //! Two clients share the configuration: one for watches and status writes,
-//! and one for evictions *without* kube's retry layer (it would retry a
+//! and one for evictions *without* a retry layer (it would retry a
 //! PodDisruptionBudget's 429 for minutes instead of trying the next
-//! candidate). Both count their requests by verb and status code.
+//! candidate). Both count their requests by verb and status code, give every
+//! request that is not a watch at most [`ClientOptions::timeout`], and are
+//! rate limited client-side (a token bucket of [`ClientOptions::qps`] and
+//! [`ClientOptions::burst`] each, so evictions never queue behind
+//! bookkeeping). The first client retries 429, 503 and 504 with kube's
+//! policy (honouring `Retry-After`), and counts each retry.
 
 use crate::metrics::{ApiLabels, Metrics};
-use kube::client::ClientBuilder;
+use kube::client::retry::RetryPolicy;
+use kube::client::{Body, ClientBuilder};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
 use std::future::Future;
@@ -15,7 +21,37 @@ use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
+use std::time::Duration;
 use thiserror::Error;
+use tokio::time::Instant;
+use tower::BoxError;
+
+/// How the clients treat the API server.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ClientOptions {
+    /// Requests per second each client sends at most, on average (5, as
+    /// client-go's default).
+    pub qps: f64,
+    /// Requests each client may send at once after a quiet time (10).
+    pub burst: u32,
+    /// The longest any request but a watch may take (30 s).
+    pub timeout: Duration,
+}
+
+impl Default for ClientOptions {
+    fn default() -> Self {
+        Self {
+            qps: 5.0,
+            burst: 10,
+            timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+/// A request that is not a watch took longer than its timeout.
+#[derive(Debug, Error)]
+#[error("no answer within {0:?}")]
+pub struct TimedOut(pub Duration);
 
 /// Why no client could be made.
 #[derive(Debug, Error)]
@@ -55,18 +91,80 @@ pub struct Clients {
 pub async fn connect(
     kubeconfig: Option<&Path>,
     metrics: &Arc<Metrics>,
+    options: ClientOptions,
 ) -> Result<Clients, ClientError> {
     let config = configure(kubeconfig).await?;
-    let build = |config: Config| -> Result<Client, ClientError> {
-        let builder = ClientBuilder::try_from(config).map_err(ClientError::Build)?;
-        Ok(builder.with_layer(&CountLayer(Arc::clone(metrics))).build())
-    };
-    let mut no_retry = config.clone();
-    no_retry.default_retry = false;
     Ok(Clients {
-        api: build(config)?,
-        evictions: build(no_retry)?,
+        api: build(config.clone(), metrics, options, true)?,
+        evictions: build(config, metrics, options, false)?,
     })
+}
+
+/// A client for `config` with the layers of the module docs; `retry` adds
+/// the counted retry layer.
+///
+/// # Errors
+/// The configuration does not make a client.
+pub fn build(
+    mut config: Config,
+    metrics: &Arc<Metrics>,
+    options: ClientOptions,
+    retry: bool,
+) -> Result<Client, ClientError> {
+    config.default_retry = false;
+    let builder = ClientBuilder::try_from(config).map_err(ClientError::Build)?;
+    let guard = GuardLayer {
+        metrics: Arc::clone(metrics),
+        options,
+    };
+    if !retry {
+        return Ok(builder.with_layer(&guard).build());
+    }
+    let counted = CountedRetry {
+        inner: RetryPolicy::server_retry(),
+        metrics: Arc::clone(metrics),
+    };
+    Ok(builder
+        .with_layer(&tower::buffer::BufferLayer::new(1024))
+        .with_layer(&tower::retry::RetryLayer::new(counted))
+        .with_layer(&guard)
+        .build())
+}
+
+/// kube's retry policy, counting each retry in `vigil_api_retries_total`.
+#[derive(Clone)]
+struct CountedRetry {
+    inner: RetryPolicy,
+    metrics: Arc<Metrics>,
+}
+
+impl<R> tower::retry::Policy<http::Request<Body>, http::Response<R>, BoxError> for CountedRetry {
+    type Future = tokio::time::Sleep;
+
+    fn retry(
+        &mut self,
+        request: &mut http::Request<Body>,
+        result: &mut Result<http::Response<R>, BoxError>,
+    ) -> Option<Self::Future> {
+        let code = match result {
+            Ok(response) => response.status().as_u16().to_string(),
+            Err(_) => "error".to_owned(),
+        };
+        let wait = self.inner.retry(request, result)?;
+        let verb = request.method().as_str().to_owned();
+        self.metrics
+            .api_retries
+            .get_or_create(&ApiLabels { verb, code })
+            .inc();
+        Some(wait)
+    }
+
+    fn clone_request(&mut self, request: &http::Request<Body>) -> Option<http::Request<Body>> {
+        <RetryPolicy as tower::retry::Policy<_, http::Response<R>, BoxError>>::clone_request(
+            &mut self.inner,
+            request,
+        )
+    }
 }
 
 async fn configure(kubeconfig: Option<&Path>) -> Result<Config, ClientError> {
@@ -91,49 +189,120 @@ async fn configure(kubeconfig: Option<&Path>) -> Result<Config, ClientError> {
         .map_err(ClientError::NotFound)
 }
 
-/// A tower layer that counts requests by verb and status code.
+/// A tower layer that rate-limits, times out and counts requests.
 #[derive(Clone)]
-struct CountLayer(Arc<Metrics>);
+struct GuardLayer {
+    metrics: Arc<Metrics>,
+    options: ClientOptions,
+}
 
-impl<S> tower_layer::Layer<S> for CountLayer {
-    type Service = Count<S>;
+impl<S> tower_layer::Layer<S> for GuardLayer {
+    type Service = Guard<S>;
 
     fn layer(&self, inner: S) -> Self::Service {
-        Count {
+        Guard {
             inner,
-            metrics: Arc::clone(&self.0),
+            metrics: Arc::clone(&self.metrics),
+            timeout: self.options.timeout,
+            bucket: Bucket::new(self.options.qps, self.options.burst, Instant::now()),
+            waiting: None,
+            token: false,
         }
     }
 }
 
-/// The service [`CountLayer`] wraps around kube's stack.
-#[derive(Clone)]
-struct Count<S> {
+/// A token bucket: `burst` tokens, refilled at `qps` a second.
+#[derive(Debug)]
+struct Bucket {
+    tokens: f64,
+    qps: f64,
+    burst: f64,
+    last: Instant,
+}
+
+impl Bucket {
+    fn new(qps: f64, burst: u32, now: Instant) -> Self {
+        let burst = f64::from(burst.max(1));
+        Self {
+            tokens: burst,
+            qps: qps.max(0.01),
+            burst,
+            last: now,
+        }
+    }
+
+    /// Takes a token at `now`, or says how long until one is there.
+    fn take(&mut self, now: Instant) -> Result<(), Duration> {
+        let earned = now.duration_since(self.last).as_secs_f64() * self.qps;
+        self.tokens = (self.tokens + earned).min(self.burst);
+        self.last = now;
+        if self.tokens >= 1.0 {
+            self.tokens -= 1.0;
+            Ok(())
+        } else {
+            Err(Duration::from_secs_f64((1.0 - self.tokens) / self.qps))
+        }
+    }
+}
+
+/// The service [`GuardLayer`] wraps around kube's stack.
+struct Guard<S> {
     inner: S,
     metrics: Arc<Metrics>,
+    timeout: Duration,
+    bucket: Bucket,
+    /// The wait for the next token, while there is none.
+    waiting: Option<Pin<Box<tokio::time::Sleep>>>,
+    /// A token is held for the next call.
+    token: bool,
 }
 
 type Boxed<T, E> = Pin<Box<dyn Future<Output = Result<T, E>> + Send>>;
 
-impl<S, B, R> tower_service::Service<http::Request<B>> for Count<S>
+impl<S, B, R> tower_service::Service<http::Request<B>> for Guard<S>
 where
     S: tower_service::Service<http::Request<B>, Response = http::Response<R>>,
+    S::Error: Into<BoxError>,
     S::Future: Send + 'static,
 {
     type Response = S::Response;
-    type Error = S::Error;
-    type Future = Boxed<S::Response, S::Error>;
+    type Error = BoxError;
+    type Future = Boxed<S::Response, BoxError>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx)
+        while !self.token {
+            if let Some(waiting) = &mut self.waiting {
+                std::task::ready!(waiting.as_mut().poll(cx));
+                self.waiting = None;
+            }
+            match self.bucket.take(Instant::now()) {
+                Ok(()) => self.token = true,
+                Err(wait) => self.waiting = Some(Box::pin(tokio::time::sleep(wait))),
+            }
+        }
+        self.inner.poll_ready(cx).map_err(Into::into)
     }
 
     fn call(&mut self, request: http::Request<B>) -> Self::Future {
+        // The token is spent on the request its readiness was for.
+        self.token = false;
         let verb = request.method().as_str().to_owned();
+        let watch = request
+            .uri()
+            .query()
+            .is_some_and(|q| q.split('&').any(|p| p == "watch=true" || p == "watch=1"));
         let metrics = Arc::clone(&self.metrics);
+        let timeout = self.timeout;
         let response = self.inner.call(request);
         Box::pin(async move {
-            let response = response.await;
+            let response = if watch {
+                response.await.map_err(Into::into)
+            } else {
+                match tokio::time::timeout(timeout, response).await {
+                    Ok(response) => response.map_err(Into::into),
+                    Err(_) => Err(BoxError::from(TimedOut(timeout))),
+                }
+            };
             let code = match &response {
                 Ok(response) => response.status().as_u16().to_string(),
                 Err(_) => "error".to_owned(),
@@ -144,5 +313,29 @@ where
                 .inc();
             response
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_bucket_lets_a_burst_through_then_paces_to_its_rate() {
+        let start = Instant::now();
+        let mut bucket = Bucket::new(2.0, 3, start);
+        for _ in 0..3 {
+            assert_eq!(bucket.take(start), Ok(()));
+        }
+        assert_eq!(bucket.take(start), Err(Duration::from_millis(500)));
+        let later = start + Duration::from_millis(500);
+        assert_eq!(bucket.take(later), Ok(()));
+        assert!(bucket.take(later).is_err());
+        // A long quiet time refills no more than the burst.
+        let quiet = later + Duration::from_secs(60);
+        for _ in 0..3 {
+            assert_eq!(bucket.take(quiet), Ok(()));
+        }
+        assert!(bucket.take(quiet).is_err());
     }
 }

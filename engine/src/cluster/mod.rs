@@ -8,11 +8,13 @@
 //! - [`pods`] turns a Pod into the contract's record; [`source`] assembles
 //!   the node for each cycle;
 //! - [`evict`] evicts through the Eviction API;
-//! - [`node_status`] writes conditions and taints; [`publisher`] records
-//!   Events and feeds the node status from the loop's reports.
+//! - [`node_status`] writes conditions and taints; [`publisher`] turns the
+//!   loop's reports into Events (written off the critical path by
+//!   [`events`]) and the node status.
 
 pub mod budgets;
 pub mod client;
+pub mod events;
 pub mod evict;
 pub mod node_status;
 pub mod object_watches;

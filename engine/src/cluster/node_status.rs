@@ -7,6 +7,14 @@
 //! read again). Taints vigil did not add are never touched. The
 //! `VigilConfigOK` condition, which config runs and why, is applied by its
 //! own field manager.
+//!
+//! What vigil writes heals itself: every apply lists exactly the conditions
+//! the loop reports (holding: `True`; ended while their strategy runs:
+//! `False`), so server-side apply removes any other condition this field
+//! manager wrote — a condition no strategy reports any more, or a `True`
+//! left by a process that crashed under pressure. Taints are re-derived the
+//! same way from what holds now. A holding condition's heartbeat is
+//! refreshed every [`NodeStatus::heartbeat`], so a stale `True` shows as stale.
 
 use crate::config::assignment::Status;
 use crate::eviction::ActiveCondition;
@@ -22,6 +30,17 @@ pub const FIELD_MANAGER: &str = "vigil";
 pub const TAINT_PREFIX: &str = "vigil.dev/";
 /// Attempts at a taint update that keeps losing to concurrent writers.
 const TAINT_ATTEMPTS: usize = 5;
+/// How often a holding condition's heartbeat is refreshed, by default.
+pub const HEARTBEAT: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// What the Node should show, as the eviction loop last decided.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct NodeConditions {
+    /// Conditions that hold: `True`, with their taints.
+    pub active: Vec<ActiveCondition>,
+    /// Conditions that ended and whose strategy still runs: `False`.
+    pub ended: Vec<String>,
+}
 
 /// The node condition type for a strategy's condition name.
 pub fn condition_type(name: &str) -> String {
@@ -47,6 +66,7 @@ pub struct NodeStatus {
     /// Every condition type written by this process, with whether it holds
     /// and since when (its last transition).
     written: BTreeMap<String, (bool, jiff::Timestamp)>,
+    heartbeat: std::time::Duration,
 }
 
 impl NodeStatus {
@@ -56,27 +76,39 @@ impl NodeStatus {
             api: Api::all(client),
             node: node.to_owned(),
             written: BTreeMap::new(),
+            heartbeat: HEARTBEAT,
         }
     }
 
-    /// Makes the Node show exactly `active`: each as a `True` condition and a
-    /// taint per effect; conditions reported before and no longer active stay
-    /// as `False`, and their taints are removed.
+    /// The same writer refreshing holding conditions every `heartbeat`.
+    pub fn with_heartbeat(mut self, heartbeat: std::time::Duration) -> Self {
+        self.heartbeat = heartbeat;
+        self
+    }
+
+    /// How often a holding condition is written again.
+    pub fn heartbeat(&self) -> std::time::Duration {
+        self.heartbeat
+    }
+
+    /// Makes the Node show exactly `conditions`: each active one as a `True`
+    /// condition and a taint per effect, each ended one as `False`; any
+    /// other condition or taint vigil wrote before is removed.
     ///
     /// # Errors
     /// The API server refused or could not be reached; call again later.
-    pub async fn publish(&mut self, active: &[ActiveCondition]) -> Result<(), kube::Error> {
-        self.apply_conditions(active).await?;
-        self.update_taints(active).await
+    pub async fn publish(&mut self, conditions: &NodeConditions) -> Result<(), kube::Error> {
+        self.apply_conditions(conditions).await?;
+        self.update_taints(&conditions.active).await
     }
 
-    async fn apply_conditions(&mut self, active: &[ActiveCondition]) -> Result<(), kube::Error> {
+    async fn apply_conditions(&mut self, shown: &NodeConditions) -> Result<(), kube::Error> {
         let now = jiff::Timestamp::now();
-        let mut next = self.written.clone();
-        for (_, (holds, _)) in next.iter_mut() {
-            *holds = false;
+        let mut next = BTreeMap::new();
+        for name in &shown.ended {
+            next.insert(condition_type(name), (false, now));
         }
-        for condition in active {
+        for condition in &shown.active {
             next.insert(condition_type(&condition.name), (true, now));
         }
         for (kind, (holds, since)) in next.iter_mut() {
@@ -84,9 +116,6 @@ impl NodeStatus {
                 Some((before, then)) if before == holds => *since = *then,
                 _ => *since = now,
             }
-        }
-        if next.is_empty() {
-            return Ok(());
         }
         let conditions: Vec<serde_json::Value> = next
             .iter()

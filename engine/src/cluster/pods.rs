@@ -26,8 +26,10 @@ const MAX_ANNOTATION_BYTES: usize = 256;
 /// Where a pod is in its life, for the eviction loop.
 #[derive(Debug, Clone)]
 pub enum Phase {
-    /// Running or pending: a candidate.
+    /// Running: a candidate.
     Live(Pod),
+    /// Pending (not yet running): holds nothing to reclaim, never a candidate.
+    Pending,
     /// Being deleted (it has a `deletionTimestamp`): reclaim in progress until `until`.
     Terminating {
         /// Its UID.
@@ -55,11 +57,10 @@ pub fn read(pod: &KubePod) -> Phase {
         };
     }
     let status = pod.status.as_ref();
-    if status
-        .and_then(|s| s.phase.as_deref())
-        .is_some_and(|p| p == "Succeeded" || p == "Failed")
-    {
-        return Phase::Finished;
+    match status.and_then(|s| s.phase.as_deref()) {
+        Some("Succeeded" | "Failed") => return Phase::Finished,
+        Some("Pending") => return Phase::Pending,
+        _ => {}
     }
     let spec = pod.spec.clone().unwrap_or_default();
     let labels = meta.labels.clone().unwrap_or_default();
@@ -328,7 +329,7 @@ status:
     }
 
     #[test]
-    fn terminating_and_finished_pods_are_no_candidates() {
+    fn terminating_pending_and_finished_pods_are_no_candidates() {
         let terminating = kube_pod(
             "metadata: {name: a, namespace: n, uid: u, deletionTimestamp: '2024-01-02T03:04:05Z'}",
         );
@@ -344,6 +345,8 @@ status:
         }
         let done = kube_pod("metadata: {name: a, uid: u}\nstatus: {phase: Succeeded}");
         assert!(matches!(read(&done), Phase::Finished));
+        let pending = kube_pod("metadata: {name: a, uid: u}\nstatus: {phase: Pending}");
+        assert!(matches!(read(&pending), Phase::Pending));
         let critical_class = kube_pod(
             "metadata: {name: a, uid: u}\nspec: {containers: [], priorityClassName: system-node-critical}",
         );

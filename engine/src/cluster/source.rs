@@ -1,19 +1,24 @@
 //! The node as the eviction loop sees it on a cluster: signals read from the
 //! host's `/proc` and cgroups, this node's pods from the API server's cached
 //! store (so the loop keeps deciding while a watch reconnects), each pod's
-//! usage from its cgroup and its PodDisruptionBudget from [`Budgets`].
+//! usage from its cgroup and its PodDisruptionBudget from [`Budgets`], and
+//! what the host alone uses: each pod's own grace period and the budgets
+//! that select it.
 
 use super::budgets::Budgets;
 use super::pods::{self, Phase};
 use crate::clock::Clock;
 use crate::eviction::runner::NodeSource;
-use crate::eviction::{NodeState, Terminating};
+use crate::eviction::{NodeState, PodFacts, Terminating};
 use crate::model::Pod;
 use crate::signals::{self, Cgroups, CpuRates, Sources};
 use k8s_openapi::api::core::v1::{Node, Pod as KubePod};
 use kube::runtime::reflector::Store;
 use std::collections::BTreeMap;
 use std::sync::Arc;
+
+/// A pod's own termination grace period when its spec names none.
+const DEFAULT_GRACE_SECONDS: i64 = 30;
 
 /// Reads the node for each cycle.
 pub struct ClusterSource {
@@ -80,12 +85,22 @@ impl NodeSource for ClusterSource {
                     let labels = object.metadata.labels.clone().unwrap_or_default();
                     pod.pdb_disruptions_allowed =
                         self.budgets.disruptions_allowed(&pod.namespace, &labels);
+                    let own = object
+                        .spec
+                        .as_ref()
+                        .and_then(|s| s.termination_grace_period_seconds)
+                        .unwrap_or(DEFAULT_GRACE_SECONDS);
+                    let facts = PodFacts {
+                        grace_period_seconds: u64::try_from(own).ok(),
+                        budgets: self.budgets.selecting(&pod.namespace, &labels),
+                    };
+                    state.facts.insert(pod.uid.clone(), facts);
                     state.pods.push(pod);
                 }
                 Phase::Terminating { uid, name, until } => {
                     state.terminating.push(Terminating { uid, name, until })
                 }
-                Phase::Finished => {}
+                Phase::Pending | Phase::Finished => {}
             }
         }
         self.budgets.follow(&namespaces);

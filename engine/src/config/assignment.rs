@@ -140,6 +140,9 @@ pub enum Update {
     Rejected,
     /// Already rejected before and unchanged since: not tried again.
     Skipped,
+    /// Could not be computed now (the merger faulted, a referenced object
+    /// could not be read): the running config stays and it is tried again.
+    Deferred,
 }
 
 impl Update {
@@ -150,6 +153,7 @@ impl Update {
             Self::Applied => "applied",
             Self::Rejected => "rejected",
             Self::Skipped => "skipped",
+            Self::Deferred => "deferred",
         }
     }
 }
@@ -164,6 +168,8 @@ pub struct Assignment {
     /// The layers running (`None`: the defaults) and the config they make.
     running: (Option<LayerSet>, VigilConfig),
     status: Status,
+    /// The assigned layers could not be computed for a passing reason: try again soon.
+    retrying: bool,
 }
 
 impl Assignment {
@@ -186,6 +192,7 @@ impl Assignment {
                 reason: Reason::Defaults,
                 message: "no config saved on this node; running the defaults".into(),
             },
+            retrying: false,
         };
         if let Some(trial) = &mut this.checkpoint.trial {
             trial.starts += 1;
@@ -254,6 +261,7 @@ impl Assignment {
     /// config is merged and, if it merges, runs on trial; a refused one is
     /// remembered and the running config stays.
     pub fn assign(&mut self, layers: Vec<Layer>, now: Timestamp, merge: Merge<'_>) -> Update {
+        self.retrying = false;
         let set = LayerSet::new(layers);
         let same = self
             .checkpoint
@@ -284,7 +292,10 @@ impl Assignment {
             return Update::Skipped;
         }
         if set.is_empty() {
-            self.running = (None, defaults(merge));
+            match merge(&[]) {
+                Ok(config) => self.running = (None, config),
+                Err(error) => return self.defer(&set, &error),
+            }
             self.checkpoint.trial = None;
             self.status = Status {
                 reason: Reason::Defaults,
@@ -298,6 +309,7 @@ impl Assignment {
             return Update::Applied;
         }
         match self.run(&set, merge) {
+            Err(error) if error.is_transient() => self.defer(&set, &error),
             Err(error) => {
                 let why = crate::report::Chain(&error).to_string();
                 self.checkpoint.reject(&set.hash, why.clone());
@@ -403,6 +415,28 @@ impl Assignment {
     /// What to save.
     pub fn checkpoint(&self) -> &Checkpoint {
         &self.checkpoint
+    }
+
+    /// Keeps the running config because `set` could not be computed for a
+    /// passing reason; it is tried again on the next pass.
+    fn defer(&mut self, set: &LayerSet, error: &ConfigError) -> Update {
+        self.retrying = true;
+        let why = crate::report::Chain(error).to_string();
+        self.status = Status {
+            reason: Reason::Rejected,
+            message: format!(
+                "{} could not be computed now ({why}); it is tried again, and meanwhile {}",
+                set.describe(),
+                self.running_description()
+            ),
+        };
+        Update::Deferred
+    }
+
+    /// Whether the assigned config could not be computed for a passing
+    /// reason and is waiting to be tried again.
+    pub fn retrying(&self) -> bool {
+        self.retrying
     }
 
     fn run(&mut self, set: &LayerSet, merge: Merge<'_>) -> Result<(), ConfigError> {
@@ -566,6 +600,38 @@ mod tests {
             Update::Unchanged,
             "not retried"
         );
+    }
+
+    #[test]
+    fn a_merger_fault_keeps_the_running_config_and_never_rejects_the_new_one_for_good() {
+        let mut state = settled_on_burst_2();
+        let faulty = |_: &[Layer]| -> Result<VigilConfig, ConfigError> {
+            Err(ConfigError::MergerFault(crate::policy::Fault::Deadline {
+                deadline_ms: 100,
+            }))
+        };
+        let next = vec![layer(
+            "a",
+            r#"{"evictionBurst": 3, "configTrialSeconds": 0}"#,
+        )];
+        assert_eq!(
+            state.assign(next.clone(), at(10), &faulty),
+            Update::Deferred
+        );
+        assert_eq!(state.config().eviction_burst, 2, "the running config stays");
+        assert!(state.retrying());
+        assert!(
+            state.status().message.contains("tried again"),
+            "{:?}",
+            state.status()
+        );
+        // No VigilConfig at all: the defaults are not run without the merger either.
+        assert_eq!(state.assign(vec![], at(11), &faulty), Update::Deferred);
+        assert_eq!(state.config().eviction_burst, 2);
+        // Once the merger answers, the same layers apply: nothing was recorded against them.
+        assert_eq!(state.assign(next, at(12), &merge), Update::Applied);
+        assert_eq!(state.config().eviction_burst, 3);
+        assert!(!state.retrying());
     }
 
     #[test]

@@ -65,6 +65,10 @@ pub struct PolicyConfig {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 16))]
     pub config_from: Vec<references::ConfigRef>,
+    /// Whether this strategy's hard thresholds may delete a pod despite its
+    /// PodDisruptionBudget once `pdbOverrideAfterSeconds` is set (never for
+    /// a threshold on a stall signal, whatever this says).
+    pub pdb_override: bool,
 }
 
 impl Default for PolicyConfig {
@@ -77,6 +81,7 @@ impl Default for PolicyConfig {
             trial_seconds: None,
             config: serde_json::json!({}),
             config_from: Vec::new(),
+            pdb_override: false,
         }
     }
 }
@@ -114,13 +119,26 @@ pub struct VigilConfig {
     /// Log and count every decision, carry none out.
     pub dry_run: bool,
     /// Seconds every candidate of a hard threshold may be refused by
-    /// PodDisruptionBudgets before vigil deletes the top one anyway; `null`
-    /// in a layer removes it (never).
-    // The field's own default is `None`: absent after the merge means never;
-    // the defaults layer sets 60.
+    /// PodDisruptionBudgets before vigil deletes the top one anyway, for the
+    /// strategies whose `pdbOverride` allows it; unset or `null`: never
+    /// (the default). At least 30 when set.
     #[serde(default)]
-    #[schemars(range(max = 604_800))]
+    #[schemars(range(min = 30, max = 604_800))]
     pub pdb_override_after_seconds: Option<u64>,
+    /// At most one PDB override per PodDisruptionBudget in this many seconds.
+    #[schemars(range(min = 1, max = 604_800))]
+    pub pdb_override_window_seconds: u64,
+    /// Grace period of every hard threshold's eviction, whatever a strategy
+    /// asks (the kubelet's hard eviction uses none).
+    #[schemars(range(max = 3600))]
+    pub hard_grace_period_seconds: u64,
+    /// The longest grace period a soft or force eviction gets, whatever a
+    /// strategy or the pod asks.
+    #[schemars(range(max = 86_400))]
+    pub max_pod_grace_period_seconds: u64,
+    /// Whether strategies may taint the node `NoExecute` (which evicts every
+    /// pod without a toleration); otherwise such an answer is refused.
+    pub allow_no_execute_taints: bool,
     /// Name of the candidate sorter policy.
     #[schemars(length(min = 1, max = 63))]
     pub sorter: String,
@@ -141,9 +159,24 @@ impl Default for VigilConfig {
             condition_transition_seconds: settings.condition_transition.as_secs(),
             dry_run: settings.dry_run,
             pdb_override_after_seconds: settings.pdb_override_after.map(|d| d.as_secs()),
+            pdb_override_window_seconds: settings.pdb_override_window.as_secs(),
+            hard_grace_period_seconds: settings.hard_grace_period.as_secs(),
+            max_pod_grace_period_seconds: settings.max_pod_grace_period.as_secs(),
+            allow_no_execute_taints: settings.allow_no_execute,
             sorter: settings.sorter,
             config_trial_seconds: 600,
-            policies: BTreeMap::new(),
+            // Running out of memory or disk is what a budget may yield to
+            // (once the operator sets `pdbOverrideAfterSeconds`).
+            policies: ["memory-pressure", "disk-pressure"]
+                .into_iter()
+                .map(|name| {
+                    let allowed = PolicyConfig {
+                        pdb_override: true,
+                        ..PolicyConfig::default()
+                    };
+                    (name.to_owned(), allowed)
+                })
+                .collect(),
         }
     }
 }
@@ -215,6 +248,19 @@ pub enum ConfigError {
     },
 }
 
+impl ConfigError {
+    /// Whether the error says nothing about the layers themselves (the
+    /// merger faulted or is missing, a referenced object could not be read
+    /// now): such a config is tried again, never rejected for good.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            Self::NoMerger | Self::MergerFault(_) => true,
+            Self::Reference { problem, .. } => problem.starts_with(references::UNREADABLE),
+            _ => false,
+        }
+    }
+}
+
 impl VigilConfig {
     /// Merges `overlays` over the defaults with the merger policy: each
     /// overlay is checked against the schema first, the merger's answer
@@ -283,6 +329,7 @@ impl VigilConfig {
                     enabled: p.enabled,
                     dry_run: p.dry_run,
                     config: p.config.to_string(),
+                    pdb_override: p.pdb_override,
                 };
                 (name.clone(), settings)
             })
@@ -293,6 +340,10 @@ impl VigilConfig {
             condition_transition: Duration::from_secs(self.condition_transition_seconds),
             dry_run: self.dry_run,
             pdb_override_after: self.pdb_override_after_seconds.map(Duration::from_secs),
+            pdb_override_window: Duration::from_secs(self.pdb_override_window_seconds),
+            hard_grace_period: Duration::from_secs(self.hard_grace_period_seconds),
+            max_pod_grace_period: Duration::from_secs(self.max_pod_grace_period_seconds),
+            allow_no_execute: self.allow_no_execute_taints,
             sorter: self.sorter.clone(),
             policies,
             ..EvictionSettings::default()
@@ -333,16 +384,25 @@ mod tests {
     }
 
     #[test]
-    fn the_pdb_override_is_60_seconds_by_default_and_never_once_removed() {
+    fn the_pdb_override_is_off_by_default_and_allowed_for_memory_and_disk_once_set() {
         let defaults = serde_json::to_value(VigilConfig::default()).unwrap();
-        assert_eq!(defaults["pdbOverrideAfterSeconds"], 60);
+        assert!(defaults["pdbOverrideAfterSeconds"].is_null());
         let parsed: VigilConfig = serde_json::from_value(defaults).unwrap();
+        let settings = parsed.eviction_settings();
+        assert_eq!(settings.pdb_override_after, None);
+        assert!(settings.policy("memory-pressure").pdb_override);
+        assert!(settings.policy("disk-pressure").pdb_override);
+        assert!(!settings.policy("psi-pressure").pdb_override);
+        let set: VigilConfig = serde_json::from_str(r#"{"pdbOverrideAfterSeconds": 45}"#).unwrap();
         assert_eq!(
-            parsed.eviction_settings().pdb_override_after,
-            Some(Duration::from_secs(60))
+            set.eviction_settings().pdb_override_after,
+            Some(Duration::from_secs(45))
         );
-        let removed: VigilConfig = serde_json::from_str(r#"{"dryRun": false}"#).unwrap();
-        assert_eq!(removed.eviction_settings().pdb_override_after, None);
+        let short: VigilConfig = serde_json::from_str(r#"{"pdbOverrideAfterSeconds": 5}"#).unwrap();
+        assert_eq!(
+            short.problems(),
+            ["$.pdbOverrideAfterSeconds: 5 is less than the minimum of 30"]
+        );
     }
 
     #[test]

@@ -74,6 +74,10 @@ pub fn layer(policy: &str, reference: &ConfigRef, value: &str) -> Result<Layer, 
     })
 }
 
+/// How a problem starts when the referenced object could not be read now
+/// (a passing fault, not a fault of the config).
+pub const UNREADABLE: &str = "cannot be read";
+
 /// Checks that every reference of `config` is resolved by one of `layers`;
 /// `problems` says, by layer source, why one could not be.
 ///

@@ -301,7 +301,7 @@ mod tests {
         let table = reference();
         for row in [
             "| `evictionPeriodSeconds` | integer | `5` | 1–3600 |",
-            "| `pdbOverrideAfterSeconds` | integer or null | `60` | 0–604800 |",
+            "| `pdbOverrideAfterSeconds` | integer or null | `null` | 30–604800 |",
             "| `policies.NAME.deadlineMs` | integer or null | unset | 1–60000 |",
             "| `configTrialSeconds` | integer | `600` | 0–604800 |",
         ] {

@@ -6,18 +6,36 @@
 
 use super::Victim;
 use futures::future::BoxFuture;
+use std::time::Duration;
 use thiserror::Error;
 
-/// Why an eviction did not start.
+/// Why an eviction did not start, as the API server meant its answer.
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
 pub enum KillError {
-    /// Refused for now (the Eviction API answered 429: a PodDisruptionBudget
-    /// allows no disruption). The next candidate is tried at once; this pod
-    /// again in a later cycle.
-    #[error("eviction refused: {0}")]
+    /// A PodDisruptionBudget allows no disruption now (a 429 whose Status
+    /// carries a `DisruptionBudget` cause). The next candidate is tried at
+    /// once; this pod again after a period. Only this counts towards the
+    /// PDB override.
+    #[error("eviction refused by a disruption budget: {0}")]
     Refused(String),
-    /// Could not be asked (API error, timeout, outage); the victim keeps its
-    /// place and is tried again next cycle.
+    /// The API server will not evict this pod for a reason of the pod's own
+    /// (500 "more than one PodDisruptionBudget", 403 for a negative budget or
+    /// a terminating namespace, 400 or 422). The pod is passed over with a
+    /// per-pod exponential backoff and the next candidate is tried.
+    #[error("the API server will not evict this pod: {0}")]
+    NotEvictable(String),
+    /// The API server is throttling (a 429 without a `DisruptionBudget`
+    /// cause). No eviction starts before `retry_after` has passed; the victim
+    /// keeps its place and nobody else is tried meanwhile.
+    #[error("throttled by the API server for {retry_after:?}: {message}")]
+    Throttled {
+        /// How long to wait, `Retry-After` with jitter.
+        retry_after: Duration,
+        /// The API server's message.
+        message: String,
+    },
+    /// Could not be asked (API error, timeout, outage, a call that panicked);
+    /// the victim keeps its place and is tried again next cycle.
     #[error("eviction not started: {0}")]
     Unavailable(String),
     /// The pod no longer exists, or a new pod has its name (404, 409).

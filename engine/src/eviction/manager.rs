@@ -7,10 +7,21 @@
 //! - the queue is not wiped each cycle, and hard evictions go first, so a
 //!   slow soft eviction never blocks a hard one;
 //! - at most `burst` eviction calls run at once, and their outcomes come
-//!   back to the queue: a victim refused by a PodDisruptionBudget is passed
-//!   over and the next candidate tried at once; when every candidate of a
-//!   hard threshold is refused for `pdb_override_after`, the top one is
-//!   deleted as the kubelet would;
+//!   back to the queue: a victim refused by a PodDisruptionBudget, or one
+//!   the API server will not evict, is passed over and the next candidate
+//!   tried at once (force and soft candidates too); throttling holds every
+//!   call back and passes nobody over; when every candidate of a hard
+//!   threshold is refused by budgets for `pdb_override_after`, and its
+//!   strategy allows it, the top one is deleted as the kubelet would — at
+//!   most once per budget per `pdb_override_window`, never on a stall
+//!   signal, never in dry run;
+//! - the host decides what no policy may: grace periods (hard evictions
+//!   get `hard_grace_period`, others at most `max_pod_grace_period`),
+//!   static, mirror and system-critical pods are never evicted whatever the
+//!   sorter says, taint effects are `NoSchedule` and `PreferNoSchedule`
+//!   (`NoExecute` only when allowed), and a dry-run strategy taints nothing;
+//! - a pod terminating for another reason holds thresholds back for at
+//!   most [`FOREIGN_TERMINATING_WAIT`], not its whole grace period;
 //! - a strategy that faults is skipped for that cycle, the others still act;
 //!   a faulting sorter makes soft evictions wait, while hard ones are
 //!   validated by the built-in sorter.
@@ -23,7 +34,7 @@ use super::tracker::{ActiveCondition, MetThreshold, Tracker};
 use crate::model::{Candidate, Eviction, MetLevel, Pod, Signal, Snapshot, Sorted, Threshold};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// Most decision rounds [`EvictionManager::cycle_through`] runs at one
 /// instant while evictions are refused (each round tries the next candidate).
@@ -31,6 +42,16 @@ const MAX_ROUNDS: usize = 16;
 
 /// The built-in sorter that validates hard victims when the configured one fails.
 const FALLBACK_SORTER: &str = "default-sorter";
+
+/// The name under which the host's own refusals are reported.
+pub const HOST: &str = "vigil";
+
+/// The longest a pod terminating for another reason than vigil's eviction
+/// counts as reclaim in progress (the kubelet's pod cleanup waits as long).
+pub const FOREIGN_TERMINATING_WAIT: Duration = Duration::from_secs(30);
+
+/// Taint effects a strategy may ask for; `NoExecute` only when allowed.
+const TAINT_EFFECTS: [&str; 2] = ["NoSchedule", "PreferNoSchedule"];
 
 /// A pod chosen for eviction, and why.
 #[derive(Debug, Clone)]
@@ -55,6 +76,16 @@ pub struct Victim {
     pub override_pdb: bool,
 }
 
+/// What the host knows of a pod beyond the contract's record.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PodFacts {
+    /// Its own termination grace period, if known.
+    pub grace_period_seconds: Option<u64>,
+    /// The PodDisruptionBudgets that select it (`namespace/name`), as far as
+    /// they are known.
+    pub budgets: Vec<String>,
+}
+
 /// What the node looks like this cycle.
 #[derive(Debug, Clone, Default)]
 pub struct NodeState {
@@ -63,8 +94,11 @@ pub struct NodeState {
     /// The pods running on the node, candidates for eviction.
     pub pods: Vec<Pod>,
     /// Pods being deleted (they have a `deletionTimestamp`): not candidates,
-    /// but reclaim in progress until their grace period ends.
+    /// but reclaim in progress until their grace period ends (at most
+    /// [`FOREIGN_TERMINATING_WAIT`] for pods vigil did not evict).
     pub terminating: Vec<Terminating>,
+    /// Facts about pods, by UID; a pod without an entry has none known.
+    pub facts: HashMap<String, PodFacts>,
 }
 
 /// A pod being deleted.
@@ -109,6 +143,13 @@ pub struct CycleReport {
     pub thresholds: Vec<MetThreshold>,
     /// Node conditions currently reported.
     pub conditions: Vec<ActiveCondition>,
+    /// Conditions that ended (past their transition period) and whose
+    /// strategy still runs: reported as not holding. A condition neither
+    /// here nor in `conditions` is no longer reported at all.
+    pub ended_conditions: Vec<String>,
+    /// Taint effects strategies asked for that the host refused (strategy,
+    /// effect): invalid answers, never sent.
+    pub refused_effects: Vec<(String, String)>,
     /// Victims chosen this cycle.
     pub decisions: Vec<Decision>,
     /// Victims handed to the killer this cycle (dry-run ones included).
@@ -144,6 +185,8 @@ impl CycleReport {
         self.reported = later.reported;
         self.thresholds = later.thresholds;
         self.conditions = later.conditions;
+        self.ended_conditions = later.ended_conditions;
+        self.refused_effects.extend(later.refused_effects);
         self.decisions.extend(later.decisions);
         self.requested.extend(later.requested);
         self.started.extend(later.started);
@@ -163,7 +206,12 @@ impl CycleReport {
             Settled::Refused(victim, why) => {
                 self.deferred.push((victim, format!("refused: {why}")))
             }
-            Settled::Waiting(victim, why) => self.deferred.push((victim, why)),
+            Settled::NotEvictable(victim, why) => self
+                .deferred
+                .push((victim, format!("not evictable: {why}"))),
+            Settled::Waiting(victim, why) | Settled::Throttled(victim, why) => {
+                self.deferred.push((victim, why))
+            }
             Settled::Gone(victim) => self.gone.push(victim),
         }
     }
@@ -180,6 +228,12 @@ pub struct EvictionManager {
     dry_runs: HashMap<String, SystemTime>,
     /// Hard thresholds (strategy, scope) whose every candidate is refused, since when.
     blocked: HashMap<(String, String), SystemTime>,
+    /// When each PodDisruptionBudget was last overridden.
+    overridden: HashMap<String, SystemTime>,
+    /// Pods terminating for another reason, since when they were first seen.
+    foreign: HashMap<String, SystemTime>,
+    /// This cycle's facts about pods.
+    facts: HashMap<String, PodFacts>,
 }
 
 impl std::fmt::Debug for EvictionManager {
@@ -201,6 +255,9 @@ impl EvictionManager {
             last_met: HashMap::new(),
             dry_runs: HashMap::new(),
             blocked: HashMap::new(),
+            overridden: HashMap::new(),
+            foreign: HashMap::new(),
+            facts: HashMap::new(),
         }
     }
 
@@ -213,6 +270,11 @@ impl EvictionManager {
     /// evicted and the conditions observed carry over).
     pub fn set_settings(&mut self, settings: EvictionSettings) {
         self.settings = settings;
+    }
+
+    /// Until when the API server asked for no eviction calls, if it did.
+    pub fn throttled_until(&self) -> Option<SystemTime> {
+        self.queue.throttled_until()
     }
 
     /// The node conditions to report at `now`.
@@ -238,7 +300,11 @@ impl EvictionManager {
             .queue
             .settle(now, &present, self.settings.in_flight_timeout);
         self.dry_runs.retain(|_, until| *until > now);
-        let terminating = foreign_terminating(now, &node.terminating, &self.queue);
+        let window = self.settings.pdb_override_window;
+        self.overridden
+            .retain(|_, at| now.duration_since(*at).unwrap_or_default() < window);
+        self.facts = node.facts;
+        let terminating = self.foreign_terminating(now, &node.terminating);
         let mut pods = node.pods;
         pods.retain(|p| !self.queue.in_flight(&p.uid));
         let mut snapshot = Snapshot {
@@ -255,10 +321,12 @@ impl EvictionManager {
         strategies.sort();
         let answers = self.ask_strategies(&strategies, &mut snapshot, &mut report);
         let met = self.tracker.observe(now, &answers.thresholds);
+        self.tracker.forget_unless(&strategies);
         report.reported = answers.thresholds.clone();
         report.conditions = self
             .tracker
             .conditions(now, self.settings.condition_transition);
+        report.ended_conditions = self.tracker.ended(now, self.settings.condition_transition);
         self.blocked.retain(|(strategy, scope), _| {
             met.iter()
                 .any(|m| &m.strategy == strategy && &m.threshold.scope == scope)
@@ -306,11 +374,16 @@ impl EvictionManager {
         result: Result<(), KillError>,
     ) -> Option<Settled> {
         if victim.dry_run {
+            let victim = victim.clone();
             return Some(match result {
-                Ok(()) => Settled::Accepted(victim.clone()),
-                Err(KillError::Refused(why)) => Settled::Refused(victim.clone(), why),
-                Err(KillError::Unavailable(why)) => Settled::Waiting(victim.clone(), why),
-                Err(KillError::Gone(_)) => Settled::Gone(victim.clone()),
+                Ok(()) => Settled::Accepted(victim),
+                Err(KillError::Refused(why)) => Settled::Refused(victim, why),
+                Err(KillError::NotEvictable(why)) => Settled::NotEvictable(victim, why),
+                Err(error @ KillError::Throttled { .. }) => {
+                    Settled::Throttled(victim, error.to_string())
+                }
+                Err(KillError::Unavailable(why)) => Settled::Waiting(victim, why),
+                Err(KillError::Gone(_)) => Settled::Gone(victim),
             });
         }
         if result.is_ok()
@@ -341,7 +414,7 @@ impl EvictionManager {
             let mut refused = false;
             for victim in std::mem::take(&mut pending) {
                 let result = killer.evict(&victim).await;
-                refused |= !victim.dry_run && matches!(result, Err(KillError::Refused(_)));
+                refused |= !victim.dry_run && passes_the_turn(&result);
                 if let Some(settled) = self.outcome(now, &victim, result) {
                     report.record(settled);
                 }
@@ -373,8 +446,11 @@ impl EvictionManager {
                 Err(why) => report
                     .skipped
                     .push(format!("strategy {name} skipped: {why}")),
-                Ok(decision) => {
+                Ok(mut decision) => {
                     self.last_met.insert(name.clone(), decision.threshold.met);
+                    if let Some(condition) = &mut decision.threshold.condition {
+                        self.check_effects(name, &mut condition.effects, report);
+                    }
                     answers.thresholds.push((name.clone(), decision.threshold));
                     answers.force.extend(
                         decision
@@ -392,6 +468,30 @@ impl EvictionManager {
             }
         }
         answers
+    }
+
+    /// Keeps the taint effects the host allows; a dry-run strategy taints
+    /// nothing (its condition is still reported).
+    fn check_effects(&self, strategy: &str, effects: &mut Vec<String>, report: &mut CycleReport) {
+        let allowed = |effect: &str| {
+            TAINT_EFFECTS.contains(&effect)
+                || (effect == "NoExecute" && self.settings.allow_no_execute)
+        };
+        effects.retain(|effect| {
+            if allowed(effect) {
+                return true;
+            }
+            report.skipped.push(format!(
+                "strategy {strategy} asked for taint effect {effect:?}, which is not allowed; not sent"
+            ));
+            report
+                .refused_effects
+                .push((strategy.to_owned(), effect.clone()));
+            false
+        });
+        if self.settings.dry_run || self.settings.policy(strategy).dry_run {
+            effects.clear();
+        }
     }
 
     fn prepare_snapshot(&self, strategy: &str, snapshot: &mut Snapshot) {
@@ -460,22 +560,32 @@ impl EvictionManager {
             .copied()
             .find(|&i| !self.queue.refused(&candidates[i].pod.uid));
         let key = (name.clone(), scope.clone());
-        let (index, override_pdb) = match (open, valid.first()) {
+        // Only a budget's refusal counts towards the override: a pod the API
+        // server will not evict at all is never deleted around it.
+        let top_budget = valid
+            .iter()
+            .copied()
+            .find(|&i| self.queue.refused_by_budget(&candidates[i].pod.uid));
+        let (index, override_pdb) = match (open, top_budget) {
             (Some(index), _) => (index, false),
-            (None, None) => return None,
-            (None, Some(&top)) => {
+            (None, None) => {
+                report.skipped.push(format!(
+                    "{name}/{scope}: no candidate the API server will evict now; waiting"
+                ));
+                return None;
+            }
+            (None, Some(top)) => {
                 let since = *self.blocked.entry(key).or_insert(now);
-                let due = self.settings.pdb_override_after.filter(|after| {
-                    urgency == Urgency::Hard
-                        && now.duration_since(since).unwrap_or_default() >= *after
-                });
-                if due.is_none() {
-                    report.skipped.push(format!(
-                        "{name}/{scope}: every candidate's eviction was refused; waiting"
-                    ));
-                    return None;
+                let blocked_for = now.duration_since(since).unwrap_or_default();
+                match self.may_override(met, &candidates[top].pod, blocked_for) {
+                    Ok(()) => (top, true),
+                    Err(why) => {
+                        report.skipped.push(format!(
+                            "{name}/{scope}: every candidate's eviction was refused; waiting ({why})"
+                        ));
+                        return None;
+                    }
                 }
-                (top, true)
             }
         };
         let (candidate, eviction) = (&candidates[index], &victims[index]);
@@ -492,8 +602,86 @@ impl EvictionManager {
         if override_pdb {
             tracing::warn!(pod = %chosen.pod.name, strategy = %name, "every candidate's eviction was refused under hard pressure; deleting the top victim despite its PodDisruptionBudget");
             chosen.override_pdb = true;
+            for budget in self.budgets_of(&chosen.pod) {
+                self.overridden.insert(budget, now);
+            }
         }
         Some(chosen)
+    }
+
+    /// Whether the top victim `uid` of `met`, whose every candidate has been
+    /// refused by budgets for `blocked_for`, may be deleted anyway; if not, why.
+    fn may_override(
+        &self,
+        met: &MetThreshold,
+        pod: &Pod,
+        blocked_for: Duration,
+    ) -> Result<(), String> {
+        let Some(after) = self.settings.pdb_override_after else {
+            return Err("the PDB override is off".into());
+        };
+        if met.threshold.met != MetLevel::Hard {
+            return Err("a soft threshold never overrides a budget".into());
+        }
+        if crate::signals::catalogue::is_stall(&met.threshold.signal) {
+            return Err(format!(
+                "{} is a stall signal: never overridden",
+                met.threshold.signal
+            ));
+        }
+        let settings = self.settings.policy(&met.strategy);
+        if !settings.pdb_override {
+            return Err(format!(
+                "strategy {} does not allow the PDB override",
+                met.strategy
+            ));
+        }
+        if self.settings.dry_run || settings.dry_run {
+            return Err("dry run deletes nothing".into());
+        }
+        if blocked_for < after {
+            return Err(format!(
+                "override after {after:?}, refused for {blocked_for:?}"
+            ));
+        }
+        let budgets = self.budgets_of(pod);
+        if let Some(recent) = budgets.iter().find(|b| self.overridden.contains_key(*b)) {
+            return Err(format!(
+                "budget {recent} was overridden within the last {:?}",
+                self.settings.pdb_override_window
+            ));
+        }
+        Ok(())
+    }
+
+    /// The budgets a pod's override is counted against: the ones known to
+    /// select it, else its namespace's unknown budget.
+    fn budgets_of(&self, pod: &Pod) -> Vec<String> {
+        match self.facts.get(&pod.uid).map(|f| &f.budgets) {
+            Some(budgets) if !budgets.is_empty() => budgets.clone(),
+            _ => vec![format!("{}/*", pod.namespace)],
+        }
+    }
+
+    /// A pod terminating for another reason than one of our evictions, first
+    /// seen less than [`FOREIGN_TERMINATING_WAIT`] ago and within its grace
+    /// period: reclaim in progress.
+    fn foreign_terminating(
+        &mut self,
+        now: SystemTime,
+        terminating: &[Terminating],
+    ) -> Option<String> {
+        self.foreign
+            .retain(|uid, _| terminating.iter().any(|t| &t.uid == uid));
+        let mut blocking = None;
+        for t in terminating.iter().filter(|t| !self.queue.holds(&t.uid)) {
+            let seen = *self.foreign.entry(t.uid.clone()).or_insert(now);
+            let waited = now.duration_since(seen).unwrap_or_default();
+            if t.until > now && waited < FOREIGN_TERMINATING_WAIT && blocking.is_none() {
+                blocking = Some(t.name.clone());
+            }
+        }
+        blocking
     }
 
     /// Every force eviction the sorter accepts.
@@ -504,7 +692,12 @@ impl EvictionManager {
         report: &mut CycleReport,
     ) -> Vec<Victim> {
         let mut victims = Vec::new();
-        for (name, group) in group_by_strategy(force) {
+        let open: Vec<(String, Eviction)> = force
+            .iter()
+            .filter(|(_, e)| !self.queue.refused(&e.uid))
+            .cloned()
+            .collect();
+        for (name, group) in group_by_strategy(&open) {
             let mut candidates = to_candidates(&group, Urgency::Force, pods);
             let name = name.to_owned();
             let Some(sorted) =
@@ -535,7 +728,7 @@ impl EvictionManager {
         let by_uid: HashMap<&str, &Pod> = pods.iter().map(|p| (p.uid.as_str(), p)).collect();
         let open: Vec<&(String, Eviction)> = soft
             .iter()
-            .filter(|(_, e)| !self.queue.holds(&e.uid))
+            .filter(|(_, e)| !self.queue.holds(&e.uid) && !self.queue.refused(&e.uid))
             .collect();
         let mut strategies: Vec<String> = open.iter().map(|(name, _)| name.clone()).collect();
         strategies.sort();
@@ -578,8 +771,9 @@ impl EvictionManager {
             .policies
             .sort(name, false, strategies, candidates, &config)
         {
-            Ok(sorted) => {
+            Ok(mut sorted) => {
                 record_refusals(name, strategies, candidates, &sorted, report);
+                protect(strategies, candidates, &mut sorted, report);
                 return Some(sorted);
             }
             Err(why) => why,
@@ -594,7 +788,7 @@ impl EvictionManager {
             "sorter {name} {why}; using the built-in {FALLBACK_SORTER}"
         ));
         let fallback_config = self.settings.policy(FALLBACK_SORTER).config;
-        let sorted = self
+        let mut sorted = self
             .policies
             .sort(
                 FALLBACK_SORTER,
@@ -605,6 +799,7 @@ impl EvictionManager {
             )
             .ok()?;
         record_refusals(FALLBACK_SORTER, strategies, candidates, &sorted, report);
+        protect(strategies, candidates, &mut sorted, report);
         Some(sorted)
     }
 
@@ -612,6 +807,7 @@ impl EvictionManager {
     /// (as a dry-run request) once per in-flight timeout, never queued.
     fn enqueue(&mut self, now: SystemTime, chosen: Vec<Victim>, report: &mut CycleReport) {
         for mut victim in chosen {
+            victim.grace_period_seconds = self.grace(&victim);
             let dry_run = self.settings.dry_run || self.settings.policy(&victim.strategy).dry_run;
             if dry_run {
                 tracing::info!(pod = %victim.pod.name, strategy = %victim.strategy, reason = %victim.reason, "dry run: would evict");
@@ -625,6 +821,25 @@ impl EvictionManager {
                 continue;
             }
             report.decisions.push(Decision { victim, dry_run });
+        }
+    }
+
+    /// The grace period `victim` gets, whatever its strategy asked: a hard
+    /// threshold's is `hard_grace_period`; any other is the strategy's (else
+    /// the pod's own) capped at `max_pod_grace_period`.
+    fn grace(&self, victim: &Victim) -> Option<u64> {
+        if victim.urgency == Urgency::Hard {
+            return Some(self.settings.hard_grace_period.as_secs());
+        }
+        let max = self.settings.max_pod_grace_period.as_secs();
+        let own = self
+            .facts
+            .get(&victim.pod.uid)
+            .and_then(|f| f.grace_period_seconds);
+        match (victim.grace_period_seconds, own) {
+            (Some(asked), _) => Some(asked.min(max)),
+            (None, Some(own)) if own > max => Some(max),
+            (None, _) => None,
         }
     }
 
@@ -724,17 +939,56 @@ fn victim(
     }
 }
 
-/// A pod terminating for another reason than one of our evictions, still
-/// within its grace period: reclaim in progress.
-fn foreign_terminating(
-    now: SystemTime,
-    terminating: &[Terminating],
-    queue: &KillQueue,
-) -> Option<String> {
-    terminating
-        .iter()
-        .find(|t| t.until > now && !queue.holds(&t.uid))
-        .map(|t| t.name.clone())
+/// Whether an eviction call's result gives the next candidate its turn at
+/// once: the pod was refused (a budget) or is not evictable. Throttling is
+/// not: nobody is asked while the API server says wait.
+pub fn passes_the_turn(result: &Result<(), KillError>) -> bool {
+    matches!(
+        result,
+        Err(KillError::Refused(_) | KillError::NotEvictable(_))
+    )
+}
+
+/// Why the host never evicts `pod`, whatever a sorter answers, if it never does.
+fn protected(pod: &Pod) -> Option<&'static str> {
+    if pod.is_static {
+        Some("static pod: vigil never evicts it")
+    } else if pod.is_mirror {
+        Some("mirror pod: vigil never evicts it")
+    } else if pod.is_critical {
+        Some("system-critical pod: vigil never evicts it")
+    } else {
+        None
+    }
+}
+
+/// Moves every protected candidate the sorter placed to its rejections,
+/// reported as the host's refusals.
+fn protect(
+    strategies: &[String],
+    candidates: &[Candidate],
+    sorted: &mut Sorted,
+    report: &mut CycleReport,
+) {
+    let mut host = Sorted {
+        order: Vec::new(),
+        rejected: Vec::new(),
+    };
+    sorted.order.retain(|&index| {
+        let Some(reason) = candidates
+            .get(index as usize)
+            .and_then(|c| protected(&c.pod))
+        else {
+            return true;
+        };
+        host.rejected.push(crate::model::SortRejection {
+            index,
+            reason: reason.to_owned(),
+        });
+        false
+    });
+    record_refusals(HOST, strategies, candidates, &host, report);
+    sorted.rejected.extend(host.rejected);
 }
 
 #[cfg(test)]
@@ -744,6 +998,7 @@ mod tests {
     //! test says.
 
     use super::*;
+    use crate::eviction::PolicySettings;
     use crate::model::{
         CandidateUrgency, Decision as Answer, QosClass, Resources, Signal, SortRejection, Usage,
     };
@@ -759,6 +1014,12 @@ mod tests {
         soft: Vec<(String, String)>,
         refused_by_sorter: Vec<String>,
         sorter_faults: bool,
+        /// The hard threshold watches a stall signal.
+        stall: bool,
+        /// Taint effects the threshold's condition asks for (`NoSchedule` if none).
+        effects: Vec<String>,
+        /// (strategy, UID): force evictions, from strategies besides `fake`.
+        force: Vec<(String, String)>,
         /// What each sort was given: the strategies, and each candidate's
         /// strategy index and urgency.
         sorted: Mutex<Vec<SortInput>>,
@@ -771,6 +1032,7 @@ mod tests {
         fn strategies(&self) -> Vec<String> {
             let mut names = vec!["fake".to_owned()];
             names.extend(self.soft.iter().map(|(name, _)| name.clone()));
+            names.extend(self.force.iter().map(|(name, _)| name.clone()));
             names
         }
 
@@ -779,20 +1041,31 @@ mod tests {
                 "fake" => self.met.lock().unwrap().unwrap_or(MetLevel::NotMet),
                 _ => MetLevel::NotMet,
             };
-            let soft_candidates = self
-                .soft
-                .iter()
-                .filter(|(strategy, _)| strategy == name)
-                .map(|(_, uid)| Eviction {
-                    uid: uid.clone(),
-                    reason: "fake".into(),
-                    grace_period_seconds: None,
-                })
-                .collect();
+            let proposed = |list: &[(String, String)]| {
+                list.iter()
+                    .filter(|(strategy, _)| strategy == name)
+                    .map(|(_, uid)| Eviction {
+                        uid: uid.clone(),
+                        reason: "fake".into(),
+                        grace_period_seconds: Some(900),
+                    })
+                    .collect()
+            };
+            let mut threshold = crate::model::memory_threshold(met);
+            if self.stall {
+                threshold.signal = "psi.memory.some.avg10".into();
+            }
+            if let Some(condition) = threshold
+                .condition
+                .as_mut()
+                .filter(|_| !self.effects.is_empty())
+            {
+                condition.effects = self.effects.clone();
+            }
             Ok(Answer {
-                threshold: crate::model::memory_threshold(met),
-                soft_candidates,
-                force_evictions: vec![],
+                threshold,
+                soft_candidates: proposed(&self.soft),
+                force_evictions: proposed(&self.force),
             })
         }
 
@@ -810,7 +1083,7 @@ mod tests {
                 .map(|uid| Eviction {
                     uid: uid.clone(),
                     reason: "fake".into(),
-                    grace_period_seconds: None,
+                    grace_period_seconds: Some(600),
                 })
                 .collect())
         }
@@ -888,13 +1161,19 @@ mod tests {
             }],
             pods: uids.iter().map(|u| pod(u)).collect(),
             terminating: vec![],
+            facts: HashMap::new(),
         }
     }
 
     fn manager(fake: Fake) -> (EvictionManager, Arc<Fake>) {
         let fake = Arc::new(fake);
+        let allowed = PolicySettings {
+            pdb_override: true,
+            ..PolicySettings::default()
+        };
         let settings = EvictionSettings {
             pdb_override_after: Some(Duration::from_secs(10)),
+            policies: [("fake".to_owned(), allowed)].into(),
             ..EvictionSettings::default()
         };
         (EvictionManager::new(fake.clone(), settings), fake)
@@ -1090,5 +1369,354 @@ mod tests {
         );
         let later = T0 + Duration::from_secs(30);
         assert_eq!(uids(&m.cycle(later, state.clone()).requested), ["a"]);
+    }
+
+    #[test]
+    fn a_pod_terminating_for_another_reason_holds_thresholds_back_for_thirty_seconds_at_most() {
+        let (mut m, fake) = manager(Fake {
+            victims: vec!["a".into()],
+            ..Fake::default()
+        });
+        let mut state = node(&["a"]);
+        state.terminating.push(Terminating {
+            uid: "x".into(),
+            name: "default/x".into(),
+            until: T0 + Duration::from_secs(3600),
+        });
+        assert!(m.cycle(T0, state.clone()).requested.is_empty(), "calm");
+        hard(&fake);
+        let waited = T0 + FOREIGN_TERMINATING_WAIT - Duration::from_secs(1);
+        assert!(m.cycle(waited, state.clone()).requested.is_empty());
+        let over = T0 + FOREIGN_TERMINATING_WAIT;
+        assert_eq!(uids(&m.cycle(over, state.clone()).requested), ["a"]);
+    }
+
+    fn refuse(m: &mut EvictionManager, at: SystemTime, victim: &Victim, error: KillError) {
+        assert!(m.outcome(at, victim, Err(error)).is_some());
+    }
+
+    fn not_evictable() -> KillError {
+        KillError::NotEvictable("500: more than one PodDisruptionBudget".into())
+    }
+
+    #[test]
+    fn a_pod_the_api_server_will_not_evict_passes_the_turn_and_waits_longer_each_time() {
+        let (mut m, fake) = manager(Fake {
+            victims: vec!["a".into(), "b".into()],
+            ..Fake::default()
+        });
+        hard(&fake);
+        let mut settings = m.settings().clone();
+        settings.pdb_override_after = None;
+        m.set_settings(settings);
+        let all = node(&["a", "b"]);
+        let period = m.settings().period;
+        let first = m.cycle(T0, all.clone()).requested;
+        refuse(&mut m, T0, &first[0], not_evictable());
+        let next = m.cycle(T0, all.clone()).requested;
+        assert_eq!(uids(&next), ["b"], "the next candidate at once");
+        refuse(&mut m, T0, &next[0], KillError::Refused("pdb".into()));
+        // Both passed over: a waits one period, then is asked again.
+        assert!(m.cycle(T0, all.clone()).requested.is_empty());
+        let again = m.cycle(T0 + period, all.clone()).requested;
+        assert_eq!(uids(&again), ["a"]);
+        refuse(&mut m, T0 + period, &again[0], not_evictable());
+        // The second refusal doubles a's backoff; b's one period is over.
+        let later = T0 + period * 2;
+        let report = m.cycle(later, all.clone());
+        assert_eq!(uids(&report.requested), ["b"]);
+        refuse(
+            &mut m,
+            later,
+            &report.requested[0],
+            KillError::Refused("pdb".into()),
+        );
+        assert!(m.cycle(T0 + period * 2, all.clone()).requested.is_empty());
+        assert_eq!(
+            uids(&m.cycle(T0 + period * 3, all.clone()).requested),
+            ["a"]
+        );
+    }
+
+    #[test]
+    fn throttling_holds_every_call_back_and_passes_nobody_over() {
+        let (mut m, fake) = manager(Fake {
+            victims: vec!["a".into(), "b".into()],
+            ..Fake::default()
+        });
+        hard(&fake);
+        let all = node(&["a", "b"]);
+        let first = m.cycle(T0, all.clone()).requested;
+        let throttled = KillError::Throttled {
+            retry_after: Duration::from_secs(3),
+            message: "too many requests".into(),
+        };
+        let settled = m.outcome(T0, &first[0], Err(throttled));
+        assert!(
+            matches!(settled, Some(Settled::Throttled(..))),
+            "{settled:?}"
+        );
+        assert_eq!(m.throttled_until(), Some(T0 + Duration::from_secs(3)));
+        for at in [T0, T0 + Duration::from_secs(2)] {
+            let report = m.cycle(at, all.clone());
+            assert!(report.requested.is_empty(), "{report:?}");
+            assert_eq!(
+                uids(
+                    &report
+                        .deferred
+                        .iter()
+                        .map(|d| d.0.clone())
+                        .collect::<Vec<_>>()
+                ),
+                ["a"]
+            );
+        }
+        let after = T0 + Duration::from_secs(3);
+        assert_eq!(
+            uids(&m.cycle(after, all.clone()).requested),
+            ["a"],
+            "the same victim"
+        );
+    }
+
+    #[test]
+    fn a_refused_force_or_soft_candidate_is_not_proposed_again_until_its_backoff_ends() {
+        let (mut m, _) = manager(Fake {
+            soft: vec![("soft".into(), "s".into())],
+            force: vec![("force".into(), "f".into())],
+            ..Fake::default()
+        });
+        let all = node(&["s", "f"]);
+        let first = m.cycle(T0, all.clone()).requested;
+        assert_eq!(uids(&first), ["f", "s"]);
+        for victim in &first {
+            refuse(&mut m, T0, victim, KillError::Refused("pdb".into()));
+        }
+        let report = m.cycle(T0, all.clone());
+        assert!(
+            report.requested.is_empty() && report.decisions.is_empty(),
+            "{report:?}"
+        );
+        let later = T0 + m.settings().period;
+        assert_eq!(uids(&m.cycle(later, all.clone()).requested), ["f", "s"]);
+    }
+
+    #[test]
+    fn hard_evictions_get_the_hard_grace_and_the_others_are_capped() {
+        let (mut m, fake) = manager(Fake {
+            victims: vec!["a".into()],
+            soft: vec![("soft".into(), "s".into()), ("soft".into(), "own".into())],
+            ..Fake::default()
+        });
+        let mut state = node(&["a", "s"]);
+        let own = PodFacts {
+            grace_period_seconds: Some(1200),
+            budgets: vec![],
+        };
+        state.facts.insert("own".into(), own);
+        let first = m.cycle(T0, state.clone()).requested;
+        assert_eq!(uids(&first), ["s"]);
+        assert_eq!(
+            first[0].grace_period_seconds,
+            Some(300),
+            "900 asked, capped"
+        );
+        hard(&fake);
+        let hard_victim = m.cycle(T0, state.clone()).requested;
+        assert_eq!(uids(&hard_victim), ["a"]);
+        assert_eq!(hard_victim[0].grace_period_seconds, Some(0), "600 asked");
+        // A pod's own grace period is capped too when the strategy names none.
+        let victim = Victim {
+            grace_period_seconds: None,
+            urgency: Urgency::Soft,
+            ..victim(
+                "soft",
+                &candidate(0, Urgency::Soft, &pod("own")),
+                &Eviction {
+                    uid: "own".into(),
+                    reason: String::new(),
+                    grace_period_seconds: None,
+                },
+                Urgency::Soft,
+                None,
+            )
+        };
+        m.facts = state.facts.clone();
+        assert_eq!(m.grace(&victim), Some(300));
+        m.facts.clear();
+        assert_eq!(m.grace(&victim), None, "unknown: the pod's own");
+    }
+
+    #[test]
+    fn static_mirror_and_critical_pods_are_refused_by_the_host_whatever_the_sorter_says() {
+        let (mut m, fake) = manager(Fake {
+            victims: vec![
+                "static".into(),
+                "mirror".into(),
+                "critical".into(),
+                "plain".into(),
+            ],
+            ..Fake::default()
+        });
+        hard(&fake);
+        let mut state = node(&["static", "mirror", "critical", "plain"]);
+        state.pods[0].is_static = true;
+        state.pods[1].is_mirror = true;
+        state.pods[2].is_critical = true;
+        let report = m.cycle(T0, state);
+        assert_eq!(uids(&report.requested), ["plain"]);
+        let refused: Vec<(&str, &str)> = report
+            .refusals
+            .iter()
+            .map(|r| (r.pod.as_str(), r.sorter.as_str()))
+            .collect();
+        assert_eq!(
+            refused,
+            [
+                ("default/static", HOST),
+                ("default/mirror", HOST),
+                ("default/critical", HOST)
+            ]
+        );
+    }
+
+    #[test]
+    fn taint_effects_are_checked_by_the_host_and_a_dry_run_strategy_taints_nothing() {
+        let (mut m, fake) = manager(Fake {
+            effects: vec!["NoSchedule".into(), "NoExecute".into(), "NoSchedul".into()],
+            ..Fake::default()
+        });
+        hard(&fake);
+        let report = m.cycle(T0, node(&[]));
+        assert_eq!(report.conditions[0].effects, ["NoSchedule"]);
+        assert_eq!(
+            report.refused_effects,
+            [
+                ("fake".to_owned(), "NoExecute".to_owned()),
+                ("fake".to_owned(), "NoSchedul".to_owned())
+            ]
+        );
+        let mut settings = m.settings().clone();
+        settings.allow_no_execute = true;
+        m.set_settings(settings.clone());
+        let report = m.cycle(T0, node(&[]));
+        assert_eq!(report.conditions[0].effects, ["NoSchedule", "NoExecute"]);
+        settings.dry_run = true;
+        m.set_settings(settings);
+        let report = m.cycle(T0, node(&[]));
+        assert_eq!(report.conditions[0].name, "MemoryPressure");
+        assert!(report.conditions[0].effects.is_empty(), "dry run: no taint");
+    }
+
+    /// Refuses every candidate of `all` once by a budget, then cycles.
+    fn refuse_all(m: &mut EvictionManager, now: SystemTime, all: &NodeState) -> CycleReport {
+        for _ in 0..all.pods.len() {
+            let requested = m.cycle(now, all.clone()).requested;
+            if let Some(victim) = requested.first() {
+                assert!(!victim.override_pdb);
+                refuse(m, now, victim, KillError::Refused("pdb".into()));
+            }
+        }
+        m.cycle(now, all.clone())
+    }
+
+    fn skipped_with(report: &CycleReport, text: &str) -> bool {
+        report.skipped.iter().any(|s| s.contains(text))
+    }
+
+    #[test]
+    fn the_pdb_override_needs_the_strategys_consent_and_never_acts_on_a_stall() {
+        for (fake, why) in [
+            (
+                Fake {
+                    victims: vec!["a".into()],
+                    stall: true,
+                    ..Fake::default()
+                },
+                "is a stall signal",
+            ),
+            (
+                Fake {
+                    victims: vec!["a".into()],
+                    ..Fake::default()
+                },
+                "does not allow",
+            ),
+        ] {
+            let (mut m, fake) = manager(fake);
+            if why == "does not allow" {
+                let mut settings = m.settings().clone();
+                settings.policies.clear();
+                m.set_settings(settings);
+            }
+            hard(&fake);
+            let all = node(&["a"]);
+            refuse_all(&mut m, T0, &all);
+            let later = T0 + Duration::from_secs(60);
+            let report = refuse_all(&mut m, later, &all);
+            assert!(report.requested.is_empty(), "{report:?}");
+            assert!(skipped_with(&report, why), "{:?}", report.skipped);
+        }
+    }
+
+    #[test]
+    fn a_pod_the_api_server_will_not_evict_never_counts_towards_the_override() {
+        let (mut m, fake) = manager(Fake {
+            victims: vec!["a".into()],
+            ..Fake::default()
+        });
+        hard(&fake);
+        let all = node(&["a"]);
+        let mut now = T0;
+        for _ in 0..8 {
+            let report = m.cycle(now, all.clone());
+            if let Some(victim) = report.requested.first() {
+                assert!(!victim.override_pdb, "{victim:?}");
+                refuse(&mut m, now, victim, not_evictable());
+            }
+            now += Duration::from_secs(60);
+        }
+    }
+
+    #[test]
+    fn a_budget_is_overridden_at_most_once_per_window() {
+        let (mut m, fake) = manager(Fake {
+            victims: vec!["a".into(), "b".into()],
+            ..Fake::default()
+        });
+        hard(&fake);
+        let mut all = node(&["a", "b"]);
+        for uid in ["a", "b"] {
+            let facts = PodFacts {
+                grace_period_seconds: None,
+                budgets: vec!["default/web".into()],
+            };
+            all.facts.insert(uid.into(), facts);
+        }
+        refuse_all(&mut m, T0, &all);
+        let due = T0 + Duration::from_secs(10);
+        let report = refuse_all(&mut m, due, &all);
+        assert_eq!(uids(&report.requested), ["a"]);
+        assert!(report.requested[0].override_pdb);
+        assert_eq!(report.requested[0].grace_period_seconds, Some(0));
+        m.outcome(due, &report.requested[0], Ok(()));
+        // a is gone; b is under the same budget: no second override in the window.
+        let rest = node(&["b"]);
+        let mut rest_facts = rest.clone();
+        rest_facts.facts.insert("b".into(), all.facts["b"].clone());
+        let mut now = due + Duration::from_secs(20);
+        let report = refuse_all(&mut m, now, &rest_facts);
+        assert!(report.requested.is_empty());
+        now += Duration::from_secs(60);
+        let report = refuse_all(&mut m, now, &rest_facts);
+        assert!(
+            skipped_with(&report, "was overridden within"),
+            "{:?}",
+            report.skipped
+        );
+        let window = due + m.settings().pdb_override_window;
+        let report = refuse_all(&mut m, window, &rest_facts);
+        assert_eq!(uids(&report.requested), ["b"]);
+        assert!(report.requested[0].override_pdb);
     }
 }

@@ -21,7 +21,8 @@ pub mod tracker;
 
 pub use killer::{KillError, Killer};
 pub use manager::{
-    CycleReport, Decision, EvictionManager, NodeState, Refusal, Terminating, Victim,
+    CycleReport, Decision, EvictionManager, FOREIGN_TERMINATING_WAIT, HOST, NodeState, PodFacts,
+    Refusal, Terminating, Victim,
 };
 pub use policies::{Policies, Unanswered};
 pub use queue::{Settled, Urgency};

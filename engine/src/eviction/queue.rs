@@ -5,8 +5,12 @@
 //! they count as reclaim in progress and are never picked twice; waiting
 //! victims keep their place while the decision that produced them still holds.
 //! At most `burst` eviction calls run at once, most urgent first; a pod whose
-//! eviction was refused (a PodDisruptionBudget) is passed over for a while so
-//! the next candidate gets its turn.
+//! eviction was refused (a PodDisruptionBudget) is passed over for a period,
+//! and a pod the API server will not evict at all (several budgets, a
+//! forbidden or invalid request) for a backoff that doubles with each
+//! refusal, so the next candidate gets its turn. When the API server
+//! throttles, no call starts until the wait it asked for is over, and the
+//! victims keep their places: throttling is nobody's refusal.
 
 use super::Victim;
 use super::killer::KillError;
@@ -45,6 +49,9 @@ impl From<Urgency> for crate::model::CandidateUrgency {
     }
 }
 
+/// The longest a pod the API server will not evict is passed over.
+pub const MAX_POD_BACKOFF: Duration = Duration::from_secs(300);
+
 /// A pressure a victim relieves: the strategy, scope and urgency of a threshold.
 type Relief = (String, String, Urgency);
 
@@ -78,8 +85,14 @@ pub struct Started {
 pub enum Settled {
     /// Accepted: the pod is terminating.
     Accepted(Victim),
-    /// Refused for now: passed over until the backoff ends.
+    /// Refused by a PodDisruptionBudget: passed over until the backoff ends.
     Refused(Victim, String),
+    /// Not evictable as the API server sees it: passed over with a backoff
+    /// that doubles with each refusal.
+    NotEvictable(Victim, String),
+    /// The API server throttles: waiting again, and no call starts until
+    /// its wait is over.
+    Throttled(Victim, String),
     /// Could not be asked: waiting again.
     Waiting(Victim, String),
     /// The pod is gone already.
@@ -88,12 +101,15 @@ pub enum Settled {
 
 impl Settled {
     /// The victim, and the result as metrics and status objects name it:
-    /// `accepted`, `dry-run`, `refused`, `failed` or `gone`.
+    /// `accepted`, `dry-run`, `refused`, `not-evictable`, `throttled`,
+    /// `failed` or `gone`.
     pub fn result(&self) -> (&Victim, &'static str) {
         match self {
             Self::Accepted(v) if v.dry_run => (v, "dry-run"),
             Self::Accepted(v) => (v, "accepted"),
             Self::Refused(v, _) => (v, "refused"),
+            Self::NotEvictable(v, _) => (v, "not-evictable"),
+            Self::Throttled(v, _) => (v, "throttled"),
             Self::Waiting(v, _) => (v, "failed"),
             Self::Gone(v) => (v, "gone"),
         }
@@ -105,7 +121,12 @@ impl Settled {
 pub struct KillQueue {
     waiting: Vec<Queued>,
     in_flight: BTreeMap<String, InFlight>,
-    refused: HashMap<String, SystemTime>,
+    /// Pods passed over, until when, and whether a budget refused them.
+    refused: HashMap<String, (SystemTime, bool)>,
+    /// How often the API server said it will not evict each pod.
+    strikes: HashMap<String, u32>,
+    /// No call starts before this: the API server throttles.
+    throttled_until: Option<SystemTime>,
 }
 
 impl KillQueue {
@@ -121,7 +142,9 @@ impl KillQueue {
         self.waiting
             .retain(|q| present.contains(q.victim.pod.uid.as_str()));
         self.refused
-            .retain(|uid, until| *until > now && present.contains(uid.as_str()));
+            .retain(|uid, (until, _)| *until > now && present.contains(uid.as_str()));
+        self.strikes.retain(|uid, _| present.contains(uid.as_str()));
+        self.throttled_until = self.throttled_until.filter(|until| *until > now);
         let mut gone = Vec::new();
         self.in_flight.retain(|uid, flight| {
             if !flight.accepted {
@@ -159,6 +182,17 @@ impl KillQueue {
     /// Whether an eviction of `uid` was refused and its backoff is not over.
     pub fn refused(&self, uid: &str) -> bool {
         self.refused.contains_key(uid)
+    }
+
+    /// Whether `uid` is passed over because a PodDisruptionBudget refused it
+    /// (not because the API server will not evict it at all).
+    pub fn refused_by_budget(&self, uid: &str) -> bool {
+        self.refused.get(uid).is_some_and(|(_, budget)| *budget)
+    }
+
+    /// Until when the API server asked for no eviction calls, if it did.
+    pub fn throttled_until(&self) -> Option<SystemTime> {
+        self.throttled_until
     }
 
     /// Whether a victim counted on by this strategy, scope and urgency is
@@ -208,6 +242,14 @@ impl KillQueue {
     /// an urgency), so that at most `burst` eviction calls run at once.
     pub fn start(&mut self, now: SystemTime, burst: usize) -> Started {
         let mut report = Started::default();
+        if let Some(until) = self.throttled_until.filter(|until| *until > now) {
+            let wait = until.duration_since(now).unwrap_or_default();
+            for queued in &self.waiting {
+                let why = format!("the API server throttles; no eviction call for {wait:?}");
+                report.deferred.push((queued.victim.clone(), why));
+            }
+            return report;
+        }
         let running = self.in_flight.values().filter(|f| !f.accepted).count();
         let mut slots = burst.saturating_sub(running);
         let mut waiting = std::mem::take(&mut self.waiting);
@@ -232,8 +274,11 @@ impl KillQueue {
         report
     }
 
-    /// Records the outcome of the eviction call for `uid`; a refused pod is
-    /// passed over until `now + backoff`. `None` if no call for `uid` runs.
+    /// Records the outcome of the eviction call for `uid`: a pod refused by
+    /// a budget is passed over until `now + backoff`, one the API server will
+    /// not evict for `backoff` doubled with each refusal (at most
+    /// [`MAX_POD_BACKOFF`]); throttling holds every call back. `None` if no
+    /// call for `uid` runs.
     pub fn outcome(
         &mut self,
         now: SystemTime,
@@ -251,8 +296,25 @@ impl KillQueue {
         let flight = self.in_flight.remove(uid)?;
         Some(match error {
             KillError::Refused(why) => {
-                self.refused.insert(uid.to_owned(), now + backoff);
+                self.refused.insert(uid.to_owned(), (now + backoff, true));
                 Settled::Refused(victim, why)
+            }
+            KillError::NotEvictable(why) => {
+                let strikes = self.strikes.entry(uid.to_owned()).or_default();
+                *strikes = strikes.saturating_add(1);
+                let doubled = backoff.saturating_mul(1 << (*strikes - 1).min(16));
+                let until = now + doubled.min(MAX_POD_BACKOFF);
+                self.refused.insert(uid.to_owned(), (until, false));
+                Settled::NotEvictable(victim, why)
+            }
+            KillError::Throttled {
+                retry_after,
+                message,
+            } => {
+                let until = now + retry_after;
+                self.throttled_until = Some(self.throttled_until.map_or(until, |u| u.max(until)));
+                self.waiting.push(flight.queued);
+                Settled::Throttled(victim, format!("throttled for {retry_after:?}: {message}"))
             }
             KillError::Unavailable(why) => {
                 self.waiting.push(flight.queued);

@@ -1,18 +1,24 @@
 //! The live eviction loop: a cycle every period, at once whenever a signal
 //! event arrives (a PSI trigger, a `memory.events` change, or the polling
-//! fallback), and at once when an eviction was refused (so the next
-//! candidate is tried), until shutdown.
+//! fallback), at once when an eviction was refused (so the next candidate is
+//! tried; at most [`RECYCLE_BURST`] such cycles in a row, then one per
+//! [`RECYCLE_EVERY`]), and when a throttling API server's wait is over,
+//! until shutdown.
 //!
 //! The runner owns the eviction calls: each runs as a task of its own with a
 //! timeout, at most `burst` at once (the queue hands out no more), and its
-//! outcome goes back to the manager. On shutdown no new eviction starts; the
-//! calls already running may finish within their timeout.
+//! outcome goes back to the manager — a call that panicked or was cancelled
+//! too, as not asked, so it never holds a burst slot. On shutdown no new
+//! eviction starts; the calls already running may finish within their
+//! timeout.
 
+use super::manager::passes_the_turn;
 use super::{
     CycleReport, EvictionManager, EvictionSettings, KillError, Killer, NodeState, Settled, Victim,
 };
 use crate::clock::Clock;
 use crate::signals::wake::{Wake, Woke};
+use std::collections::HashMap;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -44,6 +50,41 @@ pub enum Report {
 /// How many reports may wait for their reader before new ones are dropped
 /// (the loop never waits for a slow reader).
 pub const REPORT_BACKLOG: usize = 1024;
+
+/// Cycles a row of refusals may start at once before they are paced.
+pub const RECYCLE_BURST: u32 = 4;
+/// Once the burst is spent, one refusal-started cycle per this long.
+pub const RECYCLE_EVERY: Duration = Duration::from_secs(1);
+
+/// A token bucket for the "refused, so cycle now" shortcut: a pod refused
+/// over and over cannot spin the loop.
+#[derive(Debug)]
+struct Recycles {
+    tokens: f64,
+    last: Instant,
+}
+
+impl Recycles {
+    fn new(now: Instant) -> Self {
+        Self {
+            tokens: f64::from(RECYCLE_BURST),
+            last: now,
+        }
+    }
+
+    /// Whether a cycle may start now; takes a token if so.
+    fn take(&mut self, now: Instant) -> bool {
+        let earned = now.duration_since(self.last).as_secs_f64() / RECYCLE_EVERY.as_secs_f64();
+        self.tokens = (self.tokens + earned).min(f64::from(RECYCLE_BURST));
+        self.last = now;
+        if self.tokens >= 1.0 {
+            self.tokens -= 1.0;
+            true
+        } else {
+            false
+        }
+    }
+}
 
 /// When the loop last cycled, for health checks.
 #[derive(Debug, Clone, Default)]
@@ -109,7 +150,8 @@ impl Runner {
                 tracing::warn!("report reader is behind; a report was dropped");
             }
         };
-        let mut calls: JoinSet<Call> = JoinSet::new();
+        let mut calls = Calls::default();
+        let mut recycles = Recycles::new(Instant::now());
         let mut wakes_open = true;
         let mut woken = None;
         tokio::pin!(shutdown);
@@ -118,26 +160,19 @@ impl Runner {
             let started = Instant::now();
             let report = manager.cycle(clock.now(), source.observe());
             for victim in &report.requested {
-                let call = killer.evict(victim);
-                let victim = victim.clone();
-                calls.spawn(async move {
-                    let result = match tokio::time::timeout(timeout, call).await {
-                        Ok(result) => result,
-                        Err(_) => Err(KillError::Unavailable(format!(
-                            "no answer within {timeout:?}"
-                        ))),
-                    };
-                    (victim, result, woken)
-                });
+                calls.start(killer.as_ref(), victim, timeout, woken);
             }
             heartbeat.beat();
             send(Report::Cycle(report, started.elapsed()));
             let period_over = tokio::time::sleep(period);
             tokio::pin!(period_over);
+            let throttle_over = sleep_or_pending(throttle_wait(&manager, clock.as_ref()));
+            tokio::pin!(throttle_over);
             let next = loop {
                 tokio::select! {
                     () = &mut shutdown => break Next::Stop,
                     () = &mut period_over => break Next::Cycle(None),
+                    () = &mut throttle_over => break Next::Cycle(None),
                     changed = next_settings(&mut settings) => match changed {
                         Some(new) => {
                             manager.set_settings(new);
@@ -150,15 +185,19 @@ impl Runner {
                         // Without event sources left, the period alone drives the loop.
                         None => wakes_open = false,
                     },
-                    Some(joined) = calls.join_next() => {
-                        let Ok((victim, result, woken)) = joined else { continue };
-                        let refused = matches!(result, Err(KillError::Refused(_))) && !victim.dry_run;
+                    Some((victim, result, woken)) = calls.next() => {
+                        let refused = passes_the_turn(&result) && !victim.dry_run;
+                        let throttled = matches!(result, Err(KillError::Throttled { .. }));
                         let accepted = result.is_ok();
                         if let Some(settled) = manager.outcome(clock.now(), &victim, result) {
                             let latency = woken.filter(|_| accepted).map(|w| w.elapsed());
                             send(Report::Settled { settled, latency });
                         }
-                        if refused {
+                        if refused && recycles.take(Instant::now()) {
+                            break Next::Cycle(woken);
+                        }
+                        if throttled {
+                            // The next cycle sleeps until the wait is over.
                             break Next::Cycle(woken);
                         }
                     }
@@ -171,6 +210,85 @@ impl Runner {
         }
         let timeout = manager.settings().call_timeout;
         drain(&mut manager, clock.as_ref(), calls, timeout, &send).await;
+    }
+}
+
+/// The eviction calls running, each with its victim, so that a call that
+/// panicked or was cancelled still settles its victim.
+#[derive(Default)]
+struct Calls {
+    running: JoinSet<Call>,
+    victims: HashMap<tokio::task::Id, (Victim, Option<Instant>)>,
+}
+
+impl Calls {
+    /// Starts evicting `victim` with `killer`, bounded by `timeout`.
+    fn start(
+        &mut self,
+        killer: &dyn Killer,
+        victim: &Victim,
+        timeout: Duration,
+        woken: Option<Instant>,
+    ) {
+        let call = killer.evict(victim);
+        let owned = victim.clone();
+        let handle = self.running.spawn(async move {
+            let result = match tokio::time::timeout(timeout, call).await {
+                Ok(result) => result,
+                Err(_) => Err(KillError::Unavailable(format!(
+                    "no answer within {timeout:?}"
+                ))),
+            };
+            (owned, result, woken)
+        });
+        self.victims.insert(handle.id(), (victim.clone(), woken));
+    }
+
+    fn is_empty(&self) -> bool {
+        self.running.is_empty()
+    }
+
+    fn len(&self) -> usize {
+        self.running.len()
+    }
+
+    /// The next call to end; none while none runs.
+    async fn next(&mut self) -> Option<Call> {
+        let joined = self.running.join_next_with_id().await?;
+        Some(match joined {
+            Ok((id, call)) => {
+                self.victims.remove(&id);
+                call
+            }
+            Err(error) => {
+                let (victim, woken) = self
+                    .victims
+                    .remove(&error.id())
+                    .expect("every call is recorded with its victim");
+                let how = if error.is_panic() {
+                    "panicked"
+                } else {
+                    "was cancelled"
+                };
+                tracing::error!(pod = %victim.pod.name, "the eviction call {how}");
+                let result = Err(KillError::Unavailable(format!("the eviction call {how}")));
+                (victim, result, woken)
+            }
+        })
+    }
+}
+
+/// How long until the API server's throttling of evictions is over, if it throttles.
+fn throttle_wait(manager: &EvictionManager, clock: &dyn Clock) -> Option<Duration> {
+    let until = manager.throttled_until()?;
+    Some(until.duration_since(clock.now()).unwrap_or_default())
+}
+
+/// Sleeps `wait`; pending forever without one.
+async fn sleep_or_pending(wait: Option<Duration>) {
+    match wait {
+        Some(wait) => tokio::time::sleep(wait).await,
+        None => std::future::pending().await,
     }
 }
 
@@ -193,7 +311,7 @@ async fn next_settings(
 async fn drain(
     manager: &mut EvictionManager,
     clock: &dyn Clock,
-    mut calls: JoinSet<Call>,
+    mut calls: Calls,
     timeout: Duration,
     send: &impl Fn(Report),
 ) {
@@ -205,10 +323,7 @@ async fn drain(
         "shutting down: waiting for eviction calls in flight"
     );
     let finish = async {
-        while let Some(joined) = calls.join_next().await {
-            let Ok((victim, result, _)) = joined else {
-                continue;
-            };
+        while let Some((victim, result, _)) = calls.next().await {
             if let Some(settled) = manager.outcome(clock.now(), &victim, result) {
                 send(Report::Settled {
                     settled,

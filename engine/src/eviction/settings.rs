@@ -12,6 +12,10 @@ pub struct PolicySettings {
     pub dry_run: bool,
     /// The policy's own configuration, as JSON.
     pub config: String,
+    /// A strategy whose hard thresholds may delete a pod despite its
+    /// PodDisruptionBudget (see [`EvictionSettings::pdb_override_after`]);
+    /// never for a threshold on a stall signal.
+    pub pdb_override: bool,
 }
 
 impl Default for PolicySettings {
@@ -21,6 +25,7 @@ impl Default for PolicySettings {
             enabled: true,
             dry_run: false,
             config: "{}".into(),
+            pdb_override: false,
         }
     }
 }
@@ -39,9 +44,18 @@ pub struct EvictionSettings {
     /// Every decision is logged and counted, none carried out (off).
     pub dry_run: bool,
     /// How long every candidate of a hard threshold may be refused by
-    /// PodDisruptionBudgets before the top one is deleted anyway (60 s);
-    /// `None`: never.
+    /// PodDisruptionBudgets before the top one is deleted anyway, for the
+    /// strategies that allow it (`None`, the default: never).
     pub pdb_override_after: Option<Duration>,
+    /// At most one override per PodDisruptionBudget in this window (10 min).
+    pub pdb_override_window: Duration,
+    /// Grace period of a hard threshold's eviction, whatever the strategy
+    /// asked (0 s, as the kubelet's hard eviction).
+    pub hard_grace_period: Duration,
+    /// The longest grace period a soft or force eviction gets (5 min).
+    pub max_pod_grace_period: Duration,
+    /// Whether strategies may taint the node `NoExecute` (off).
+    pub allow_no_execute: bool,
     /// How long one eviction call may take before it counts as not asked (10 s).
     pub call_timeout: Duration,
     /// Name of the candidate sorter policy (`default-sorter`).
@@ -58,7 +72,11 @@ impl Default for EvictionSettings {
             condition_transition: Duration::from_secs(300),
             in_flight_timeout: Duration::from_secs(300),
             dry_run: false,
-            pdb_override_after: Some(Duration::from_secs(60)),
+            pdb_override_after: None,
+            pdb_override_window: Duration::from_secs(600),
+            hard_grace_period: Duration::ZERO,
+            max_pod_grace_period: Duration::from_secs(300),
+            allow_no_execute: false,
             call_timeout: Duration::from_secs(10),
             sorter: "default-sorter".into(),
             policies: BTreeMap::new(),

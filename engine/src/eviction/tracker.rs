@@ -1,6 +1,7 @@
 //! Bookkeeping across cycles: when each threshold was first seen met (for
 //! grace periods) and when each condition was last seen (for the transition
-//! period during which it is still reported).
+//! period during which it is still reported), and which strategy reported it
+//! (once that strategy no longer runs, the condition is not reported at all).
 
 use crate::model::{MetLevel, Threshold};
 use std::collections::BTreeMap;
@@ -35,6 +36,8 @@ pub struct ActiveCondition {
 pub struct Tracker {
     first_met: BTreeMap<(String, u8), SystemTime>,
     conditions: BTreeMap<String, ActiveCondition>,
+    /// The strategy that last reported each condition.
+    reporters: BTreeMap<String, String>,
 }
 
 fn level_key(met: MetLevel) -> u8 {
@@ -74,11 +77,37 @@ impl Tracker {
                     last_observed: now,
                 };
                 self.conditions.insert(condition.name.clone(), active);
+                self.reporters
+                    .insert(condition.name.clone(), strategy.clone());
             }
         }
         self.first_met = first_met;
         met.sort_by_key(|m| std::cmp::Reverse(level_key(m.threshold.met)));
         met
+    }
+
+    /// Forgets the conditions whose strategy is not among `strategies` (it
+    /// was disabled or removed): they are no longer reported at all.
+    pub fn forget_unless(&mut self, strategies: &[String]) {
+        let reporters = &self.reporters;
+        self.conditions.retain(|name, _| {
+            reporters
+                .get(name)
+                .is_some_and(|strategy| strategies.contains(strategy))
+        });
+        let conditions = &self.conditions;
+        self.reporters
+            .retain(|name, _| conditions.contains_key(name));
+    }
+
+    /// The conditions seen before but not within the last `transition`
+    /// before `now`, whose strategy still runs: reported as not holding.
+    pub fn ended(&self, now: SystemTime, transition: Duration) -> Vec<String> {
+        self.conditions
+            .values()
+            .filter(|c| now.duration_since(c.last_observed).unwrap_or_default() >= transition)
+            .map(|c| c.name.clone())
+            .collect()
     }
 
     /// The conditions observed within the last `transition` before `now`.
@@ -144,5 +173,22 @@ mod tests {
                 .conditions(t0 + Duration::from_secs(300), period)
                 .is_empty()
         );
+        assert_eq!(
+            tracker.ended(t0 + Duration::from_secs(300), period),
+            ["MemoryPressure"]
+        );
+    }
+
+    #[test]
+    fn a_condition_whose_strategy_no_longer_runs_is_not_reported_at_all() {
+        let t0 = SystemTime::UNIX_EPOCH;
+        let mut tracker = Tracker::default();
+        tracker.observe(t0, &[("mem".to_owned(), threshold(MetLevel::Hard, 0))]);
+        tracker.forget_unless(&["mem".to_owned()]);
+        assert_eq!(tracker.conditions(t0, Duration::from_secs(300)).len(), 1);
+        tracker.forget_unless(&["disk".to_owned()]);
+        let later = t0 + Duration::from_secs(600);
+        assert!(tracker.conditions(t0, Duration::from_secs(300)).is_empty());
+        assert!(tracker.ended(later, Duration::from_secs(300)).is_empty());
     }
 }

@@ -56,7 +56,10 @@ impl Activity {
     pub fn settled(&mut self, settled: &Settled, at: SystemTime) {
         let (victim, result) = settled.result();
         let message = match settled {
-            Settled::Refused(_, why) | Settled::Waiting(_, why) => Some(why.clone()),
+            Settled::Refused(_, why)
+            | Settled::NotEvictable(_, why)
+            | Settled::Throttled(_, why)
+            | Settled::Waiting(_, why) => Some(why.clone()),
             Settled::Accepted(_) | Settled::Gone(_) => None,
         };
         *self.evictions.entry(result.to_owned()).or_default() += 1;

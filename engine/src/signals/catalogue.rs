@@ -40,6 +40,13 @@ pub fn unit(name: &str) -> Unit {
     }
 }
 
+/// Whether the signal `name` measures stalls (pressure stall information,
+/// `psi.…`) rather than a resource running out: waiting is what it
+/// measures, so no budget is ever overridden for it.
+pub fn is_stall(name: &str) -> bool {
+    name.starts_with("psi.")
+}
+
 /// `psi.{memory,cpu,io}.{some,full}.{avg10,avg60}`.
 fn is_pressure(name: &str) -> bool {
     let parts: Vec<&str> = name.split('.').collect();

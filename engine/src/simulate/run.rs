@@ -402,6 +402,7 @@ fn node_state(scenario: &Scenario, present: &[&SimPod<'_>], t: Duration) -> Node
         signals: signals.into_values().collect(),
         pods,
         terminating: Vec::new(),
+        facts: Default::default(),
     }
 }
 

@@ -88,6 +88,7 @@ impl Node {
             signals: vec![signal],
             pods: self.pods.clone(),
             terminating: Vec::new(),
+            facts: Default::default(),
         };
         let report = self
             .manager
@@ -345,8 +346,13 @@ async fn a_victim_refused_by_its_pdb_passes_its_turn_to_the_next_candidate_at_on
 #[tokio::test]
 async fn when_every_candidate_is_refused_under_hard_pressure_the_top_one_is_deleted_after_the_override_delay()
  {
+    let allowed = PolicySettings {
+        pdb_override: true,
+        ..PolicySettings::default()
+    };
     let settings = EvictionSettings {
         pdb_override_after: Some(Duration::from_secs(20)),
+        policies: [("memory-pressure".to_owned(), allowed)].into(),
         ..EvictionSettings::default()
     };
     let mut node = Node::new(settings, &[]);

@@ -31,6 +31,7 @@ fn node(available_mib: u64) -> NodeState {
         signals: vec![signal],
         pods: vec![hog],
         terminating: Vec::new(),
+        facts: Default::default(),
     }
 }
 
@@ -147,4 +148,118 @@ fn polled_stall_growth_is_forwarded_as_wakes_until_the_loop_goes_away() {
         .expect("the wake thread ends once nobody listens");
     stalling.store(false, Ordering::Relaxed);
     stall.join().unwrap();
+}
+
+/// A runner on `state` with `killer`, its reports and a way to stop it.
+fn start(
+    killer: Arc<dyn vigil::eviction::Killer>,
+    state: NodeState,
+) -> (
+    mpsc::Receiver<Report>,
+    oneshot::Sender<()>,
+    tokio::task::JoinHandle<()>,
+    mpsc::Sender<()>,
+) {
+    let (registry, clock) = registry(None);
+    let manager = EvictionManager::new(registry, EvictionSettings::default());
+    let (wake, wakes) = mpsc::channel(1);
+    let (send_report, reports) = mpsc::channel(256);
+    let (stop, stopped) = oneshot::channel::<()>();
+    let source = Shared(Arc::new(Mutex::new(state)));
+    let runner = Runner {
+        manager,
+        clock,
+        killer,
+        wakes,
+        reports: Some(send_report),
+        heartbeat: Heartbeat::default(),
+        settings: None,
+    };
+    let shutdown = async { stopped.await.unwrap_or(()) };
+    (
+        reports,
+        stop,
+        tokio::spawn(runner.run(source, shutdown)),
+        wake,
+    )
+}
+
+/// A node under hard pressure with `n` pods, each a candidate.
+fn crowded(n: usize) -> NodeState {
+    let mut state = node(50);
+    state.pods = (0..n)
+        .map(|i| {
+            let mut pod: Pod = policy_kit::pod!("p", QosClass::BestEffort, priority: 0, usage_mib: 100 + i as u64, request_mib: 0);
+            pod.name = format!("p{i}");
+            pod.uid = format!("uid-p{i}");
+            pod
+        })
+        .collect();
+    state
+}
+
+#[tokio::test(start_paused = true)]
+async fn refusals_in_a_row_start_a_few_cycles_at_once_then_wait_their_turn() {
+    use vigil::eviction::runner::RECYCLE_BURST;
+    let killer = Arc::new(RecordingKiller::default());
+    killer.protect_all();
+    let (mut reports, stop, task, _wake) = start(killer.clone(), crowded(20));
+    // Every refusal is a report; count the calls made before time moves.
+    let start = Instant::now();
+    let mut asked = Vec::new();
+    loop {
+        let report = reports.recv().await.expect("the loop runs");
+        if !start.elapsed().is_zero() {
+            break;
+        }
+        if let Report::Settled { settled, .. } = report {
+            asked.push(settled.result().0.pod.name.clone());
+        }
+    }
+    assert_eq!(
+        asked.len(),
+        1 + RECYCLE_BURST as usize,
+        "the first call, then one cycle per token: {asked:?}"
+    );
+    stop.send(()).unwrap();
+    task.await.unwrap();
+}
+
+/// A killer whose first call panics and whose later calls succeed.
+#[derive(Default)]
+struct PanicsOnce {
+    calls: std::sync::atomic::AtomicUsize,
+}
+
+impl vigil::eviction::Killer for PanicsOnce {
+    fn evict(
+        &self,
+        _: &vigil::eviction::Victim,
+    ) -> futures::future::BoxFuture<'static, Result<(), vigil::eviction::KillError>> {
+        let first = self.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 0;
+        Box::pin(async move {
+            assert!(!first, "the killer's first call panics");
+            Ok(())
+        })
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_kill_call_that_panics_settles_its_victim_and_frees_its_slot() {
+    let killer = Arc::new(PanicsOnce::default());
+    let (mut reports, stop, task, _wake) = start(killer.clone(), node(50));
+    let mut results = Vec::new();
+    while results.len() < 2 {
+        if let Report::Settled { settled, .. } = reports.recv().await.expect("the loop runs") {
+            let (victim, result) = settled.result();
+            results.push((victim.pod.name.clone(), result));
+        }
+    }
+    assert_eq!(
+        results,
+        [("hog".to_owned(), "failed"), ("hog".to_owned(), "accepted")],
+        "the victim waits again and is evicted by the next call"
+    );
+    stop.send(()).unwrap();
+    task.await.unwrap();
 }

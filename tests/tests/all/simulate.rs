@@ -34,7 +34,9 @@ async fn hard_pressure_evicts_the_batch_job_then_the_web_server_over_its_request
         evictions(&simulation),
         [(35.0, "default/batch-job"), (140.0, "default/web")]
     );
-    let recovered = simulation.steps.iter().find(|s| s.t == 45.0).unwrap();
+    // A hard eviction has no grace period (hardGracePeriodSeconds 0): the
+    // pod is gone by the next step.
+    let recovered = simulation.steps.iter().find(|s| s.t == 40.0).unwrap();
     assert_eq!(recovered.gone, ["default/batch-job"]);
     assert!(
         recovered.signals["memory.available"] > (3u64 << 30) as f64,

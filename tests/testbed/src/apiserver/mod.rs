@@ -22,7 +22,9 @@
 //!   custom resource, such as the status objects.
 //!
 //! Faults on demand: an outage (every request 503), the next requests
-//! failing with a status, latency, dropping every open watch. Every request
+//! failing with a status, throttling (429 with `Retry-After` and no
+//! `DisruptionBudget` cause, as API Priority and Fairness answers), requests
+//! that hang without an answer, latency, dropping every open watch. Every request
 //! is recorded, and the watch streams open are counted. Tests wait for what they expect with [`ApiServer::until`],
 //! which wakes on every change instead of sleeping.
 
@@ -111,8 +113,18 @@ struct Faults {
     outage: bool,
     kubelet_off: bool,
     watches_paused: bool,
-    next: VecDeque<(String, u16)>,
+    next: VecDeque<(String, Injected)>,
+    /// Requests whose path and query contain one of these never get an answer.
+    hanging: Vec<String>,
     latency: Duration,
+}
+
+/// An answer injected instead of the real one.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Injected {
+    pub(crate) status: u16,
+    /// For a throttling 429: the `Retry-After` header, in seconds.
+    pub(crate) retry_after: Option<u64>,
 }
 
 /// Everything the handlers share.
@@ -272,11 +284,15 @@ impl ApiServer {
         self.shared.arrived.lock().unwrap().clone()
     }
 
-    /// Every eviction request (`POST …/pods/NAME/eviction`) so far.
+    /// Every eviction request (`POST …/pods/NAME/eviction`, with or
+    /// without a query) so far.
     pub fn evictions(&self) -> Vec<Request> {
         self.requests()
             .into_iter()
-            .filter(|r| r.method == "POST" && r.uri.ends_with("/eviction"))
+            .filter(|r| {
+                let path = r.uri.split('?').next().unwrap_or_default();
+                r.method == "POST" && path.ends_with("/eviction")
+            })
             .collect()
     }
 
@@ -330,7 +346,36 @@ impl ApiServer {
     /// The next request whose path contains `path` is answered `status`.
     pub fn fail_next(&self, path: &str, status: u16) {
         let mut faults = self.shared.faults.lock().unwrap();
-        faults.next.push_back((path.to_owned(), status));
+        let injected = Injected {
+            status,
+            retry_after: None,
+        };
+        faults.next.push_back((path.to_owned(), injected));
+    }
+
+    /// The next `n` requests whose path contains `path` are throttled: 429
+    /// `TooManyRequests` with `Retry-After: retry_after` seconds and no
+    /// `DisruptionBudget` cause, as API Priority and Fairness answers.
+    pub fn throttle_next(&self, path: &str, n: usize, retry_after: u64) {
+        let mut faults = self.shared.faults.lock().unwrap();
+        let injected = Injected {
+            status: 429,
+            retry_after: Some(retry_after),
+        };
+        faults
+            .next
+            .extend(std::iter::repeat_n((path.to_owned(), injected), n));
+    }
+
+    /// Every request whose path and query contain `path` from now on hangs:
+    /// it arrives and is never answered.
+    pub fn hang(&self, path: &str) {
+        self.shared
+            .faults
+            .lock()
+            .unwrap()
+            .hanging
+            .push(path.to_owned());
     }
 
     /// Every request waits `latency` before it is handled.

@@ -2,7 +2,7 @@
 //! answers from the store, and records the request.
 
 use super::store::{Change, Key, Selector, merge_patch};
-use super::{Request, Shared, eviction};
+use super::{Injected, Request, Shared, eviction};
 use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::extract::State;
@@ -56,16 +56,26 @@ async fn handle(State(shared): State<Arc<Shared>>, request: axum::extract::Reque
         tokio::time::sleep(latency).await;
     }
     let path: Vec<&str> = parts.uri.path().trim_matches('/').split('/').collect();
+    let hangs = {
+        let faults = shared.faults.lock().unwrap();
+        faults.hanging.iter().any(|p| uri.contains(p.as_str()))
+    };
+    if hangs {
+        return std::future::pending().await;
+    }
     let injected = {
         let mut faults = shared.faults.lock().unwrap();
         if faults.outage {
-            Some(503)
+            Some(Injected {
+                status: 503,
+                retry_after: None,
+            })
         } else if let Some(i) = faults
             .next
             .iter()
             .position(|(p, _)| uri.contains(p.as_str()))
         {
-            faults.next.remove(i).map(|(_, code)| code)
+            faults.next.remove(i).map(|(_, injected)| injected)
         } else {
             None
         }
@@ -76,9 +86,9 @@ async fn handle(State(shared): State<Arc<Shared>>, request: axum::extract::Reque
         status,
         body: body.clone(),
     };
-    if let Some(code) = injected {
-        shared.record(record(code));
-        return respond(status(code, "InternalError", "injected fault"));
+    if let Some(injected) = injected {
+        shared.record(record(injected.status));
+        return inject(injected);
     }
     let watching = matches!(query.get("watch").map(String::as_str), Some("true" | "1"));
     if method == Method::GET
@@ -97,6 +107,25 @@ async fn handle(State(shared): State<Arc<Shared>>, request: axum::extract::Reque
         record,
     );
     respond(answer)
+}
+
+/// The answer for an injected fault: a throttling 429 as API Priority and
+/// Fairness sends it (with `Retry-After`, no cause), any other status as an
+/// internal error.
+fn inject(injected: Injected) -> Response {
+    let Some(seconds) = injected.retry_after else {
+        return respond(status(injected.status, "InternalError", "injected fault"));
+    };
+    let (code, body) = status(
+        injected.status,
+        "TooManyRequests",
+        "Too many requests, please try again later.",
+    );
+    let mut response = respond((code, body));
+    response
+        .headers_mut()
+        .insert(header::RETRY_AFTER, seconds.into());
+    response
 }
 
 /// The resource and namespace of a collection path.
