@@ -161,7 +161,7 @@ async fn event_to_killer(registry: &Arc<Registry>) {
         let manager = EvictionManager::new(registry.clone(), EvictionSettings::default());
         let (wake, wakes) = mpsc::channel(1);
         let _watcher = watch_memory_events(&events, wake).expect("watch");
-        let (reports, mut cycles) = mpsc::channel(64);
+        let (reports, mut cycles) = tokio::sync::broadcast::channel(64);
         let (stop, stopped) = oneshot::channel::<()>();
         let shutdown = async { stopped.await.unwrap_or(()) };
         let runner = Runner {
@@ -174,7 +174,7 @@ async fn event_to_killer(registry: &Arc<Registry>) {
             settings: None,
         };
         let task = tokio::spawn(runner.run(Shared(Arc::clone(&state)), shutdown));
-        while !matches!(cycles.recv().await, Some(Report::Cycle(..))) {}
+        while !matches!(cycles.recv().await.as_deref(), Ok(Report::Cycle(..))) {}
         *state.lock().expect("lock") = node(110, 50);
         let written = Instant::now();
         std::fs::write(

@@ -5,6 +5,15 @@
 use std::sync::Mutex;
 use std::time::{Duration, SystemTime};
 
+/// Sleeps `wait` (on tokio's clock, paused in tests); pending forever
+/// without one, so a `select!` arm without a deadline never fires.
+pub async fn sleep_or_pending(wait: Option<Duration>) {
+    match wait {
+        Some(wait) => tokio::time::sleep(wait).await,
+        None => std::future::pending().await,
+    }
+}
+
 /// A source of the current time.
 pub trait Clock: Send + Sync + std::fmt::Debug {
     /// The current time.

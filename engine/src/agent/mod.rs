@@ -23,14 +23,16 @@ use crate::cluster::budgets::Budgets;
 use crate::cluster::client::{self, ClientOptions};
 use crate::cluster::events;
 use crate::cluster::evict::EvictionApi;
+use crate::cluster::latest::write_latest;
 use crate::cluster::node_status::{ConfigCondition, NodeStatus};
 use crate::cluster::object_watches::{ApiSource, ObjectWatches};
-use crate::cluster::publisher::{Publisher, node_recorder, write_latest};
+use crate::cluster::publisher::{Publisher, node_recorder};
 use crate::cluster::source::ClusterSource;
 use crate::cluster::watches;
 use crate::config::VigilConfig;
 use crate::eviction::EvictionManager;
 use crate::eviction::runner::{Heartbeat, REPORT_BACKLOG, Runner, forward_wakes};
+use crate::fleet::activity::{self, Activity};
 use crate::fleet::reconcile::{Inputs, Reconciler};
 use crate::metrics::Metrics;
 use crate::model::Layer;
@@ -43,7 +45,7 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{broadcast, mpsc, watch};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -204,7 +206,8 @@ pub async fn run(config: AgentConfig, shutdown: impl Future<Output = ()>) -> any
         conditions_rx,
         "the node's conditions and taints",
     ));
-    let (reports_tx, reports_rx) = mpsc::channel(REPORT_BACKLOG);
+    // The runner's reports, to each subscriber: the publisher and the fleet view.
+    let (reports_tx, _) = broadcast::channel(REPORT_BACKLOG);
     let (recorder, _) = node_recorder(clients.api.clone(), &config.node_name);
     let (events, event_writer) = events::queue(recorder, Arc::clone(&metrics));
     tasks.spawn(event_writer.run());
@@ -213,17 +216,22 @@ pub async fn run(config: AgentConfig, shutdown: impl Future<Output = ()>) -> any
         &config.node_name,
         Arc::clone(&metrics),
         conditions_tx,
-        Arc::clone(&clock),
     );
+    let (activity_tx, activity) = watch::channel(Activity::default());
+    tasks.spawn(activity::follow(
+        reports_tx.subscribe(),
+        activity_tx,
+        Arc::clone(&clock),
+    ));
     let inputs = Inputs {
         registry: Arc::clone(&registry),
         config: config_report,
-        activity: publisher.activity.subscribe(),
+        activity,
         node: node_store.clone(),
         node_changes,
         clock: Arc::clone(&clock),
     };
-    tasks.spawn(publisher.run(reports_rx));
+    tasks.spawn(publisher.run(reports_tx.subscribe()));
     let fleet = Reconciler::new(
         clients.api.clone(),
         &config.node_name,

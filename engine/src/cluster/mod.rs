@@ -8,7 +8,7 @@
 //! - [`pods`] turns a Pod into the contract's record; [`source`] assembles
 //!   the node for each cycle;
 //! - [`evict`] evicts through the Eviction API;
-//! - [`node_status`] writes conditions and taints; [`publisher`] turns the
+//! - [`node_status`] writes conditions and taints, each through [`latest`]; [`publisher`] turns the
 //!   loop's reports into Events (written off the critical path by
 //!   [`events`]) and the node status.
 
@@ -16,6 +16,7 @@ pub mod budgets;
 pub mod client;
 pub mod events;
 pub mod evict;
+pub mod latest;
 pub mod node_status;
 pub mod object_watches;
 pub mod pods;

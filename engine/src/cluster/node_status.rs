@@ -16,6 +16,7 @@
 //! same way from what holds now. A holding condition's heartbeat is
 //! refreshed every [`NodeStatus::heartbeat`], so a stale `True` shows as stale.
 
+use super::latest::LatestWriter;
 use crate::config::assignment::Status;
 use crate::eviction::ActiveCondition;
 use k8s_openapi::api::core::v1::{Node, Taint};
@@ -203,7 +204,7 @@ impl ConfigCondition {
     }
 }
 
-impl crate::cluster::publisher::LatestWriter<Status> for ConfigCondition {
+impl LatestWriter<Status> for ConfigCondition {
     async fn write(&mut self, status: &Status) -> Result<(), kube::Error> {
         let now = jiff::Timestamp::now();
         let holds = status.reason.ok();
@@ -267,6 +268,23 @@ fn same_taints(a: &[Taint], b: &[Taint]) -> bool {
         keys
     };
     keys(a) == keys(b)
+}
+
+impl LatestWriter<Option<NodeConditions>> for NodeStatus {
+    async fn write(&mut self, value: &Option<NodeConditions>) -> Result<(), kube::Error> {
+        match value {
+            // Until the first cycle has decided, what the Node shows stays.
+            None => Ok(()),
+            Some(conditions) => self.publish(conditions).await,
+        }
+    }
+
+    fn refresh(&self, value: &Option<NodeConditions>) -> Option<std::time::Duration> {
+        value
+            .as_ref()
+            .filter(|c| !c.active.is_empty())
+            .map(|_| self.heartbeat())
+    }
 }
 
 #[cfg(test)]

@@ -2,29 +2,23 @@
 //! reports, queues Kubernetes Events ([`Events`], written off this path) on
 //! the pod for each eviction started, refused, failed, completed or dry-run
 //! and on the Node when a condition starts or ends, hands the conditions to
-//! the node status writer ([`write_latest`]) — nothing before the first
+//! the node status writer ([`super::latest::write_latest`]) — nothing before the first
 //! cycle has decided, so taints already there stay until then — which
 //! retries with backoff while the API server is unreachable, always writes
 //! the latest state and refreshes it while a condition holds, and keeps the
-//! loop's [`Activity`] for the node's status object.
+//! Node events for the conditions that start and end.
 
 use super::events::Events;
-use super::node_status::{NodeConditions, NodeStatus, condition_type};
-use crate::clock::Clock;
+use super::node_status::{NodeConditions, condition_type};
 use crate::eviction::runner::Report;
+use crate::eviction::tracker::transitions;
 use crate::eviction::{Settled, Victim};
-use crate::fleet::activity::Activity;
 use crate::metrics::Metrics;
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::Client;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
-use std::future::Future;
 use std::sync::Arc;
-use std::time::Duration;
-use tokio::sync::{mpsc, watch};
-
-/// Longest wait between two attempts at writing the node's status.
-const MAX_BACKOFF: Duration = Duration::from_secs(30);
+use tokio::sync::{broadcast, watch};
 
 /// Reads reports until the runner is gone.
 pub struct Publisher {
@@ -36,10 +30,6 @@ pub struct Publisher {
     pub metrics: Arc<Metrics>,
     /// Where the conditions go; none until the first cycle.
     pub conditions: watch::Sender<Option<NodeConditions>>,
-    /// Where the loop's recent activity goes.
-    pub activity: watch::Sender<Activity>,
-    /// The time of each activity.
-    pub clock: Arc<dyn Clock>,
 }
 
 impl Publisher {
@@ -49,36 +39,39 @@ impl Publisher {
         node: &str,
         metrics: Arc<Metrics>,
         conditions: watch::Sender<Option<NodeConditions>>,
-        clock: Arc<dyn Clock>,
     ) -> Self {
         Self {
             events,
             node: node_reference(node),
             metrics,
             conditions,
-            activity: watch::Sender::new(Activity::default()),
-            clock,
         }
     }
 
-    /// Handles every report until the channel closes.
-    pub async fn run(self, mut reports: mpsc::Receiver<Report>) {
-        while let Some(report) = reports.recv().await {
+    /// Handles every report until the runner is gone; a reader that fell
+    /// behind skips what it missed.
+    pub async fn run(self, mut reports: broadcast::Receiver<Arc<Report>>) {
+        let mut holding: Vec<String> = Vec::new();
+        loop {
+            let report = match reports.recv().await {
+                Ok(report) => report,
+                Err(broadcast::error::RecvError::Lagged(missed)) => {
+                    tracing::warn!(missed, "the publisher fell behind the loop's reports");
+                    continue;
+                }
+                Err(broadcast::error::RecvError::Closed) => return,
+            };
             self.metrics.record(&report);
-            match report {
+            match report.as_ref() {
                 Report::Cycle(cycle, _) => {
-                    let now = self.clock.now();
-                    let mut changes = (Vec::new(), Vec::new());
-                    self.activity.send_if_modified(|activity| {
-                        changes = activity.conditions(&cycle.conditions, now);
-                        !changes.0.is_empty() || !changes.1.is_empty()
-                    });
-                    for started in &changes.0 {
-                        self.node_event(started, true);
+                    let (started, ended) = transitions(&holding, &cycle.conditions);
+                    for name in &started {
+                        self.node_event(name, true);
                     }
-                    for ended in &changes.1 {
-                        self.node_event(ended, false);
+                    for name in &ended {
+                        self.node_event(name, false);
                     }
+                    holding = cycle.conditions.iter().map(|c| c.name.clone()).collect();
                     let next = NodeConditions {
                         active: cycle.conditions.clone(),
                         ended: cycle.ended_conditions.clone(),
@@ -95,12 +88,7 @@ impl Publisher {
                         self.pod_event(victim, EventType::Normal, "EvictionCompleted", note);
                     }
                 }
-                Report::Settled { settled, .. } => {
-                    let now = self.clock.now();
-                    self.activity
-                        .send_modify(|activity| activity.settled(&settled, now));
-                    self.settled(settled);
-                }
+                Report::Settled { settled, .. } => self.settled(settled.clone()),
             }
         }
     }
@@ -203,74 +191,4 @@ pub fn node_recorder(client: Client, node: &str) -> (Recorder, ObjectReference) 
         instance: Some(node.to_owned()),
     };
     (Recorder::new(client, reporter), node_reference(node))
-}
-
-/// Something written to the API server that only its latest value matters for.
-pub trait LatestWriter<T> {
-    /// Writes `value`.
-    fn write(&mut self, value: &T) -> impl Future<Output = Result<(), kube::Error>> + Send;
-
-    /// How soon `value`, once written, must be written again though it did
-    /// not change (a heartbeat); never by default.
-    fn refresh(&self, _value: &T) -> Option<Duration> {
-        None
-    }
-}
-
-impl LatestWriter<Option<NodeConditions>> for NodeStatus {
-    async fn write(&mut self, value: &Option<NodeConditions>) -> Result<(), kube::Error> {
-        match value {
-            // Until the first cycle has decided, what the Node shows stays.
-            None => Ok(()),
-            Some(conditions) => self.publish(conditions).await,
-        }
-    }
-
-    fn refresh(&self, value: &Option<NodeConditions>) -> Option<Duration> {
-        value
-            .as_ref()
-            .filter(|c| !c.active.is_empty())
-            .map(|_| self.heartbeat())
-    }
-}
-
-/// Writes the latest value of `latest` with `writer` whenever it changes
-/// (and again after the writer's refresh interval, if it has one for that
-/// value), retrying with exponential backoff (up to [`MAX_BACKOFF`]) while
-/// writes fail, until the sender is gone; `what` names it in logs.
-pub async fn write_latest<T: Clone + Send + Sync>(
-    mut writer: impl LatestWriter<T>,
-    mut latest: watch::Receiver<T>,
-    what: &str,
-) {
-    let mut backoff = Duration::from_millis(250);
-    loop {
-        let current = latest.borrow_and_update().clone();
-        match writer.write(&current).await {
-            Ok(()) => {
-                backoff = Duration::from_millis(250);
-                let refresh = writer.refresh(&current);
-                tokio::select! {
-                    changed = latest.changed() => if changed.is_err() { return },
-                    () = sleep_or_pending(refresh) => {}
-                }
-            }
-            Err(error) => {
-                tracing::warn!(error = %crate::report::Chain(&error), retry_in = ?backoff, "cannot write {what}");
-                tokio::select! {
-                    changed = latest.changed() => if changed.is_err() { return },
-                    () = tokio::time::sleep(backoff) => {}
-                }
-                backoff = (backoff * 2).min(MAX_BACKOFF);
-            }
-        }
-    }
-}
-
-/// Sleeps `wait`; pending forever without one.
-async fn sleep_or_pending(wait: Option<Duration>) {
-    match wait {
-        Some(wait) => tokio::time::sleep(wait).await,
-        None => std::future::pending().await,
-    }
 }

@@ -135,7 +135,7 @@ pub struct Refusal {
 }
 
 /// Everything one cycle saw and did.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct CycleReport {
     /// Every threshold the strategies reported, met or not, by strategy.
     pub reported: Vec<(String, Threshold)>,

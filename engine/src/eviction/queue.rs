@@ -81,7 +81,7 @@ pub struct Started {
 }
 
 /// What became of an eviction call.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub enum Settled {
     /// Accepted: the pod is terminating.
     Accepted(Victim),

@@ -16,13 +16,13 @@ use super::manager::passes_the_turn;
 use super::{
     CycleReport, EvictionManager, EvictionSettings, KillError, Killer, NodeState, Settled, Victim,
 };
-use crate::clock::Clock;
+use crate::clock::{Clock, sleep_or_pending};
 use crate::signals::wake::{Wake, Woke};
 use std::collections::HashMap;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{broadcast, mpsc, watch};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
@@ -47,7 +47,7 @@ pub enum Report {
     },
 }
 
-/// How many reports may wait for their reader before new ones are dropped
+/// How many reports may wait for a subscriber before it misses the oldest
 /// (the loop never waits for a slow reader).
 pub const REPORT_BACKLOG: usize = 1024;
 
@@ -112,8 +112,8 @@ pub struct Runner {
     pub killer: Arc<dyn Killer>,
     /// Signal events.
     pub wakes: mpsc::Receiver<()>,
-    /// Where reports go, if anywhere.
-    pub reports: Option<mpsc::Sender<Report>>,
+    /// Where reports go, to every subscriber, if anywhere.
+    pub reports: Option<broadcast::Sender<Arc<Report>>>,
     /// Beats after every cycle.
     pub heartbeat: Heartbeat,
     /// New settings, put in force as they come (a cycle runs at once).
@@ -143,11 +143,9 @@ impl Runner {
             mut settings,
         } = self;
         let send = |report: Report| {
-            if let Some(reports) = &reports
-                && reports.try_send(report).is_err()
-                && !reports.is_closed()
-            {
-                tracing::warn!("report reader is behind; a report was dropped");
+            // An error only means nobody subscribes.
+            if let Some(reports) = &reports {
+                let _ = reports.send(Arc::new(report));
             }
         };
         let mut calls = Calls::default();
@@ -282,14 +280,6 @@ impl Calls {
 fn throttle_wait(manager: &EvictionManager, clock: &dyn Clock) -> Option<Duration> {
     let until = manager.throttled_until()?;
     Some(until.duration_since(clock.now()).unwrap_or_default())
-}
-
-/// Sleeps `wait`; pending forever without one.
-async fn sleep_or_pending(wait: Option<Duration>) {
-    match wait {
-        Some(wait) => tokio::time::sleep(wait).await,
-        None => std::future::pending().await,
-    }
 }
 
 /// The next settings sent, or `None` once the sender is gone; pending

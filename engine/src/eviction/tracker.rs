@@ -120,6 +120,23 @@ impl Tracker {
     }
 }
 
+/// How the conditions `found` now differ from the names shown `before`:
+/// the names that started (in `found`'s order) and those that ended (in
+/// `before`'s order).
+pub fn transitions(before: &[String], found: &[ActiveCondition]) -> (Vec<String>, Vec<String>) {
+    let started = found
+        .iter()
+        .filter(|c| !before.contains(&c.name))
+        .map(|c| c.name.clone())
+        .collect();
+    let ended = before
+        .iter()
+        .filter(|name| !found.iter().any(|c| &c.name == *name))
+        .cloned()
+        .collect();
+    (started, ended)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

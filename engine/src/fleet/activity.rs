@@ -1,13 +1,19 @@
 //! What the eviction loop did lately, kept from its reports for the node's
 //! status object: the pressure conditions that hold and since when, the
-//! last [`LAST_EVICTIONS`] eviction calls, and counts by result.
+//! last [`LAST_EVICTIONS`] eviction calls, and counts by result. [`follow`]
+//! subscribes to the runner's reports and keeps it current.
 
 use super::kinds::{Eviction, PressureCondition};
+use crate::clock::Clock;
+use crate::eviction::runner::Report;
+use crate::eviction::tracker::transitions;
 use crate::eviction::{ActiveCondition, Settled};
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
 use std::time::SystemTime;
+use tokio::sync::{broadcast, watch};
 
 /// How many eviction calls the node's status object lists.
 pub const LAST_EVICTIONS: usize = 10;
@@ -31,23 +37,14 @@ impl Activity {
         found: &[ActiveCondition],
         at: SystemTime,
     ) -> (Vec<String>, Vec<String>) {
-        let holds = |name: &str| found.iter().any(|c| c.name == name);
-        let ended: Vec<String> = self
-            .conditions
-            .iter()
-            .filter(|c| !holds(&c.type_))
-            .map(|c| c.type_.clone())
-            .collect();
-        self.conditions.retain(|c| holds(&c.type_));
-        let mut started = Vec::new();
-        for condition in found {
-            if !self.conditions.iter().any(|c| c.type_ == condition.name) {
-                started.push(condition.name.clone());
-                self.conditions.push(PressureCondition {
-                    type_: condition.name.clone(),
-                    since: time(at),
-                });
-            }
+        let before: Vec<String> = self.conditions.iter().map(|c| c.type_.clone()).collect();
+        let (started, ended) = transitions(&before, found);
+        self.conditions.retain(|c| !ended.contains(&c.type_));
+        for name in &started {
+            self.conditions.push(PressureCondition {
+                type_: name.clone(),
+                since: time(at),
+            });
         }
         (started, ended)
     }
@@ -82,6 +79,34 @@ impl Activity {
 pub fn time(at: SystemTime) -> Time {
     let stamp = Timestamp::try_from(at).unwrap_or(Timestamp::UNIX_EPOCH);
     Time(Timestamp::from_second(stamp.as_second()).unwrap_or(stamp))
+}
+
+/// Keeps `activity` current from the runner's `reports` (timed by `clock`)
+/// until the runner is gone; a reader that fell behind skips what it missed.
+pub async fn follow(
+    mut reports: broadcast::Receiver<Arc<Report>>,
+    activity: watch::Sender<Activity>,
+    clock: Arc<dyn Clock>,
+) {
+    loop {
+        match reports.recv().await {
+            Ok(report) => match report.as_ref() {
+                Report::Cycle(cycle, _) => {
+                    activity.send_if_modified(|a| {
+                        let (started, ended) = a.conditions(&cycle.conditions, clock.now());
+                        !started.is_empty() || !ended.is_empty()
+                    });
+                }
+                Report::Settled { settled, .. } => {
+                    activity.send_modify(|a| a.settled(settled, clock.now()));
+                }
+            },
+            Err(broadcast::error::RecvError::Lagged(missed)) => {
+                tracing::warn!(missed, "the fleet view fell behind the loop's reports");
+            }
+            Err(broadcast::error::RecvError::Closed) => return,
+        }
+    }
 }
 
 #[cfg(test)]

@@ -3,7 +3,7 @@
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{broadcast, mpsc, oneshot};
 use tokio::time::Instant;
 use vigil::eviction::runner::{Heartbeat, NodeSource, Report, Runner};
 use vigil::eviction::{CycleReport, EvictionManager, EvictionSettings, NodeState};
@@ -36,10 +36,10 @@ fn node(available_mib: u64) -> NodeState {
 }
 
 /// The next cycle's report (eviction outcomes in between are skipped).
-async fn next(reports: &mut mpsc::Receiver<Report>) -> CycleReport {
+async fn next(reports: &mut broadcast::Receiver<Arc<Report>>) -> CycleReport {
     loop {
-        match reports.recv().await.expect("the loop is running") {
-            Report::Cycle(report, _) => return report,
+        match reports.recv().await.expect("the loop is running").as_ref() {
+            Report::Cycle(report, _) => return report.clone(),
             Report::Settled { .. } => {}
         }
     }
@@ -52,7 +52,7 @@ async fn a_signal_event_starts_a_cycle_at_once_and_the_period_keeps_them_coming(
     let manager = EvictionManager::new(registry, EvictionSettings::default());
     let state = Arc::new(Mutex::new(node(4096)));
     let (wake, wakes) = mpsc::channel(1);
-    let (send_report, mut reports) = mpsc::channel(64);
+    let (send_report, mut reports) = broadcast::channel(64);
     let (stop, stopped) = oneshot::channel::<()>();
     let source = Shared(Arc::clone(&state));
     let shutdown = async { stopped.await.unwrap_or(()) };
@@ -155,7 +155,7 @@ fn start(
     killer: Arc<dyn vigil::eviction::Killer>,
     state: NodeState,
 ) -> (
-    mpsc::Receiver<Report>,
+    broadcast::Receiver<Arc<Report>>,
     oneshot::Sender<()>,
     tokio::task::JoinHandle<()>,
     mpsc::Sender<()>,
@@ -163,7 +163,7 @@ fn start(
     let (registry, clock) = registry(None);
     let manager = EvictionManager::new(registry, EvictionSettings::default());
     let (wake, wakes) = mpsc::channel(1);
-    let (send_report, reports) = mpsc::channel(256);
+    let (send_report, reports) = broadcast::channel(256);
     let (stop, stopped) = oneshot::channel::<()>();
     let source = Shared(Arc::new(Mutex::new(state)));
     let runner = Runner {
@@ -212,7 +212,7 @@ async fn refusals_in_a_row_start_a_few_cycles_at_once_then_wait_their_turn() {
         if !start.elapsed().is_zero() {
             break;
         }
-        if let Report::Settled { settled, .. } = report {
+        if let Report::Settled { settled, .. } = report.as_ref() {
             asked.push(settled.result().0.pod.name.clone());
         }
     }
@@ -250,7 +250,9 @@ async fn a_kill_call_that_panics_settles_its_victim_and_frees_its_slot() {
     let (mut reports, stop, task, _wake) = start(killer.clone(), node(50));
     let mut results = Vec::new();
     while results.len() < 2 {
-        if let Report::Settled { settled, .. } = reports.recv().await.expect("the loop runs") {
+        if let Report::Settled { settled, .. } =
+            reports.recv().await.expect("the loop runs").as_ref()
+        {
             let (victim, result) = settled.result();
             results.push((victim.pod.name.clone(), result));
         }

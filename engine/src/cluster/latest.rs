@@ -1,0 +1,58 @@
+//! Writing to the API server what only its latest value matters for (a
+//! node's conditions and taints, its `VigilConfigOK` condition): one task per
+//! object writes the newest value whenever it changes, retries with backoff
+//! while the API server is unreachable, and writes again on the writer's
+//! heartbeat.
+
+use crate::clock::sleep_or_pending;
+use std::future::Future;
+use std::time::Duration;
+use tokio::sync::watch;
+
+/// Longest wait between two attempts at a write.
+const MAX_BACKOFF: Duration = Duration::from_secs(30);
+
+/// Something written to the API server that only its latest value matters for.
+pub trait LatestWriter<T> {
+    /// Writes `value`.
+    fn write(&mut self, value: &T) -> impl Future<Output = Result<(), kube::Error>> + Send;
+
+    /// How soon `value`, once written, must be written again though it did
+    /// not change (a heartbeat); never by default.
+    fn refresh(&self, _value: &T) -> Option<Duration> {
+        None
+    }
+}
+
+/// Writes the latest value of `latest` with `writer` whenever it changes
+/// (and again after the writer's refresh interval, if it has one for that
+/// value), retrying with exponential backoff (up to [`MAX_BACKOFF`]) while
+/// writes fail, until the sender is gone; `what` names it in logs.
+pub async fn write_latest<T: Clone + Send + Sync>(
+    mut writer: impl LatestWriter<T>,
+    mut latest: watch::Receiver<T>,
+    what: &str,
+) {
+    let mut backoff = Duration::from_millis(250);
+    loop {
+        let current = latest.borrow_and_update().clone();
+        match writer.write(&current).await {
+            Ok(()) => {
+                backoff = Duration::from_millis(250);
+                let refresh = writer.refresh(&current);
+                tokio::select! {
+                    changed = latest.changed() => if changed.is_err() { return },
+                    () = sleep_or_pending(refresh) => {}
+                }
+            }
+            Err(error) => {
+                tracing::warn!(error = %crate::report::Chain(&error), retry_in = ?backoff, "cannot write {what}");
+                tokio::select! {
+                    changed = latest.changed() => if changed.is_err() { return },
+                    () = tokio::time::sleep(backoff) => {}
+                }
+                backoff = (backoff * 2).min(MAX_BACKOFF);
+            }
+        }
+    }
+}
