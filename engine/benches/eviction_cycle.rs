@@ -16,7 +16,7 @@ use tokio::sync::{mpsc, oneshot};
 use vigil::clock::SystemClock;
 use vigil::eviction::runner::{Heartbeat, NodeSource, Report, Runner};
 use vigil::eviction::{EvictionManager, EvictionSettings, KillError, Killer, NodeState, Victim};
-use vigil::model::{KeyValue, Pod, QosClass, Resources, Signal, Usage};
+use vigil::model::{KeyValue, QosClass, Signal};
 use vigil::policy::{Host, LimitsTable, Registry};
 use vigil::signals::wake::watch_memory_events;
 
@@ -58,7 +58,12 @@ fn node(pods: usize, available_mib: u64) -> NodeState {
             let usage = ((i * 7919) % 2048) as u64;
             let request = ((i * 104_729) % 1024) as u64;
             let name = format!("pod-{i}");
-            let mut pod = policy_kit::pod!(&name, qos[i % 3], priority: (i % 7) as i32 * 100, usage_mib: usage, request_mib: request);
+            let mut pod = vigil::model::fixture::pod(&name)
+                .qos(qos[i % 3])
+                .priority((i % 7) as i32 * 100)
+                .usage_mib(usage)
+                .request_mib(request)
+                .build();
             pod.labels = pairs(&LABELS, i);
             pod.annotations = pairs(&ANNOTATIONS, i);
             pod

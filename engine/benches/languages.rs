@@ -58,7 +58,7 @@ fn measure(language: &'static str, bytes: &[u8]) -> Figures {
     let sorts = SIZES
         .iter()
         .map(|&n| {
-            let mut candidates = candidates!(vigil::policy::bindings, n);
+            let mut candidates = candidates!(vigil::model::bindings, n);
             let strategies = strategies();
             median(|| {
                 std::hint::black_box(

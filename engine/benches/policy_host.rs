@@ -34,7 +34,7 @@ fn sorter_ratios(host: &Host) {
     let strategies = strategies();
     for n in [10, 100, 1000, 10_000] {
         let (mut hosted, native) = (
-            candidates!(vigil::policy::bindings, n),
+            candidates!(vigil::model::bindings, n),
             candidates!(default_sorter, n),
         );
         let native_time = median(|| {
@@ -122,7 +122,7 @@ async fn reload_latency(dir: &Path) {
             .expect("a sorter")
             .sort(
                 &strategies(),
-                &mut candidates!(vigil::policy::bindings, 10),
+                &mut candidates!(vigil::model::bindings, 10),
                 "{}",
             )
             .expect("no fault")

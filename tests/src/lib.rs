@@ -8,7 +8,7 @@ pub use killer::RecordingKiller;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 use vigil::clock::ManualClock;
-use vigil::policy::bindings::{Candidate, KeyValue, Pod, QosClass, Resources, Urgency, Usage};
+use vigil::model::bindings::{Candidate, KeyValue, QosClass, Urgency};
 use vigil::policy::{Host, Limits, LimitsTable, Registry};
 
 /// An honest sorter that orders candidates in reverse input order.
@@ -94,7 +94,9 @@ pub fn strategies() -> Vec<String> {
 /// proposed by strategy `test` under hard pressure.
 pub fn candidate(name: &str, usage_mib: u64) -> Candidate {
     Candidate {
-        pod: policy_kit::pod!(name, QosClass::BestEffort, priority: 0, usage_mib: usage_mib, request_mib: 0),
+        pod: vigil::model::fixture::pod(name)
+            .usage_mib(usage_mib)
+            .build(),
         strategy: 0,
         urgency: Urgency::Hard,
     }
@@ -211,7 +213,12 @@ pub fn random_candidates(rng: &mut Rng, n: usize) -> Vec<Candidate> {
     (0..n)
         .map(|i| {
             let name = *rng.pick(&NAMES);
-            let mut pod = policy_kit::pod!(name, *rng.pick(&QOS), priority: *rng.pick(&[-5, 0, 0, 100, i32::MAX]), usage_mib: *rng.pick(&[0, 64, 100, 512]), request_mib: *rng.pick(&[0, 64, 100]));
+            let mut pod = vigil::model::fixture::pod(name)
+                .qos(*rng.pick(&QOS))
+                .priority(*rng.pick(&[-5, 0, 0, 100, i32::MAX]))
+                .usage_mib(*rng.pick(&[0, 64, 100, 512]))
+                .request_mib(*rng.pick(&[0, 64, 100]))
+                .build();
             pod.namespace = (*rng.pick(&NAMESPACES)).into();
             pod.uid = format!("uid-{}", rng.below(4));
             pod.usage.memory_working_set_bytes += rng.below(2);

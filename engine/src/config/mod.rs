@@ -19,12 +19,11 @@ pub mod references;
 pub mod schema;
 
 use crate::eviction::{EvictionSettings, PolicySettings};
-use crate::model::{Layer, MergeRejection};
+use crate::model::{Layer, Rejections};
 use crate::policy::{Fault, Limits, LimitsTable, Registry};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::fmt;
 use std::time::Duration;
 use thiserror::Error;
 
@@ -178,30 +177,6 @@ impl Default for VigilConfig {
                 })
                 .collect(),
         }
-    }
-}
-
-/// The merger's rejections, one per line.
-#[derive(Debug)]
-pub struct Rejections(pub Vec<MergeRejection>);
-
-impl fmt::Display for Rejections {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for (i, r) in self.0.iter().enumerate() {
-            let sep = if i == 0 { "" } else { "; " };
-            write!(
-                f,
-                "{sep}{} (from {}): {}",
-                r.field,
-                if r.source.is_empty() {
-                    "merge"
-                } else {
-                    &r.source
-                },
-                r.reason
-            )?;
-        }
-        Ok(())
     }
 }
 

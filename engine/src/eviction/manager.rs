@@ -999,9 +999,7 @@ mod tests {
 
     use super::*;
     use crate::eviction::PolicySettings;
-    use crate::model::{
-        CandidateUrgency, Decision as Answer, QosClass, Resources, Signal, SortRejection, Usage,
-    };
+    use crate::model::{CandidateUrgency, Decision as Answer, Signal, SortRejection};
     use std::sync::Mutex;
     use std::time::Duration;
 
@@ -1119,37 +1117,9 @@ mod tests {
         }
     }
 
+    /// A pod whose UID and name are `uid`.
     fn pod(uid: &str) -> Pod {
-        Pod {
-            uid: uid.into(),
-            namespace: "default".into(),
-            name: uid.into(),
-            qos: QosClass::BestEffort,
-            priority: 0,
-            labels: vec![],
-            annotations: vec![],
-            requests: Resources {
-                memory_bytes: 0,
-                cpu_millis: 0,
-            },
-            limits: Resources {
-                memory_bytes: 0,
-                cpu_millis: 0,
-            },
-            usage: Usage {
-                memory_working_set_bytes: 0,
-                memory_rss_bytes: 0,
-                cpu_millis: 0,
-                ephemeral_storage_bytes: 0,
-                pids: 0,
-            },
-            start_time_ms: 0,
-            owner_kind: None,
-            is_static: false,
-            is_mirror: false,
-            is_critical: false,
-            pdb_disruptions_allowed: None,
-        }
+        crate::model::fixture::pod(uid).uid(uid).build()
     }
 
     fn node(uids: &[&str]) -> NodeState {

@@ -113,7 +113,6 @@ pub async fn follow(
 pub(super) mod tests {
     use super::*;
     use crate::eviction::{Urgency, Victim};
-    use crate::model::QosClass;
     use std::time::Duration;
 
     fn condition(name: &str) -> ActiveCondition {
@@ -127,7 +126,7 @@ pub(super) mod tests {
     /// A hard-pressure victim `default/NAME` of the memory strategy.
     pub(in crate::fleet) fn victim(name: &str) -> Victim {
         Victim {
-            pod: crate::policy::canary::pod(name, QosClass::BestEffort, 0, 10, 0),
+            pod: crate::model::fixture::pod(name).usage_mib(10).build(),
             strategy: "memory".into(),
             reason: "largest".into(),
             urgency: Urgency::Hard,

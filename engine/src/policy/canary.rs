@@ -2,55 +2,33 @@
 //! sample input of its world. A fault there (trap, deadline, memory, invalid
 //! answer) keeps the version out; a refusal (`err`) is an answer and passes.
 
-use super::bindings::{
-    Candidate, KeyValue, Layer, MetLevel, OwnerKind, Pod, QosClass, Resources, Signal, Snapshot,
-    Urgency, Usage,
-};
 use super::{Fault, Policy};
+use crate::model::bindings::{
+    Candidate, KeyValue, Layer, MetLevel, OwnerKind, Pod, QosClass, Signal, Snapshot, Urgency,
+};
+use crate::model::fixture;
 
 const MIB: u64 = 1 << 20;
 
-/// A sample pod of the canary's node (and of unit tests elsewhere).
-pub(crate) fn pod(
-    name: &str,
-    qos: QosClass,
-    priority: i32,
-    usage_mib: u64,
-    request_mib: u64,
-) -> Pod {
-    Pod {
-        uid: format!("uid-{name}"),
-        namespace: "default".into(),
-        name: name.into(),
-        qos,
-        priority,
-        labels: vec![KeyValue {
-            key: "app".into(),
-            value: name.into(),
-        }],
-        annotations: vec![],
-        requests: Resources {
-            memory_bytes: request_mib * MIB,
-            cpu_millis: 100,
-        },
-        limits: Resources {
-            memory_bytes: 0,
-            cpu_millis: 0,
-        },
-        usage: Usage {
-            memory_working_set_bytes: usage_mib * MIB,
-            memory_rss_bytes: usage_mib * MIB,
-            cpu_millis: 50,
-            ephemeral_storage_bytes: 0,
-            pids: 3,
-        },
-        start_time_ms: 1_699_999_000_000,
-        owner_kind: Some(OwnerKind::ReplicaSet),
-        is_static: false,
-        is_mirror: false,
-        is_critical: false,
-        pdb_disruptions_allowed: None,
-    }
+/// A sample pod of the canary's node: the fixture's, with what a running
+/// pod of a ReplicaSet carries (a label, cpu, processes, a start time).
+fn pod(name: &str, qos: QosClass, priority: i32, usage_mib: u64, request_mib: u64) -> Pod {
+    let mut pod = fixture::pod(name)
+        .qos(qos)
+        .priority(priority)
+        .usage_mib(usage_mib)
+        .request_mib(request_mib)
+        .build();
+    pod.labels = vec![KeyValue {
+        key: "app".into(),
+        value: name.into(),
+    }];
+    pod.requests.cpu_millis = 100;
+    pod.usage.cpu_millis = 50;
+    pod.usage.pids = 3;
+    pod.start_time_ms = 1_699_999_000_000;
+    pod.owner_kind = Some(OwnerKind::ReplicaSet);
+    pod
 }
 
 /// A small node under memory pressure (and no other) with pods of every QoS
@@ -135,7 +113,7 @@ pub(crate) fn run(policy: &Policy, config: &str) -> Result<Option<String>, Fault
         Ok(merger
             .merge(&layers)?
             .err()
-            .map(|rejections| crate::config::Rejections(rejections).to_string()))
+            .map(|rejections| crate::model::Rejections(rejections).to_string()))
     } else {
         Ok(None)
     }

@@ -3,7 +3,6 @@
 //! see [`super::pool`]), an epoch deadline and a memory cap;
 //! its answer is validated against the contract before anyone sees it.
 
-use super::bindings::{merger, sorter, strategy};
 use super::cache::CacheOutcome;
 use super::error::{Cause, cause};
 use super::guest_env::GuestClock;
@@ -18,6 +17,7 @@ use super::trap;
 use super::validate::Declined;
 use super::{Digest, Fault, Limits, World};
 use crate::clock::Clock;
+use crate::model::bindings::{merger, sorter, strategy};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};

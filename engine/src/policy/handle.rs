@@ -8,14 +8,14 @@
 //! sorters see pods narrowed to the labels and annotations they declared an
 //! interest in ([`super::interest`]); the caller's pods are left as they were.
 
-use super::bindings::{
-    Candidate, Decision, Eviction, Layer, MergeRejection, Snapshot, Sorted, merger, sorter,
-    strategy,
-};
 use super::component::Outcome;
 use super::interest::{Declared, narrow, restore};
 use super::sandbox::Sandbox;
 use super::{Fault, Policy, validate};
+use crate::model::bindings::{
+    Candidate, Decision, Eviction, Layer, MergeRejection, Snapshot, Sorted, merger, sorter,
+    strategy,
+};
 use std::sync::Arc;
 
 /// An eviction strategy.

@@ -4,7 +4,6 @@
 //! what the cache lacks. [`Host::load`] turns component bytes into a
 //! [`Policy`] ready to call; it compiles, so run it off the async runtime.
 
-use super::bindings::{merger, sorter, strategy};
 use super::cache::{ArtifactCache, CacheOutcome};
 use super::compiler::{ChildCompiler, CompileError, Compiled};
 use super::component::{Policy, Pre, Source};
@@ -14,6 +13,7 @@ use super::pool::{self, CallSlots};
 use super::sandbox::Sandbox;
 use super::{Digest, Limits, LoadError, WasmBytes, World};
 use crate::clock::{Clock, SystemClock};
+use crate::model::bindings::{merger, sorter, strategy};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -6,8 +6,8 @@
 //! built-in strategies) gets every pod without a single label or annotation,
 //! and the host allocates nothing to give it that.
 
-use super::bindings::{Interest, KeyValue, Pod, StrategyInterest};
 use super::{Fault, text};
+use crate::model::bindings::{Interest, KeyValue, Pod, StrategyInterest};
 
 /// What a policy declared it reads under one config.
 #[derive(Debug)]
@@ -110,7 +110,6 @@ pub(crate) fn restore<'a>(pods: impl Iterator<Item = &'a mut Pod>, aside: SetAsi
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::QosClass;
 
     fn pairs(keys: &[&str]) -> Vec<KeyValue> {
         keys.iter()
@@ -132,7 +131,7 @@ mod tests {
         Pod {
             labels: pairs(&["app", "team", "vigil.dev/skip", "vigil.dev/tier"]),
             annotations: pairs(&["note", "vigil.dev/skip"]),
-            ..crate::policy::canary::pod(name, QosClass::BestEffort, 0, 10, 0)
+            ..crate::model::fixture::pod(name).usage_mib(10).build()
         }
     }
 

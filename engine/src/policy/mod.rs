@@ -20,7 +20,6 @@
 //!   [`replay`] calls one export on input given as data for `vigil policy test`;
 //!   [`scaffold`] writes a new policy's skeleton for `vigil policy new`.
 
-pub mod bindings;
 pub mod builtin;
 mod cache;
 pub(crate) mod canary;

@@ -4,29 +4,11 @@
 //! --snapshots` writes in each step), a sorter's a candidate list, a
 //! merger's a list of layers; field names are the WIT ones in snake_case.
 
-use super::bindings::{Candidate, Layer, MetLevel, Pod, Signal, Snapshot};
 use super::{Fault, Policy, World};
+use crate::model::SnapshotData;
+use crate::model::bindings::{Candidate, Layer, Snapshot};
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
-
-/// A node as a strategy sees it; `policy test` reads it, `simulate` writes it.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Node {
-    /// The time of the snapshot, in Unix milliseconds.
-    pub now_ms: i64,
-    /// Node signals.
-    pub signals: Vec<Signal>,
-    /// The pods.
-    pub pods: Vec<Pod>,
-    /// What the strategy reported last cycle (`NotMet` if absent).
-    #[serde(default = "not_met")]
-    pub last_met: MetLevel,
-}
-
-fn not_met() -> MetLevel {
-    MetLevel::NotMet
-}
 
 /// The threshold `top-victims` is asked for.
 #[derive(Debug, Clone, Deserialize)]
@@ -53,7 +35,7 @@ pub struct LayerInput {
 #[serde(deny_unknown_fields)]
 pub struct Input {
     /// A strategy's node: `evaluate` is called on it…
-    pub snapshot: Option<Node>,
+    pub snapshot: Option<SnapshotData>,
     /// …or `top-victims` for this threshold.
     pub top_victims: Option<TopVictims>,
     /// A sorter's strategy names (what each candidate's `strategy` indexes).

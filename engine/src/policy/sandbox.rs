@@ -12,11 +12,11 @@
 //! report [`super::Fault::MemoryLimit`]; WASI resources, component handles
 //! and the bytes one import call may carry are capped too.
 
-use super::bindings::Level;
-use super::bindings::strategy::vigil::policy::log;
 use super::error::{Cause, GuestSaid};
 use super::guest_env::{self, GuestClock};
 use super::text;
+use crate::model::bindings::Level;
+use crate::model::bindings::strategy::vigil::policy::log;
 use std::sync::Arc;
 use wasmtime::Store;
 use wasmtime::component::ResourceTable;

@@ -7,8 +7,8 @@
 //! host acts on (scope, signal, condition, taint effects) must be short and
 //! plain, or the answer is invalid; lists are bounded by what was offered.
 
-use super::bindings::{Decision, Eviction, MergeRejection, Snapshot, Sorted};
 use super::{Fault, text};
+use crate::model::bindings::{Decision, Eviction, MergeRejection, Snapshot, Sorted};
 use std::collections::HashSet;
 
 /// Longest reason or declined message kept; longer ones are cut.
@@ -181,7 +181,7 @@ pub(crate) fn merged(json: &str) -> Result<serde_json::Map<String, serde_json::V
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::bindings::SortRejection;
+    use crate::model::bindings::SortRejection;
     use crate::policy::canary;
 
     fn sorted_of(order: &[u32], rejected: &[u32]) -> Sorted {

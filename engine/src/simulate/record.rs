@@ -5,7 +5,7 @@ use super::scenario::Scenario;
 use crate::config::names::unknown_policies;
 use crate::eviction::{Decision, EvictionSettings, Refusal, Victim};
 use crate::model::QosClass;
-use crate::policy::replay::Node;
+use crate::model::SnapshotData;
 use crate::policy::{PolicyStatus, Source};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -88,13 +88,13 @@ impl DecisionRecord {
 pub struct Step {
     /// Seconds from the start.
     pub t: f64,
-    /// Node signals.
+    /// SnapshotData signals.
     pub signals: BTreeMap<String, f64>,
     /// What each pod on the node used, by `namespace/name`.
     pub usage: BTreeMap<String, PodUsage>,
     /// Thresholds reported.
     pub thresholds: Vec<ThresholdRecord>,
-    /// Node conditions reported.
+    /// SnapshotData conditions reported.
     pub conditions: Vec<String>,
     /// Victims chosen.
     pub decisions: Vec<DecisionRecord>,
@@ -112,7 +112,7 @@ pub struct Step {
     /// The node as the strategies saw it, if asked for (`--snapshots`): the
     /// input `vigil policy test` takes.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub snapshot: Option<Node>,
+    pub snapshot: Option<SnapshotData>,
 }
 
 /// One eviction.

@@ -10,9 +10,9 @@ use super::scenario::{ConfigChange, PodSpec, Scenario};
 use crate::clock::ManualClock;
 use crate::config::{ConfigError, VigilConfig, references};
 use crate::eviction::{EvictionManager, NodeState};
+use crate::model::SnapshotData;
 use crate::model::{KeyValue, Layer, MetLevel, OwnerKind, Pod, Resources, Signal, Usage};
 use crate::policy::reload::Reloader;
-use crate::policy::replay::Node;
 use crate::policy::{Host, HostError, LimitsTable, Registry, RegistryError};
 use crate::report::Chain;
 use crate::signals::catalogue;
@@ -268,7 +268,7 @@ pub async fn run(
         serving = now_serving;
         step.config = config_notes;
         if options.snapshots {
-            step.snapshot = Some(Node {
+            step.snapshot = Some(SnapshotData {
                 now_ms: (START + t).as_millis() as i64,
                 signals: node.signals,
                 pods: node.pods,

@@ -676,10 +676,10 @@ mod eviction_api {
     use super::*;
     use vigil::cluster::evict::EvictionApi;
     use vigil::eviction::{KillError, Killer, Urgency, Victim};
-    use vigil::model::{Pod, QosClass, Resources, Usage};
+    use vigil::model::Pod;
 
     fn victim(name: &str, uid: &str) -> Victim {
-        let mut pod: Pod = policy_kit::pod!(name, QosClass::BestEffort, priority: 0, usage_mib: 100, request_mib: 0);
+        let mut pod: Pod = vigil::model::fixture::pod(name).usage_mib(100).build();
         pod.namespace = NS.into();
         pod.uid = uid.into();
         Victim {

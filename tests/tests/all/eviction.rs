@@ -8,7 +8,7 @@ use vigil::clock::{Clock, ManualClock};
 use vigil::eviction::{
     CycleReport, EvictionManager, EvictionSettings, KillError, NodeState, PolicySettings,
 };
-use vigil::policy::bindings::{KeyValue, Pod, QosClass, Resources, Signal, Usage};
+use vigil::model::bindings::{KeyValue, Pod, QosClass, Signal};
 use vigil::policy::{Registry, Source};
 use vigil_tests::*;
 
@@ -22,7 +22,11 @@ struct Node {
 }
 
 fn pod(name: &str, qos: QosClass, usage_mib: u64, request_mib: u64) -> Pod {
-    policy_kit::pod!(name, qos, priority: 0, usage_mib: usage_mib, request_mib: request_mib)
+    vigil::model::fixture::pod(name)
+        .qos(qos)
+        .usage_mib(usage_mib)
+        .request_mib(request_mib)
+        .build()
 }
 
 /// The pods most tests use; `hog` is the kubelet's first choice once the

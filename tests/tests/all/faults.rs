@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 use vigil::clock::ManualClock;
-use vigil::policy::bindings::{MetLevel, Snapshot};
+use vigil::model::bindings::{MetLevel, Snapshot};
 use vigil::policy::{Fault, Host, Limits, LoadError, Source};
 use vigil_tests::*;
 

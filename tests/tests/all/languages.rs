@@ -6,8 +6,7 @@
 use std::path::PathBuf;
 use std::sync::{Mutex, PoisonError};
 use vigil::model::{
-    Candidate, Decision, Eviction, Layer, MetLevel, Pod, QosClass, Resources, Signal, Snapshot,
-    Usage,
+    Candidate, Decision, Eviction, Layer, MetLevel, Pod, QosClass, Signal, Snapshot,
 };
 use vigil::policy::{Digest, Host, Limits, Policy, Source};
 use vigil::simulate::{RunOptions, Scenario, run};
@@ -196,7 +195,12 @@ async fn the_javascript_merger_evicts_as_the_rust_merger_on_every_scenario() {
 const PSI: &str = "psi.memory.some.avg10";
 
 fn pod(name: &str, qos: QosClass, priority: i32, usage_mib: u64, request_mib: u64) -> Pod {
-    policy_kit::pod!(name, qos, priority: priority, usage_mib: usage_mib, request_mib: request_mib)
+    vigil::model::fixture::pod(name)
+        .qos(qos)
+        .priority(priority)
+        .usage_mib(usage_mib)
+        .request_mib(request_mib)
+        .build()
 }
 
 fn snapshot(stall: f64, last_met: MetLevel, config: &str) -> Snapshot {

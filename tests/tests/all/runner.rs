@@ -7,7 +7,7 @@ use tokio::sync::{broadcast, mpsc, oneshot};
 use tokio::time::Instant;
 use vigil::eviction::runner::{Heartbeat, NodeSource, Report, Runner};
 use vigil::eviction::{CycleReport, EvictionManager, EvictionSettings, NodeState};
-use vigil::model::{Pod, QosClass, Resources, Signal, Usage};
+use vigil::model::{Pod, Signal};
 use vigil_tests::{RecordingKiller, registry};
 
 /// The node as the test sets it.
@@ -20,8 +20,7 @@ impl NodeSource for Shared {
 }
 
 fn node(available_mib: u64) -> NodeState {
-    let hog: Pod =
-        policy_kit::pod!("hog", QosClass::BestEffort, priority: 0, usage_mib: 600, request_mib: 0);
+    let hog: Pod = vigil::model::fixture::pod("hog").usage_mib(600).build();
     let signal = Signal {
         name: "memory.available".into(),
         value: (available_mib << 20) as f64,
@@ -189,7 +188,9 @@ fn crowded(n: usize) -> NodeState {
     let mut state = node(50);
     state.pods = (0..n)
         .map(|i| {
-            let mut pod: Pod = policy_kit::pod!("p", QosClass::BestEffort, priority: 0, usage_mib: 100 + i as u64, request_mib: 0);
+            let mut pod: Pod = vigil::model::fixture::pod("p")
+                .usage_mib(100 + i as u64)
+                .build();
             pod.name = format!("p{i}");
             pod.uid = format!("uid-p{i}");
             pod

@@ -1,13 +1,22 @@
-//! The data model of the whole engine: the records of the `vigil:policy`
-//! contract (pods, signals, thresholds, evictions…), generated from `wit/`.
+//! The data model of the whole engine, at the bottom of the house: the
+//! records of the `vigil:policy` contract (pods, signals, thresholds,
+//! evictions…), generated from `wit/` ([`bindings`]), the forms they take as
+//! data ([`SnapshotData`], [`Rejections`]), and one way to build a sample pod
+//! ([`fixture`]).
 //!
-//! Signals, the eviction loop, the cluster side and the simulation all speak
-//! these types; only the policy host knows they come from WIT bindings.
+//! Signals, the policy host, the eviction loop, the cluster side and the
+//! simulation all speak these types; this module imports none of them.
+
+pub mod bindings;
+pub mod fixture;
+mod forms;
+
+pub use forms::{Rejections, SnapshotData};
 
 /// Why a candidate is proposed, as the sorter is told (the eviction loop's
-/// own [`crate::eviction::Urgency`] orders the kill queue).
-pub use crate::policy::bindings::Urgency as CandidateUrgency;
-pub use crate::policy::bindings::{
+/// own urgency orders the kill queue).
+pub use bindings::Urgency as CandidateUrgency;
+pub use bindings::{
     Candidate, Condition, Decision, Eviction, Interest, KeyValue, Layer, Level, MergeRejection,
     MetLevel, OwnerKind, Pod, QosClass, Resources, Signal, Snapshot, SortRejection, Sorted,
     Threshold, Usage,
