@@ -1,16 +1,16 @@
 //! The `vigil` command line. `main.rs` only calls [`run`].
 
 use crate::agent::AgentConfig;
+use crate::authoring::check::{check_bytes, check_file, policy_name};
+use crate::authoring::replay::{self, Answer, Input};
+use crate::authoring::scaffold::{self, Lang};
 use crate::cluster::client::ClientOptions;
 use crate::config::VigilConfig;
 use crate::config::names::unknown_policies;
 use crate::eviction::EvictionSettings;
 use crate::policy::builtin::BUILTINS;
-use crate::policy::check::{check_bytes, check_file, policy_name};
 use crate::policy::compiler::{INVALID_EXIT, child_input, peak_rss_kib};
 use crate::policy::files::{DEFAULT_MAX_POLICY_BYTES, read_policy};
-use crate::policy::replay::{self, Answer, Input};
-use crate::policy::scaffold::{self, Lang};
 use crate::policy::{ChildCompiler, Host, LoadError, Source, World};
 use crate::report::Chain;
 use crate::signals::Driver;
@@ -365,7 +365,7 @@ fn check(
             .map(|(name, _)| (*name).to_owned())
             .chain(files.iter().map(|path| policy_name(path)))
             .collect();
-        for unknown in unknown_policies(settings, &known) {
+        for unknown in unknown_policies(settings.policies.keys(), &settings.sorter, &known) {
             failures += 1;
             println!("config: INVALID: {unknown}");
         }
@@ -508,7 +508,7 @@ fn check_config(arg: &str) -> anyhow::Result<EvictionSettings> {
     }
     let config: VigilConfig = serde_json::from_value(value)
         .with_context(|| format!("{origin} is not a valid vigil config"))?;
-    Ok(config.eviction_settings())
+    Ok(EvictionSettings::from(&config))
 }
 
 /// The child compiler's work (see [`crate::policy::compiler`]). A component

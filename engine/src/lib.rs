@@ -2,19 +2,23 @@
 //! by evicting pods, and whose decisions are WebAssembly components
 //! ("policies") that operators hot-swap without a restart.
 //!
-//! Where to start:
+//! Where to start, from the bottom of the house up (every import points
+//! down this list):
+//! - [`model`]: the contract's records, the data model of the whole engine;
+//! - [`signals`]: node signals from the kernel's own files;
 //! - [`policy`]: the policy host — loading, sandboxing, calling, hot reload,
 //!   trial and rollback;
+//! - [`config`]: vigil's config, its schema and the `VigilConfig` resource;
 //! - [`eviction`]: the eviction loop — strategies, thresholds, the kill queue;
-//! - [`signals`]: node signals from the kernel's own files;
-//! - [`simulate`]: scenarios on virtual time (`vigil simulate`);
-//! - [`agent`]: `vigil agent`, the composition root of the DaemonSet process;
 //! - [`cluster`]: everything that talks to the Kubernetes API server;
 //! - [`fleet`]: the status objects each agent publishes for its node;
-//! - [`model`]: the contract's records, the data model of the whole engine;
+//! - [`simulate`]: scenarios on virtual time (`vigil simulate`);
+//! - [`authoring`]: the policy author's tools (`vigil policy check|test|new`);
+//! - [`agent`]: `vigil agent`, the composition root of the DaemonSet process;
 //! - [`cli`]: the `vigil` command line (`main.rs` only calls [`cli::run`]).
 
 pub mod agent;
+pub mod authoring;
 pub mod cli;
 pub mod clock;
 pub mod cluster;

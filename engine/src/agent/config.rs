@@ -451,7 +451,7 @@ fn merger<'a>(
 
 /// The eviction manager's settings for `config`.
 fn settings_of(config: &VigilConfig, options: &ConfigOptions) -> EvictionSettings {
-    let mut settings = config.eviction_settings();
+    let mut settings = EvictionSettings::from(config);
     settings.dry_run |= options.dry_run;
     settings
 }

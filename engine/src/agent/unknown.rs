@@ -46,7 +46,7 @@ impl Reported {
     /// The policies `settings` configure that are not `loaded` and were not
     /// reported last time; remembers what is unknown now.
     fn news(&mut self, settings: &EvictionSettings, loaded: &[String]) -> Vec<UnknownPolicy> {
-        let unknown = unknown_policies(settings, loaded);
+        let unknown = unknown_policies(settings.policies.keys(), &settings.sorter, loaded);
         let news = unknown
             .iter()
             .filter(|u| !self.0.contains(u))

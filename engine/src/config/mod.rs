@@ -18,7 +18,6 @@ pub mod names;
 pub mod references;
 pub mod schema;
 
-use crate::eviction::{EvictionSettings, PolicySettings};
 use crate::model::{Layer, Rejections};
 use crate::policy::{Fault, Limits, LimitsTable, Registry};
 use schemars::JsonSchema;
@@ -150,19 +149,20 @@ pub struct VigilConfig {
 }
 
 impl Default for VigilConfig {
+    /// vigil's defaults, the one place each is written: the eviction loop's
+    /// settings are made from them.
     fn default() -> Self {
-        let settings = EvictionSettings::default();
         Self {
-            eviction_period_seconds: settings.period.as_secs(),
-            eviction_burst: settings.burst,
-            condition_transition_seconds: settings.condition_transition.as_secs(),
-            dry_run: settings.dry_run,
-            pdb_override_after_seconds: settings.pdb_override_after.map(|d| d.as_secs()),
-            pdb_override_window_seconds: settings.pdb_override_window.as_secs(),
-            hard_grace_period_seconds: settings.hard_grace_period.as_secs(),
-            max_pod_grace_period_seconds: settings.max_pod_grace_period.as_secs(),
-            allow_no_execute_taints: settings.allow_no_execute,
-            sorter: settings.sorter,
+            eviction_period_seconds: 5,
+            eviction_burst: 3,
+            condition_transition_seconds: 300,
+            dry_run: false,
+            pdb_override_after_seconds: None,
+            pdb_override_window_seconds: 600,
+            hard_grace_period_seconds: 0,
+            max_pod_grace_period_seconds: 300,
+            allow_no_execute_taints: false,
+            sorter: "default-sorter".into(),
             config_trial_seconds: 600,
             // Running out of memory or disk is what a budget may yield to
             // (once the operator sets `pdbOverrideAfterSeconds`).
@@ -293,92 +293,11 @@ impl VigilConfig {
             .collect();
         LimitsTable { default, overrides }
     }
-
-    /// The eviction manager's settings.
-    pub fn eviction_settings(&self) -> EvictionSettings {
-        let policies = self
-            .policies
-            .iter()
-            .map(|(name, p)| {
-                let settings = PolicySettings {
-                    enabled: p.enabled,
-                    dry_run: p.dry_run,
-                    config: p.config.to_string(),
-                    pdb_override: p.pdb_override,
-                };
-                (name.clone(), settings)
-            })
-            .collect();
-        EvictionSettings {
-            period: Duration::from_secs(self.eviction_period_seconds),
-            burst: self.eviction_burst,
-            condition_transition: Duration::from_secs(self.condition_transition_seconds),
-            dry_run: self.dry_run,
-            pdb_override_after: self.pdb_override_after_seconds.map(Duration::from_secs),
-            pdb_override_window: Duration::from_secs(self.pdb_override_window_seconds),
-            hard_grace_period: Duration::from_secs(self.hard_grace_period_seconds),
-            max_pod_grace_period: Duration::from_secs(self.max_pod_grace_period_seconds),
-            allow_no_execute: self.allow_no_execute_taints,
-            sorter: self.sorter.clone(),
-            policies,
-            ..EvictionSettings::default()
-        }
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn per_policy_limits_and_settings_come_from_the_config() {
-        let config: VigilConfig = serde_json::from_value(serde_json::json!({
-            "evictionBurst": 1,
-            "policies": {
-                "js-sorter": {"deadlineMs": 250, "trialSeconds": 60},
-                "memory-pressure": {"dryRun": true, "config": {"hard": "1Gi"}},
-            }
-        }))
-        .unwrap();
-        let limits = config.limits();
-        let js = limits.for_policy("js-sorter");
-        assert_eq!(
-            (js.deadline, js.trial),
-            (Duration::from_millis(250), Duration::from_secs(60))
-        );
-        assert_eq!(js.memory_bytes, Limits::default().memory_bytes);
-        assert_eq!(
-            limits.overrides.len(),
-            1,
-            "a policy without limits gets no override"
-        );
-        let settings = config.eviction_settings();
-        assert_eq!(settings.burst, 1);
-        let memory = settings.policy("memory-pressure");
-        assert!(memory.dry_run && memory.config == r#"{"hard":"1Gi"}"#);
-    }
-
-    #[test]
-    fn the_pdb_override_is_off_by_default_and_allowed_for_memory_and_disk_once_set() {
-        let defaults = serde_json::to_value(VigilConfig::default()).unwrap();
-        assert!(defaults["pdbOverrideAfterSeconds"].is_null());
-        let parsed: VigilConfig = serde_json::from_value(defaults).unwrap();
-        let settings = parsed.eviction_settings();
-        assert_eq!(settings.pdb_override_after, None);
-        assert!(settings.policy("memory-pressure").pdb_override);
-        assert!(settings.policy("disk-pressure").pdb_override);
-        assert!(!settings.policy("psi-pressure").pdb_override);
-        let set: VigilConfig = serde_json::from_str(r#"{"pdbOverrideAfterSeconds": 45}"#).unwrap();
-        assert_eq!(
-            set.eviction_settings().pdb_override_after,
-            Some(Duration::from_secs(45))
-        );
-        let short: VigilConfig = serde_json::from_str(r#"{"pdbOverrideAfterSeconds": 5}"#).unwrap();
-        assert_eq!(
-            short.problems(),
-            ["$.pdbOverrideAfterSeconds: 5 is less than the minimum of 30"]
-        );
-    }
 
     #[test]
     fn the_defaults_match_the_schema_and_values_out_of_range_do_not() {

@@ -2,7 +2,6 @@
 //! name would otherwise configure nothing, silently. Each comes with the
 //! nearest loaded name, when one is close enough to be the likely intent.
 
-use crate::eviction::EvictionSettings;
 use std::fmt;
 
 /// A policy name the config uses that is not loaded.
@@ -30,18 +29,18 @@ impl fmt::Display for UnknownPolicy {
     }
 }
 
-/// The policies `settings` configure (by name, and the sorter) that are not
-/// among `loaded`.
-pub fn unknown_policies<S: AsRef<str>>(
-    settings: &EvictionSettings,
+/// The policies a config names (its `policies` keys, and its `sorter`) that
+/// are not among `loaded`.
+pub fn unknown_policies<'a, S: AsRef<str>>(
+    policies: impl IntoIterator<Item = &'a String>,
+    sorter: &'a String,
     loaded: &[S],
 ) -> Vec<UnknownPolicy> {
     let is_loaded = |name: &str| loaded.iter().any(|l| l.as_ref() == name);
-    let named = settings
-        .policies
-        .keys()
+    let named = policies
+        .into_iter()
         .map(|name| (format!("policies.{name}"), name))
-        .chain([("sorter".to_owned(), &settings.sorter)]);
+        .chain([("sorter".to_owned(), sorter)]);
     named
         .filter(|(_, name)| !is_loaded(name))
         .map(|(field, name)| UnknownPolicy {
@@ -112,7 +111,7 @@ mod tests {
             }
         }))
         .unwrap();
-        let unknown = unknown_policies(&config.eviction_settings(), &LOADED);
+        let unknown = unknown_policies(config.policies.keys(), &config.sorter, &LOADED);
         let shown: Vec<String> = unknown.iter().map(ToString::to_string).collect();
         assert_eq!(
             shown,
@@ -122,7 +121,7 @@ mod tests {
                 r#"config field sorter names policy "js-sortr", which is not loaded; did you mean "js-sorter"?"#,
             ]
         );
-        let defaults = VigilConfig::default().eviction_settings();
-        assert!(unknown_policies(&defaults, &LOADED).is_empty());
+        let defaults = VigilConfig::default();
+        assert!(unknown_policies(defaults.policies.keys(), &defaults.sorter, &LOADED).is_empty());
     }
 }

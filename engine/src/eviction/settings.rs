@@ -1,7 +1,15 @@
-//! Settings of the eviction manager: plain data with documented defaults.
+//! Settings of the eviction manager: plain data, made from vigil's config
+//! (whose defaults are the only ones written: [`VigilConfig::default`]),
+//! plus the loop's own fixed bounds.
 
+use crate::config::VigilConfig;
 use std::collections::BTreeMap;
 use std::time::Duration;
+
+/// How long an accepted eviction may take before its pod may be picked again.
+const IN_FLIGHT_TIMEOUT: Duration = Duration::from_secs(300);
+/// How long one eviction call may take before it counts as not asked.
+const CALL_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Per-policy settings (strategies and the sorter).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -33,30 +41,30 @@ impl Default for PolicySettings {
 /// What the eviction manager needs to know.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EvictionSettings {
-    /// Time between cycles when no signal event wakes the manager (5 s).
+    /// Time between cycles when no signal event wakes the manager.
     pub period: Duration,
-    /// Most evictions started in one cycle (3).
+    /// Most evictions started in one cycle.
     pub burst: usize,
-    /// How long a node condition is still reported after it was last seen (5 min).
+    /// How long a node condition is still reported after it was last seen.
     pub condition_transition: Duration,
-    /// How long an accepted eviction may take before its pod may be picked again (5 min).
+    /// How long an accepted eviction may take before its pod may be picked again.
     pub in_flight_timeout: Duration,
-    /// Every decision is logged and counted, none carried out (off).
+    /// Every decision is logged and counted, none carried out.
     pub dry_run: bool,
     /// How long every candidate of a hard threshold may be refused by
     /// PodDisruptionBudgets before the top one is deleted anyway, for the
-    /// strategies that allow it (`None`, the default: never).
+    /// strategies that allow it (`None`: never).
     pub pdb_override_after: Option<Duration>,
-    /// At most one override per PodDisruptionBudget in this window (10 min).
+    /// At most one override per PodDisruptionBudget in this window.
     pub pdb_override_window: Duration,
     /// Grace period of a hard threshold's eviction, whatever the strategy
-    /// asked (0 s, as the kubelet's hard eviction).
+    /// asked.
     pub hard_grace_period: Duration,
-    /// The longest grace period a soft or force eviction gets (5 min).
+    /// The longest grace period a soft or force eviction gets.
     pub max_pod_grace_period: Duration,
-    /// Whether strategies may taint the node `NoExecute` (off).
+    /// Whether strategies may taint the node `NoExecute`.
     pub allow_no_execute: bool,
-    /// How long one eviction call may take before it counts as not asked (10 s).
+    /// How long one eviction call may take before it counts as not asked.
     pub call_timeout: Duration,
     /// Name of the candidate sorter policy (`default-sorter`).
     pub sorter: String,
@@ -65,21 +73,42 @@ pub struct EvictionSettings {
 }
 
 impl Default for EvictionSettings {
+    /// The settings of [`VigilConfig::default`].
     fn default() -> Self {
+        Self::from(&VigilConfig::default())
+    }
+}
+
+impl From<&VigilConfig> for EvictionSettings {
+    fn from(config: &VigilConfig) -> Self {
+        let seconds = Duration::from_secs;
+        let policies = config
+            .policies
+            .iter()
+            .map(|(name, p)| {
+                let settings = PolicySettings {
+                    enabled: p.enabled,
+                    dry_run: p.dry_run,
+                    config: p.config.to_string(),
+                    pdb_override: p.pdb_override,
+                };
+                (name.clone(), settings)
+            })
+            .collect();
         Self {
-            period: Duration::from_secs(5),
-            burst: 3,
-            condition_transition: Duration::from_secs(300),
-            in_flight_timeout: Duration::from_secs(300),
-            dry_run: false,
-            pdb_override_after: None,
-            pdb_override_window: Duration::from_secs(600),
-            hard_grace_period: Duration::ZERO,
-            max_pod_grace_period: Duration::from_secs(300),
-            allow_no_execute: false,
-            call_timeout: Duration::from_secs(10),
-            sorter: "default-sorter".into(),
-            policies: BTreeMap::new(),
+            period: seconds(config.eviction_period_seconds),
+            burst: config.eviction_burst,
+            condition_transition: seconds(config.condition_transition_seconds),
+            in_flight_timeout: IN_FLIGHT_TIMEOUT,
+            dry_run: config.dry_run,
+            pdb_override_after: config.pdb_override_after_seconds.map(seconds),
+            pdb_override_window: seconds(config.pdb_override_window_seconds),
+            hard_grace_period: seconds(config.hard_grace_period_seconds),
+            max_pod_grace_period: seconds(config.max_pod_grace_period_seconds),
+            allow_no_execute: config.allow_no_execute_taints,
+            call_timeout: CALL_TIMEOUT,
+            sorter: config.sorter.clone(),
+            policies,
         }
     }
 }
@@ -88,5 +117,61 @@ impl EvictionSettings {
     /// The settings of policy `name`.
     pub fn policy(&self, name: &str) -> PolicySettings {
         self.policies.get(name).cloned().unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::Limits;
+
+    #[test]
+    fn per_policy_limits_and_settings_come_from_the_config() {
+        let config: VigilConfig = serde_json::from_value(serde_json::json!({
+            "evictionBurst": 1,
+            "policies": {
+                "js-sorter": {"deadlineMs": 250, "trialSeconds": 60},
+                "memory-pressure": {"dryRun": true, "config": {"hard": "1Gi"}},
+            }
+        }))
+        .unwrap();
+        let limits = config.limits();
+        let js = limits.for_policy("js-sorter");
+        assert_eq!(
+            (js.deadline, js.trial),
+            (Duration::from_millis(250), Duration::from_secs(60))
+        );
+        assert_eq!(js.memory_bytes, Limits::default().memory_bytes);
+        assert_eq!(
+            limits.overrides.len(),
+            1,
+            "a policy without limits gets no override"
+        );
+        let settings = EvictionSettings::from(&config);
+        assert_eq!(settings.burst, 1);
+        let memory = settings.policy("memory-pressure");
+        assert!(memory.dry_run && memory.config == r#"{"hard":"1Gi"}"#);
+    }
+
+    #[test]
+    fn the_pdb_override_is_off_by_default_and_allowed_for_memory_and_disk_once_set() {
+        let defaults = serde_json::to_value(VigilConfig::default()).unwrap();
+        assert!(defaults["pdbOverrideAfterSeconds"].is_null());
+        let parsed: VigilConfig = serde_json::from_value(defaults).unwrap();
+        let settings = EvictionSettings::from(&parsed);
+        assert_eq!(settings.pdb_override_after, None);
+        assert!(settings.policy("memory-pressure").pdb_override);
+        assert!(settings.policy("disk-pressure").pdb_override);
+        assert!(!settings.policy("psi-pressure").pdb_override);
+        let set: VigilConfig = serde_json::from_str(r#"{"pdbOverrideAfterSeconds": 45}"#).unwrap();
+        assert_eq!(
+            EvictionSettings::from(&set).pdb_override_after,
+            Some(Duration::from_secs(45))
+        );
+        let short: VigilConfig = serde_json::from_str(r#"{"pdbOverrideAfterSeconds": 5}"#).unwrap();
+        assert_eq!(
+            short.problems(),
+            ["$.pdbOverrideAfterSeconds: 5 is less than the minimum of 30"]
+        );
     }
 }

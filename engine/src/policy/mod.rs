@@ -15,15 +15,14 @@
 //! - the registry swaps versions atomically, puts new ones on trial and rolls
 //!   back to the last-known-good (kept in the state directory) on a fault;
 //! - [`reload`] watches the policies directory and drives the registry,
-//!   reading its files as untrusted input ([`files`]);
-//! - [`check`] reports on component files for `vigil policy check`, and
-//!   [`replay`] calls one export on input given as data for `vigil policy test`;
-//!   [`scaffold`] writes a new policy's skeleton for `vigil policy new`.
+//!   reading its files as untrusted input ([`files`]).
+//!
+//! The author's tools built on it (`vigil policy check`, `test`, `new`) live
+//! in [`crate::authoring`], above the host.
 
 pub mod builtin;
 mod cache;
 pub(crate) mod canary;
-pub mod check;
 pub mod compiler;
 mod component;
 mod digest;
@@ -37,9 +36,7 @@ mod limits;
 mod pool;
 mod registry;
 pub mod reload;
-pub mod replay;
 mod sandbox;
-pub mod scaffold;
 mod state;
 pub(crate) mod text;
 mod trap;

@@ -218,7 +218,7 @@ impl Simulation {
     /// Warns of config in `settings` for a policy not among `loaded`.
     pub(super) fn warn_unknown(&mut self, settings: &EvictionSettings, loaded: &[String]) {
         let loaded: Vec<&str> = loaded.iter().map(String::as_str).collect();
-        for unknown in unknown_policies(settings, &loaded) {
+        for unknown in unknown_policies(settings.policies.keys(), &settings.sorter, &loaded) {
             self.warn(unknown.to_string());
         }
     }

@@ -9,7 +9,7 @@ use super::record::{
 use super::scenario::{ConfigChange, PodSpec, Scenario};
 use crate::clock::ManualClock;
 use crate::config::{ConfigError, VigilConfig, references};
-use crate::eviction::{EvictionManager, NodeState};
+use crate::eviction::{EvictionManager, EvictionSettings, NodeState};
 use crate::model::SnapshotData;
 use crate::model::{KeyValue, Layer, MetLevel, OwnerKind, Pod, Resources, Signal, Usage};
 use crate::policy::reload::Reloader;
@@ -205,7 +205,7 @@ pub async fn run(
         config,
         failed,
     } = load(scenario, base, options, Arc::clone(&clock)).await?;
-    let settings = config.eviction_settings();
+    let settings = EvictionSettings::from(&config);
     let mut manager = EvictionManager::new(registry.clone(), settings.clone());
     let mut pods: Vec<SimPod<'_>> = scenario
         .pods
@@ -297,7 +297,7 @@ fn apply_change(
     match merged(registry, Some(&change.config), &source) {
         Ok(config) => {
             registry.set_limits(config.limits());
-            let settings = config.eviction_settings();
+            let settings = EvictionSettings::from(&config);
             simulation.warn_unknown(&settings, loaded);
             manager.set_settings(settings);
             format!("{source} applied")

@@ -977,9 +977,9 @@ mod scenario_replay {
             source: "test".into(),
             json: r#"{"policies": {"disk-pressure": {"enabled": false}}}"#.into(),
         };
-        let settings = VigilConfig::merge(&registry, vec![layer, no_disk])
-            .expect("the scenario's config")
-            .eviction_settings();
+        let config =
+            VigilConfig::merge(&registry, vec![layer, no_disk]).expect("the scenario's config");
+        let settings = vigil::eviction::EvictionSettings::from(&config);
         let period = settings.period;
         let mut manager = EvictionManager::new(registry, settings);
         let killer = EvictionApi::new(client.clone());

@@ -420,7 +420,7 @@ fn no_call_sees_anything_a_call_before_it_left_in_the_instance() {
 
 #[test]
 fn policy_test_reports_a_fault_as_data_with_the_guests_message() {
-    use vigil::policy::replay::{Answer, Input, call};
+    use vigil::authoring::replay::{Answer, Input, call};
     let input = || Input {
         strategies: Some(strategies()),
         candidates: Some(three_candidates()),

@@ -8,9 +8,9 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use vigil::authoring::check::check_bytes;
 use vigil::config::VigilConfig;
 use vigil::model::Layer;
-use vigil::policy::check::check_bytes;
 use vigil::policy::{Host, Source};
 use vigil::simulate::{RunOptions, Scenario};
 use vigil_tests::*;
@@ -162,7 +162,7 @@ fn config_layers_merge_or_fail_cleanly_and_accepted_ones_are_in_range() {
                 merged += 1;
                 assert!(config.problems().is_empty());
                 registry.set_limits(config.limits());
-                let settings = config.eviction_settings();
+                let settings = vigil::eviction::EvictionSettings::from(&config);
                 assert!(!settings.period.is_zero() && settings.burst > 0);
             }
         }

@@ -5,8 +5,8 @@
 //! and a test (`policy check`, then `policy test` on input files against
 //! expected answers). The templates live in `engine/templates/`.
 
-use super::World;
 use crate::config::MERGER;
+use crate::policy::World;
 use std::path::{Path, PathBuf};
 use thiserror::Error;
 

@@ -4,9 +4,9 @@
 //! --snapshots` writes in each step), a sorter's a candidate list, a
 //! merger's a list of layers; field names are the WIT ones in snake_case.
 
-use super::{Fault, Policy, World};
 use crate::model::SnapshotData;
 use crate::model::bindings::{Candidate, Layer, Snapshot};
+use crate::policy::{Fault, Policy, World};
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 

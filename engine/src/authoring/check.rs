@@ -1,7 +1,7 @@
 //! `vigil policy check`: loads component files exactly as the agent would
 //! (format, world, imports, canary call) and describes each one.
 
-use super::{
+use crate::policy::{
     CacheOutcome, Digest, Host, Limits, LoadError, Policy, Source, WasmBytes, World, canary,
 };
 use std::fmt;
@@ -54,7 +54,7 @@ impl fmt::Display for CheckReport {
             f,
             "  world:    vigil:policy/{}@{}",
             self.world,
-            super::CONTRACT_VERSION
+            crate::policy::CONTRACT_VERSION
         )?;
         writeln!(f, "  exports:  {}", self.exports.join(", "))?;
         writeln!(
@@ -111,7 +111,8 @@ pub fn policy_name(path: &Path) -> String {
 /// # Errors
 /// Why it cannot serve as a policy.
 pub fn check_file(host: &Host, path: &Path, config: &str) -> Result<CheckReport, LoadError> {
-    let bytes = super::files::read_policy(path, super::files::DEFAULT_MAX_POLICY_BYTES)?;
+    let bytes =
+        crate::policy::files::read_policy(path, crate::policy::files::DEFAULT_MAX_POLICY_BYTES)?;
     let source = Source::File(path.to_owned());
     check_bytes(
         host,
