@@ -1,0 +1,457 @@
+//! One eviction cycle: snapshot → every strategy → thresholds, conditions and
+//! candidates → victims validated by the sorter → the kill queue → the killer.
+//!
+//! Differences from katalyst's loop, on purpose:
+//! - victims being evicted are remembered and count as reclaim in progress,
+//!   so a threshold gets no second victim while its first is terminating;
+//! - the queue is not wiped each cycle, and hard evictions go first, so a
+//!   slow soft eviction never blocks a hard one;
+//! - at most `burst` eviction calls run at once, and their outcomes come
+//!   back to the queue: a victim refused by a PodDisruptionBudget, or one
+//!   the API server will not evict, is passed over and the next candidate
+//!   tried at once (force and soft candidates too); throttling holds every
+//!   call back and passes nobody over; when every candidate of a hard
+//!   threshold is refused by budgets for `pdb_override_after`, and its
+//!   strategy allows it, the top one is deleted as the kubelet would — at
+//!   most once per budget per `pdb_override_window`, never on a stall
+//!   signal, never in dry run;
+//! - the host decides what no policy may: grace periods (hard evictions
+//!   get `hard_grace_period`, others at most `max_pod_grace_period`),
+//!   static, mirror and system-critical pods are never evicted whatever the
+//!   sorter says, taint effects are `NoSchedule` and `PreferNoSchedule`
+//!   (`NoExecute` only when allowed), and a dry-run strategy taints nothing;
+//! - a pod terminating for another reason holds thresholds back for at
+//!   most [`FOREIGN_TERMINATING_WAIT`], not its whole grace period;
+//! - a strategy that faults is skipped for that cycle, the others still act;
+//!   a faulting sorter makes soft evictions wait, while hard ones are
+//!   validated by the built-in sorter.
+//!
+//! This file is the cycle itself; [`select`] chooses victims (thresholds,
+//! force, soft, the sorter and the host's protection), [`report`] holds
+//! what a cycle takes and gives.
+
+mod report;
+mod select;
+#[cfg(test)]
+mod tests;
+
+pub use report::{CycleReport, Decision, NodeState, PodFacts, Refusal, Terminating, Victim};
+
+use super::killer::{KillError, Killer};
+use super::policies::{Policies, Unanswered};
+use super::queue::{KillQueue, Settled, Urgency};
+use super::settings::EvictionSettings;
+use super::tracker::{ActiveCondition, MetThreshold, Tracker};
+use crate::model::{Eviction, MetLevel, Snapshot, Threshold};
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// Most decision rounds [`EvictionManager::cycle_through`] runs at one
+/// instant while evictions are refused (each round tries the next candidate).
+const MAX_ROUNDS: usize = 16;
+
+/// The built-in sorter that validates hard victims when the configured one fails.
+const FALLBACK_SORTER: &str = "default-sorter";
+
+/// The name under which the host's own refusals are reported.
+pub const HOST: &str = "vigil";
+
+/// The longest a pod terminating for another reason than vigil's eviction
+/// counts as reclaim in progress (the kubelet's pod cleanup waits as long).
+pub const FOREIGN_TERMINATING_WAIT: Duration = Duration::from_secs(30);
+
+/// Taint effects a strategy may ask for; `NoExecute` only when allowed.
+const TAINT_EFFECTS: [&str; 2] = ["NoSchedule", "PreferNoSchedule"];
+
+/// What strategies answered this cycle.
+#[derive(Default)]
+struct Answers {
+    thresholds: Vec<(String, Threshold)>,
+    force: Vec<(String, Eviction)>,
+    soft: Vec<(String, Eviction)>,
+}
+
+/// The eviction loop's state between cycles.
+pub struct EvictionManager {
+    policies: Arc<dyn Policies>,
+    settings: EvictionSettings,
+    tracker: Tracker,
+    queue: KillQueue,
+    last_met: HashMap<String, MetLevel>,
+    /// Dry-run victims already asked about, until when they are not asked again.
+    dry_runs: HashMap<String, SystemTime>,
+    /// Hard thresholds (strategy, scope) whose every candidate is refused, since when.
+    blocked: HashMap<(String, String), SystemTime>,
+    /// When each PodDisruptionBudget was last overridden.
+    overridden: HashMap<String, SystemTime>,
+    /// Pods terminating for another reason, since when they were first seen.
+    foreign: HashMap<String, SystemTime>,
+    /// This cycle's facts about pods.
+    facts: HashMap<String, PodFacts>,
+}
+
+impl std::fmt::Debug for EvictionManager {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EvictionManager")
+            .field("settings", &self.settings)
+            .finish_non_exhaustive()
+    }
+}
+
+impl EvictionManager {
+    /// A manager deciding with `policies`.
+    pub fn new(policies: Arc<dyn Policies>, settings: EvictionSettings) -> Self {
+        Self {
+            policies,
+            settings,
+            tracker: Tracker::default(),
+            queue: KillQueue::default(),
+            last_met: HashMap::new(),
+            dry_runs: HashMap::new(),
+            blocked: HashMap::new(),
+            overridden: HashMap::new(),
+            foreign: HashMap::new(),
+            facts: HashMap::new(),
+        }
+    }
+
+    /// The settings in force.
+    pub fn settings(&self) -> &EvictionSettings {
+        &self.settings
+    }
+
+    /// Puts new settings in force from the next cycle on (what is being
+    /// evicted and the conditions observed carry over).
+    pub fn set_settings(&mut self, settings: EvictionSettings) {
+        self.settings = settings;
+    }
+
+    /// Until when the API server asked for no eviction calls, if it did.
+    pub fn throttled_until(&self) -> Option<SystemTime> {
+        self.queue.throttled_until()
+    }
+
+    /// The node conditions to report at `now`.
+    pub fn conditions(&self, now: SystemTime) -> Vec<ActiveCondition> {
+        self.tracker
+            .conditions(now, self.settings.condition_transition)
+    }
+
+    /// Runs one cycle at `now` on `node`: decides, and hands the victims
+    /// to evict now to the caller in [`CycleReport::requested`]. Each
+    /// request's result must come back through [`EvictionManager::outcome`].
+    /// `node` is consumed: its pods become the strategies' snapshot as they
+    /// are, without a copy.
+    pub fn cycle(&mut self, now: SystemTime, node: NodeState) -> CycleReport {
+        let mut report = CycleReport::default();
+        let present: HashSet<&str> = node
+            .pods
+            .iter()
+            .map(|p| p.uid.as_str())
+            .chain(node.terminating.iter().map(|t| t.uid.as_str()))
+            .collect();
+        report.gone = self
+            .queue
+            .settle(now, &present, self.settings.in_flight_timeout);
+        self.dry_runs.retain(|_, until| *until > now);
+        let window = self.settings.pdb_override_window;
+        self.overridden
+            .retain(|_, at| now.duration_since(*at).unwrap_or_default() < window);
+        self.facts = node.facts;
+        let terminating = self.foreign_terminating(now, &node.terminating);
+        let mut pods = node.pods;
+        pods.retain(|p| !self.queue.in_flight(&p.uid));
+        let mut snapshot = Snapshot {
+            now_ms: now
+                .duration_since(UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis() as i64),
+            signals: node.signals,
+            pods,
+            last_met: MetLevel::NotMet,
+            config: String::new(),
+        };
+        let mut strategies = self.policies.strategies();
+        strategies.retain(|name| self.settings.policy(name).enabled);
+        strategies.sort();
+        let answers = self.ask_strategies(&strategies, &mut snapshot, &mut report);
+        let met = self.tracker.observe(now, &answers.thresholds);
+        self.tracker.forget_unless(&strategies);
+        report.reported = answers.thresholds.clone();
+        report.conditions = self
+            .tracker
+            .conditions(now, self.settings.condition_transition);
+        report.ended_conditions = self.tracker.ended(now, self.settings.condition_transition);
+        self.blocked.retain(|(strategy, scope), _| {
+            met.iter()
+                .any(|m| &m.strategy == strategy && &m.threshold.scope == scope)
+        });
+
+        // Queued at once, so a later threshold that picks the same pod shares it.
+        for threshold in met.iter().filter(|m| m.past_grace) {
+            if let Some(pod) = &terminating {
+                report.skipped.push(format!(
+                    "{}/{}: reclaim in progress, {pod} is terminating",
+                    threshold.strategy, threshold.threshold.scope
+                ));
+                continue;
+            }
+            let chosen = self.threshold_victim(now, threshold, &mut snapshot, &mut report);
+            self.enqueue(now, chosen.into_iter().collect(), &mut report);
+        }
+        let mut chosen = self.force_victims(&answers.force, &snapshot.pods, &mut report);
+        let forced: HashSet<&str> = answers.force.iter().map(|(_, e)| e.uid.as_str()).collect();
+        let soft: Vec<_> = answers
+            .soft
+            .iter()
+            .filter(|(_, e)| !forced.contains(e.uid.as_str()))
+            .cloned()
+            .collect();
+        chosen.extend(self.best_soft_candidate(&soft, &snapshot.pods, &mut report));
+        report.thresholds = met;
+
+        self.enqueue(now, chosen, &mut report);
+        self.drop_unwanted(&report.thresholds, &answers);
+        let started = self.queue.start(now, self.settings.burst);
+        report.requested.extend(started.requested);
+        report.deferred = started.deferred;
+        report.in_flight = self.queue.in_flight_count();
+        report
+    }
+
+    /// Records the result of the eviction call for `victim`: accepted, the
+    /// pod is terminating; refused, it is passed over for a period and the
+    /// next cycle tries the next candidate; not asked, it waits again.
+    pub fn outcome(
+        &mut self,
+        now: SystemTime,
+        victim: &Victim,
+        result: Result<(), KillError>,
+    ) -> Option<Settled> {
+        if victim.dry_run {
+            let victim = victim.clone();
+            return Some(match result {
+                Ok(()) => Settled::Accepted(victim),
+                Err(KillError::Refused(why)) => Settled::Refused(victim, why),
+                Err(KillError::NotEvictable(why)) => Settled::NotEvictable(victim, why),
+                Err(error @ KillError::Throttled { .. }) => {
+                    Settled::Throttled(victim, error.to_string())
+                }
+                Err(KillError::Unavailable(why)) => Settled::Waiting(victim, why),
+                Err(KillError::Gone(_)) => Settled::Gone(victim),
+            });
+        }
+        if result.is_ok()
+            && let Some(scope) = &victim.scope
+        {
+            // The threshold got a victim: its wait for a PDB override is over.
+            self.blocked
+                .remove(&(victim.strategy.clone(), scope.clone()));
+        }
+        self.queue
+            .outcome(now, &victim.pod.uid, result, self.settings.period)
+    }
+
+    /// Runs a cycle at `now` and carries out its requests through `killer`,
+    /// one after another, recording each outcome; while evictions are refused,
+    /// decides again at the same instant so the next candidate gets its turn
+    /// (at most [`MAX_ROUNDS`] times). What the live runner does as outcomes
+    /// arrive, in one call: for simulations and tests.
+    pub async fn cycle_through(
+        &mut self,
+        now: SystemTime,
+        node: &NodeState,
+        killer: &dyn Killer,
+    ) -> CycleReport {
+        let mut report = self.cycle(now, node.clone());
+        let mut pending = report.requested.clone();
+        for _ in 0..MAX_ROUNDS {
+            let mut refused = false;
+            for victim in std::mem::take(&mut pending) {
+                let result = killer.evict(&victim).await;
+                refused |= !victim.dry_run && passes_the_turn(&result);
+                if let Some(settled) = self.outcome(now, &victim, result) {
+                    report.record(settled);
+                }
+            }
+            if !refused {
+                break;
+            }
+            let next = self.cycle(now, node.clone());
+            pending = next.requested.clone();
+            report.absorb(next);
+        }
+        report
+    }
+
+    /// Calls `evaluate` on every strategy; one that faults or declines is skipped.
+    fn ask_strategies(
+        &mut self,
+        strategies: &[String],
+        snapshot: &mut Snapshot,
+        report: &mut CycleReport,
+    ) -> Answers {
+        let mut answers = Answers::default();
+        for name in strategies {
+            self.prepare_snapshot(name, snapshot);
+            match self.policies.evaluate(name, snapshot) {
+                Err(why @ Unanswered::Declined(_)) => {
+                    report.skipped.push(format!("strategy {name} {why}"))
+                }
+                Err(why) => report
+                    .skipped
+                    .push(format!("strategy {name} skipped: {why}")),
+                Ok(mut decision) => {
+                    self.last_met.insert(name.clone(), decision.threshold.met);
+                    if let Some(condition) = &mut decision.threshold.condition {
+                        self.check_effects(name, &mut condition.effects, report);
+                    }
+                    answers.thresholds.push((name.clone(), decision.threshold));
+                    answers.force.extend(
+                        decision
+                            .force_evictions
+                            .into_iter()
+                            .map(|e| (name.clone(), e)),
+                    );
+                    answers.soft.extend(
+                        decision
+                            .soft_candidates
+                            .into_iter()
+                            .map(|e| (name.clone(), e)),
+                    );
+                }
+            }
+        }
+        answers
+    }
+
+    /// Keeps the taint effects the host allows; a dry-run strategy taints
+    /// nothing (its condition is still reported).
+    fn check_effects(&self, strategy: &str, effects: &mut Vec<String>, report: &mut CycleReport) {
+        let allowed = |effect: &str| {
+            TAINT_EFFECTS.contains(&effect)
+                || (effect == "NoExecute" && self.settings.allow_no_execute)
+        };
+        effects.retain(|effect| {
+            if allowed(effect) {
+                return true;
+            }
+            report.skipped.push(format!(
+                "strategy {strategy} asked for taint effect {effect:?}, which is not allowed; not sent"
+            ));
+            report
+                .refused_effects
+                .push((strategy.to_owned(), effect.clone()));
+            false
+        });
+        if self.settings.dry_run || self.settings.policy(strategy).dry_run {
+            effects.clear();
+        }
+    }
+
+    fn prepare_snapshot(&self, strategy: &str, snapshot: &mut Snapshot) {
+        snapshot.last_met = self
+            .last_met
+            .get(strategy)
+            .copied()
+            .unwrap_or(MetLevel::NotMet);
+        snapshot.config = self.settings.policy(strategy).config;
+    }
+
+    /// A pod terminating for another reason than one of our evictions, first
+    /// seen less than [`FOREIGN_TERMINATING_WAIT`] ago and within its grace
+    /// period: reclaim in progress.
+    fn foreign_terminating(
+        &mut self,
+        now: SystemTime,
+        terminating: &[Terminating],
+    ) -> Option<String> {
+        self.foreign
+            .retain(|uid, _| terminating.iter().any(|t| &t.uid == uid));
+        let mut blocking = None;
+        for t in terminating.iter().filter(|t| !self.queue.holds(&t.uid)) {
+            let seen = *self.foreign.entry(t.uid.clone()).or_insert(now);
+            let waited = now.duration_since(seen).unwrap_or_default();
+            if t.until > now && waited < FOREIGN_TERMINATING_WAIT && blocking.is_none() {
+                blocking = Some(t.name.clone());
+            }
+        }
+        blocking
+    }
+
+    /// Queues the chosen victims; a dry-run victim is handed to the killer
+    /// (as a dry-run request) once per in-flight timeout, never queued.
+    fn enqueue(&mut self, now: SystemTime, chosen: Vec<Victim>, report: &mut CycleReport) {
+        for mut victim in chosen {
+            victim.grace_period_seconds = self.grace(&victim);
+            let dry_run = self.settings.dry_run || self.settings.policy(&victim.strategy).dry_run;
+            if dry_run {
+                tracing::info!(pod = %victim.pod.name, strategy = %victim.strategy, reason = %victim.reason, "dry run: would evict");
+                victim.dry_run = true;
+                if !self.dry_runs.contains_key(&victim.pod.uid) {
+                    let until = now + self.settings.in_flight_timeout;
+                    self.dry_runs.insert(victim.pod.uid.clone(), until);
+                    report.requested.push(victim.clone());
+                }
+            } else if !self.queue.push(victim.clone()) {
+                continue;
+            }
+            report.decisions.push(Decision { victim, dry_run });
+        }
+    }
+
+    /// The grace period `victim` gets, whatever its strategy asked: a hard
+    /// threshold's is `hard_grace_period`; any other is the strategy's (else
+    /// the pod's own) capped at `max_pod_grace_period`.
+    fn grace(&self, victim: &Victim) -> Option<u64> {
+        if victim.urgency == Urgency::Hard {
+            return Some(self.settings.hard_grace_period.as_secs());
+        }
+        let max = self.settings.max_pod_grace_period.as_secs();
+        let own = self
+            .facts
+            .get(&victim.pod.uid)
+            .and_then(|f| f.grace_period_seconds);
+        match (victim.grace_period_seconds, own) {
+            (Some(asked), _) => Some(asked.min(max)),
+            (None, Some(own)) if own > max => Some(max),
+            (None, _) => None,
+        }
+    }
+
+    /// Drops waiting victims whose reason no longer holds this cycle.
+    fn drop_unwanted(&mut self, met: &[MetThreshold], answers: &Answers) {
+        let thresholds: HashSet<(&str, &str, Urgency)> = met
+            .iter()
+            .filter(|m| m.past_grace)
+            .map(|m| {
+                let urgency = if m.threshold.met == MetLevel::Hard {
+                    Urgency::Hard
+                } else {
+                    Urgency::Soft
+                };
+                (m.strategy.as_str(), m.threshold.scope.as_str(), urgency)
+            })
+            .collect();
+        let listed: HashSet<(&str, &str)> = answers
+            .force
+            .iter()
+            .chain(&answers.soft)
+            .map(|(s, e)| (s.as_str(), e.uid.as_str()))
+            .collect();
+        self.queue.retain_waiting(|v| match &v.scope {
+            Some(scope) => thresholds.contains(&(v.strategy.as_str(), scope.as_str(), v.urgency)),
+            None => listed.contains(&(v.strategy.as_str(), v.pod.uid.as_str())),
+        });
+    }
+}
+
+/// Whether an eviction call's result gives the next candidate its turn at
+/// once: the pod was refused (a budget) or is not evictable. Throttling is
+/// not: nobody is asked while the API server says wait.
+pub fn passes_the_turn(result: &Result<(), KillError>) -> bool {
+    matches!(
+        result,
+        Err(KillError::Refused(_) | KillError::NotEvictable(_))
+    )
+}

@@ -1,0 +1,166 @@
+//! What one cycle takes and gives: the node as the loop sees it
+//! ([`NodeState`], with host-only [`PodFacts`]), the victims it chooses
+//! ([`Victim`]) and the account of everything it saw and did
+//! ([`CycleReport`]).
+
+use crate::eviction::queue::{Settled, Urgency};
+use crate::eviction::tracker::{ActiveCondition, MetThreshold};
+use crate::model::{Pod, Signal, Threshold};
+use std::collections::HashMap;
+use std::time::SystemTime;
+
+/// A pod chosen for eviction, and why.
+#[derive(Debug, Clone)]
+pub struct Victim {
+    /// The pod.
+    pub pod: Pod,
+    /// The strategy that chose it.
+    pub strategy: String,
+    /// The strategy's reason.
+    pub reason: String,
+    /// How urgent the eviction is.
+    pub urgency: Urgency,
+    /// The threshold scope it was chosen for (none for force and soft candidates).
+    pub scope: Option<String>,
+    /// Termination grace period the strategy asked for.
+    pub grace_period_seconds: Option<u64>,
+    /// Decided in dry-run: the killer only asks whether the eviction would be allowed.
+    pub dry_run: bool,
+    /// Every candidate's eviction was refused for longer than
+    /// `pdb_override_after` under a hard threshold: delete the pod instead of
+    /// evicting it, as the kubelet would.
+    pub override_pdb: bool,
+}
+
+/// What the host knows of a pod beyond the contract's record.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PodFacts {
+    /// Its own termination grace period, if known.
+    pub grace_period_seconds: Option<u64>,
+    /// The PodDisruptionBudgets that select it (`namespace/name`), as far as
+    /// they are known.
+    pub budgets: Vec<String>,
+}
+
+/// What the node looks like this cycle.
+#[derive(Debug, Clone, Default)]
+pub struct NodeState {
+    /// Node signals; one that could not be read is absent.
+    pub signals: Vec<Signal>,
+    /// The pods running on the node, candidates for eviction.
+    pub pods: Vec<Pod>,
+    /// Pods being deleted (they have a `deletionTimestamp`): not candidates,
+    /// but reclaim in progress until their grace period ends (at most
+    /// [`FOREIGN_TERMINATING_WAIT`] for pods vigil did not evict).
+    pub terminating: Vec<Terminating>,
+    /// Facts about pods, by UID; a pod without an entry has none known.
+    pub facts: HashMap<String, PodFacts>,
+}
+
+/// A pod being deleted.
+#[derive(Debug, Clone)]
+pub struct Terminating {
+    /// The pod's UID.
+    pub uid: String,
+    /// `namespace/name`.
+    pub name: String,
+    /// When its grace period ends (its `deletionTimestamp`).
+    pub until: SystemTime,
+}
+
+/// A victim chosen this cycle.
+#[derive(Debug, Clone)]
+pub struct Decision {
+    /// The victim.
+    pub victim: Victim,
+    /// Chosen by a dry-run strategy (or in global dry-run): logged, not carried out.
+    pub dry_run: bool,
+}
+
+/// A candidate the sorter refused to evict.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Refusal {
+    /// `namespace/name`.
+    pub pod: String,
+    /// The strategy that proposed it.
+    pub strategy: String,
+    /// The sorter that refused it.
+    pub sorter: String,
+    /// The sorter's reason.
+    pub reason: String,
+}
+
+/// Everything one cycle saw and did.
+#[derive(Debug, Default, Clone)]
+pub struct CycleReport {
+    /// Every threshold the strategies reported, met or not, by strategy.
+    pub reported: Vec<(String, Threshold)>,
+    /// Thresholds reported met, hard first.
+    pub thresholds: Vec<MetThreshold>,
+    /// Node conditions currently reported.
+    pub conditions: Vec<ActiveCondition>,
+    /// Conditions that ended (past their transition period) and whose
+    /// strategy still runs: reported as not holding. A condition neither
+    /// here nor in `conditions` is no longer reported at all.
+    pub ended_conditions: Vec<String>,
+    /// Taint effects strategies asked for that the host refused (strategy,
+    /// effect): invalid answers, never sent.
+    pub refused_effects: Vec<(String, String)>,
+    /// Victims chosen this cycle.
+    pub decisions: Vec<Decision>,
+    /// Victims handed to the killer this cycle (dry-run ones included).
+    pub requested: Vec<Victim>,
+    /// Evictions the killer accepted (filled by
+    /// [`EvictionManager::cycle_through`]; the live runner reports outcomes
+    /// as they arrive).
+    pub started: Vec<Victim>,
+    /// Victims left waiting or refused, and why.
+    pub deferred: Vec<(Victim, String)>,
+    /// Evicted pods that are now gone.
+    pub gone: Vec<Victim>,
+    /// Victims being evicted at the end of the cycle (calls running, pods terminating).
+    pub in_flight: usize,
+    /// Things not done this cycle, and why (a strategy faulted, reclaim in progress...).
+    pub skipped: Vec<String>,
+    /// Candidates the sorter refused this cycle.
+    pub refusals: Vec<Refusal>,
+}
+
+impl CycleReport {
+    /// Adds a later decision round at the same instant: its view of
+    /// thresholds and conditions replaces this one's, its actions add up.
+    pub(super) fn absorb(&mut self, later: CycleReport) {
+        self.reported = later.reported;
+        self.thresholds = later.thresholds;
+        self.conditions = later.conditions;
+        self.ended_conditions = later.ended_conditions;
+        self.refused_effects.extend(later.refused_effects);
+        self.decisions.extend(later.decisions);
+        self.requested.extend(later.requested);
+        self.started.extend(later.started);
+        self.deferred.extend(later.deferred);
+        self.gone.extend(later.gone);
+        self.skipped.extend(later.skipped);
+        self.refusals.extend(later.refusals);
+        self.in_flight = later.in_flight;
+    }
+
+    /// Records what became of an eviction call.
+    pub(super) fn record(&mut self, settled: Settled) {
+        match settled {
+            // A dry-run eviction starts nothing.
+            Settled::Accepted(victim) if victim.dry_run => {}
+            Settled::Accepted(victim) => self.started.push(victim),
+            Settled::Refused(victim, why) => {
+                self.deferred.push((victim, format!("refused: {why}")))
+            }
+            Settled::NotEvictable(victim, why) => self
+                .deferred
+                .push((victim, format!("not evictable: {why}"))),
+            Settled::Waiting(victim, why) | Settled::Throttled(victim, why) => {
+                self.deferred.push((victim, why))
+            }
+            Settled::Gone(victim) => self.gone.push(victim),
+        }
+    }
+}

@@ -1,0 +1,405 @@
+//! Choosing victims: a threshold's top valid candidate (passing over pods
+//! refused lately, and the PDB override when every one is refused by
+//! budgets), force evictions, the best soft candidate, and the sorter's
+//! validation with the host's protection of static, mirror and critical pods.
+
+use super::report::{CycleReport, Refusal, Victim};
+use super::{EvictionManager, FALLBACK_SORTER, HOST};
+use crate::eviction::policies::Unanswered;
+use crate::eviction::queue::Urgency;
+use crate::eviction::tracker::MetThreshold;
+use crate::model::{Candidate, Eviction, MetLevel, Pod, Snapshot, Sorted};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::time::{Duration, SystemTime};
+
+impl EvictionManager {
+    /// The top valid victim for a threshold past its grace period, unless a
+    /// victim chosen for it earlier is still waiting or terminating. Pods
+    /// whose eviction was refused lately are passed over; when all are, a
+    /// hard threshold deletes its top victim after `pdb_override_after`.
+    pub(super) fn threshold_victim(
+        &mut self,
+        now: SystemTime,
+        met: &MetThreshold,
+        snapshot: &mut Snapshot,
+        report: &mut CycleReport,
+    ) -> Option<Victim> {
+        let (name, scope) = (&met.strategy, &met.threshold.scope);
+        let urgency = if met.threshold.met == MetLevel::Hard {
+            Urgency::Hard
+        } else {
+            Urgency::Soft
+        };
+        if self.queue.reclaiming(name, scope, urgency) {
+            report.skipped.push(format!(
+                "{name}/{scope}: reclaim in progress, no new victim"
+            ));
+            return None;
+        }
+        self.prepare_snapshot(name, snapshot);
+        let n = u32::try_from(snapshot.pods.len()).unwrap_or(u32::MAX);
+        let victims = match self.policies.top_victims(name, snapshot, scope, n) {
+            Ok(victims) => victims,
+            Err(why @ Unanswered::Declined(_)) => {
+                report
+                    .skipped
+                    .push(format!("strategy {name} gave no victims: {why}"));
+                return None;
+            }
+            Err(why) => {
+                report
+                    .skipped
+                    .push(format!("strategy {name} top victims skipped: {why}"));
+                return None;
+            }
+        };
+        let mut candidates = to_candidates(&victims, urgency, &snapshot.pods);
+        let sorted = self.sort(
+            std::slice::from_ref(name),
+            &mut candidates,
+            urgency == Urgency::Hard,
+            report,
+        )?;
+        let rejected: HashSet<u32> = sorted.rejected.iter().map(|r| r.index).collect();
+        // The strategy's order decides; the sorter only vetoes.
+        let valid: Vec<usize> = (0..candidates.len())
+            .filter(|i| !rejected.contains(&(*i as u32)))
+            .collect();
+        let open = valid
+            .iter()
+            .copied()
+            .find(|&i| !self.queue.refused(&candidates[i].pod.uid));
+        let key = (name.clone(), scope.clone());
+        // Only a budget's refusal counts towards the override: a pod the API
+        // server will not evict at all is never deleted around it.
+        let top_budget = valid
+            .iter()
+            .copied()
+            .find(|&i| self.queue.refused_by_budget(&candidates[i].pod.uid));
+        let (index, override_pdb) = match (open, top_budget) {
+            (Some(index), _) => (index, false),
+            (None, None) => {
+                report.skipped.push(format!(
+                    "{name}/{scope}: no candidate the API server will evict now; waiting"
+                ));
+                return None;
+            }
+            (None, Some(top)) => {
+                let since = *self.blocked.entry(key).or_insert(now);
+                let blocked_for = now.duration_since(since).unwrap_or_default();
+                match self.may_override(met, &candidates[top].pod, blocked_for) {
+                    Ok(()) => (top, true),
+                    Err(why) => {
+                        report.skipped.push(format!(
+                            "{name}/{scope}: every candidate's eviction was refused; waiting ({why})"
+                        ));
+                        return None;
+                    }
+                }
+            }
+        };
+        let (candidate, eviction) = (&candidates[index], &victims[index]);
+        if self.queue.holds(&candidate.pod.uid) {
+            // Another threshold already evicts this pod: count on it, pick no other.
+            self.queue.share(&candidate.pod.uid, name, scope, urgency);
+            report.skipped.push(format!(
+                "{name}/{scope}: reclaim in progress, {} is already being evicted",
+                candidate.pod.name
+            ));
+            return None;
+        }
+        let mut chosen = victim(name, candidate, eviction, urgency, Some(scope.clone()));
+        if override_pdb {
+            tracing::warn!(pod = %chosen.pod.name, strategy = %name, "every candidate's eviction was refused under hard pressure; deleting the top victim despite its PodDisruptionBudget");
+            chosen.override_pdb = true;
+            for budget in self.budgets_of(&chosen.pod) {
+                self.overridden.insert(budget, now);
+            }
+        }
+        Some(chosen)
+    }
+
+    /// Whether the top victim `uid` of `met`, whose every candidate has been
+    /// refused by budgets for `blocked_for`, may be deleted anyway; if not, why.
+    fn may_override(
+        &self,
+        met: &MetThreshold,
+        pod: &Pod,
+        blocked_for: Duration,
+    ) -> Result<(), String> {
+        let Some(after) = self.settings.pdb_override_after else {
+            return Err("the PDB override is off".into());
+        };
+        if met.threshold.met != MetLevel::Hard {
+            return Err("a soft threshold never overrides a budget".into());
+        }
+        if crate::signals::catalogue::is_stall(&met.threshold.signal) {
+            return Err(format!(
+                "{} is a stall signal: never overridden",
+                met.threshold.signal
+            ));
+        }
+        let settings = self.settings.policy(&met.strategy);
+        if !settings.pdb_override {
+            return Err(format!(
+                "strategy {} does not allow the PDB override",
+                met.strategy
+            ));
+        }
+        if self.settings.dry_run || settings.dry_run {
+            return Err("dry run deletes nothing".into());
+        }
+        if blocked_for < after {
+            return Err(format!(
+                "override after {after:?}, refused for {blocked_for:?}"
+            ));
+        }
+        let budgets = self.budgets_of(pod);
+        if let Some(recent) = budgets.iter().find(|b| self.overridden.contains_key(*b)) {
+            return Err(format!(
+                "budget {recent} was overridden within the last {:?}",
+                self.settings.pdb_override_window
+            ));
+        }
+        Ok(())
+    }
+
+    /// The budgets a pod's override is counted against: the ones known to
+    /// select it, else its namespace's unknown budget.
+    pub(super) fn budgets_of(&self, pod: &Pod) -> Vec<String> {
+        match self.facts.get(&pod.uid).map(|f| &f.budgets) {
+            Some(budgets) if !budgets.is_empty() => budgets.clone(),
+            _ => vec![format!("{}/*", pod.namespace)],
+        }
+    }
+
+    /// Every force eviction the sorter accepts.
+    pub(super) fn force_victims(
+        &self,
+        force: &[(String, Eviction)],
+        pods: &[Pod],
+        report: &mut CycleReport,
+    ) -> Vec<Victim> {
+        let mut victims = Vec::new();
+        let open: Vec<(String, Eviction)> = force
+            .iter()
+            .filter(|(_, e)| !self.queue.refused(&e.uid))
+            .cloned()
+            .collect();
+        for (name, group) in group_by_strategy(&open) {
+            let mut candidates = to_candidates(&group, Urgency::Force, pods);
+            let name = name.to_owned();
+            let Some(sorted) =
+                self.sort(std::slice::from_ref(&name), &mut candidates, true, report)
+            else {
+                continue;
+            };
+            for index in sorted.order {
+                victims.push(victim(
+                    &name,
+                    &candidates[index as usize],
+                    &group[index as usize],
+                    Urgency::Force,
+                    None,
+                ));
+            }
+        }
+        victims
+    }
+
+    /// The soft candidate the sorter puts first; none if the sorter fails.
+    pub(super) fn best_soft_candidate(
+        &self,
+        soft: &[(String, Eviction)],
+        pods: &[Pod],
+        report: &mut CycleReport,
+    ) -> Option<Victim> {
+        let by_uid: HashMap<&str, &Pod> = pods.iter().map(|p| (p.uid.as_str(), p)).collect();
+        let open: Vec<&(String, Eviction)> = soft
+            .iter()
+            .filter(|(_, e)| !self.queue.holds(&e.uid) && !self.queue.refused(&e.uid))
+            .collect();
+        let mut strategies: Vec<String> = open.iter().map(|(name, _)| name.clone()).collect();
+        strategies.sort();
+        strategies.dedup();
+        let (open, mut candidates): (Vec<_>, Vec<Candidate>) = open
+            .into_iter()
+            .filter_map(|(name, e)| {
+                let pod = by_uid.get(e.uid.as_str())?;
+                let index = strategies.binary_search(name).ok()?;
+                Some(((name, e), candidate(index, Urgency::Soft, pod)))
+            })
+            .unzip();
+        if candidates.is_empty() {
+            return None;
+        }
+        let sorted = self.sort(&strategies, &mut candidates, false, report)?;
+        let first = *sorted.order.first()? as usize;
+        let (name, eviction) = open[first];
+        Some(victim(
+            name,
+            &candidates[first],
+            eviction,
+            Urgency::Soft,
+            None,
+        ))
+    }
+
+    /// Validates and orders `candidates` with the configured sorter; if it
+    /// fails and `fallback` is set, with the built-in sorter instead.
+    fn sort(
+        &self,
+        strategies: &[String],
+        candidates: &mut [Candidate],
+        fallback: bool,
+        report: &mut CycleReport,
+    ) -> Option<Sorted> {
+        let name = &self.settings.sorter;
+        let config = self.settings.policy(name).config;
+        let why = match self
+            .policies
+            .sort(name, false, strategies, candidates, &config)
+        {
+            Ok(mut sorted) => {
+                record_refusals(name, strategies, candidates, &sorted, report);
+                protect(strategies, candidates, &mut sorted, report);
+                return Some(sorted);
+            }
+            Err(why) => why,
+        };
+        if !fallback {
+            report
+                .skipped
+                .push(format!("sorter {name} {why}; soft evictions wait"));
+            return None;
+        }
+        report.skipped.push(format!(
+            "sorter {name} {why}; using the built-in {FALLBACK_SORTER}"
+        ));
+        let fallback_config = self.settings.policy(FALLBACK_SORTER).config;
+        let mut sorted = self
+            .policies
+            .sort(
+                FALLBACK_SORTER,
+                true,
+                strategies,
+                candidates,
+                &fallback_config,
+            )
+            .ok()?;
+        record_refusals(FALLBACK_SORTER, strategies, candidates, &sorted, report);
+        protect(strategies, candidates, &mut sorted, report);
+        Some(sorted)
+    }
+}
+
+/// Notes every candidate `sorter` refused in `sorted`.
+fn record_refusals(
+    sorter: &str,
+    strategies: &[String],
+    candidates: &[Candidate],
+    sorted: &Sorted,
+    report: &mut CycleReport,
+) {
+    for rejection in &sorted.rejected {
+        let candidate = &candidates[rejection.index as usize];
+        report.refusals.push(Refusal {
+            pod: format!("{}/{}", candidate.pod.namespace, candidate.pod.name),
+            strategy: strategies
+                .get(candidate.strategy as usize)
+                .cloned()
+                .unwrap_or_default(),
+            sorter: sorter.to_owned(),
+            reason: rejection.reason.clone(),
+        });
+    }
+}
+
+/// A candidate proposed by the strategy at `strategy` in the sorter's list.
+pub(super) fn candidate(strategy: usize, urgency: Urgency, pod: &Pod) -> Candidate {
+    Candidate {
+        pod: pod.clone(),
+        strategy: u32::try_from(strategy).unwrap_or(u32::MAX),
+        urgency: urgency.into(),
+    }
+}
+
+/// The candidates for `evictions`, all of one strategy (the sorter's first).
+/// Every UID is in `pods`: answers naming a pod that was not offered are
+/// rejected as faults before they get here.
+fn to_candidates(evictions: &[Eviction], urgency: Urgency, pods: &[Pod]) -> Vec<Candidate> {
+    let by_uid: HashMap<&str, &Pod> = pods.iter().map(|p| (p.uid.as_str(), p)).collect();
+    evictions
+        .iter()
+        .map(|e| candidate(0, urgency, by_uid[e.uid.as_str()]))
+        .collect()
+}
+
+fn group_by_strategy(evictions: &[(String, Eviction)]) -> BTreeMap<&str, Vec<Eviction>> {
+    let mut groups: BTreeMap<&str, Vec<Eviction>> = BTreeMap::new();
+    for (name, eviction) in evictions {
+        groups.entry(name).or_default().push(eviction.clone());
+    }
+    groups
+}
+
+pub(super) fn victim(
+    strategy: &str,
+    candidate: &Candidate,
+    eviction: &Eviction,
+    urgency: Urgency,
+    scope: Option<String>,
+) -> Victim {
+    Victim {
+        pod: candidate.pod.clone(),
+        strategy: strategy.to_owned(),
+        reason: eviction.reason.clone(),
+        urgency,
+        scope,
+        grace_period_seconds: eviction.grace_period_seconds,
+        dry_run: false,
+        override_pdb: false,
+    }
+}
+
+/// Why the host never evicts `pod`, whatever a sorter answers, if it never does.
+fn protected(pod: &Pod) -> Option<&'static str> {
+    if pod.is_static {
+        Some("static pod: vigil never evicts it")
+    } else if pod.is_mirror {
+        Some("mirror pod: vigil never evicts it")
+    } else if pod.is_critical {
+        Some("system-critical pod: vigil never evicts it")
+    } else {
+        None
+    }
+}
+
+/// Moves every protected candidate the sorter placed to its rejections,
+/// reported as the host's refusals.
+fn protect(
+    strategies: &[String],
+    candidates: &[Candidate],
+    sorted: &mut Sorted,
+    report: &mut CycleReport,
+) {
+    let mut host = Sorted {
+        order: Vec::new(),
+        rejected: Vec::new(),
+    };
+    sorted.order.retain(|&index| {
+        let Some(reason) = candidates
+            .get(index as usize)
+            .and_then(|c| protected(&c.pod))
+        else {
+            return true;
+        };
+        host.rejected.push(crate::model::SortRejection {
+            index,
+            reason: reason.to_owned(),
+        });
+        false
+    });
+    record_refusals(HOST, strategies, candidates, &host, report);
+    sorted.rejected.extend(host.rejected);
+}

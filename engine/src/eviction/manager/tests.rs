@@ -1,0 +1,699 @@
+//! The manager alone, with an in-memory fake of its policies: one hard
+//! strategy whose victims are the test's, a sorter that refuses what the
+//! test says.
+
+use super::select::{candidate, victim};
+use super::*;
+use crate::eviction::PolicySettings;
+use crate::model::{
+    Candidate, CandidateUrgency, Decision as Answer, Pod, Signal, SortRejection, Sorted,
+};
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// Every strategy is calm but `fake`.
+#[derive(Default)]
+struct Fake {
+    met: Mutex<Option<MetLevel>>,
+    victims: Vec<String>,
+    /// (strategy, UID): soft candidates, from strategies besides `fake`.
+    soft: Vec<(String, String)>,
+    refused_by_sorter: Vec<String>,
+    sorter_faults: bool,
+    /// The hard threshold watches a stall signal.
+    stall: bool,
+    /// Taint effects the threshold's condition asks for (`NoSchedule` if none).
+    effects: Vec<String>,
+    /// (strategy, UID): force evictions, from strategies besides `fake`.
+    force: Vec<(String, String)>,
+    /// What each sort was given: the strategies, and each candidate's
+    /// strategy index and urgency.
+    sorted: Mutex<Vec<SortInput>>,
+}
+
+/// The strategies a sort was given, and its candidates' strategy index and urgency.
+type SortInput = (Vec<String>, Vec<(u32, CandidateUrgency)>);
+
+impl Policies for Fake {
+    fn strategies(&self) -> Vec<String> {
+        let mut names = vec!["fake".to_owned()];
+        names.extend(self.soft.iter().map(|(name, _)| name.clone()));
+        names.extend(self.force.iter().map(|(name, _)| name.clone()));
+        names
+    }
+
+    fn evaluate(&self, name: &str, _: &mut Snapshot) -> Result<Answer, Unanswered> {
+        let met = match name {
+            "fake" => self.met.lock().unwrap().unwrap_or(MetLevel::NotMet),
+            _ => MetLevel::NotMet,
+        };
+        let proposed = |list: &[(String, String)]| {
+            list.iter()
+                .filter(|(strategy, _)| strategy == name)
+                .map(|(_, uid)| Eviction {
+                    uid: uid.clone(),
+                    reason: "fake".into(),
+                    grace_period_seconds: Some(900),
+                })
+                .collect()
+        };
+        let mut threshold = crate::model::memory_threshold(met);
+        if self.stall {
+            threshold.signal = "psi.memory.some.avg10".into();
+        }
+        if let Some(condition) = threshold
+            .condition
+            .as_mut()
+            .filter(|_| !self.effects.is_empty())
+        {
+            condition.effects = self.effects.clone();
+        }
+        Ok(Answer {
+            threshold,
+            soft_candidates: proposed(&self.soft),
+            force_evictions: proposed(&self.force),
+        })
+    }
+
+    fn top_victims(
+        &self,
+        _: &str,
+        snapshot: &mut Snapshot,
+        _: &str,
+        _: u32,
+    ) -> Result<Vec<Eviction>, Unanswered> {
+        Ok(self
+            .victims
+            .iter()
+            .filter(|uid| snapshot.pods.iter().any(|p| &&p.uid == uid))
+            .map(|uid| Eviction {
+                uid: uid.clone(),
+                reason: "fake".into(),
+                grace_period_seconds: Some(600),
+            })
+            .collect())
+    }
+
+    fn sort(
+        &self,
+        _: &str,
+        builtin: bool,
+        strategies: &[String],
+        candidates: &mut [Candidate],
+        _: &str,
+    ) -> Result<Sorted, Unanswered> {
+        let given = candidates.iter().map(|c| (c.strategy, c.urgency)).collect();
+        self.sorted
+            .lock()
+            .unwrap()
+            .push((strategies.to_vec(), given));
+        if self.sorter_faults && !builtin {
+            return Err(Unanswered::Fault("trapped".into()));
+        }
+        let (mut order, mut rejected) = (vec![], vec![]);
+        for (i, c) in candidates.iter().enumerate() {
+            if self.refused_by_sorter.contains(&c.pod.uid) {
+                rejected.push(SortRejection {
+                    index: i as u32,
+                    reason: "refused".into(),
+                });
+            } else {
+                order.push(i as u32);
+            }
+        }
+        Ok(Sorted { order, rejected })
+    }
+}
+
+/// A pod whose UID and name are `uid`.
+fn pod(uid: &str) -> Pod {
+    crate::model::fixture::pod(uid).uid(uid).build()
+}
+
+fn node(uids: &[&str]) -> NodeState {
+    NodeState {
+        signals: vec![Signal {
+            name: "memory.available".into(),
+            value: 1.0,
+            capacity: None,
+        }],
+        pods: uids.iter().map(|u| pod(u)).collect(),
+        terminating: vec![],
+        facts: HashMap::new(),
+    }
+}
+
+fn manager(fake: Fake) -> (EvictionManager, Arc<Fake>) {
+    let fake = Arc::new(fake);
+    let allowed = PolicySettings {
+        pdb_override: true,
+        ..PolicySettings::default()
+    };
+    let settings = EvictionSettings {
+        pdb_override_after: Some(Duration::from_secs(10)),
+        policies: [("fake".to_owned(), allowed)].into(),
+        ..EvictionSettings::default()
+    };
+    (EvictionManager::new(fake.clone(), settings), fake)
+}
+
+fn hard(fake: &Fake) {
+    *fake.met.lock().unwrap() = Some(MetLevel::Hard);
+}
+
+fn uids(victims: &[Victim]) -> Vec<&str> {
+    victims.iter().map(|v| v.pod.uid.as_str()).collect()
+}
+
+const T0: SystemTime = UNIX_EPOCH;
+
+#[test]
+fn a_hard_threshold_requests_its_top_victim_the_sorter_allows() {
+    let (mut m, fake) = manager(Fake {
+        victims: vec!["a".into(), "b".into()],
+        refused_by_sorter: vec!["a".into()],
+        ..Fake::default()
+    });
+    assert!(m.cycle(T0, node(&["a", "b"])).requested.is_empty(), "calm");
+    hard(&fake);
+    let report = m.cycle(T0, node(&["a", "b"]));
+    assert_eq!(uids(&report.requested), ["b"]);
+    assert_eq!(report.conditions[0].name, "MemoryPressure");
+}
+
+#[test]
+fn the_sorter_is_told_which_strategy_proposed_each_candidate_and_how_urgently() {
+    let (mut m, fake) = manager(Fake {
+        victims: vec!["a".into()],
+        soft: vec![("zeta".into(), "c".into()), ("alpha".into(), "b".into())],
+        ..Fake::default()
+    });
+    hard(&fake);
+    m.cycle(T0, node(&["a", "b", "c"]));
+    let sorted = fake.sorted.lock().unwrap();
+    let names = |names: &[&str]| names.iter().map(|n| (*n).to_owned()).collect::<Vec<_>>();
+    assert_eq!(
+        *sorted,
+        [
+            (names(&["fake"]), vec![(0, CandidateUrgency::Hard)]),
+            (
+                names(&["alpha", "zeta"]),
+                vec![(0, CandidateUrgency::Soft), (1, CandidateUrgency::Soft)]
+            ),
+        ]
+    );
+}
+
+#[test]
+fn a_requested_victim_is_reclaim_in_progress_until_its_pod_is_gone() {
+    let (mut m, fake) = manager(Fake {
+        victims: vec!["a".into(), "b".into()],
+        ..Fake::default()
+    });
+    hard(&fake);
+    let first = m.cycle(T0, node(&["a", "b"])).requested;
+    assert_eq!(uids(&first), ["a"]);
+    // The call is still running: no second victim.
+    assert!(m.cycle(T0, node(&["a", "b"])).requested.is_empty());
+    assert!(matches!(
+        m.outcome(T0, &first[0], Ok(())),
+        Some(Settled::Accepted(_))
+    ));
+    assert!(m.cycle(T0, node(&["a", "b"])).requested.is_empty());
+    // The pod is gone: the next one is picked.
+    let report = m.cycle(T0, node(&["b"]));
+    assert_eq!(uids(&report.gone), ["a"]);
+    assert_eq!(uids(&report.requested), ["b"]);
+}
+
+#[test]
+fn a_refusal_passes_the_turn_and_the_refused_pod_comes_back_after_a_period() {
+    let (mut m, fake) = manager(Fake {
+        victims: vec!["a".into(), "b".into()],
+        ..Fake::default()
+    });
+    hard(&fake);
+    let all = node(&["a", "b"]);
+    let first = m.cycle(T0, all.clone()).requested;
+    let refused = m.outcome(T0, &first[0], Err(KillError::Refused("pdb".into())));
+    assert!(matches!(refused, Some(Settled::Refused(..))));
+    assert_eq!(uids(&m.cycle(T0, all.clone()).requested), ["b"]);
+    let second = m.cycle(T0, all.clone());
+    assert!(second.requested.is_empty(), "b's call runs");
+    let later = T0 + m.settings().period;
+    m.outcome(later, &first[0], Ok(()));
+    let b = Victim {
+        pod: pod("b"),
+        ..first[0].clone()
+    };
+    m.outcome(later, &b, Err(KillError::Refused("pdb".into())));
+    assert_eq!(
+        uids(&m.cycle(later, all.clone()).requested),
+        ["a"],
+        "a's refusal is over"
+    );
+}
+
+#[test]
+fn an_unanswered_call_keeps_the_victim_waiting_and_a_gone_pod_needs_no_eviction() {
+    let (mut m, fake) = manager(Fake {
+        victims: vec!["a".into(), "b".into()],
+        ..Fake::default()
+    });
+    hard(&fake);
+    let all = node(&["a", "b"]);
+    let first = m.cycle(T0, all.clone()).requested;
+    m.outcome(T0, &first[0], Err(KillError::Unavailable("503".into())));
+    let again = m.cycle(T0, all.clone()).requested;
+    assert_eq!(uids(&again), ["a"], "the same victim, not the next one");
+    let gone = m.outcome(T0, &again[0], Err(KillError::Gone("404".into())));
+    assert!(matches!(gone, Some(Settled::Gone(_))));
+    assert_eq!(uids(&m.cycle(T0, node(&["b"])).requested), ["b"]);
+}
+
+#[test]
+fn every_candidate_refused_under_hard_pressure_deletes_the_top_one_after_the_delay() {
+    let (mut m, fake) = manager(Fake {
+        victims: vec!["a".into(), "b".into()],
+        ..Fake::default()
+    });
+    hard(&fake);
+    let all = node(&["a", "b"]);
+    let mut now = T0;
+    // Each candidate is asked and refused; then the manager waits.
+    let refuse_all = |m: &mut EvictionManager, now: SystemTime| {
+        for _ in 0..2 {
+            let requested = m.cycle(now, all.clone()).requested;
+            assert!(!requested[0].override_pdb);
+            m.outcome(now, &requested[0], Err(KillError::Refused("pdb".into())));
+        }
+        m.cycle(now, all.clone())
+    };
+    let waiting = refuse_all(&mut m, now);
+    assert!(waiting.requested.is_empty(), "{waiting:?}");
+    now += Duration::from_secs(5);
+    // Refusals last a period: every candidate is asked again first.
+    assert!(
+        refuse_all(&mut m, now).requested.is_empty(),
+        "5 s: still waiting"
+    );
+    now += Duration::from_secs(5);
+    // 10 s after every candidate was first refused: the top one is deleted.
+    let report = refuse_all(&mut m, now);
+    assert_eq!(uids(&report.requested), ["a"]);
+    assert!(report.requested[0].override_pdb);
+}
+
+#[test]
+fn a_faulting_sorter_makes_hard_victims_use_the_builtin_one() {
+    let (mut m, fake) = manager(Fake {
+        victims: vec!["a".into()],
+        sorter_faults: true,
+        ..Fake::default()
+    });
+    hard(&fake);
+    let report = m.cycle(T0, node(&["a"]));
+    assert_eq!(uids(&report.requested), ["a"]);
+    assert!(
+        report
+            .skipped
+            .iter()
+            .any(|s| s.contains("using the built-in")),
+        "{:?}",
+        report.skipped
+    );
+}
+
+#[test]
+fn a_pod_terminating_for_another_reason_is_reclaim_in_progress_within_its_grace() {
+    let (mut m, fake) = manager(Fake {
+        victims: vec!["a".into()],
+        ..Fake::default()
+    });
+    hard(&fake);
+    let mut state = node(&["a"]);
+    state.terminating.push(Terminating {
+        uid: "x".into(),
+        name: "default/x".into(),
+        until: T0 + Duration::from_secs(30),
+    });
+    let report = m.cycle(T0, state.clone());
+    assert!(report.requested.is_empty());
+    assert!(
+        report
+            .skipped
+            .iter()
+            .any(|s| s.contains("default/x is terminating"))
+    );
+    let later = T0 + Duration::from_secs(30);
+    assert_eq!(uids(&m.cycle(later, state.clone()).requested), ["a"]);
+}
+
+#[test]
+fn a_pod_terminating_for_another_reason_holds_thresholds_back_for_thirty_seconds_at_most() {
+    let (mut m, fake) = manager(Fake {
+        victims: vec!["a".into()],
+        ..Fake::default()
+    });
+    let mut state = node(&["a"]);
+    state.terminating.push(Terminating {
+        uid: "x".into(),
+        name: "default/x".into(),
+        until: T0 + Duration::from_secs(3600),
+    });
+    assert!(m.cycle(T0, state.clone()).requested.is_empty(), "calm");
+    hard(&fake);
+    let waited = T0 + FOREIGN_TERMINATING_WAIT - Duration::from_secs(1);
+    assert!(m.cycle(waited, state.clone()).requested.is_empty());
+    let over = T0 + FOREIGN_TERMINATING_WAIT;
+    assert_eq!(uids(&m.cycle(over, state.clone()).requested), ["a"]);
+}
+
+fn refuse(m: &mut EvictionManager, at: SystemTime, victim: &Victim, error: KillError) {
+    assert!(m.outcome(at, victim, Err(error)).is_some());
+}
+
+fn not_evictable() -> KillError {
+    KillError::NotEvictable("500: more than one PodDisruptionBudget".into())
+}
+
+#[test]
+fn a_pod_the_api_server_will_not_evict_passes_the_turn_and_waits_longer_each_time() {
+    let (mut m, fake) = manager(Fake {
+        victims: vec!["a".into(), "b".into()],
+        ..Fake::default()
+    });
+    hard(&fake);
+    let mut settings = m.settings().clone();
+    settings.pdb_override_after = None;
+    m.set_settings(settings);
+    let all = node(&["a", "b"]);
+    let period = m.settings().period;
+    let first = m.cycle(T0, all.clone()).requested;
+    refuse(&mut m, T0, &first[0], not_evictable());
+    let next = m.cycle(T0, all.clone()).requested;
+    assert_eq!(uids(&next), ["b"], "the next candidate at once");
+    refuse(&mut m, T0, &next[0], KillError::Refused("pdb".into()));
+    // Both passed over: a waits one period, then is asked again.
+    assert!(m.cycle(T0, all.clone()).requested.is_empty());
+    let again = m.cycle(T0 + period, all.clone()).requested;
+    assert_eq!(uids(&again), ["a"]);
+    refuse(&mut m, T0 + period, &again[0], not_evictable());
+    // The second refusal doubles a's backoff; b's one period is over.
+    let later = T0 + period * 2;
+    let report = m.cycle(later, all.clone());
+    assert_eq!(uids(&report.requested), ["b"]);
+    refuse(
+        &mut m,
+        later,
+        &report.requested[0],
+        KillError::Refused("pdb".into()),
+    );
+    assert!(m.cycle(T0 + period * 2, all.clone()).requested.is_empty());
+    assert_eq!(
+        uids(&m.cycle(T0 + period * 3, all.clone()).requested),
+        ["a"]
+    );
+}
+
+#[test]
+fn throttling_holds_every_call_back_and_passes_nobody_over() {
+    let (mut m, fake) = manager(Fake {
+        victims: vec!["a".into(), "b".into()],
+        ..Fake::default()
+    });
+    hard(&fake);
+    let all = node(&["a", "b"]);
+    let first = m.cycle(T0, all.clone()).requested;
+    let throttled = KillError::Throttled {
+        retry_after: Duration::from_secs(3),
+        message: "too many requests".into(),
+    };
+    let settled = m.outcome(T0, &first[0], Err(throttled));
+    assert!(
+        matches!(settled, Some(Settled::Throttled(..))),
+        "{settled:?}"
+    );
+    assert_eq!(m.throttled_until(), Some(T0 + Duration::from_secs(3)));
+    for at in [T0, T0 + Duration::from_secs(2)] {
+        let report = m.cycle(at, all.clone());
+        assert!(report.requested.is_empty(), "{report:?}");
+        assert_eq!(
+            uids(
+                &report
+                    .deferred
+                    .iter()
+                    .map(|d| d.0.clone())
+                    .collect::<Vec<_>>()
+            ),
+            ["a"]
+        );
+    }
+    let after = T0 + Duration::from_secs(3);
+    assert_eq!(
+        uids(&m.cycle(after, all.clone()).requested),
+        ["a"],
+        "the same victim"
+    );
+}
+
+#[test]
+fn a_refused_force_or_soft_candidate_is_not_proposed_again_until_its_backoff_ends() {
+    let (mut m, _) = manager(Fake {
+        soft: vec![("soft".into(), "s".into())],
+        force: vec![("force".into(), "f".into())],
+        ..Fake::default()
+    });
+    let all = node(&["s", "f"]);
+    let first = m.cycle(T0, all.clone()).requested;
+    assert_eq!(uids(&first), ["f", "s"]);
+    for victim in &first {
+        refuse(&mut m, T0, victim, KillError::Refused("pdb".into()));
+    }
+    let report = m.cycle(T0, all.clone());
+    assert!(
+        report.requested.is_empty() && report.decisions.is_empty(),
+        "{report:?}"
+    );
+    let later = T0 + m.settings().period;
+    assert_eq!(uids(&m.cycle(later, all.clone()).requested), ["f", "s"]);
+}
+
+#[test]
+fn hard_evictions_get_the_hard_grace_and_the_others_are_capped() {
+    let (mut m, fake) = manager(Fake {
+        victims: vec!["a".into()],
+        soft: vec![("soft".into(), "s".into()), ("soft".into(), "own".into())],
+        ..Fake::default()
+    });
+    let mut state = node(&["a", "s"]);
+    let own = PodFacts {
+        grace_period_seconds: Some(1200),
+        budgets: vec![],
+    };
+    state.facts.insert("own".into(), own);
+    let first = m.cycle(T0, state.clone()).requested;
+    assert_eq!(uids(&first), ["s"]);
+    assert_eq!(
+        first[0].grace_period_seconds,
+        Some(300),
+        "900 asked, capped"
+    );
+    hard(&fake);
+    let hard_victim = m.cycle(T0, state.clone()).requested;
+    assert_eq!(uids(&hard_victim), ["a"]);
+    assert_eq!(hard_victim[0].grace_period_seconds, Some(0), "600 asked");
+    // A pod's own grace period is capped too when the strategy names none.
+    let victim = Victim {
+        grace_period_seconds: None,
+        urgency: Urgency::Soft,
+        ..victim(
+            "soft",
+            &candidate(0, Urgency::Soft, &pod("own")),
+            &Eviction {
+                uid: "own".into(),
+                reason: String::new(),
+                grace_period_seconds: None,
+            },
+            Urgency::Soft,
+            None,
+        )
+    };
+    m.facts = state.facts.clone();
+    assert_eq!(m.grace(&victim), Some(300));
+    m.facts.clear();
+    assert_eq!(m.grace(&victim), None, "unknown: the pod's own");
+}
+
+#[test]
+fn static_mirror_and_critical_pods_are_refused_by_the_host_whatever_the_sorter_says() {
+    let (mut m, fake) = manager(Fake {
+        victims: vec![
+            "static".into(),
+            "mirror".into(),
+            "critical".into(),
+            "plain".into(),
+        ],
+        ..Fake::default()
+    });
+    hard(&fake);
+    let mut state = node(&["static", "mirror", "critical", "plain"]);
+    state.pods[0].is_static = true;
+    state.pods[1].is_mirror = true;
+    state.pods[2].is_critical = true;
+    let report = m.cycle(T0, state);
+    assert_eq!(uids(&report.requested), ["plain"]);
+    let refused: Vec<(&str, &str)> = report
+        .refusals
+        .iter()
+        .map(|r| (r.pod.as_str(), r.sorter.as_str()))
+        .collect();
+    assert_eq!(
+        refused,
+        [
+            ("default/static", HOST),
+            ("default/mirror", HOST),
+            ("default/critical", HOST)
+        ]
+    );
+}
+
+#[test]
+fn taint_effects_are_checked_by_the_host_and_a_dry_run_strategy_taints_nothing() {
+    let (mut m, fake) = manager(Fake {
+        effects: vec!["NoSchedule".into(), "NoExecute".into(), "NoSchedul".into()],
+        ..Fake::default()
+    });
+    hard(&fake);
+    let report = m.cycle(T0, node(&[]));
+    assert_eq!(report.conditions[0].effects, ["NoSchedule"]);
+    assert_eq!(
+        report.refused_effects,
+        [
+            ("fake".to_owned(), "NoExecute".to_owned()),
+            ("fake".to_owned(), "NoSchedul".to_owned())
+        ]
+    );
+    let mut settings = m.settings().clone();
+    settings.allow_no_execute = true;
+    m.set_settings(settings.clone());
+    let report = m.cycle(T0, node(&[]));
+    assert_eq!(report.conditions[0].effects, ["NoSchedule", "NoExecute"]);
+    settings.dry_run = true;
+    m.set_settings(settings);
+    let report = m.cycle(T0, node(&[]));
+    assert_eq!(report.conditions[0].name, "MemoryPressure");
+    assert!(report.conditions[0].effects.is_empty(), "dry run: no taint");
+}
+
+/// Refuses every candidate of `all` once by a budget, then cycles.
+fn refuse_all(m: &mut EvictionManager, now: SystemTime, all: &NodeState) -> CycleReport {
+    for _ in 0..all.pods.len() {
+        let requested = m.cycle(now, all.clone()).requested;
+        if let Some(victim) = requested.first() {
+            assert!(!victim.override_pdb);
+            refuse(m, now, victim, KillError::Refused("pdb".into()));
+        }
+    }
+    m.cycle(now, all.clone())
+}
+
+fn skipped_with(report: &CycleReport, text: &str) -> bool {
+    report.skipped.iter().any(|s| s.contains(text))
+}
+
+#[test]
+fn the_pdb_override_needs_the_strategys_consent_and_never_acts_on_a_stall() {
+    for (fake, why) in [
+        (
+            Fake {
+                victims: vec!["a".into()],
+                stall: true,
+                ..Fake::default()
+            },
+            "is a stall signal",
+        ),
+        (
+            Fake {
+                victims: vec!["a".into()],
+                ..Fake::default()
+            },
+            "does not allow",
+        ),
+    ] {
+        let (mut m, fake) = manager(fake);
+        if why == "does not allow" {
+            let mut settings = m.settings().clone();
+            settings.policies.clear();
+            m.set_settings(settings);
+        }
+        hard(&fake);
+        let all = node(&["a"]);
+        refuse_all(&mut m, T0, &all);
+        let later = T0 + Duration::from_secs(60);
+        let report = refuse_all(&mut m, later, &all);
+        assert!(report.requested.is_empty(), "{report:?}");
+        assert!(skipped_with(&report, why), "{:?}", report.skipped);
+    }
+}
+
+#[test]
+fn a_pod_the_api_server_will_not_evict_never_counts_towards_the_override() {
+    let (mut m, fake) = manager(Fake {
+        victims: vec!["a".into()],
+        ..Fake::default()
+    });
+    hard(&fake);
+    let all = node(&["a"]);
+    let mut now = T0;
+    for _ in 0..8 {
+        let report = m.cycle(now, all.clone());
+        if let Some(victim) = report.requested.first() {
+            assert!(!victim.override_pdb, "{victim:?}");
+            refuse(&mut m, now, victim, not_evictable());
+        }
+        now += Duration::from_secs(60);
+    }
+}
+
+#[test]
+fn a_budget_is_overridden_at_most_once_per_window() {
+    let (mut m, fake) = manager(Fake {
+        victims: vec!["a".into(), "b".into()],
+        ..Fake::default()
+    });
+    hard(&fake);
+    let mut all = node(&["a", "b"]);
+    for uid in ["a", "b"] {
+        let facts = PodFacts {
+            grace_period_seconds: None,
+            budgets: vec!["default/web".into()],
+        };
+        all.facts.insert(uid.into(), facts);
+    }
+    refuse_all(&mut m, T0, &all);
+    let due = T0 + Duration::from_secs(10);
+    let report = refuse_all(&mut m, due, &all);
+    assert_eq!(uids(&report.requested), ["a"]);
+    assert!(report.requested[0].override_pdb);
+    assert_eq!(report.requested[0].grace_period_seconds, Some(0));
+    m.outcome(due, &report.requested[0], Ok(()));
+    // a is gone; b is under the same budget: no second override in the window.
+    let rest = node(&["b"]);
+    let mut rest_facts = rest.clone();
+    rest_facts.facts.insert("b".into(), all.facts["b"].clone());
+    let mut now = due + Duration::from_secs(20);
+    let report = refuse_all(&mut m, now, &rest_facts);
+    assert!(report.requested.is_empty());
+    now += Duration::from_secs(60);
+    let report = refuse_all(&mut m, now, &rest_facts);
+    assert!(
+        skipped_with(&report, "was overridden within"),
+        "{:?}",
+        report.skipped
+    );
+    let window = due + m.settings().pdb_override_window;
+    let report = refuse_all(&mut m, window, &rest_facts);
+    assert_eq!(uids(&report.requested), ["b"]);
+    assert!(report.requested[0].override_pdb);
+}
