@@ -1,0 +1,246 @@
+//! Dynamic config: `VigilConfig` layers applied live, on trial, rejected with
+//! their path or rolled back, chosen by node labels, and `configFrom`
+//! ConfigMaps followed with one watch each.
+
+use super::*;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_vigil_config_applies_live_graduates_and_a_bad_change_is_rejected_with_its_path() {
+    let (server, fixture) = test_node().await;
+    pod(&server, &fixture, "small", 100);
+    pod(&server, &fixture, "big", 900);
+    let agent = start(&server, &fixture, &[]);
+    until_config(&server, "Defaults", "no VigilConfig applies").await;
+
+    // Cluster-wide: dry-run, a short trial.
+    let fleet = json!({"dryRun": true, "configTrialSeconds": 2});
+    server.put(
+        "vigilconfigs",
+        "",
+        vigil_config("fleet", Value::Null, fleet),
+    );
+    until_config(&server, "Trial", "VigilConfig/fleet@1").await;
+    fixture.memory_available(50);
+    server
+        .until(LIMIT, "a dry-run eviction", |s| !s.evictions().is_empty())
+        .await;
+    let body = server.evictions()[0].body.clone().expect("a body");
+    assert_eq!(
+        body["deleteOptions"]["dryRun"],
+        json!(["All"]),
+        "the layer's dryRun is in force without a restart"
+    );
+    until_config(&server, "Active", "passed its trial").await;
+    assert!(!events(&server, "ConfigTrial").is_empty());
+    assert!(!events(&server, "ConfigActive").is_empty());
+
+    // A bad value: rejected with its layer and path; the old config keeps running.
+    let bad = json!({"dryRun": true, "evictionBurst": 0});
+    server.put("vigilconfigs", "", vigil_config("fleet", Value::Null, bad));
+    let message = until_config(&server, "Rejected", "VigilConfig/fleet@2").await;
+    assert!(
+        message.contains("$.evictionBurst: 0 is less than the minimum of 1"),
+        "{message}"
+    );
+    assert!(message.contains("running VigilConfig/fleet@1"), "{message}");
+    assert_eq!(config_condition(&server).unwrap().0, "False");
+    let rejected = events(&server, "ConfigRejected");
+    assert_eq!(rejected[0]["type"], "Warning");
+    let metrics = agent.metrics();
+    for line in [
+        r#"vigil_config_updates_total{result="rejected"} 1"#,
+        r#"vigil_config_updates_total{result="graduated"} 1"#,
+        r#"vigil_config_state{reason="Rejected"} 1"#,
+        r#"vigil_config_checkpoint_loads_total{status="missing"} 1"#,
+    ] {
+        assert!(metrics.contains(line), "{line}\n{metrics}");
+    }
+    let saved = vigil::config::checkpoint::CheckpointFile::new(&fixture.path("state"))
+        .load()
+        .expect("a sound checkpoint")
+        .expect("saved");
+    assert_eq!(saved.rejected.len(), 1);
+    assert!(saved.last_known_good.is_some());
+    assert_the_cluster_role_allows_every_request(&server);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_config_that_makes_policies_fault_is_rolled_back_to_the_last_known_good() {
+    let (server, fixture) = test_node().await;
+    pod(&server, &fixture, "big", 900);
+    let agent = start(&server, &fixture, &[]);
+    let good = json!({"evictionBurst": 2, "configTrialSeconds": 0});
+    server.put("vigilconfigs", "", vigil_config("fleet", Value::Null, good));
+    until_config(&server, "Active", "VigilConfig/fleet@1").await;
+    // One MiB is less than the strategy's instance needs: every call faults.
+    let faulting = json!({"evictionBurst": 2,
+        "policies": {"memory-pressure": {"memoryLimitMiB": 1}}});
+    server.put(
+        "vigilconfigs",
+        "",
+        vigil_config("fleet", Value::Null, faulting),
+    );
+    until_config(&server, "Trial", "VigilConfig/fleet@2").await;
+    let message = until_config(&server, "RolledBack", "faulted").await;
+    assert!(message.contains("running VigilConfig/fleet@1"), "{message}");
+    assert!(!events(&server, "ConfigRolledBack").is_empty());
+    // The limits of the last-known-good are back: the strategy evicts again.
+    fixture.memory_available(50);
+    server
+        .until(LIMIT, "an eviction under the restored limits", |s| {
+            !s.evictions().is_empty()
+        })
+        .await;
+    assert!(
+        agent
+            .metrics()
+            .contains(r#"vigil_config_updates_total{result="rolled-back"} 1"#)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn node_labels_choose_the_layers_and_an_expired_override_stops_applying() {
+    let (server, fixture) = test_node().await;
+    let _agent = start(&server, &fixture, &[]);
+    let pool = json!({"nodeSelector": {"matchLabels": {"pool": "batch"}}});
+    server.put(
+        "vigilconfigs",
+        "",
+        vigil_config("everyone", Value::Null, json!({"evictionBurst": 2})),
+    );
+    server.put(
+        "vigilconfigs",
+        "",
+        vigil_config("batch", pool, json!({"evictionBurst": 4})),
+    );
+    until_config(&server, "Trial", "VigilConfig/everyone@1 (").await;
+
+    let mut labelled = vigil_testbed::objects::node(NODE);
+    labelled["metadata"]["labels"] = json!({"pool": "batch"});
+    server.put("nodes", "", labelled);
+    until_config(
+        &server,
+        "Trial",
+        "VigilConfig/everyone@1, VigilConfig/batch@1",
+    )
+    .await;
+
+    let expires = jiff::Timestamp::now() + jiff::SignedDuration::from_secs(3);
+    let just_me = json!({"nodeNames": [NODE], "expiresAfter": expires.to_string()});
+    server.put(
+        "vigilconfigs",
+        "",
+        vigil_config("override", just_me, json!({"dryRun": true})),
+    );
+    until_config(
+        &server,
+        "Trial",
+        "VigilConfig/batch@1, VigilConfig/override@1",
+    )
+    .await;
+    // Once past expiresAfter, the override no longer applies (the agent wakes for it).
+    until_config(
+        &server,
+        "Trial",
+        "VigilConfig/everyone@1, VigilConfig/batch@1 (",
+    )
+    .await;
+}
+
+/// Open watches on the ConfigMap `ops/NAME`.
+fn config_map_watches(server: &ApiServer, name: &str) -> usize {
+    server.open_watches(&format!(
+        "/namespaces/ops/configmaps?fieldSelector=metadata.name={name}"
+    ))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn policy_config_from_a_config_map_applies_follows_it_and_its_watch_lives_as_long_as_a_reference()
+ {
+    let (server, fixture) = test_node().await;
+    pod(&server, &fixture, "big", 900);
+    // Over the --config threshold (500Mi): only the ConfigMap's 800Mi makes it pressure.
+    fixture.memory_available(600);
+    let _agent = start(&server, &fixture, &[]);
+    until_config(&server, "Defaults", "no VigilConfig applies").await;
+
+    let thresholds = |memory: &str| {
+        let data = json!({"memory.yaml": format!("hard: {memory}\n"), "pids.yaml": "hard: 1%"});
+        config_map("thresholds", data, false)
+    };
+    server.put("configmaps", "ops", thresholds("800Mi"));
+    let both = json!({"policies": {
+        "memory-pressure": {"configFrom": config_from("thresholds", "memory.yaml")},
+        "pid-pressure": {"configFrom": config_from("thresholds", "pids.yaml")},
+    }});
+    server.put("vigilconfigs", "", vigil_config("fleet", Value::Null, both));
+    let first = until_config(
+        &server,
+        "Trial",
+        "ConfigMap/ops/thresholds[memory.yaml] for memory-pressure",
+    )
+    .await;
+    server
+        .until(LIMIT, "an eviction under the ConfigMap's threshold", |s| {
+            !s.evictions().is_empty()
+        })
+        .await;
+    assert_eq!(
+        config_map_watches(&server, "thresholds"),
+        1,
+        "two references, one watch"
+    );
+
+    // A changed value is a new config on trial.
+    server.put("configmaps", "ops", thresholds("700Mi"));
+    server
+        .until(LIMIT, "the changed ConfigMap on trial", |s| {
+            config_condition(s).is_some_and(|(_, r, m)| r == "Trial" && m != first)
+        })
+        .await;
+
+    // A missing ConfigMap refuses the config; the previous one keeps running.
+    let missing = json!({"policies": {
+        "memory-pressure": {"configFrom": config_from("thresholds", "memory.yaml")},
+        "pid-pressure": {"configFrom": config_from("later", "pids.json")},
+    }});
+    server.put(
+        "vigilconfigs",
+        "",
+        vigil_config("fleet", Value::Null, missing),
+    );
+    let message = until_config(&server, "Rejected", "VigilConfig/fleet@2").await;
+    assert!(
+        message.contains("ConfigMap/ops/later[pids.json]: the ConfigMap does not exist"),
+        "{message}"
+    );
+    // Once it exists, the config is tried; being immutable, it is read once.
+    let later = config_map("later", json!({"pids.json": r#"{"hard": "1%"}"#}), true);
+    server.put("configmaps", "ops", later);
+    until_config(
+        &server,
+        "Trial",
+        "ConfigMap/ops/later[pids.json] for pid-pressure",
+    )
+    .await;
+    server
+        .until(LIMIT, "the immutable ConfigMap's watch stopped", |s| {
+            config_map_watches(s, "later") == 0
+        })
+        .await;
+    assert_eq!(config_map_watches(&server, "thresholds"), 1);
+
+    // No reference left: no watch left.
+    server.put(
+        "vigilconfigs",
+        "",
+        vigil_config("fleet", Value::Null, json!({"evictionBurst": 2})),
+    );
+    until_config(&server, "Trial", "VigilConfig/fleet@3 (").await;
+    server
+        .until(LIMIT, "every ConfigMap watch stopped", |s| {
+            s.open_watches("/configmaps") == 0
+        })
+        .await;
+    assert_the_cluster_role_allows_every_request(&server);
+}

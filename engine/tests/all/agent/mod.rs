@@ -1,0 +1,231 @@
+//! The real `vigil agent` binary against the project's test API server
+//! (`vigil-testbed`, HTTP on loopback), with the node's `/proc` and cgroup
+//! files laid out as fixtures in a temporary directory. Memory pressure is
+//! made by writing the fixture `meminfo`; the API server plays the kubelet.
+//!
+//! One file per topic; this one holds what they share: the test node, the
+//! agent process, and questions asked of the API server.
+
+mod checkpoint;
+mod compiler;
+mod conditions;
+mod config;
+mod eviction;
+mod eviction_api;
+mod fleet;
+mod scenario_replay;
+mod startup;
+
+use serde_json::{Value, json};
+use std::collections::BTreeSet;
+use std::process::Command;
+use std::time::Duration;
+use vigil_testbed::{AgentProcess, ApiServer, NodeFiles, objects};
+
+const NODE: &str = "node-1";
+
+const NS: &str = "shop";
+
+/// A bound for a broken test, never a wait: everything is awaited on changes.
+const LIMIT: Duration = Duration::from_secs(60);
+
+/// The agent's config: a short period and transition so tests are quick.
+/// The node's disk is the test machine's own (its fill level is not the
+/// test's), so the disk strategy is off.
+const CONFIG: &str = "evictionPeriodSeconds: 1\nconditionTransitionSeconds: 2\npolicies:\n  memory-pressure:\n    config: {hard: 500Mi}\n  disk-pressure: {enabled: false}\n";
+
+/// What `deploy/rbac.yaml`'s ClusterRole grants: (API group, resource, verb).
+fn granted() -> BTreeSet<(String, String, String)> {
+    use serde::Deserialize;
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy/rbac.yaml");
+    let text = std::fs::read_to_string(path).unwrap();
+    let role = serde_norway::Deserializer::from_str(&text)
+        .map(|doc| Value::deserialize(doc).unwrap())
+        .find(|doc| doc["kind"] == "ClusterRole")
+        .expect("a ClusterRole");
+    let names = |rule: &Value, key: &str| -> Vec<String> {
+        serde_json::from_value(rule[key].clone()).unwrap()
+    };
+    let mut granted = BTreeSet::new();
+    for rule in role["rules"].as_array().unwrap() {
+        for group in names(rule, "apiGroups") {
+            for resource in names(rule, "resources") {
+                for verb in names(rule, "verbs") {
+                    granted.insert((group.clone(), resource.clone(), verb));
+                }
+            }
+        }
+    }
+    granted
+}
+
+/// What the requests the server received needed: (API group, resource, verb).
+fn used(server: &ApiServer) -> BTreeSet<(String, String, String)> {
+    let requests = server.requests();
+    assert!(!requests.is_empty());
+    requests
+        .iter()
+        .map(|request| {
+            let access = request.access().unwrap_or_else(|| panic!("{request:?}"));
+            (access.group, access.resource, access.verb)
+        })
+        .collect()
+}
+
+/// Asserts that the ClusterRole in `deploy/rbac.yaml` allows every request
+/// the server received: what the agent did here, it may do on a cluster.
+fn assert_the_cluster_role_allows_every_request(server: &ApiServer) {
+    let missing: Vec<_> = used(server).difference(&granted()).cloned().collect();
+    assert!(
+        missing.is_empty(),
+        "deploy/rbac.yaml does not allow {missing:?}"
+    );
+}
+
+/// A best-effort pod on this node whose cgroup uses `usage_mib`; its UID.
+fn pod(server: &ApiServer, fixture: &NodeFiles, name: &str, usage_mib: u64) -> String {
+    let object = objects::best_effort_pod(NODE, NS, name, 3);
+    let uid = object["metadata"]["uid"]
+        .as_str()
+        .expect("a uid")
+        .to_owned();
+    fixture.best_effort_pod(&uid, usage_mib);
+    server.put("pods", NS, object);
+    uid
+}
+
+fn node(server: &ApiServer) {
+    server.put("nodes", "", objects::node(NODE));
+}
+
+/// A test API server holding this node, and the node's files.
+async fn test_node() -> (ApiServer, NodeFiles) {
+    let server = ApiServer::start().await;
+    node(&server);
+    (server, NodeFiles::default())
+}
+
+/// Starts the agent on the fixture's node.
+fn start(server: &ApiServer, fixture: &NodeFiles, extra: &[&str]) -> AgentProcess {
+    let binary = std::path::Path::new(env!("CARGO_BIN_EXE_vigil"));
+    AgentProcess::start(binary, NODE, fixture, server, CONFIG, extra)
+}
+
+/// Waits until the agent watches pods (its first list is done).
+async fn watching(server: &ApiServer) {
+    server
+        .until(LIMIT, "the agent watches this node's pods", |s| {
+            s.requests()
+                .iter()
+                .any(|r| r.uri.starts_with("/api/v1/pods?") && r.uri.contains("watch=true"))
+        })
+        .await;
+}
+
+fn evicted_names(server: &ApiServer) -> Vec<(String, u16)> {
+    server
+        .evictions()
+        .iter()
+        .map(|r| {
+            let name = r.uri.rsplit('/').nth(1).unwrap_or_default().to_owned();
+            (name, r.status)
+        })
+        .collect()
+}
+
+fn node_condition(server: &ApiServer, kind: &str) -> Option<String> {
+    let node = server.get("nodes", "", NODE)?;
+    node["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == kind)
+        .and_then(|c| c["status"].as_str().map(str::to_owned))
+}
+
+fn taint_keys(server: &ApiServer) -> Vec<String> {
+    let node = server.get("nodes", "", NODE).unwrap_or(Value::Null);
+    node["spec"]["taints"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|t| t["key"].as_str().map(str::to_owned))
+        .collect()
+}
+
+fn events(server: &ApiServer, reason: &str) -> Vec<Value> {
+    server
+        .list("events")
+        .into_iter()
+        .filter(|e| e["reason"] == reason)
+        .collect()
+}
+
+/// Waits until the agent's metrics show `line`.
+async fn until_metric(server: &ApiServer, agent: &AgentProcess, line: &str) {
+    // The agent's HTTP endpoint is not the server: check it on the server's
+    // own changes (the agent's failing requests during the outage are changes too).
+    server
+        .until(LIMIT, line, |_| agent.metrics().contains(line))
+        .await;
+}
+
+/// A `VigilConfig` object.
+fn vigil_config(name: &str, target: Value, config: Value) -> Value {
+    let mut spec = json!({"config": config});
+    if !target.is_null() {
+        spec["target"] = target;
+    }
+    json!({"apiVersion": "vigil.dev/v1alpha1", "kind": "VigilConfig",
+           "metadata": {"name": name}, "spec": spec})
+}
+
+/// The `VigilConfigOK` condition: status, reason, message.
+fn config_condition(server: &ApiServer) -> Option<(String, String, String)> {
+    let node = server.get("nodes", "", NODE)?;
+    let condition = node["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == "VigilConfigOK")?
+        .clone();
+    let text = |key: &str| condition[key].as_str().unwrap_or_default().to_owned();
+    Some((text("status"), text("reason"), text("message")))
+}
+
+async fn until_config(server: &ApiServer, reason: &str, message_has: &str) -> String {
+    server
+        .until(
+            LIMIT,
+            &format!("VigilConfigOK {reason}: {message_has}"),
+            |s| config_condition(s).is_some_and(|(_, r, m)| r == reason && m.contains(message_has)),
+        )
+        .await;
+    config_condition(server).expect("waited for it").2
+}
+
+/// The status objects of this node, by policy.
+fn policy_statuses(server: &ApiServer) -> std::collections::BTreeMap<String, Value> {
+    server
+        .list("vigilpolicystatuses")
+        .into_iter()
+        .filter(|o| o["spec"]["node"] == NODE)
+        .map(|o| (o["spec"]["policy"].as_str().unwrap().to_owned(), o))
+        .collect()
+}
+
+fn node_report(server: &ApiServer) -> Value {
+    server
+        .get("vigilnodestatuses", "", NODE)
+        .map_or(Value::Null, |o| o["status"].clone())
+}
+
+/// A ConfigMap in the namespace `ops`.
+fn config_map(name: &str, data: Value, immutable: bool) -> Value {
+    json!({"apiVersion": "v1", "kind": "ConfigMap",
+           "metadata": {"name": name, "namespace": "ops"},
+           "data": data, "immutable": immutable})
+}
+
+/// A `configFrom` entry naming `ops/NAME[KEY]`.
+fn config_from(name: &str, key: &str) -> Value {
+    json!([{"namespace": "ops", "name": name, "key": key}])
+}

@@ -1,0 +1,195 @@
+//! A bundled scenario replayed step by step through the cluster path — pods
+//! as Kubernetes objects read by the agent's pod reader, usage from cgroup
+//! files, `memory.available` from `meminfo`, the Eviction API killer against
+//! the test API server — evicts the same pods at the same times as
+//! `vigil simulate`.
+
+use super::*;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::watcher::Event;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+use vigil::clock::ManualClock;
+use vigil::cluster::budgets::Budgets;
+use vigil::cluster::evict::EvictionApi;
+use vigil::cluster::source::ClusterSource;
+use vigil::config::VigilConfig;
+use vigil::eviction::EvictionManager;
+use vigil::eviction::runner::NodeSource;
+use vigil::model::{Layer, QosClass};
+use vigil::policy::{Host, LimitsTable, Registry};
+use vigil::signals::{CpuRates, Driver, Sources};
+use vigil::simulate::{PodSpec, RunOptions, Scenario, run};
+
+/// The virtual start of every simulation.
+const START: Duration = Duration::from_secs(1_700_000_000);
+
+fn quantity(bytes: f64) -> String {
+    format!("{}", bytes as u64)
+}
+
+fn resources(memory: f64, cpu: f64) -> Value {
+    let mut map = serde_json::Map::new();
+    if memory > 0.0 {
+        map.insert("memory".into(), json!(quantity(memory)));
+    }
+    if cpu > 0.0 {
+        map.insert("cpu".into(), json!(format!("{}m", cpu as u64)));
+    }
+    Value::Object(map)
+}
+
+fn pod_object(spec: &PodSpec) -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": spec.name, "namespace": spec.namespace,
+                     "uid": format!("uid-{}", spec.name), "labels": spec.labels,
+                     "annotations": spec.annotations},
+        "spec": {"nodeName": NODE, "priority": spec.priority,
+                 "terminationGracePeriodSeconds": spec.grace_period.as_secs(),
+                 "containers": [{"name": "main", "image": "example", "resources": {
+                     "requests": resources(spec.requests.memory, spec.requests.cpu),
+                     "limits": resources(spec.limits.memory, spec.limits.cpu)}}]},
+        "status": {"phase": "Running", "startTime": "2023-11-14T22:13:20Z"},
+    })
+}
+
+fn cgroup(spec: &PodSpec, qos: QosClass) -> String {
+    let uid = format!("uid-{}", spec.name);
+    match qos {
+        QosClass::BestEffort => format!("kubepods/besteffort/pod{uid}"),
+        QosClass::Burstable => format!("kubepods/burstable/pod{uid}"),
+        QosClass::Guaranteed => format!("kubepods/pod{uid}"),
+    }
+}
+
+/// Fills `store` with `objects`, as a watcher's initial list would.
+fn fill<K: kube::Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned>(
+    writer: &mut reflector::store::Writer<K>,
+    objects: Vec<Value>,
+) {
+    writer.apply_watcher_event(&Event::Init);
+    for object in objects {
+        let object: K = serde_json::from_value(object).expect("a valid object");
+        writer.apply_watcher_event(&Event::InitApply(object));
+    }
+    writer.apply_watcher_event(&Event::InitDone);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hard_memory_pressure_evicts_the_same_pods_at_the_same_times_as_simulate() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../examples/scenarios/hard-memory-pressure.yaml");
+    let scenario = Scenario::load(&path).expect("a valid scenario");
+    let simulated: Vec<(u64, String)> =
+        run(&scenario, path.parent().unwrap(), &RunOptions::default())
+            .await
+            .expect("simulates")
+            .evictions
+            .iter()
+            .map(|e| (e.at as u64, e.pod.clone()))
+            .collect();
+    assert!(simulated.len() >= 2, "{simulated:?}");
+
+    let server = ApiServer::start().await;
+    server.kubelet(false);
+    let files = NodeFiles::default();
+    let mut node = objects::node(NODE);
+    node["status"]["allocatable"]["memory"] = json!(quantity(scenario.node.memory));
+    server.put("nodes", "", node.clone());
+    for spec in &scenario.pods {
+        server.put("pods", &spec.namespace, pod_object(spec));
+    }
+    let mut config = kube::Config::new(server.url().parse().expect("a URL"));
+    config.default_retry = false;
+    let client = kube::Client::try_from(config).expect("a client");
+
+    let host = Arc::new(Host::new(None).expect("host"));
+    let clock = Arc::new(ManualClock::new(SystemTime::UNIX_EPOCH + START));
+    let registry = Arc::new(
+        Registry::new(host, clock.clone(), LimitsTable::default(), None).expect("registry"),
+    );
+    let layer = Layer {
+        source: "scenario".into(),
+        json: scenario.config.clone().unwrap_or(json!({})).to_string(),
+    };
+    // The replay's disk is the test machine's own, not the scenario's.
+    let no_disk = Layer {
+        source: "test".into(),
+        json: r#"{"policies": {"disk-pressure": {"enabled": false}}}"#.into(),
+    };
+    let config =
+        VigilConfig::merge(&registry, vec![layer, no_disk]).expect("the scenario's config");
+    let settings = vigil::eviction::EvictionSettings::from(&config);
+    let period = settings.period;
+    let mut manager = EvictionManager::new(registry, settings);
+    let killer = EvictionApi::new(client.clone());
+    let (pods, mut pods_writer) = reflector::store::<Pod>();
+    let (nodes, mut nodes_writer): (Store<Node>, _) = reflector::store();
+    fill(&mut nodes_writer, vec![node]);
+    let mut source = ClusterSource {
+        signals: Sources {
+            proc_root: files.path("proc"),
+            cgroup_root: files.path("cgroup"),
+            driver: Driver::Cgroupfs,
+            nodefs: files.root().to_owned(),
+            ..Sources::default()
+        },
+        pods,
+        node: nodes,
+        budgets: Arc::new(Budgets::new(client, |_| {})),
+        clock: clock.clone(),
+        cpu: CpuRates::default(),
+    };
+
+    let mut leaves: Vec<(String, Duration)> = Vec::new();
+    let mut replayed = Vec::new();
+    let mut t = Duration::ZERO;
+    while t <= scenario.duration {
+        // The kubelet: pods whose grace period is over are gone.
+        for (name, at) in &leaves {
+            if *at <= t {
+                server.delete("pods", "default", name);
+            }
+        }
+        let present: Vec<&PodSpec> = scenario
+            .pods
+            .iter()
+            .filter(|p| server.get("pods", &p.namespace, &p.name).is_some())
+            .collect();
+        let mut used = scenario.node.system_memory.at(t);
+        for spec in &present {
+            let bytes = spec.memory.at(t);
+            used += bytes;
+            files.cgroup_bytes(&cgroup(spec, spec.qos().into()), bytes as u64);
+        }
+        let total = scenario.node.memory;
+        files.meminfo(total as u64, (total - used).max(0.0) as u64);
+        fill(&mut pods_writer, server.list("pods"));
+
+        let now = SystemTime::UNIX_EPOCH + START + t;
+        let state = source.observe();
+        let report = manager.cycle_through(now, &state, &killer).await;
+        for victim in &report.started {
+            let spec = scenario
+                .pods
+                .iter()
+                .find(|p| p.name == victim.pod.name)
+                .expect("a scenario pod");
+            let grace = victim
+                .grace_period_seconds
+                .map_or(spec.grace_period, Duration::from_secs);
+            leaves.push((spec.name.clone(), t + grace));
+            replayed.push((t.as_secs(), format!("{}/{}", spec.namespace, spec.name)));
+        }
+        t += period;
+        clock.advance(period);
+    }
+    assert_eq!(replayed, simulated);
+    assert_eq!(
+        server.evictions().len(),
+        simulated.len(),
+        "one API call per victim"
+    );
+}

@@ -1,0 +1,102 @@
+//! Starting and stopping: what stops the start with a clear error, and SIGTERM
+//! while a policy compiles.
+
+use super::*;
+
+#[test]
+fn the_agent_refuses_to_start_without_a_node_name() {
+    let output = Command::new(env!("CARGO_BIN_EXE_vigil"))
+        .args(["agent", "--kubeconfig", "/nonexistent"])
+        .env_remove("NODE_NAME")
+        .output()
+        .expect("runs");
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("--node-name"), "{stderr}");
+}
+
+/// Runs `vigil agent` for node `n1` with `args` and state in a temp dir; its stderr, if it failed.
+fn failed_start(args: &[&str]) -> String {
+    let state = tempfile::tempdir().expect("temp dir");
+    let output = Command::new(env!("CARGO_BIN_EXE_vigil"))
+        .args(["agent", "--node-name", "n1", "--state-dir"])
+        .arg(state.path())
+        .args(args)
+        .output()
+        .expect("runs");
+    assert!(!output.status.success(), "the agent should refuse to start");
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+#[test]
+fn a_config_layer_with_a_mistyped_field_stops_the_start_naming_the_field() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let config = dir.path().join("config.yaml");
+    std::fs::write(&config, "evictionBursts: 2\n").expect("write");
+    let stderr = failed_start(&["--config", &config.display().to_string()]);
+    assert!(stderr.contains("evictionBursts"), "{stderr}");
+    let broken = dir.path().join("broken.yaml");
+    std::fs::write(&broken, "evictionBurst: [\n").expect("write");
+    let stderr = failed_start(&["--config", &broken.display().to_string()]);
+    assert!(stderr.contains("is not YAML or JSON"), "{stderr}");
+}
+
+#[test]
+fn an_unreadable_kubeconfig_stops_the_start_naming_the_file() {
+    let stderr = failed_start(&["--kubeconfig", "/nonexistent/kubeconfig"]);
+    assert!(
+        stderr.contains("cannot read the kubeconfig /nonexistent/kubeconfig"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_state_directory_others_can_write_stops_the_start() {
+    use std::os::unix::fs::PermissionsExt;
+    let root = tempfile::tempdir().expect("temp dir");
+    let state = root.path().join("state");
+    std::fs::create_dir(&state).expect("mkdir");
+    std::fs::set_permissions(&state, std::fs::Permissions::from_mode(0o777)).expect("chmod");
+    let output = Command::new(env!("CARGO_BIN_EXE_vigil"))
+        .args(["agent", "--node-name", "n1", "--state-dir"])
+        .arg(&state)
+        .output()
+        .expect("runs");
+    assert!(!output.status.success(), "the agent should refuse to start");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains(&format!("{} is owned by uid", state.display()))
+            && stderr.contains("mode 777")
+            && stderr.contains("run native code"),
+        "{stderr}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_ends_the_agent_while_a_policy_compiles() {
+    let (server, fixture) = test_node().await;
+    let js = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../examples/policies/js-sorter/js-sorter.wasm");
+    std::fs::create_dir_all(fixture.path("policies")).expect("policies dir");
+    std::fs::copy(&js, fixture.path("policies/js-sorter.wasm")).unwrap_or_else(|e| {
+        panic!(
+            "{}: {e}; build the example policies with examples/policies/build.sh",
+            js.display()
+        )
+    });
+    let mut agent = start(&server, &fixture, &[]);
+    watching(&server).await;
+    // The JavaScript component compiles for seconds, from an empty cache.
+    let (status, logs) = tokio::task::spawn_blocking(move || {
+        let status = agent.terminate();
+        (status, agent.logs())
+    })
+    .await
+    .expect("joins");
+    assert!(status.success(), "exit {status:?}: {logs}");
+    assert!(logs.contains("vigil agent stopped"), "{logs}");
+    assert!(
+        !logs.contains("js-sorter@"),
+        "the exit waited for the compile to finish: {logs}"
+    );
+}
