@@ -21,8 +21,8 @@ pub mod tracker;
 
 pub use killer::{KillError, Killer};
 pub use manager::{
-    CycleReport, Decision, EvictionManager, FOREIGN_TERMINATING_WAIT, HOST, NodeState, PodFacts,
-    Refusal, Terminating, Victim,
+    Call, CycleReport, Decision, EvictionManager, FOREIGN_TERMINATING_WAIT, HOST, NodeState,
+    PodFacts, Reclaim, Refusal, Skipped, Terminating, Victim, Withheld,
 };
 pub use policies::{Policies, Unanswered};
 pub use queue::{Settled, Urgency};

@@ -105,6 +105,11 @@ pub struct Step {
     /// What was not done, and why: strategies that faulted or declined,
     /// reclaim in progress.
     pub skipped: Vec<String>,
+    /// Of those, what the policies did not answer (faults, declines,
+    /// refused taint effects) and rollbacks of a version on trial: what the
+    /// chart marks.
+    #[serde(skip)]
+    pub unanswered: Vec<String>,
     /// Candidates the sorter refused, with its reasons.
     pub refusals: Vec<Refusal>,
     /// Config changes that came due this cycle, applied or refused.

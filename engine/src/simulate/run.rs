@@ -263,6 +263,7 @@ pub async fn run(
         let now_serving = versions(&registry);
         for note in rolled_back(&serving, &now_serving) {
             simulation.warn(note.clone());
+            step.unanswered.push(note.clone());
             step.skipped.push(note);
         }
         serving = now_serving;
@@ -460,7 +461,13 @@ fn step(t: Duration, node: &NodeState, report: &crate::eviction::CycleReport) ->
             .iter()
             .map(|v| format!("{}/{}", v.pod.namespace, v.pod.name))
             .collect(),
-        skipped: report.skipped.clone(),
+        skipped: report.skipped.iter().map(ToString::to_string).collect(),
+        unanswered: report
+            .skipped
+            .iter()
+            .filter(|s| s.is_policys())
+            .map(ToString::to_string)
+            .collect(),
         refusals: report.refusals.clone(),
         config: Vec::new(),
         snapshot: None,

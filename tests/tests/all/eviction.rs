@@ -6,7 +6,8 @@ use std::sync::Arc;
 use std::time::Duration;
 use vigil::clock::{Clock, ManualClock};
 use vigil::eviction::{
-    CycleReport, EvictionManager, EvictionSettings, KillError, NodeState, PolicySettings,
+    Call, CycleReport, EvictionManager, EvictionSettings, KillError, NodeState, PolicySettings,
+    Skipped, Unanswered, Withheld,
 };
 use vigil::model::bindings::{KeyValue, Pod, QosClass, Signal};
 use vigil::policy::{Registry, Source};
@@ -114,9 +115,13 @@ impl Node {
     }
 }
 
-/// Whether something this cycle skipped starts with `prefix`.
-fn skipped(report: &CycleReport, prefix: &str) -> bool {
-    report.skipped.iter().any(|s| s.starts_with(prefix))
+/// How many thresholds this cycle waited on reclaim in progress.
+fn reclaiming(report: &CycleReport) -> usize {
+    report
+        .skipped
+        .iter()
+        .filter(|s| matches!(s, Skipped::Reclaiming { .. }))
+        .count()
 }
 
 fn names(victims: &[vigil::eviction::Victim]) -> Vec<&str> {
@@ -136,14 +141,7 @@ async fn hard_pressure_evicts_the_kubelet_ranked_pod_never_a_critical_one_and_wa
         second.started.is_empty(),
         "the hog is still terminating: {second:?}"
     );
-    assert!(
-        second
-            .skipped
-            .iter()
-            .any(|s| s.contains("reclaim in progress")),
-        "{:?}",
-        second.skipped
-    );
+    assert!(reclaiming(&second) > 0, "{:?}", second.skipped);
 
     node.finish_evictions();
     let third = node.cycle().await;
@@ -251,7 +249,11 @@ async fn a_strategy_that_traps_is_skipped_while_the_others_act() {
     node.available_mib = 50;
     let report = node.cycle().await;
     assert!(
-        skipped(&report, "strategy script skipped: trapped"),
+        report.skipped.iter().any(|s| matches!(
+            s,
+            Skipped::Strategy { name, call: Call::Evaluate, why: Unanswered::Fault(fault) }
+                if name == "script" && fault.starts_with("trapped")
+        )),
         "{:?}",
         report.skipped
     );
@@ -289,20 +291,16 @@ async fn a_failing_sorter_makes_soft_candidates_wait_while_hard_victims_use_the_
         ["hog"],
         "the hard victim, validated by the built-in sorter"
     );
-    assert!(
-        report
-            .skipped
-            .iter()
-            .any(|s| s.ends_with("using the built-in default-sorter")),
-        "{report:?}"
-    );
-    assert!(
-        report
-            .skipped
-            .iter()
-            .any(|s| s.ends_with("soft evictions wait")),
-        "{report:?}"
-    );
+    let fallbacks: Vec<Option<&str>> = report
+        .skipped
+        .iter()
+        .filter_map(|s| match s {
+            Skipped::Sorter { fallback, .. } => Some(fallback.as_deref()),
+            _ => None,
+        })
+        .collect();
+    assert!(fallbacks.contains(&Some("default-sorter")), "{report:?}");
+    assert!(fallbacks.contains(&None), "soft evictions wait: {report:?}");
     assert!(
         report
             .decisions
@@ -367,10 +365,13 @@ async fn when_every_candidate_is_refused_under_hard_pressure_the_top_one_is_dele
         let report = node.cycle().await;
         assert!(report.started.is_empty(), "{report:?}");
         assert!(
-            report
-                .skipped
-                .iter()
-                .any(|s| s.contains("every candidate's eviction was refused")),
+            report.skipped.iter().any(|s| matches!(
+                s,
+                Skipped::Waiting {
+                    withheld: Some(Withheld::TooSoon { .. }),
+                    ..
+                }
+            )),
             "{:?}",
             report.skipped
         );
@@ -429,12 +430,7 @@ async fn two_pressures_that_pick_the_same_pod_share_it_and_pick_no_second_one() 
         second.started.is_empty() && second.decisions.is_empty(),
         "{second:?}"
     );
-    let waiting = second
-        .skipped
-        .iter()
-        .filter(|s| s.contains("reclaim in progress"))
-        .count();
-    assert_eq!(waiting, 2, "{:?}", second.skipped);
+    assert_eq!(reclaiming(&second), 2, "{:?}", second.skipped);
 }
 
 /// `pods()`, each with labels `app`, `team`, `vigil.dev/tier` and
@@ -456,13 +452,18 @@ fn labelled_pods() -> Vec<Pod> {
 
 /// What `script` declined with this cycle (its `showKeys` answer).
 fn shown(report: &CycleReport, script: &str) -> String {
-    let prefix = format!("strategy {script} declined: ");
     report
         .skipped
         .iter()
-        .find_map(|s| s.strip_prefix(&prefix))
+        .find_map(|s| match s {
+            Skipped::Strategy {
+                name,
+                why: Unanswered::Declined(answer),
+                ..
+            } if name == script => Some(answer.clone()),
+            _ => None,
+        })
         .unwrap_or_else(|| panic!("{script} declined: {:?}", report.skipped))
-        .to_owned()
 }
 
 #[tokio::test]
@@ -534,10 +535,11 @@ async fn a_new_config_is_asked_for_its_interest_and_a_faulty_interest_is_a_fault
     )]));
     let report = node.cycle().await;
     assert!(
-        skipped(
-            &report,
-            "strategy script skipped: gave an invalid answer: interest lists 65 labels; at most 64 keys"
-        ),
+        report.skipped.iter().any(|s| matches!(
+            s,
+            Skipped::Strategy { name, why: Unanswered::Fault(fault), .. } if name == "script"
+                && fault.starts_with("gave an invalid answer: interest lists 65 labels; at most 64 keys")
+        )),
         "{:?}",
         report.skipped
     );
@@ -548,7 +550,11 @@ async fn a_new_config_is_asked_for_its_interest_and_a_faulty_interest_is_a_fault
     );
     let report = node.cycle().await;
     assert!(
-        skipped(&report, "strategy script skipped: trapped"),
+        report.skipped.iter().any(|s| matches!(
+            s,
+            Skipped::Strategy { name, call: Call::Evaluate, why: Unanswered::Fault(fault) }
+                if name == "script" && fault.starts_with("trapped")
+        )),
         "{:?}",
         report.skipped
     );

@@ -35,10 +35,13 @@ mod select;
 #[cfg(test)]
 mod tests;
 
-pub use report::{CycleReport, Decision, NodeState, PodFacts, Refusal, Terminating, Victim};
+pub use report::{
+    Call, CycleReport, Decision, NodeState, PodFacts, Reclaim, Refusal, Skipped, Terminating,
+    Victim, Withheld,
+};
 
 use super::killer::{KillError, Killer};
-use super::policies::{Policies, Unanswered};
+use super::policies::Policies;
 use super::queue::{KillQueue, Settled, Urgency};
 use super::settings::EvictionSettings;
 use super::tracker::{ActiveCondition, MetThreshold, Tracker};
@@ -190,10 +193,11 @@ impl EvictionManager {
         // Queued at once, so a later threshold that picks the same pod shares it.
         for threshold in met.iter().filter(|m| m.past_grace) {
             if let Some(pod) = &terminating {
-                report.skipped.push(format!(
-                    "{}/{}: reclaim in progress, {pod} is terminating",
-                    threshold.strategy, threshold.threshold.scope
-                ));
+                report.skipped.push(Skipped::Reclaiming {
+                    strategy: threshold.strategy.clone(),
+                    scope: threshold.threshold.scope.clone(),
+                    by: Reclaim::Terminating(pod.clone()),
+                });
                 continue;
             }
             let chosen = self.threshold_victim(now, threshold, &mut snapshot, &mut report);
@@ -295,12 +299,11 @@ impl EvictionManager {
         for name in strategies {
             self.prepare_snapshot(name, snapshot);
             match self.policies.evaluate(name, snapshot) {
-                Err(why @ Unanswered::Declined(_)) => {
-                    report.skipped.push(format!("strategy {name} {why}"))
-                }
-                Err(why) => report
-                    .skipped
-                    .push(format!("strategy {name} skipped: {why}")),
+                Err(why) => report.skipped.push(Skipped::Strategy {
+                    name: name.clone(),
+                    call: Call::Evaluate,
+                    why,
+                }),
                 Ok(mut decision) => {
                     self.last_met.insert(name.clone(), decision.threshold.met);
                     if let Some(condition) = &mut decision.threshold.condition {
@@ -336,9 +339,10 @@ impl EvictionManager {
             if allowed(effect) {
                 return true;
             }
-            report.skipped.push(format!(
-                "strategy {strategy} asked for taint effect {effect:?}, which is not allowed; not sent"
-            ));
+            report.skipped.push(Skipped::TaintEffect {
+                strategy: strategy.to_owned(),
+                effect: effect.clone(),
+            });
             report
                 .refused_effects
                 .push((strategy.to_owned(), effect.clone()));

@@ -3,11 +3,13 @@
 //! ([`Victim`]) and the account of everything it saw and did
 //! ([`CycleReport`]).
 
+use crate::eviction::policies::Unanswered;
 use crate::eviction::queue::{Settled, Urgency};
 use crate::eviction::tracker::{ActiveCondition, MetThreshold};
 use crate::model::{Pod, Signal, Threshold};
 use std::collections::HashMap;
-use std::time::SystemTime;
+use std::fmt;
+use std::time::{Duration, SystemTime};
 
 /// A pod chosen for eviction, and why.
 #[derive(Debug, Clone)]
@@ -121,7 +123,7 @@ pub struct CycleReport {
     /// Victims being evicted at the end of the cycle (calls running, pods terminating).
     pub in_flight: usize,
     /// Things not done this cycle, and why (a strategy faulted, reclaim in progress...).
-    pub skipped: Vec<String>,
+    pub skipped: Vec<Skipped>,
     /// Candidates the sorter refused this cycle.
     pub refusals: Vec<Refusal>,
 }
@@ -161,6 +163,196 @@ impl CycleReport {
                 self.deferred.push((victim, why))
             }
             Settled::Gone(victim) => self.gone.push(victim),
+        }
+    }
+}
+
+/// Something a cycle did not do, and why; words only when shown.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Skipped {
+    /// A threshold picks no new victim: reclaim for it is in progress.
+    Reclaiming {
+        /// The strategy.
+        strategy: String,
+        /// The threshold's scope.
+        scope: String,
+        /// What reclaims.
+        by: Reclaim,
+    },
+    /// A threshold waits: no candidate can be evicted now.
+    Waiting {
+        /// The strategy.
+        strategy: String,
+        /// The threshold's scope.
+        scope: String,
+        /// Why; `None` when no candidate is one the API server will evict.
+        withheld: Option<Withheld>,
+    },
+    /// A strategy gave no answer.
+    Strategy {
+        /// The strategy.
+        name: String,
+        /// What it was asked.
+        call: Call,
+        /// Why it gave none.
+        why: Unanswered,
+    },
+    /// The sorter gave no answer: hard victims are validated by `fallback`
+    /// (the built-in sorter), or, without one, soft evictions wait.
+    Sorter {
+        /// The sorter.
+        name: String,
+        /// Why it gave none.
+        why: Unanswered,
+        /// The sorter used instead, if any.
+        fallback: Option<String>,
+    },
+    /// A taint effect the host does not allow: never sent.
+    TaintEffect {
+        /// The strategy that asked for it.
+        strategy: String,
+        /// The effect.
+        effect: String,
+    },
+}
+
+/// What reclaims for a threshold that picks no new victim.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reclaim {
+    /// Its own victim is waiting or being evicted.
+    Own,
+    /// A pod vigil did not evict is terminating (`namespace/name`).
+    Terminating(String),
+    /// Another threshold's victim, which this one counts on too (its name).
+    Shared(String),
+}
+
+/// Why every candidate's refusal does not lead to a PDB override.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Withheld {
+    /// `pdbOverrideAfterSeconds` is not set.
+    Off,
+    /// A soft threshold never overrides a budget.
+    Soft,
+    /// The threshold is on a stall signal.
+    Stall(String),
+    /// The strategy does not allow it.
+    NotAllowed(String),
+    /// Dry run deletes nothing.
+    DryRun,
+    /// Not refused for long enough yet.
+    TooSoon {
+        /// The override delay.
+        after: Duration,
+        /// How long every candidate has been refused.
+        refused_for: Duration,
+    },
+    /// The budget was overridden within the window.
+    Recent {
+        /// The budget.
+        budget: String,
+        /// The window.
+        window: Duration,
+    },
+}
+
+/// What a strategy was asked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Call {
+    /// `evaluate`.
+    Evaluate,
+    /// `top-victims`.
+    TopVictims,
+}
+
+impl Skipped {
+    /// Whether a policy did not answer (a strategy or the sorter declined or
+    /// faulted, or asked for what the host refuses), rather than the loop
+    /// waiting on its own.
+    pub fn is_policys(&self) -> bool {
+        matches!(
+            self,
+            Self::Strategy { .. } | Self::Sorter { .. } | Self::TaintEffect { .. }
+        )
+    }
+}
+
+impl fmt::Display for Skipped {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Reclaiming {
+                strategy,
+                scope,
+                by,
+            } => {
+                write!(f, "{strategy}/{scope}: reclaim in progress, ")?;
+                match by {
+                    Reclaim::Own => f.write_str("no new victim"),
+                    Reclaim::Terminating(pod) => write!(f, "{pod} is terminating"),
+                    Reclaim::Shared(pod) => write!(f, "{pod} is already being evicted"),
+                }
+            }
+            Self::Waiting {
+                strategy,
+                scope,
+                withheld: None,
+            } => write!(
+                f,
+                "{strategy}/{scope}: no candidate the API server will evict now; waiting"
+            ),
+            Self::Waiting {
+                strategy,
+                scope,
+                withheld: Some(why),
+            } => write!(
+                f,
+                "{strategy}/{scope}: every candidate's eviction was refused; waiting ({why})"
+            ),
+            Self::Strategy { name, call, why } => match (call, why) {
+                (Call::Evaluate, Unanswered::Declined(_)) => write!(f, "strategy {name} {why}"),
+                (Call::Evaluate, _) => write!(f, "strategy {name} skipped: {why}"),
+                (Call::TopVictims, Unanswered::Declined(_)) => {
+                    write!(f, "strategy {name} gave no victims: {why}")
+                }
+                (Call::TopVictims, _) => write!(f, "strategy {name} top victims skipped: {why}"),
+            },
+            Self::Sorter {
+                name,
+                why,
+                fallback: Some(fallback),
+            } => write!(f, "sorter {name} {why}; using the built-in {fallback}"),
+            Self::Sorter {
+                name,
+                why,
+                fallback: None,
+            } => write!(f, "sorter {name} {why}; soft evictions wait"),
+            Self::TaintEffect { strategy, effect } => write!(
+                f,
+                "strategy {strategy} asked for taint effect {effect:?}, which is not allowed; not sent"
+            ),
+        }
+    }
+}
+
+impl fmt::Display for Withheld {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Off => f.write_str("the PDB override is off"),
+            Self::Soft => f.write_str("a soft threshold never overrides a budget"),
+            Self::Stall(signal) => write!(f, "{signal} is a stall signal: never overridden"),
+            Self::NotAllowed(strategy) => {
+                write!(f, "strategy {strategy} does not allow the PDB override")
+            }
+            Self::DryRun => f.write_str("dry run deletes nothing"),
+            Self::TooSoon { after, refused_for } => {
+                write!(f, "override after {after:?}, refused for {refused_for:?}")
+            }
+            Self::Recent { budget, window } => {
+                write!(
+                    f,
+                    "budget {budget} was overridden within the last {window:?}"
+                )
+            }
         }
     }
 }

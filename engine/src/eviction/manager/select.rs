@@ -3,9 +3,8 @@
 //! budgets), force evictions, the best soft candidate, and the sorter's
 //! validation with the host's protection of static, mirror and critical pods.
 
-use super::report::{CycleReport, Refusal, Victim};
+use super::report::{Call, CycleReport, Reclaim, Refusal, Skipped, Victim, Withheld};
 use super::{EvictionManager, FALLBACK_SORTER, HOST};
-use crate::eviction::policies::Unanswered;
 use crate::eviction::queue::Urgency;
 use crate::eviction::tracker::MetThreshold;
 use crate::model::{Candidate, Eviction, MetLevel, Pod, Snapshot, Sorted};
@@ -31,25 +30,23 @@ impl EvictionManager {
             Urgency::Soft
         };
         if self.queue.reclaiming(name, scope, urgency) {
-            report.skipped.push(format!(
-                "{name}/{scope}: reclaim in progress, no new victim"
-            ));
+            report.skipped.push(Skipped::Reclaiming {
+                strategy: name.clone(),
+                scope: scope.clone(),
+                by: Reclaim::Own,
+            });
             return None;
         }
         self.prepare_snapshot(name, snapshot);
         let n = u32::try_from(snapshot.pods.len()).unwrap_or(u32::MAX);
         let victims = match self.policies.top_victims(name, snapshot, scope, n) {
             Ok(victims) => victims,
-            Err(why @ Unanswered::Declined(_)) => {
-                report
-                    .skipped
-                    .push(format!("strategy {name} gave no victims: {why}"));
-                return None;
-            }
             Err(why) => {
-                report
-                    .skipped
-                    .push(format!("strategy {name} top victims skipped: {why}"));
+                report.skipped.push(Skipped::Strategy {
+                    name: name.clone(),
+                    call: Call::TopVictims,
+                    why,
+                });
                 return None;
             }
         };
@@ -79,9 +76,11 @@ impl EvictionManager {
         let (index, override_pdb) = match (open, top_budget) {
             (Some(index), _) => (index, false),
             (None, None) => {
-                report.skipped.push(format!(
-                    "{name}/{scope}: no candidate the API server will evict now; waiting"
-                ));
+                report.skipped.push(Skipped::Waiting {
+                    strategy: name.clone(),
+                    scope: scope.clone(),
+                    withheld: None,
+                });
                 return None;
             }
             (None, Some(top)) => {
@@ -90,9 +89,11 @@ impl EvictionManager {
                 match self.may_override(met, &candidates[top].pod, blocked_for) {
                     Ok(()) => (top, true),
                     Err(why) => {
-                        report.skipped.push(format!(
-                            "{name}/{scope}: every candidate's eviction was refused; waiting ({why})"
-                        ));
+                        report.skipped.push(Skipped::Waiting {
+                            strategy: name.clone(),
+                            scope: scope.clone(),
+                            withheld: Some(why),
+                        });
                         return None;
                     }
                 }
@@ -102,10 +103,11 @@ impl EvictionManager {
         if self.queue.holds(&candidate.pod.uid) {
             // Another threshold already evicts this pod: count on it, pick no other.
             self.queue.share(&candidate.pod.uid, name, scope, urgency);
-            report.skipped.push(format!(
-                "{name}/{scope}: reclaim in progress, {} is already being evicted",
-                candidate.pod.name
-            ));
+            report.skipped.push(Skipped::Reclaiming {
+                strategy: name.clone(),
+                scope: scope.clone(),
+                by: Reclaim::Shared(candidate.pod.name.clone()),
+            });
             return None;
         }
         let mut chosen = victim(name, candidate, eviction, urgency, Some(scope.clone()));
@@ -126,40 +128,35 @@ impl EvictionManager {
         met: &MetThreshold,
         pod: &Pod,
         blocked_for: Duration,
-    ) -> Result<(), String> {
+    ) -> Result<(), Withheld> {
         let Some(after) = self.settings.pdb_override_after else {
-            return Err("the PDB override is off".into());
+            return Err(Withheld::Off);
         };
         if met.threshold.met != MetLevel::Hard {
-            return Err("a soft threshold never overrides a budget".into());
+            return Err(Withheld::Soft);
         }
         if crate::signals::catalogue::is_stall(&met.threshold.signal) {
-            return Err(format!(
-                "{} is a stall signal: never overridden",
-                met.threshold.signal
-            ));
+            return Err(Withheld::Stall(met.threshold.signal.clone()));
         }
         let settings = self.settings.policy(&met.strategy);
         if !settings.pdb_override {
-            return Err(format!(
-                "strategy {} does not allow the PDB override",
-                met.strategy
-            ));
+            return Err(Withheld::NotAllowed(met.strategy.clone()));
         }
         if self.settings.dry_run || settings.dry_run {
-            return Err("dry run deletes nothing".into());
+            return Err(Withheld::DryRun);
         }
         if blocked_for < after {
-            return Err(format!(
-                "override after {after:?}, refused for {blocked_for:?}"
-            ));
+            return Err(Withheld::TooSoon {
+                after,
+                refused_for: blocked_for,
+            });
         }
         let budgets = self.budgets_of(pod);
         if let Some(recent) = budgets.iter().find(|b| self.overridden.contains_key(*b)) {
-            return Err(format!(
-                "budget {recent} was overridden within the last {:?}",
-                self.settings.pdb_override_window
-            ));
+            return Err(Withheld::Recent {
+                budget: recent.clone(),
+                window: self.settings.pdb_override_window,
+            });
         }
         Ok(())
     }
@@ -267,15 +264,14 @@ impl EvictionManager {
             }
             Err(why) => why,
         };
+        report.skipped.push(Skipped::Sorter {
+            name: name.clone(),
+            why,
+            fallback: fallback.then(|| FALLBACK_SORTER.to_owned()),
+        });
         if !fallback {
-            report
-                .skipped
-                .push(format!("sorter {name} {why}; soft evictions wait"));
             return None;
         }
-        report.skipped.push(format!(
-            "sorter {name} {why}; using the built-in {FALLBACK_SORTER}"
-        ));
         let fallback_config = self.settings.policy(FALLBACK_SORTER).config;
         let mut sorted = self
             .policies

@@ -5,6 +5,7 @@
 use super::select::{candidate, victim};
 use super::*;
 use crate::eviction::PolicySettings;
+use crate::eviction::Unanswered;
 use crate::model::{
     Candidate, CandidateUrgency, Decision as Answer, Pod, Signal, SortRejection, Sorted,
 };
@@ -315,10 +316,10 @@ fn a_faulting_sorter_makes_hard_victims_use_the_builtin_one() {
     let report = m.cycle(T0, node(&["a"]));
     assert_eq!(uids(&report.requested), ["a"]);
     assert!(
-        report
-            .skipped
-            .iter()
-            .any(|s| s.contains("using the built-in")),
+        report.skipped.iter().any(|s| matches!(
+            s,
+            Skipped::Sorter { fallback: Some(builtin), .. } if builtin == FALLBACK_SORTER
+        )),
         "{:?}",
         report.skipped
     );
@@ -339,12 +340,10 @@ fn a_pod_terminating_for_another_reason_is_reclaim_in_progress_within_its_grace(
     });
     let report = m.cycle(T0, state.clone());
     assert!(report.requested.is_empty());
-    assert!(
-        report
-            .skipped
-            .iter()
-            .any(|s| s.contains("default/x is terminating"))
-    );
+    assert!(report.skipped.iter().any(|s| matches!(
+        s,
+        Skipped::Reclaiming { by: Reclaim::Terminating(pod), .. } if pod == "default/x"
+    )));
     let later = T0 + Duration::from_secs(30);
     assert_eq!(uids(&m.cycle(later, state.clone()).requested), ["a"]);
 }
@@ -598,12 +597,25 @@ fn refuse_all(m: &mut EvictionManager, now: SystemTime, all: &NodeState) -> Cycl
     m.cycle(now, all.clone())
 }
 
-fn skipped_with(report: &CycleReport, text: &str) -> bool {
-    report.skipped.iter().any(|s| s.contains(text))
+/// Why the report's thresholds wait without overriding a budget.
+fn withheld(report: &CycleReport) -> Vec<&Withheld> {
+    report
+        .skipped
+        .iter()
+        .filter_map(|s| match s {
+            Skipped::Waiting {
+                withheld: Some(why),
+                ..
+            } => Some(why),
+            _ => None,
+        })
+        .collect()
 }
 
 #[test]
 fn the_pdb_override_needs_the_strategys_consent_and_never_acts_on_a_stall() {
+    let stall = Withheld::Stall("psi.memory.some.avg10".into());
+    let refused = Withheld::NotAllowed("fake".into());
     for (fake, why) in [
         (
             Fake {
@@ -611,18 +623,18 @@ fn the_pdb_override_needs_the_strategys_consent_and_never_acts_on_a_stall() {
                 stall: true,
                 ..Fake::default()
             },
-            "is a stall signal",
+            &stall,
         ),
         (
             Fake {
                 victims: vec!["a".into()],
                 ..Fake::default()
             },
-            "does not allow",
+            &refused,
         ),
     ] {
         let (mut m, fake) = manager(fake);
-        if why == "does not allow" {
+        if *why == refused {
             let mut settings = m.settings().clone();
             settings.policies.clear();
             m.set_settings(settings);
@@ -633,7 +645,7 @@ fn the_pdb_override_needs_the_strategys_consent_and_never_acts_on_a_stall() {
         let later = T0 + Duration::from_secs(60);
         let report = refuse_all(&mut m, later, &all);
         assert!(report.requested.is_empty(), "{report:?}");
-        assert!(skipped_with(&report, why), "{:?}", report.skipped);
+        assert_eq!(withheld(&report), [why], "{:?}", report.skipped);
     }
 }
 
@@ -688,7 +700,7 @@ fn a_budget_is_overridden_at_most_once_per_window() {
     now += Duration::from_secs(60);
     let report = refuse_all(&mut m, now, &rest_facts);
     assert!(
-        skipped_with(&report, "was overridden within"),
+        matches!(withheld(&report)[..], [Withheld::Recent { budget, .. }] if budget == "default/web"),
         "{:?}",
         report.skipped
     );

@@ -394,17 +394,9 @@ pub(super) fn lane_marks(steps: &[Step]) -> Vec<LaneMark> {
             let label = format!("{} refused {}: {}", r.sorter, r.pod, r.reason);
             (Lane::Refused, label)
         });
-        // A policy's fault or decline, or its rollback, is worded after the
-        // policy ("strategy NAME ...", "sorter NAME ...", "policy NAME ...");
-        // the rest is the manager's bookkeeping (reclaim in progress).
         let unanswered = step
-            .skipped
+            .unanswered
             .iter()
-            .filter(|s| {
-                ["strategy ", "sorter ", "policy "]
-                    .iter()
-                    .any(|p| s.starts_with(p))
-            })
             .map(|s| (Lane::Unanswered, s.clone()));
         let now: BTreeSet<(Lane, String)> = refusals.chain(unanswered).collect();
         for (lane, label) in now.difference(&before) {
@@ -455,6 +447,7 @@ mod tests {
             started: Vec::new(),
             gone: Vec::new(),
             skipped: Vec::new(),
+            unanswered: Vec::new(),
             refusals: Vec::new(),
             config: Vec::new(),
             snapshot: None,
@@ -554,6 +547,7 @@ mod tests {
             "memory-pressure/memory: reclaim in progress, no new victim".into(),
             "strategy psi-pressure declined: no PSI".into(),
         ];
+        steps[1].unanswered = vec!["strategy psi-pressure declined: no PSI".into()];
         steps[2].config.push("configChanges[0] applied".into());
         let marks: Vec<(Lane, f64)> = lane_marks(&steps).iter().map(|m| (m.lane, m.at)).collect();
         assert_eq!(
