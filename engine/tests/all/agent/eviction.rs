@@ -133,14 +133,7 @@ async fn a_pdb_protected_top_victim_passes_the_turn_to_the_next_pod_at_once() {
     server.put("poddisruptionbudgets", NS, objects::pdb(NS, "big", 0));
     let agent = start(&server, &fixture, &[]);
     watching(&server).await;
-    server
-        .until(LIMIT, "the agent watches the namespace's PDBs", |s| {
-            s.requests().iter().any(|r| {
-                r.uri
-                    .starts_with("/apis/policy/v1/namespaces/shop/poddisruptionbudgets")
-            })
-        })
-        .await;
+    watching_budgets(&server).await;
 
     fixture.memory_available(50);
     server
@@ -346,14 +339,7 @@ async fn pods_the_api_server_will_not_evict_pass_the_turn_to_the_next() {
     server.put("poddisruptionbudgets", NS, second);
     let agent = start(&server, &fixture, &[]);
     watching(&server).await;
-    server
-        .until(LIMIT, "the agent watches the namespace's PDBs", |s| {
-            s.requests().iter().any(|r| {
-                r.uri
-                    .starts_with("/apis/policy/v1/namespaces/shop/poddisruptionbudgets")
-            })
-        })
-        .await;
+    watching_budgets(&server).await;
     server.fail_next("/pods/medium/eviction", 403);
     server.fail_next("/pods/small/eviction", 422);
     fixture.memory_available(50);
@@ -412,7 +398,7 @@ async fn a_hung_events_api_delays_neither_an_eviction_nor_a_taint() {
 async fn sigterm_during_an_eviction_call_lets_it_finish_and_exits_cleanly() {
     let (server, fixture) = test_node().await;
     pod(&server, &fixture, "big", 900);
-    let mut agent = start(&server, &fixture, &[]);
+    let agent = start(&server, &fixture, &[]);
     watching(&server).await;
 
     server.latency(Duration::from_millis(1500));
@@ -423,14 +409,7 @@ async fn sigterm_during_an_eviction_call_lets_it_finish_and_exits_cleanly() {
         })
         .await;
     assert!(server.evictions().is_empty(), "not answered yet");
-    let (status, logs) = tokio::task::spawn_blocking(move || {
-        let status = agent.terminate();
-        (status, agent.logs())
-    })
-    .await
-    .expect("joins");
-    assert!(status.success(), "exit {status:?}: {logs}");
-    assert!(logs.contains("vigil agent stopped"), "{logs}");
+    terminated_cleanly(agent).await;
     assert_eq!(
         evicted_names(&server),
         [("big".to_owned(), 201)],

@@ -229,3 +229,28 @@ fn config_map(name: &str, data: Value, immutable: bool) -> Value {
 fn config_from(name: &str, key: &str) -> Value {
     json!([{"namespace": "ops", "name": name, "key": key}])
 }
+
+/// Waits until the agent watches the PodDisruptionBudgets of the test namespace.
+async fn watching_budgets(server: &ApiServer) {
+    server
+        .until(LIMIT, "the agent watches the namespace's PDBs", |s| {
+            s.requests().iter().any(|r| {
+                r.uri
+                    .starts_with("/apis/policy/v1/namespaces/shop/poddisruptionbudgets")
+            })
+        })
+        .await;
+}
+
+/// Sends the agent SIGTERM and asserts it stopped cleanly; its logs.
+async fn terminated_cleanly(mut agent: AgentProcess) -> String {
+    let (status, logs) = tokio::task::spawn_blocking(move || {
+        let status = agent.terminate();
+        (status, agent.logs())
+    })
+    .await
+    .expect("joins");
+    assert!(status.success(), "exit {status:?}: {logs}");
+    assert!(logs.contains("vigil agent stopped"), "{logs}");
+    logs
+}

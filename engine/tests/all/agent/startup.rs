@@ -84,17 +84,10 @@ async fn sigterm_ends_the_agent_while_a_policy_compiles() {
             js.display()
         )
     });
-    let mut agent = start(&server, &fixture, &[]);
+    let agent = start(&server, &fixture, &[]);
     watching(&server).await;
     // The JavaScript component compiles for seconds, from an empty cache.
-    let (status, logs) = tokio::task::spawn_blocking(move || {
-        let status = agent.terminate();
-        (status, agent.logs())
-    })
-    .await
-    .expect("joins");
-    assert!(status.success(), "exit {status:?}: {logs}");
-    assert!(logs.contains("vigil agent stopped"), "{logs}");
+    let logs = terminated_cleanly(agent).await;
     assert!(
         !logs.contains("js-sorter@"),
         "the exit waited for the compile to finish: {logs}"
