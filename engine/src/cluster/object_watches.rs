@@ -9,7 +9,7 @@
 //! object on each of its passes (at least every 5 minutes), so a watch goes
 //! idle only while the controller stops reading (its own watch interrupted).
 //!
-//! Where the objects come from is a [`Source`]: the API server
+//! Where the objects come from is an [`ObjectSource`]: the API server
 //! ([`ApiSource`], a list+watch with the field selector `metadata.name`),
 //! or in tests a feed they drive on a paused clock.
 
@@ -52,7 +52,7 @@ impl fmt::Display for ObjectKey {
 pub type Observed = Result<Option<ConfigMap>, String>;
 
 /// Follows one object.
-pub trait Source: Send + Sync + 'static {
+pub trait ObjectSource: Send + Sync + 'static {
     /// Lists then watches `key`; dropping the stream stops the watch.
     fn follow(&self, key: &ObjectKey) -> BoxStream<'static, Observed>;
 }
@@ -72,7 +72,7 @@ pub enum Lookup {
 
 /// The reference-counted per-object watches.
 pub struct ObjectWatches {
-    source: Arc<dyn Source>,
+    source: Arc<dyn ObjectSource>,
     inner: Arc<Mutex<Inner>>,
     changes: watch::Sender<u64>,
 }
@@ -120,7 +120,7 @@ impl fmt::Debug for ObjectWatches {
 
 impl ObjectWatches {
     /// No watches yet; objects come from `source`.
-    pub fn new(source: impl Source) -> Self {
+    pub fn new(source: impl ObjectSource) -> Self {
         Self {
             source: Arc::new(source),
             inner: Arc::new(Mutex::new(Inner::default())),
@@ -309,7 +309,7 @@ async fn feed(
 #[derive(Clone)]
 pub struct ApiSource(pub Client);
 
-impl Source for ApiSource {
+impl ObjectSource for ApiSource {
     fn follow(&self, key: &ObjectKey) -> BoxStream<'static, Observed> {
         let api: Api<ConfigMap> = Api::namespaced(self.0.clone(), &key.namespace);
         let config = watcher::Config::default().fields(&format!("metadata.name={}", key.name));
@@ -349,7 +349,7 @@ mod tests {
     #[derive(Clone, Default)]
     struct Feed(Arc<Mutex<Vec<(ObjectKey, Sender)>>>);
 
-    impl Source for Feed {
+    impl ObjectSource for Feed {
         fn follow(&self, key: &ObjectKey) -> BoxStream<'static, Observed> {
             let (tx, mut rx) = mpsc::unbounded_channel();
             self.0.lock().unwrap().push((key.clone(), tx));

@@ -25,7 +25,7 @@ const MAX_ANNOTATION_BYTES: usize = 256;
 
 /// Where a pod is in its life, for the eviction loop.
 #[derive(Debug, Clone)]
-pub enum Phase {
+pub enum PodPhase {
     /// Running: a candidate.
     Live(Pod),
     /// Pending (not yet running): holds nothing to reclaim, never a candidate.
@@ -44,13 +44,13 @@ pub enum Phase {
 }
 
 /// Reads `pod` into the contract's record (usage zero, no PDB budget).
-pub fn read(pod: &KubePod) -> Phase {
+pub fn read(pod: &KubePod) -> PodPhase {
     let meta = &pod.metadata;
     let uid = meta.uid.clone().unwrap_or_default();
     let namespace = meta.namespace.clone().unwrap_or_default();
     let name = meta.name.clone().unwrap_or_default();
     if let Some(deleted) = &meta.deletion_timestamp {
-        return Phase::Terminating {
+        return PodPhase::Terminating {
             uid,
             name: format!("{namespace}/{name}"),
             until: to_system_time(deleted.0),
@@ -58,8 +58,8 @@ pub fn read(pod: &KubePod) -> Phase {
     }
     let status = pod.status.as_ref();
     match status.and_then(|s| s.phase.as_deref()) {
-        Some("Succeeded" | "Failed") => return Phase::Finished,
-        Some("Pending") => return Phase::Pending,
+        Some("Succeeded" | "Failed") => return PodPhase::Finished,
+        Some("Pending") => return PodPhase::Pending,
         _ => {}
     }
     let spec = pod.spec.clone().unwrap_or_default();
@@ -80,7 +80,7 @@ pub fn read(pod: &KubePod) -> Phase {
         .and_then(|s| s.start_time.as_ref())
         .or(meta.creation_timestamp.as_ref())
         .map_or(0, |t| t.0.as_millisecond());
-    Phase::Live(Pod {
+    PodPhase::Live(Pod {
         uid,
         namespace,
         name,
@@ -294,7 +294,7 @@ status:
             .replace("LONG", &"x".repeat(300))
             .as_str(),
         );
-        let Phase::Live(record) = read(&pod) else {
+        let PodPhase::Live(record) = read(&pod) else {
             panic!("a running pod is live")
         };
         assert_eq!(
@@ -334,7 +334,7 @@ status:
             "metadata: {name: a, namespace: n, uid: u, deletionTimestamp: '2024-01-02T03:04:05Z'}",
         );
         match read(&terminating) {
-            Phase::Terminating { uid, name, until } => {
+            PodPhase::Terminating { uid, name, until } => {
                 assert_eq!((uid.as_str(), name.as_str()), ("u", "n/a"));
                 assert_eq!(
                     until,
@@ -344,13 +344,13 @@ status:
             other => panic!("{other:?}"),
         }
         let done = kube_pod("metadata: {name: a, uid: u}\nstatus: {phase: Succeeded}");
-        assert!(matches!(read(&done), Phase::Finished));
+        assert!(matches!(read(&done), PodPhase::Finished));
         let pending = kube_pod("metadata: {name: a, uid: u}\nstatus: {phase: Pending}");
-        assert!(matches!(read(&pending), Phase::Pending));
+        assert!(matches!(read(&pending), PodPhase::Pending));
         let critical_class = kube_pod(
             "metadata: {name: a, uid: u}\nspec: {containers: [], priorityClassName: system-node-critical}",
         );
-        let Phase::Live(record) = read(&critical_class) else {
+        let PodPhase::Live(record) = read(&critical_class) else {
             panic!()
         };
         assert!(record.is_critical && !record.is_static && !record.is_mirror);

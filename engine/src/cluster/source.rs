@@ -6,7 +6,7 @@
 //! that select it.
 
 use super::budgets::Budgets;
-use super::pods::{self, Phase};
+use super::pods::{self, PodPhase};
 use crate::clock::Clock;
 use crate::eviction::runner::NodeSource;
 use crate::eviction::{NodeState, PodFacts, Terminating};
@@ -80,7 +80,7 @@ impl NodeSource for ClusterSource {
                 *namespaces.entry(namespace.clone()).or_default() += 1;
             }
             match pods::read(&object) {
-                Phase::Live(mut pod) => {
+                PodPhase::Live(mut pod) => {
                     self.usage(&cgroups, &mut pod);
                     let labels = object.metadata.labels.clone().unwrap_or_default();
                     pod.pdb_disruptions_allowed =
@@ -97,10 +97,10 @@ impl NodeSource for ClusterSource {
                     state.facts.insert(pod.uid.clone(), facts);
                     state.pods.push(pod);
                 }
-                Phase::Terminating { uid, name, until } => {
+                PodPhase::Terminating { uid, name, until } => {
                     state.terminating.push(Terminating { uid, name, until })
                 }
-                Phase::Pending | Phase::Finished => {}
+                PodPhase::Pending | PodPhase::Finished => {}
             }
         }
         self.budgets.follow(&namespaces);

@@ -6,7 +6,7 @@ use super::activity::{Activity, time};
 use super::kinds::{ConfigState, Fault, NodeReport, PolicyReport, PressureCondition};
 use crate::cluster::node_status::condition_type;
 use crate::config::assignment::ConfigReport;
-use crate::policy::{Incident, Phase, PolicyStatus, Refusal, Registry, Source};
+use crate::policy::{Incident, Phase, PolicyStatus, RefusedVersion, Registry, Source};
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
 
@@ -120,7 +120,7 @@ fn incident(incident: &Incident) -> Fault {
     }
 }
 
-fn refused(refusal: &Refusal) -> Fault {
+fn refused(refusal: &RefusedVersion) -> Fault {
     let what = match refusal.digest {
         Some(digest) => format!("version {digest} refused"),
         None => "the policy file refused".to_owned(),

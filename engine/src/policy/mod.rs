@@ -52,5 +52,5 @@ pub use handle::{Merger, Sorter, Strategy};
 pub use host::{Host, HostError};
 pub use interest::Declared;
 pub use limits::{Limits, LimitsTable};
-pub use registry::{Incident, Phase, PolicyStatus, Refusal, Registry, RegistryError};
+pub use registry::{Incident, Phase, PolicyStatus, RefusedVersion, Registry, RegistryError};
 pub use world::{CONTRACT_VERSION, World};

@@ -94,7 +94,7 @@ pub struct PolicyStatus {
     pub last_fault: Option<Incident>,
     /// The newest version of this name that was refused at load, if it is
     /// newer than what serves (its file is still there).
-    pub refused: Option<Refusal>,
+    pub refused: Option<RefusedVersion>,
 }
 
 /// Something that went wrong with a policy, for status reports.
@@ -109,7 +109,7 @@ pub struct Incident {
 /// A version refused at load (it cannot be read, does not load, has the
 /// wrong world, fails its canary or was rejected before).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Refusal {
+pub struct RefusedVersion {
     /// The version refused, if its bytes could be read.
     pub digest: Option<Digest>,
     /// When and why.
@@ -133,7 +133,7 @@ struct Books {
     /// The newest fault of each name.
     faults: BTreeMap<String, Incident>,
     /// Names whose newest file was refused at load.
-    refused: BTreeMap<String, Refusal>,
+    refused: BTreeMap<String, RefusedVersion>,
 }
 
 /// The set of serving policies, their lifecycles, and the host that loads them.
@@ -280,7 +280,7 @@ impl Registry {
 
     /// Names whose newest file was refused at load while no version of
     /// theirs serves (a new policy that never loaded).
-    pub fn refused_unserved(&self) -> Vec<(String, Refusal)> {
+    pub fn refused_unserved(&self) -> Vec<(String, RefusedVersion)> {
         let books = self.lock();
         books
             .refused
@@ -356,7 +356,7 @@ impl Registry {
             at: self.clock.now(),
             message,
         };
-        let refusal = Refusal { digest, incident };
+        let refusal = RefusedVersion { digest, incident };
         self.lock().refused.insert(name.to_owned(), refusal);
         self.generation.send_modify(|g| *g += 1);
     }

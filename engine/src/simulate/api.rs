@@ -9,9 +9,9 @@ use futures::future::{BoxFuture, FutureExt};
 
 /// The simulated Eviction API.
 #[derive(Debug, Default, Clone, Copy)]
-pub struct EvictionApi;
+pub struct EvictionModel;
 
-impl Killer for EvictionApi {
+impl Killer for EvictionModel {
     fn evict(&self, victim: &Victim) -> BoxFuture<'static, Result<(), KillError>> {
         let protected = victim.pod.pdb_disruptions_allowed == Some(0) && !victim.override_pdb;
         let answer = if protected {

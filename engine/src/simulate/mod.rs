@@ -15,7 +15,7 @@ mod scenario;
 pub mod schema;
 mod timeline;
 
-pub use api::EvictionApi;
+pub use api::EvictionModel;
 pub use record::{
     DecisionRecord, EvictionRecord, PodUsage, PolicyRecord, Simulation, Step, ThresholdRecord,
 };

@@ -2,7 +2,7 @@
 //! scenario, on a virtual clock. Evicted pods leave after their grace period,
 //! taking their usage with them, so the timeline shows recovery.
 
-use super::api::EvictionApi;
+use super::api::EvictionModel;
 use super::record::{
     DecisionRecord, EvictionRecord, PodUsage, PolicyRecord, Simulation, Step, ThresholdRecord,
 };
@@ -239,7 +239,9 @@ pub async fn run(
         let period = manager.settings().period;
         let present: Vec<&SimPod<'_>> = pods.iter().filter(|p| p.present(t)).collect();
         let node = node_state(scenario, &present, t);
-        let report = manager.cycle_through(start + t, &node, &EvictionApi).await;
+        let report = manager
+            .cycle_through(start + t, &node, &EvictionModel)
+            .await;
         for victim in &report.started {
             let pod = pods
                 .iter_mut()
