@@ -3,7 +3,7 @@
 //! tests with an in-memory fake. The manager never sees a component.
 
 use crate::model::{Candidate, Decision, Eviction, Snapshot, Sorted};
-use crate::policy::{Registry, World};
+use crate::policy::{FaultKind, Registry, World};
 use crate::report::Chain;
 use std::fmt;
 
@@ -15,7 +15,12 @@ pub enum Unanswered {
     /// The policy answered with a refusal (the WIT `result`'s `err`).
     Declined(String),
     /// The call faulted: trap, deadline, memory limit, contract breach.
-    Fault(String),
+    Fault {
+        /// What kind of fault.
+        kind: FaultKind,
+        /// The fault, with its causes, as one line.
+        message: String,
+    },
 }
 
 impl fmt::Display for Unanswered {
@@ -23,7 +28,7 @@ impl fmt::Display for Unanswered {
         match self {
             Self::NotLoaded => f.write_str("is not loaded"),
             Self::Declined(reason) => write!(f, "declined: {reason}"),
-            Self::Fault(fault) => write!(f, "{fault}"),
+            Self::Fault { message, .. } => f.write_str(message),
         }
     }
 }
@@ -73,7 +78,10 @@ fn answer<T>(outcome: crate::policy::Outcome<T, String>) -> Result<T, Unanswered
     match outcome {
         Ok(Ok(answer)) => Ok(answer),
         Ok(Err(reason)) => Err(Unanswered::Declined(reason)),
-        Err(fault) => Err(Unanswered::Fault(Chain(&fault).to_string())),
+        Err(fault) => Err(Unanswered::Fault {
+            kind: fault.kind(),
+            message: Chain(&fault).to_string(),
+        }),
     }
 }
 

@@ -154,15 +154,43 @@ pub enum Fault {
     InvalidAnswer(String),
 }
 
-impl Fault {
+/// What kind of fault a call raised, without its detail.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FaultKind {
+    /// It ran past its deadline.
+    Deadline,
+    /// It tried to grow past its memory cap.
+    Memory,
+    /// It trapped.
+    Trap,
+    /// It could not be instantiated.
+    Instantiate,
+    /// It answered what the contract does not allow.
+    InvalidAnswer,
+}
+
+impl FaultKind {
     /// A short label for metrics and logs.
-    pub fn kind(&self) -> &'static str {
+    pub fn as_str(self) -> &'static str {
         match self {
-            Self::Deadline { .. } => "deadline",
-            Self::MemoryLimit { .. } => "memory",
-            Self::Trap(_) => "trap",
-            Self::Instantiate(_) => "instantiate",
-            Self::InvalidAnswer(_) => "invalid-answer",
+            Self::Deadline => "deadline",
+            Self::Memory => "memory",
+            Self::Trap => "trap",
+            Self::Instantiate => "instantiate",
+            Self::InvalidAnswer => "invalid-answer",
+        }
+    }
+}
+
+impl Fault {
+    /// What kind of fault it is.
+    pub fn kind(&self) -> FaultKind {
+        match self {
+            Self::Deadline { .. } => FaultKind::Deadline,
+            Self::MemoryLimit { .. } => FaultKind::Memory,
+            Self::Trap(_) => FaultKind::Trap,
+            Self::Instantiate(_) => FaultKind::Instantiate,
+            Self::InvalidAnswer(_) => FaultKind::InvalidAnswer,
         }
     }
 }

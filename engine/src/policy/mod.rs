@@ -47,7 +47,7 @@ pub use cache::CacheOutcome;
 pub use compiler::{ChildCompiler, CompileError};
 pub use component::{Outcome, Policy, Source};
 pub use digest::{Digest, WasmBytes};
-pub use error::{Cause, Fault, LoadError};
+pub use error::{Cause, Fault, FaultKind, LoadError};
 pub use handle::{Merger, Sorter, Strategy};
 pub use host::{Host, HostError};
 pub use interest::Declared;

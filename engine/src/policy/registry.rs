@@ -488,7 +488,7 @@ impl Registry {
     ) -> Outcome<T, E> {
         let outcome = call(policy);
         if let Err(fault) = &outcome {
-            tracing::error!(policy = policy.label(), kind = fault.kind(), error = %Chain(fault), "policy call faulted");
+            tracing::error!(policy = policy.label(), kind = fault.kind().as_str(), error = %Chain(fault), "policy call faulted");
             self.on_fault(policy, fault);
         }
         outcome

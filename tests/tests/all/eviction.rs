@@ -10,6 +10,7 @@ use vigil::eviction::{
     Skipped, Unanswered, Withheld,
 };
 use vigil::model::bindings::{KeyValue, Pod, QosClass, Signal};
+use vigil::policy::FaultKind;
 use vigil::policy::{Registry, Source};
 use vigil_tests::*;
 
@@ -251,8 +252,11 @@ async fn a_strategy_that_traps_is_skipped_while_the_others_act() {
     assert!(
         report.skipped.iter().any(|s| matches!(
             s,
-            Skipped::Strategy { name, call: Call::Evaluate, why: Unanswered::Fault(fault) }
-                if name == "script" && fault.starts_with("trapped")
+            Skipped::Strategy {
+                name,
+                call: Call::Evaluate,
+                why: Unanswered::Fault { kind: FaultKind::Trap, .. },
+            } if name == "script"
         )),
         "{:?}",
         report.skipped
@@ -537,8 +541,12 @@ async fn a_new_config_is_asked_for_its_interest_and_a_faulty_interest_is_a_fault
     assert!(
         report.skipped.iter().any(|s| matches!(
             s,
-            Skipped::Strategy { name, why: Unanswered::Fault(fault), .. } if name == "script"
-                && fault.starts_with("gave an invalid answer: interest lists 65 labels; at most 64 keys")
+            Skipped::Strategy {
+                name,
+                why: Unanswered::Fault { kind: FaultKind::InvalidAnswer, message },
+                ..
+            } if name == "script"
+                && message.starts_with("gave an invalid answer: interest lists 65 labels; at most 64 keys")
         )),
         "{:?}",
         report.skipped
@@ -552,8 +560,11 @@ async fn a_new_config_is_asked_for_its_interest_and_a_faulty_interest_is_a_fault
     assert!(
         report.skipped.iter().any(|s| matches!(
             s,
-            Skipped::Strategy { name, call: Call::Evaluate, why: Unanswered::Fault(fault) }
-                if name == "script" && fault.starts_with("trapped")
+            Skipped::Strategy {
+                name,
+                call: Call::Evaluate,
+                why: Unanswered::Fault { kind: FaultKind::Trap, .. },
+            } if name == "script"
         )),
         "{:?}",
         report.skipped

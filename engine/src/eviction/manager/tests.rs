@@ -109,7 +109,10 @@ impl Policies for Fake {
             .unwrap()
             .push((strategies.to_vec(), given));
         if self.sorter_faults && !builtin {
-            return Err(Unanswered::Fault("trapped".into()));
+            return Err(Unanswered::Fault {
+                kind: crate::policy::FaultKind::Trap,
+                message: "trapped".into(),
+            });
         }
         let (mut order, mut rejected) = (vec![], vec![]);
         for (i, c) in candidates.iter().enumerate() {
