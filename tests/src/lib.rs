@@ -124,11 +124,9 @@ pub fn sort_names(registry: &Registry, name: &str) -> Vec<String> {
     let policy = registry.get(name).expect("serves");
     let candidates = three_candidates();
     let sorted = registry
-        .call(&policy, |p| {
-            p.as_sorter()
-                .expect("a sorter")
-                .sort(&strategies(), &mut candidates.clone(), "{}")
-        })
+        .sorter(&policy)
+        .expect("a sorter")
+        .sort(&strategies(), &mut candidates.clone(), "{}")
         .unwrap()
         .unwrap();
     order_of(&candidates, &sorted.order)

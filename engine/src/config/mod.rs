@@ -245,7 +245,7 @@ impl VigilConfig {
     /// See [`ConfigError`]; nothing partial is returned.
     pub fn merge(registry: &Registry, overlays: Vec<Layer>) -> Result<Self, ConfigError> {
         let policy = registry.get(MERGER).ok_or(ConfigError::NoMerger)?;
-        let merger = policy.as_merger().ok_or(ConfigError::NoMerger)?;
+        let merger = registry.merger(&policy).ok_or(ConfigError::NoMerger)?;
         for layer in &overlays {
             schema::check_layer(layer)?;
         }
@@ -256,8 +256,8 @@ impl VigilConfig {
         }];
         layers.extend(overlays);
         let merged = serde_json::Value::Object(
-            registry
-                .call(&policy, |_| merger.merge(&layers))
+            merger
+                .merge(&layers)
                 .map_err(ConfigError::MergerFault)?
                 .map_err(|rejections| ConfigError::Rejected(Rejections(rejections)))?,
         );

@@ -95,8 +95,8 @@ impl Policies for Registry {
 
     fn evaluate(&self, name: &str, snapshot: &mut Snapshot) -> Result<Decision, Unanswered> {
         let policy = self.get(name).ok_or(Unanswered::NotLoaded)?;
-        let strategy = policy.as_strategy().ok_or(Unanswered::NotLoaded)?;
-        answer(self.call(&policy, |_| strategy.evaluate(snapshot)))
+        let strategy = self.strategy(&policy).ok_or(Unanswered::NotLoaded)?;
+        answer(strategy.evaluate(snapshot))
     }
 
     fn top_victims(
@@ -107,8 +107,8 @@ impl Policies for Registry {
         n: u32,
     ) -> Result<Vec<Eviction>, Unanswered> {
         let policy = self.get(name).ok_or(Unanswered::NotLoaded)?;
-        let strategy = policy.as_strategy().ok_or(Unanswered::NotLoaded)?;
-        answer(self.call(&policy, |_| strategy.top_victims(snapshot, scope, n)))
+        let strategy = self.strategy(&policy).ok_or(Unanswered::NotLoaded)?;
+        answer(strategy.top_victims(snapshot, scope, n))
     }
 
     fn sort(
@@ -125,7 +125,7 @@ impl Policies for Registry {
             self.get(name)
         };
         let policy = policy.ok_or(Unanswered::NotLoaded)?;
-        let sorter = policy.as_sorter().ok_or(Unanswered::NotLoaded)?;
-        answer(self.call(&policy, |_| sorter.sort(strategies, candidates, config)))
+        let sorter = self.sorter(&policy).ok_or(Unanswered::NotLoaded)?;
+        answer(sorter.sort(strategies, candidates, config))
     }
 }

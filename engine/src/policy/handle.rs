@@ -4,7 +4,10 @@
 //! from a [`Policy`] with `as_strategy`, `as_sorter` or `as_merger`.
 //!
 //! Each call runs in a fresh, bounded store (see [`Policy`]) and its answer
-//! is checked against the contract before anyone sees it. Strategies and
+//! is checked against the contract before anyone sees it. A handle got from
+//! the [`super::Registry`] is supervised: it tells the registry of every
+//! fault itself (logged; a version on trial is rolled back), so no caller
+//! has to remember to. Strategies and
 //! sorters see pods narrowed to the labels and annotations they declared an
 //! interest in ([`super::interest`]); the caller's pods are left as they were.
 
@@ -23,6 +26,7 @@ use std::sync::Arc;
 pub struct Strategy<'a> {
     policy: &'a Policy,
     pre: &'a strategy::EvictionStrategyPre<Sandbox>,
+    supervisor: Option<&'a dyn Supervisor>,
 }
 
 /// A candidate sorter.
@@ -30,6 +34,7 @@ pub struct Strategy<'a> {
 pub struct Sorter<'a> {
     policy: &'a Policy,
     pre: &'a sorter::CandidateSorterPre<Sandbox>,
+    supervisor: Option<&'a dyn Supervisor>,
 }
 
 /// A config merger.
@@ -37,11 +42,43 @@ pub struct Sorter<'a> {
 pub struct Merger<'a> {
     policy: &'a Policy,
     pre: &'a merger::ConfigMergerPre<Sandbox>,
+    supervisor: Option<&'a dyn Supervisor>,
+}
+
+/// Who is told of a supervised handle's faults.
+pub trait Supervisor: Send + Sync {
+    /// `policy`'s call raised `fault`.
+    fn fault(&self, policy: &Policy, fault: &Fault);
+}
+
+/// Runs `call` and tells `supervisor`, if any, of its fault.
+fn supervise<T, E>(
+    supervisor: Option<&dyn Supervisor>,
+    policy: &Policy,
+    call: impl FnOnce() -> Outcome<T, E>,
+) -> Outcome<T, E> {
+    let outcome = call();
+    if let (Err(fault), Some(supervisor)) = (&outcome, supervisor) {
+        supervisor.fault(policy, fault);
+    }
+    outcome
 }
 
 impl<'a> Strategy<'a> {
     pub(super) fn new(policy: &'a Policy, pre: &'a strategy::EvictionStrategyPre<Sandbox>) -> Self {
-        Self { policy, pre }
+        Self {
+            policy,
+            pre,
+            supervisor: None,
+        }
+    }
+
+    /// The same handle, telling `supervisor` of each fault of its calls.
+    pub fn supervised_by(self, supervisor: &'a dyn Supervisor) -> Self {
+        Self {
+            supervisor: Some(supervisor),
+            ..self
+        }
     }
 
     /// What the strategy reads under `config` (asked once per config).
@@ -68,25 +105,27 @@ impl<'a> Strategy<'a> {
     /// A [`super::Fault`]: trap, deadline, memory limit, or an answer naming
     /// a pod not in the snapshot.
     pub fn evaluate(&self, snapshot: &mut Snapshot) -> Outcome<Decision, String> {
-        let declared = self.interest(&snapshot.config)?;
-        let withheld = (!declared.pods_in_evaluate).then(|| std::mem::take(&mut snapshot.pods));
-        let aside = narrow(snapshot.pods.iter_mut(), &declared.keys);
-        let outcome = self.policy.call(
-            |store| self.pre.instantiate(store),
-            |instance, store| {
-                instance
-                    .vigil_policy_strategy()
-                    .call_evaluate(store, snapshot)
-            },
-        );
-        let answer = self
-            .policy
-            .checked(outcome, |decision| validate::decision(snapshot, decision));
-        restore(snapshot.pods.iter_mut(), aside);
-        if let Some(pods) = withheld {
-            snapshot.pods = pods;
-        }
-        answer
+        supervise(self.supervisor, self.policy, || {
+            let declared = self.interest(&snapshot.config)?;
+            let withheld = (!declared.pods_in_evaluate).then(|| std::mem::take(&mut snapshot.pods));
+            let aside = narrow(snapshot.pods.iter_mut(), &declared.keys);
+            let outcome = self.policy.call(
+                |store| self.pre.instantiate(store),
+                |instance, store| {
+                    instance
+                        .vigil_policy_strategy()
+                        .call_evaluate(store, snapshot)
+                },
+            );
+            let answer = self
+                .policy
+                .checked(outcome, |decision| validate::decision(snapshot, decision));
+            restore(snapshot.pods.iter_mut(), aside);
+            if let Some(pods) = withheld {
+                snapshot.pods = pods;
+            }
+            answer
+        })
     }
 
     /// Asks the strategy for at most `n` victims for `scope`, as
@@ -100,25 +139,39 @@ impl<'a> Strategy<'a> {
         scope: &str,
         n: u32,
     ) -> Outcome<Vec<Eviction>, String> {
-        let declared = self.interest(&snapshot.config)?;
-        let aside = narrow(snapshot.pods.iter_mut(), &declared.keys);
-        let outcome = self.policy.call(
-            |store| self.pre.instantiate(store),
-            |instance, store| {
-                instance
-                    .vigil_policy_strategy()
-                    .call_top_victims(store, snapshot, scope, n)
-            },
-        );
-        restore(snapshot.pods.iter_mut(), aside);
-        self.policy
-            .checked(outcome, |victims| validate::victims(snapshot, n, victims))
+        supervise(self.supervisor, self.policy, || {
+            let declared = self.interest(&snapshot.config)?;
+            let aside = narrow(snapshot.pods.iter_mut(), &declared.keys);
+            let outcome = self.policy.call(
+                |store| self.pre.instantiate(store),
+                |instance, store| {
+                    instance
+                        .vigil_policy_strategy()
+                        .call_top_victims(store, snapshot, scope, n)
+                },
+            );
+            restore(snapshot.pods.iter_mut(), aside);
+            self.policy
+                .checked(outcome, |victims| validate::victims(snapshot, n, victims))
+        })
     }
 }
 
 impl<'a> Sorter<'a> {
     pub(super) fn new(policy: &'a Policy, pre: &'a sorter::CandidateSorterPre<Sandbox>) -> Self {
-        Self { policy, pre }
+        Self {
+            policy,
+            pre,
+            supervisor: None,
+        }
+    }
+
+    /// The same handle, telling `supervisor` of each fault of its calls.
+    pub fn supervised_by(self, supervisor: &'a dyn Supervisor) -> Self {
+        Self {
+            supervisor: Some(supervisor),
+            ..self
+        }
     }
 
     /// The labels and annotations the sorter reads under `config` (asked
@@ -152,25 +205,39 @@ impl<'a> Sorter<'a> {
         candidates: &mut [Candidate],
         config: &str,
     ) -> Outcome<Sorted, String> {
-        let declared = self.interest(config)?;
-        let aside = narrow(candidates.iter_mut().map(|c| &mut c.pod), &declared.keys);
-        let outcome = self.policy.call(
-            |store| self.pre.instantiate(store),
-            |instance, store| {
-                instance
-                    .vigil_policy_sorter()
-                    .call_sort(store, strategies, candidates, config)
-            },
-        );
-        restore(candidates.iter_mut().map(|c| &mut c.pod), aside);
-        self.policy
-            .checked(outcome, |sorted| validate::sorted(candidates.len(), sorted))
+        supervise(self.supervisor, self.policy, || {
+            let declared = self.interest(config)?;
+            let aside = narrow(candidates.iter_mut().map(|c| &mut c.pod), &declared.keys);
+            let outcome = self.policy.call(
+                |store| self.pre.instantiate(store),
+                |instance, store| {
+                    instance
+                        .vigil_policy_sorter()
+                        .call_sort(store, strategies, candidates, config)
+                },
+            );
+            restore(candidates.iter_mut().map(|c| &mut c.pod), aside);
+            self.policy
+                .checked(outcome, |sorted| validate::sorted(candidates.len(), sorted))
+        })
     }
 }
 
 impl<'a> Merger<'a> {
     pub(super) fn new(policy: &'a Policy, pre: &'a merger::ConfigMergerPre<Sandbox>) -> Self {
-        Self { policy, pre }
+        Self {
+            policy,
+            pre,
+            supervisor: None,
+        }
+    }
+
+    /// The same handle, telling `supervisor` of each fault of its calls.
+    pub fn supervised_by(self, supervisor: &'a dyn Supervisor) -> Self {
+        Self {
+            supervisor: Some(supervisor),
+            ..self
+        }
     }
 
     /// Asks the merger to merge `layers` into one JSON object.
@@ -181,16 +248,18 @@ impl<'a> Merger<'a> {
         &self,
         layers: &[Layer],
     ) -> Outcome<serde_json::Map<String, serde_json::Value>, Vec<MergeRejection>> {
-        let answer = self.policy.checked(
-            self.policy.call(
-                |store| self.pre.instantiate(store),
-                |instance, store| instance.vigil_policy_merger().call_merge(store, layers),
-            ),
-            |_: &mut String| Ok(()),
-        )?;
-        match answer {
-            Ok(json) => Ok(Ok(self.policy.counted(validate::merged(&json))?)),
-            Err(rejections) => Ok(Err(rejections)),
-        }
+        supervise(self.supervisor, self.policy, || {
+            let answer = self.policy.checked(
+                self.policy.call(
+                    |store| self.pre.instantiate(store),
+                    |instance, store| instance.vigil_policy_merger().call_merge(store, layers),
+                ),
+                |_: &mut String| Ok(()),
+            )?;
+            match answer {
+                Ok(json) => Ok(Ok(self.policy.counted(validate::merged(&json))?)),
+                Err(rejections) => Ok(Err(rejections)),
+            }
+        })
     }
 }

@@ -48,7 +48,7 @@ pub use compiler::{ChildCompiler, CompileError};
 pub use component::{Outcome, Policy, Source};
 pub use digest::{Digest, WasmBytes};
 pub use error::{Cause, Fault, FaultKind, LoadError};
-pub use handle::{Merger, Sorter, Strategy};
+pub use handle::{Merger, Sorter, Strategy, Supervisor};
 pub use host::{Host, HostError};
 pub use interest::Declared;
 pub use limits::{Limits, LimitsTable};

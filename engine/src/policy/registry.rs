@@ -19,7 +19,8 @@
 use super::builtin::BUILTINS;
 use super::state::StateStore;
 use super::{
-    Digest, Fault, Host, LimitsTable, LoadError, Outcome, Policy, Source, WasmBytes, World, canary,
+    Digest, Fault, Host, LimitsTable, LoadError, Merger, Policy, Sorter, Source, Strategy,
+    Supervisor, WasmBytes, World, canary,
 };
 use crate::clock::Clock;
 use crate::report::Chain;
@@ -479,19 +480,19 @@ impl Registry {
             .collect()
     }
 
-    /// Runs `call` on `policy`, logging a fault and, if that version is on
-    /// trial, rolling it back.
-    pub fn call<T, E>(
-        &self,
-        policy: &Arc<Policy>,
-        call: impl FnOnce(&Policy) -> Outcome<T, E>,
-    ) -> Outcome<T, E> {
-        let outcome = call(policy);
-        if let Err(fault) = &outcome {
-            tracing::error!(policy = policy.label(), kind = fault.kind().as_str(), error = %Chain(fault), "policy call faulted");
-            self.on_fault(policy, fault);
-        }
-        outcome
+    /// `policy` as a strategy whose faults this registry supervises.
+    pub fn strategy<'a>(&'a self, policy: &'a Policy) -> Option<Strategy<'a>> {
+        policy.as_strategy().map(|s| s.supervised_by(self))
+    }
+
+    /// `policy` as a sorter whose faults this registry supervises.
+    pub fn sorter<'a>(&'a self, policy: &'a Policy) -> Option<Sorter<'a>> {
+        policy.as_sorter().map(|s| s.supervised_by(self))
+    }
+
+    /// `policy` as a merger whose faults this registry supervises.
+    pub fn merger<'a>(&'a self, policy: &'a Policy) -> Option<Merger<'a>> {
+        policy.as_merger().map(|m| m.supervised_by(self))
     }
 
     /// Rolls `policy` back if it is the serving version and on trial.
@@ -571,5 +572,14 @@ impl Registry {
             }
         }
         graduated.into_iter().map(|(name, _)| name).collect()
+    }
+}
+
+/// The registry supervises the handles it gives out: a fault is logged and,
+/// if the version is on trial, rolls it back to its last-known-good.
+impl Supervisor for Registry {
+    fn fault(&self, policy: &Policy, fault: &Fault) {
+        tracing::error!(policy = policy.label(), kind = fault.kind().as_str(), error = %Chain(fault), "policy call faulted");
+        self.on_fault(policy, fault);
     }
 }

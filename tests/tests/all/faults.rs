@@ -191,11 +191,10 @@ fn a_fault_is_logged_with_the_policy_name_and_version_and_the_guest_output() {
     let subscriber = logs.subscriber();
     let candidates = vec![candidate(TRIGGER, 1)];
     let outcome = tracing::subscriber::with_default(subscriber, || {
-        registry.call(&policy, |p| {
-            p.as_sorter()
-                .expect("a sorter")
-                .sort(&strategies(), &mut candidates.clone(), "")
-        })
+        registry
+            .sorter(&policy)
+            .expect("a sorter")
+            .sort(&strategies(), &mut candidates.clone(), "")
     });
     assert!(matches!(outcome, Err(Fault::Trap(_))));
     let text = logs.text();
@@ -229,11 +228,11 @@ fn a_guest_sleeping_through_wasi_cannot_hold_a_call_even_after_passing_the_canar
     registry.install(Arc::clone(&policy));
     let candidates = vec![candidate("a", 1), candidate(TRIGGER, 1)];
     let sorted = bounded(Duration::from_secs(60), move || {
-        registry.call(&policy, |p| {
-            p.as_sorter()
-                .expect("a sorter")
-                .sort(&strategies(), &mut candidates.clone(), "{}")
-        })
+        registry.sorter(&policy).expect("a sorter").sort(
+            &strategies(),
+            &mut candidates.clone(),
+            "{}",
+        )
     });
     let order = sorted.expect("no fault").expect("an answer").order;
     assert_eq!(order, [1, 0], "the sleep returned at once and it answered");

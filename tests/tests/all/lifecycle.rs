@@ -32,11 +32,9 @@ fn trigger(registry: &Registry, name: &str) -> Fault {
     let policy = registry.get(name).unwrap();
     let candidates = vec![candidate(TRIGGER, 1)];
     registry
-        .call(&policy, |p| {
-            p.as_sorter()
-                .expect("a sorter")
-                .sort(&strategies(), &mut candidates.clone(), "{}")
-        })
+        .sorter(&policy)
+        .expect("a sorter")
+        .sort(&strategies(), &mut candidates.clone(), "{}")
         .unwrap_err()
 }
 

@@ -300,13 +300,11 @@ async fn a_javascript_policy_compiles_while_the_serving_version_keeps_answering(
             let candidates = three_candidates();
             loop {
                 let policy = registry.get("default-sorter").unwrap();
-                let sorted = registry.call(&policy, |p| {
-                    p.as_sorter().expect("a sorter").sort(
-                        &strategies(),
-                        &mut candidates.clone(),
-                        "{}",
-                    )
-                });
+                let sorted = registry.sorter(&policy).expect("a sorter").sort(
+                    &strategies(),
+                    &mut candidates.clone(),
+                    "{}",
+                );
                 assert_eq!(
                     order_of(&candidates, &sorted.unwrap().unwrap().order),
                     ["b", "c", "a"]
