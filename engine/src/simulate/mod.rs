@@ -17,7 +17,7 @@ mod timeline;
 
 pub use api::EvictionModel;
 pub use record::{
-    DecisionRecord, EvictionRecord, PodUsage, PolicyRecord, Simulation, Step, ThresholdRecord,
+    DecisionRecord, EvictionRecord, Met, PodUsage, PolicyRecord, Simulation, Step, ThresholdRecord,
 };
 pub use run::{RunOptions, SimulateError, run};
 pub use scenario::{

@@ -1,6 +1,6 @@
 //! The human-readable timeline and summary of a simulation.
 
-use super::record::{Simulation, Step};
+use super::record::{Met, Simulation, Step};
 use crate::signals::catalogue::{self, Unit};
 use std::collections::BTreeSet;
 use std::fmt::Write;
@@ -41,7 +41,7 @@ fn state(step: &Step) -> String {
     let met: Vec<String> = step
         .thresholds
         .iter()
-        .filter(|t| t.met != "not-met")
+        .filter(|t| t.met != Met::NotMet)
         .map(|t| {
             format!(
                 "{}: {} ({} {} vs threshold {})",
@@ -106,7 +106,7 @@ pub fn render(simulation: &Simulation) -> String {
         shown.extend(
             step.thresholds
                 .iter()
-                .filter(|t| t.met != "not-met")
+                .filter(|t| t.met != Met::NotMet)
                 .map(|t| t.signal.as_str()),
         );
     }

@@ -12,13 +12,46 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
+/// How hard a threshold is met, as the records write it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Met {
+    /// Not met.
+    NotMet,
+    /// Met at the soft level.
+    Soft,
+    /// Met at the hard level.
+    Hard,
+}
+
+impl From<crate::model::MetLevel> for Met {
+    fn from(level: crate::model::MetLevel) -> Self {
+        use crate::model::MetLevel;
+        match level {
+            MetLevel::NotMet => Self::NotMet,
+            MetLevel::Soft => Self::Soft,
+            MetLevel::Hard => Self::Hard,
+        }
+    }
+}
+
+impl std::fmt::Display for Met {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::NotMet => "not-met",
+            Self::Soft => "soft",
+            Self::Hard => "hard",
+        })
+    }
+}
+
 /// A threshold as one strategy reported it in one cycle.
 #[derive(Debug, Clone, Serialize)]
 pub struct ThresholdRecord {
     /// The strategy.
     pub strategy: String,
-    /// `not-met`, `soft` or `hard`.
-    pub met: &'static str,
+    /// How hard it is met.
+    pub met: Met,
     /// The signal compared.
     pub signal: String,
     /// Its value.

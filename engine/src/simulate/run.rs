@@ -439,11 +439,7 @@ fn step(t: Duration, node: &NodeState, report: &crate::eviction::CycleReport) ->
             .iter()
             .map(|(strategy, threshold)| ThresholdRecord {
                 strategy: strategy.clone(),
-                met: match threshold.met {
-                    MetLevel::NotMet => "not-met",
-                    MetLevel::Soft => "soft",
-                    MetLevel::Hard => "hard",
-                },
+                met: threshold.met.into(),
                 signal: threshold.signal.clone(),
                 observed: threshold.observed,
                 threshold: threshold.threshold,

@@ -58,7 +58,7 @@ async fn a_soft_threshold_with_a_30s_grace_period_evicts_at_50s_not_45s() {
         at_45
             .thresholds
             .iter()
-            .any(|t| t.met == "soft" && !t.past_grace)
+            .any(|t| t.met == vigil::simulate::Met::Soft && !t.past_grace)
     );
 }
 

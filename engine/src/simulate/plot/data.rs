@@ -4,7 +4,7 @@
 //! policies' other decisions on lanes. Kept apart from the drawing so it can
 //! be tested.
 
-use super::super::record::{PodUsage, Simulation, Step, ThresholdRecord};
+use super::super::record::{Met, PodUsage, Simulation, Step, ThresholdRecord};
 use crate::signals::catalogue::{self, Unit};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -131,7 +131,7 @@ pub(super) fn panels(simulation: &Simulation) -> Vec<Panel> {
     let mut watched: BTreeMap<&str, &str> = BTreeMap::new();
     for threshold in simulation.steps.iter().flat_map(|s| &s.thresholds) {
         watched.insert(&threshold.strategy, &threshold.signal);
-        if threshold.met != "not-met" {
+        if threshold.met != Met::NotMet {
             signals.insert(&threshold.signal);
         }
     }
@@ -266,13 +266,13 @@ pub(super) fn threshold_lines(steps: &[Step], signal: &str, unit: f64) -> Vec<Th
     for (strategy, reports) in by_strategy {
         let hard: Vec<f64> = reports
             .iter()
-            .filter(|(_, r)| r.met == "hard")
+            .filter(|(_, r)| r.met == Met::Hard)
             .map(|(_, r)| r.threshold)
             .collect();
-        let ever_met = reports.iter().any(|(_, r)| r.met != "not-met");
+        let ever_met = reports.iter().any(|(_, r)| r.met != Met::NotMet);
         let level = |r: &ThresholdRecord| match r.met {
-            "hard" => Level::Hard,
-            "soft" => Level::Soft,
+            Met::Hard => Level::Hard,
+            Met::Soft => Level::Soft,
             _ if hard.contains(&r.threshold) => Level::Hard,
             _ if ever_met => Level::Soft,
             _ => Level::Unmet,
@@ -431,9 +431,9 @@ mod tests {
                 .map(|(met, threshold)| ThresholdRecord {
                     strategy: "memory-pressure".into(),
                     met: match *met {
-                        "hard" => "hard",
-                        "soft" => "soft",
-                        _ => "not-met",
+                        "hard" => Met::Hard,
+                        "soft" => Met::Soft,
+                        _ => Met::NotMet,
                     },
                     signal: "memory.available".into(),
                     observed: 0.0,
