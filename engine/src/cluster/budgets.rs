@@ -73,49 +73,43 @@ impl Budgets {
         )
     }
 
-    /// How many disruptions the budgets selecting a pod of `namespace` with
-    /// `labels` allow (the smallest, if several select it); none if no
-    /// budget selects it or the namespace is not watched.
-    pub fn disruptions_allowed(
-        &self,
-        namespace: &str,
-        labels: &BTreeMap<String, String>,
-    ) -> Option<u32> {
-        let watches = self.watches.lock().expect("budgets lock poisoned");
-        let store = &watches.get(namespace)?.store;
-        store
-            .state()
-            .iter()
-            .filter(|pdb| selects(pdb, labels))
-            .map(|pdb| {
-                let allowed = pdb
-                    .status
-                    .as_ref()
-                    .and_then(|s| s.disruptions_allowed)
-                    .unwrap_or(0);
-                u32::try_from(allowed).unwrap_or(0)
-            })
-            .min()
-    }
-}
-
-impl Budgets {
-    /// The budgets (`namespace/name`) that select a pod of `namespace` with
-    /// `labels`, as far as the namespace's watch knows.
-    pub fn selecting(&self, namespace: &str, labels: &BTreeMap<String, String>) -> Vec<String> {
+    /// The budgets that select a pod of `namespace` with `labels`, as far
+    /// as the namespace's watch knows (none while it is not watched).
+    pub fn of_pod(&self, namespace: &str, labels: &BTreeMap<String, String>) -> PodBudgets {
         let watches = self.watches.lock().expect("budgets lock poisoned");
         let Some(watch) = watches.get(namespace) else {
-            return Vec::new();
+            return PodBudgets::default();
         };
-        watch
+        let mut found = PodBudgets::default();
+        for pdb in watch
             .store
             .state()
             .iter()
             .filter(|pdb| selects(pdb, labels))
-            .filter_map(|pdb| pdb.metadata.name.as_ref())
-            .map(|name| format!("{namespace}/{name}"))
-            .collect()
+        {
+            let allowed = pdb
+                .status
+                .as_ref()
+                .and_then(|s| s.disruptions_allowed)
+                .unwrap_or(0);
+            let allowed = u32::try_from(allowed).unwrap_or(0);
+            found.allowed = Some(found.allowed.map_or(allowed, |a| a.min(allowed)));
+            if let Some(name) = &pdb.metadata.name {
+                found.names.push(format!("{namespace}/{name}"));
+            }
+        }
+        found
     }
+}
+
+/// The budgets that select one pod.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PodBudgets {
+    /// How many disruptions they allow (the smallest, if several select
+    /// it); none if none selects it.
+    pub allowed: Option<u32>,
+    /// Their names, `namespace/name`.
+    pub names: Vec<String>,
 }
 
 /// Whether `pdb` selects a pod with `labels`: a missing selector selects

@@ -83,8 +83,8 @@ impl NodeSource for ClusterSource {
                 PodPhase::Live(mut pod) => {
                     self.usage(&cgroups, &mut pod);
                     let labels = object.metadata.labels.clone().unwrap_or_default();
-                    pod.pdb_disruptions_allowed =
-                        self.budgets.disruptions_allowed(&pod.namespace, &labels);
+                    let budgets = self.budgets.of_pod(&pod.namespace, &labels);
+                    pod.pdb_disruptions_allowed = budgets.allowed;
                     let own = object
                         .spec
                         .as_ref()
@@ -92,7 +92,7 @@ impl NodeSource for ClusterSource {
                         .unwrap_or(DEFAULT_GRACE_SECONDS);
                     let facts = PodFacts {
                         grace_period_seconds: u64::try_from(own).ok(),
-                        budgets: self.budgets.selecting(&pod.namespace, &labels),
+                        budgets: budgets.names,
                     };
                     state.facts.insert(pod.uid.clone(), facts);
                     state.pods.push(pod);

@@ -7,8 +7,8 @@ use super::cache::CacheOutcome;
 use super::error::{Cause, cause};
 use super::guest_env::GuestClock;
 use super::handle::{Merger, Sorter, Strategy};
-use super::host::EPOCH_TICK;
 use super::interest::Declared;
+use super::limits::EPOCH_TICK;
 use super::pool::CallSlots;
 use super::sandbox::{
     HOSTCALL_BYTES, LOG_BYTES_PER_CALL, LOG_LINES_PER_CALL, Sandbox, off_runtime,

@@ -14,6 +14,9 @@
 //!   runtimes that seed hash tables from it work; a policy must not use it to
 //!   decide anything. At most [`MAX_RANDOM_BYTES`] can be asked for at once.
 
+// A deliberate cycle with `sandbox`: this file adds the clock and random
+// host functions to the sandbox's store data, and the sandbox holds this
+// file's clock. Both are the one guest environment, split by topic.
 use super::sandbox::Sandbox;
 use crate::clock::Clock;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -11,6 +11,8 @@
 //! sorters see pods narrowed to the labels and annotations they declared an
 //! interest in ([`super::interest`]); the caller's pods are left as they were.
 
+// A deliberate cycle with `component`: a `Policy` hands out these typed
+// handles (`as_strategy`…), and each handle calls back into its `Policy`.
 use super::component::Outcome;
 use super::interest::{Declared, narrow, restore};
 use super::sandbox::Sandbox;

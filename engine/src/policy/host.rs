@@ -9,6 +9,7 @@ use super::compiler::{ChildCompiler, CompileError, Compiled};
 use super::component::{Policy, Pre, Source};
 use super::error::cause;
 use super::guest_env;
+use super::limits::EPOCH_TICK;
 use super::pool::{self, CallSlots};
 use super::sandbox::Sandbox;
 use super::{Digest, Limits, LoadError, WasmBytes, World};
@@ -16,13 +17,10 @@ use crate::clock::{Clock, SystemClock};
 use crate::model::bindings::{merger, sorter, strategy};
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 use thiserror::Error;
 use wasmtime::component::{Component, HasSelf, Linker};
 use wasmtime::{Config, Engine};
-
-/// How often the epoch advances; call deadlines are measured in these ticks.
-pub(crate) const EPOCH_TICK: Duration = Duration::from_millis(5);
 
 /// Why the host could not start.
 #[derive(Debug, Error)]
@@ -311,6 +309,7 @@ fn check_header(bytes: &[u8]) -> Result<(), LoadError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     #[test]
     fn headers_tell_components_from_modules_and_garbage() {

@@ -4,6 +4,10 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
+/// How often the engine's epoch advances; call deadlines are measured in
+/// these ticks.
+pub(crate) const EPOCH_TICK: Duration = Duration::from_millis(5);
+
 /// Limits for one policy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {

@@ -14,13 +14,13 @@ mod run;
 mod scenario;
 pub mod schema;
 mod timeline;
+mod values;
 
 pub use api::EvictionModel;
 pub use record::{
     DecisionRecord, EvictionRecord, Met, PodUsage, PolicyRecord, Simulation, Step, ThresholdRecord,
 };
 pub use run::{RunOptions, SimulateError, run};
-pub use scenario::{
-    ConfigChange, MAX_DURATION, NodeSpec, PodSpec, Qos, ResourceSpec, Scenario, ScenarioError,
-};
+pub use scenario::{ConfigChange, NodeSpec, PodSpec, Qos, ResourceSpec, Scenario, ScenarioError};
 pub use timeline::{Point, Timeline};
+pub use values::MAX_DURATION;

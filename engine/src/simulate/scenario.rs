@@ -5,7 +5,7 @@
 
 use super::timeline::Timeline;
 use schemars::JsonSchema;
-use serde::{Deserialize, Deserializer};
+use serde::Deserialize;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -68,12 +68,12 @@ impl From<Qos> for crate::model::QosClass {
 #[serde(deny_unknown_fields, default)]
 pub struct ResourceSpec {
     /// Memory, e.g. `512Mi`.
-    #[serde(deserialize_with = "amount")]
-    #[schemars(schema_with = "super::schema::amount")]
+    #[serde(deserialize_with = "super::values::amount")]
+    #[schemars(schema_with = "super::values::amount_schema")]
     pub memory: f64,
     /// Cpu in millicores, e.g. `500` or `500m`.
-    #[serde(deserialize_with = "amount")]
-    #[schemars(schema_with = "super::schema::amount")]
+    #[serde(deserialize_with = "super::values::amount")]
+    #[schemars(schema_with = "super::values::amount_schema")]
     pub cpu: f64,
 }
 
@@ -115,21 +115,24 @@ pub struct PodSpec {
     /// Disruptions its PodDisruptionBudget allows, if one selects it.
     pub pdb_disruptions_allowed: Option<u32>,
     /// How long it takes to terminate once evicted (`30s`).
-    #[serde(default = "default_grace", deserialize_with = "duration")]
-    #[schemars(schema_with = "super::schema::duration")]
+    #[serde(
+        default = "default_grace",
+        deserialize_with = "super::values::duration"
+    )]
+    #[schemars(schema_with = "super::values::duration_schema")]
     pub grace_period: Duration,
     /// How long it has been running when the scenario starts (`0s`; units
     /// up to `d`, at most 365 days): its start time is that much before.
-    #[serde(default, deserialize_with = "age")]
-    #[schemars(schema_with = "super::schema::age")]
+    #[serde(default, deserialize_with = "super::values::age")]
+    #[schemars(schema_with = "super::values::age_schema")]
     pub age: Duration,
     /// When it arrives (`0s`: there from the start); it starts then.
-    #[serde(default, deserialize_with = "duration")]
-    #[schemars(schema_with = "super::schema::duration")]
+    #[serde(default, deserialize_with = "super::values::duration")]
+    #[schemars(schema_with = "super::values::duration_schema")]
     pub arrives_at: Duration,
     /// When it leaves by itself (completes or is deleted), if it does.
-    #[serde(default, deserialize_with = "optional_duration")]
-    #[schemars(schema_with = "super::schema::duration")]
+    #[serde(default, deserialize_with = "super::values::optional_duration")]
+    #[schemars(schema_with = "super::values::duration_schema")]
     pub leaves_at: Option<Duration>,
     /// Memory working set over time.
     #[serde(default)]
@@ -171,15 +174,15 @@ impl PodSpec {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct NodeSpec {
     /// Memory capacity, e.g. `8Gi`.
-    #[serde(deserialize_with = "amount")]
-    #[schemars(schema_with = "super::schema::amount")]
+    #[serde(deserialize_with = "super::values::amount")]
+    #[schemars(schema_with = "super::values::amount_schema")]
     pub memory: f64,
     /// Memory used outside pods (system daemons, kernel) over time.
     #[serde(default)]
     pub system_memory: Timeline,
     /// Size of the node's root filesystem (`100Gi`).
-    #[serde(default = "default_disk", deserialize_with = "amount")]
-    #[schemars(schema_with = "super::schema::amount")]
+    #[serde(default = "default_disk", deserialize_with = "super::values::amount")]
+    #[schemars(schema_with = "super::values::amount_schema")]
     pub disk: f64,
     /// Bytes of the root filesystem used outside pods over time.
     #[serde(default)]
@@ -210,14 +213,14 @@ pub struct Scenario {
     #[serde(default)]
     pub description: String,
     /// How long to simulate, e.g. `3m`.
-    #[serde(deserialize_with = "duration")]
-    #[schemars(schema_with = "super::schema::duration")]
+    #[serde(deserialize_with = "super::values::duration")]
+    #[schemars(schema_with = "super::values::duration_schema")]
     pub duration: Duration,
     /// The node.
     pub node: NodeSpec,
     /// A config layer merged over vigil's defaults (same shape as the config CRD).
     #[serde(default)]
-    #[schemars(schema_with = "super::schema::config_layer")]
+    #[schemars(schema_with = "super::values::config_layer_schema")]
     pub config: Option<serde_json::Value>,
     /// Later versions of that layer, in time order: each replaces it from its
     /// time on, as an edit of the config object would on a cluster.
@@ -239,11 +242,11 @@ pub struct Scenario {
 #[serde(deny_unknown_fields)]
 pub struct ConfigChange {
     /// When it takes effect (after the start, at most the scenario's duration).
-    #[serde(deserialize_with = "duration")]
-    #[schemars(schema_with = "super::schema::duration")]
+    #[serde(deserialize_with = "super::values::duration")]
+    #[schemars(schema_with = "super::values::duration_schema")]
     pub at: Duration,
     /// The whole layer from then on (same shape as `config`).
-    #[schemars(schema_with = "super::schema::config_layer")]
+    #[schemars(schema_with = "super::values::config_layer_schema")]
     pub config: serde_json::Value,
 }
 
@@ -256,115 +259,6 @@ fn default_namespace() -> String {
 
 fn default_grace() -> Duration {
     Duration::from_secs(30)
-}
-
-/// Deserialises a duration written as `500ms`, `30s`, `2m` or `1h`, of at
-/// most [`MAX_DURATION`].
-pub(crate) fn duration<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Duration, D::Error> {
-    deserializer.deserialize_str(DurationVisitor {
-        limit: MAX_DURATION,
-        expected: "a duration such as 30s, 2m or 500ms, of at most 24h",
-    })
-}
-
-/// As [`duration`], for an optional field.
-fn optional_duration<'de, D: Deserializer<'de>>(
-    deserializer: D,
-) -> Result<Option<Duration>, D::Error> {
-    duration(deserializer).map(Some)
-}
-
-/// Deserialises a pod's age: as [`duration`], up to [`MAX_AGE`], days too.
-fn age<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Duration, D::Error> {
-    deserializer.deserialize_str(DurationVisitor {
-        limit: MAX_AGE,
-        expected: "an age such as 90s, 2h or 30d, of at most 365d",
-    })
-}
-
-/// Reads a duration of at most `limit`; errors raised inside the visitor
-/// carry the line and column.
-struct DurationVisitor {
-    limit: Duration,
-    expected: &'static str,
-}
-
-impl serde::de::Visitor<'_> for DurationVisitor {
-    type Value = Duration;
-    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.expected)
-    }
-    fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<Duration, E> {
-        parse_duration(text)
-            .filter(|d| *d <= self.limit)
-            .ok_or_else(|| E::invalid_value(serde::de::Unexpected::Str(text), &self))
-    }
-}
-
-/// The longest duration or time a scenario may name: a simulation covers at
-/// most a day.
-pub const MAX_DURATION: Duration = Duration::from_secs(86_400);
-/// The oldest a pod may be at the scenario's start.
-pub const MAX_AGE: Duration = Duration::from_secs(365 * 86_400);
-
-/// `text` as a duration (`ms`, `s`, `m`, `h` or `d`), if it is one.
-fn parse_duration(text: &str) -> Option<Duration> {
-    let text = text.trim();
-    let split = text.find(|c: char| !c.is_ascii_digit() && c != '.')?;
-    let (number, unit) = text.split_at(split);
-    let value: f64 = number
-        .parse()
-        .ok()
-        .filter(|v: &f64| v.is_finite() && *v >= 0.0)?;
-    let seconds = match unit {
-        "ms" => value / 1000.0,
-        "s" => value,
-        "m" => value * 60.0,
-        "h" => value * 3600.0,
-        "d" => value * 86_400.0,
-        _ => return None,
-    };
-    Duration::try_from_secs_f64(seconds).ok()
-}
-
-/// Deserialises an amount: a number, or a quantity such as `512Mi` or `500m` (millicores).
-pub(crate) fn amount<'de, D: Deserializer<'de>>(deserializer: D) -> Result<f64, D::Error> {
-    struct Visitor;
-    impl serde::de::Visitor<'_> for Visitor {
-        type Value = f64;
-        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-            f.write_str("a finite, non-negative number or a quantity such as 512Mi, 1G or 500m")
-        }
-        fn visit_f64<E: serde::de::Error>(self, value: f64) -> Result<f64, E> {
-            if value.is_finite() && value >= 0.0 {
-                Ok(value)
-            } else {
-                Err(E::invalid_value(serde::de::Unexpected::Float(value), &self))
-            }
-        }
-        fn visit_u64<E: serde::de::Error>(self, value: u64) -> Result<f64, E> {
-            Ok(value as f64)
-        }
-        fn visit_i64<E: serde::de::Error>(self, value: i64) -> Result<f64, E> {
-            if value >= 0 {
-                Ok(value as f64)
-            } else {
-                Err(E::invalid_value(
-                    serde::de::Unexpected::Signed(value),
-                    &self,
-                ))
-            }
-        }
-        fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<f64, E> {
-            let millicores = text.strip_suffix('m').and_then(|m| m.parse::<u64>().ok());
-            let quantity = || crate::quantity::parse(text);
-            millicores
-                .map(|m| m as f64)
-                .or_else(quantity)
-                .ok_or_else(|| E::invalid_value(serde::de::Unexpected::Str(text), &self))
-        }
-    }
-    deserializer.deserialize_any(Visitor)
 }
 
 impl Scenario {
@@ -553,23 +447,6 @@ mod tests {
             ),
             other => panic!("expected problems, got {other:?}"),
         }
-    }
-
-    #[test]
-    fn durations_parse() {
-        assert_eq!(parse_duration("500ms"), Some(Duration::from_millis(500)));
-        assert_eq!(parse_duration("2m"), Some(Duration::from_secs(120)));
-        assert_eq!(parse_duration("1.5h"), Some(Duration::from_secs(5400)));
-        assert_eq!(parse_duration("5"), None);
-        assert_eq!(parse_duration("5 days"), None);
-        assert_eq!(parse_duration("24h"), Some(MAX_DURATION));
-        assert_eq!(
-            parse_duration("30d"),
-            Some(Duration::from_secs(30 * 86_400))
-        );
-        assert_eq!(parse_duration("99999999999999999999999999999h"), None);
-        assert_eq!(parse_duration("1.7976931348623157e308s"), None);
-        assert_eq!(parse_duration("..5s"), None);
     }
 
     #[test]

@@ -4,43 +4,8 @@
 //! schema so the two cannot drift.
 
 use super::scenario::Scenario;
-use schemars::{Schema, SchemaGenerator, json_schema};
 use serde_json::Value;
 use std::fmt::Write as _;
-
-/// A duration as scenarios write it.
-pub fn duration(_: &mut SchemaGenerator) -> Schema {
-    json_schema!({
-        "type": "string",
-        "pattern": "^[0-9]+(\\.[0-9]+)?(ms|s|m|h|d)$",
-        "description": "A duration: a number and a unit, ms, s, m, h (or d), e.g. 500ms, 30s, 2m, 1.5h; at most 24h.",
-    })
-}
-
-/// A pod's age: a duration of up to a year.
-pub fn age(_: &mut SchemaGenerator) -> Schema {
-    json_schema!({
-        "type": "string",
-        "pattern": "^[0-9]+(\\.[0-9]+)?(ms|s|m|h|d)$",
-        "description": "An age: a number and a unit, ms, s, m, h or d, e.g. 90s, 2h, 30d; at most 365d.",
-    })
-}
-
-/// An amount: a number, a Kubernetes quantity, or millicores.
-pub fn amount(_: &mut SchemaGenerator) -> Schema {
-    json_schema!({
-        "anyOf": [
-            {"type": "number", "minimum": 0},
-            {"type": "string", "pattern": "^[0-9]+(\\.[0-9]+)?([eE][0-9]+|[KMGTPE]i|[mkMGTPE])?$"},
-        ],
-        "description": "A non-negative number, or a quantity such as 512Mi, 1G or 500m (millicores).",
-    })
-}
-
-/// A vigil config layer: the config schema itself.
-pub fn config_layer(generator: &mut SchemaGenerator) -> Schema {
-    generator.subschema_for::<crate::config::VigilConfig>()
-}
 
 /// The JSON Schema (draft 2020-12) of scenario files.
 pub fn json_schema() -> Value {

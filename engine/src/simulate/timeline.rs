@@ -10,12 +10,12 @@ use std::time::Duration;
 #[serde(deny_unknown_fields)]
 pub struct Point {
     /// When, from the start of the scenario (`30s`, `2m`).
-    #[serde(deserialize_with = "super::scenario::duration")]
-    #[schemars(schema_with = "super::schema::duration")]
+    #[serde(deserialize_with = "super::values::duration")]
+    #[schemars(schema_with = "super::values::duration_schema")]
     pub at: Duration,
     /// The value: a number, or a quantity such as `512Mi`.
-    #[serde(deserialize_with = "super::scenario::amount")]
-    #[schemars(schema_with = "super::schema::amount")]
+    #[serde(deserialize_with = "super::values::amount")]
+    #[schemars(schema_with = "super::values::amount_schema")]
     pub value: f64,
     /// Reach `value` linearly from the previous point, instead of stepping to it.
     #[serde(default)]
