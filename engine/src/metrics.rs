@@ -40,7 +40,7 @@ pub struct NameLabel {
 /// Labels of a threshold.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ThresholdLabels {
-    /// The strategy.
+    /// The strategy that chose the victim.
     pub strategy: String,
     /// `soft` or `hard`.
     pub level: String,
@@ -49,7 +49,7 @@ pub struct ThresholdLabels {
 /// Labels of a policy's state.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct PolicyStateLabels {
-    /// The policy.
+    /// The policy, by name.
     pub policy: String,
     /// `trial`, `active` or `rolled-back`.
     pub state: String,

@@ -46,7 +46,7 @@ pub struct ConfigOptions {
     pub dry_run: bool,
 }
 
-/// The config controller.
+/// Follows the cluster's config for this node and carries out what it decides.
 pub struct ConfigController {
     assignment: Assignment,
     registry: Arc<Registry>,

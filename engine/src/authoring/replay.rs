@@ -65,17 +65,17 @@ pub enum InputError {
     /// A field the policy's world needs is missing.
     #[error("a {world} needs `{field}` in its input")]
     Missing {
-        /// The world.
+        /// The world the input is for.
         world: World,
-        /// The field.
+        /// The field missing from the input.
         field: &'static str,
     },
     /// A field of another world is given.
     #[error("`{field}` is input for another world than {world}")]
     Foreign {
-        /// The world.
+        /// The policy's world.
         world: World,
-        /// The field.
+        /// The field of another world.
         field: &'static str,
     },
 }

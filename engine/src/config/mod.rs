@@ -206,7 +206,7 @@ pub enum ConfigError {
     /// A policy's `configFrom` names a ConfigMap key that could not be read.
     #[error("policy {policy}: configFrom {reference}: {problem}")]
     Reference {
-        /// The policy.
+        /// The policy whose `configFrom` names it.
         policy: String,
         /// The ConfigMap key.
         reference: String,

@@ -9,7 +9,7 @@ use std::fmt;
 pub struct UnknownPolicy {
     /// Where the config names it: `policies.NAME` or `sorter`.
     pub field: String,
-    /// The name.
+    /// The policy name the config uses.
     pub name: String,
     /// The loaded name it most likely meant.
     pub nearest: Option<String>,

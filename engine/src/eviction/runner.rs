@@ -104,7 +104,7 @@ impl Heartbeat {
 
 /// The live loop's parts.
 pub struct Runner {
-    /// The manager.
+    /// Decides each cycle.
     pub manager: EvictionManager,
     /// Time for the manager's decisions.
     pub clock: Arc<dyn Clock>,

@@ -186,7 +186,7 @@ pub struct Eviction {
 )]
 #[serde(rename_all = "camelCase")]
 pub struct VigilPolicyStatusSpec {
-    /// The node.
+    /// The node the status is about.
     pub node: String,
     /// The policy's name.
     pub policy: String,

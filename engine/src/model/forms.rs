@@ -15,7 +15,7 @@ pub struct SnapshotData {
     pub now_ms: i64,
     /// Node signals.
     pub signals: Vec<Signal>,
-    /// The pods.
+    /// The pods on the node, with their usage.
     pub pods: Vec<Pod>,
     /// What the strategy reported last cycle (`NotMet` if absent).
     #[serde(default = "not_met")]

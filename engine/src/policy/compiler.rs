@@ -44,7 +44,7 @@ pub enum CompileError {
     /// The child could not be started or talked to.
     #[error("cannot run the compiler {program}")]
     Spawn {
-        /// The program.
+        /// The program run as the compiler (this very binary).
         program: PathBuf,
         /// The I/O error.
         #[source]
@@ -53,7 +53,7 @@ pub enum CompileError {
     /// The child ran past its deadline and was killed.
     #[error("compiling took longer than its deadline of {} s and was stopped", deadline.as_secs_f64())]
     Deadline {
-        /// The deadline.
+        /// How long one compile may take before it is stopped.
         deadline: Duration,
     },
     /// The child ran out of memory.

@@ -66,7 +66,7 @@ impl WasmBytes {
         Self { bytes, digest }
     }
 
-    /// The bytes.
+    /// The component's bytes, shared.
     pub fn bytes(&self) -> &Arc<[u8]> {
         &self.bytes
     }

@@ -37,7 +37,7 @@ pub(crate) struct PerPolicy {
     pub core_instances: u32,
     /// Linear memories.
     pub memories: u32,
-    /// Tables.
+    /// Table elements a call may allocate.
     pub tables: u32,
     /// Elements of one table.
     pub table_elements: usize,

@@ -16,7 +16,7 @@ use std::time::Duration;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Met {
-    /// Not met.
+    /// The threshold does not hold.
     NotMet,
     /// Met at the soft level.
     Soft,
@@ -48,7 +48,7 @@ impl std::fmt::Display for Met {
 /// A threshold as one strategy reported it in one cycle.
 #[derive(Debug, Clone, Serialize)]
 pub struct ThresholdRecord {
-    /// The strategy.
+    /// The strategy that reported it.
     pub strategy: String,
     /// How hard it is met.
     pub met: Met,
@@ -56,7 +56,7 @@ pub struct ThresholdRecord {
     pub signal: String,
     /// Its value.
     pub observed: f64,
-    /// The threshold.
+    /// The value the signal was compared with.
     pub threshold: f64,
     /// Whether it has held for its grace period.
     pub past_grace: bool,

@@ -91,16 +91,16 @@ pub struct PodSpec {
     /// Scheduling priority (0).
     #[serde(default)]
     pub priority: i32,
-    /// Requests.
+    /// What its containers request, summed.
     #[serde(default)]
     pub requests: ResourceSpec,
-    /// Limits.
+    /// Its containers' limits, summed.
     #[serde(default)]
     pub limits: ResourceSpec,
-    /// Labels.
+    /// Its labels, as strategies and sorters may read them.
     #[serde(default)]
     pub labels: BTreeMap<String, String>,
-    /// Annotations.
+    /// Its annotations, as strategies and sorters may read them.
     #[serde(default)]
     pub annotations: BTreeMap<String, String>,
     /// A static pod.
@@ -216,7 +216,7 @@ pub struct Scenario {
     #[serde(deserialize_with = "super::values::duration")]
     #[schemars(schema_with = "super::values::duration_schema")]
     pub duration: Duration,
-    /// The node.
+    /// The node: its capacity and signal timelines.
     pub node: NodeSpec,
     /// A config layer merged over vigil's defaults (same shape as the config CRD).
     #[serde(default)]
@@ -228,7 +228,7 @@ pub struct Scenario {
     pub config_changes: Vec<ConfigChange>,
     /// A policies directory, relative to the scenario file, overriding built-ins.
     pub policies_dir: Option<PathBuf>,
-    /// The pods.
+    /// The pods on the node, each with its usage timeline.
     pub pods: Vec<PodSpec>,
     /// Other node signals over time, by name (e.g. `psi.memory.some.avg10`);
     /// one named like a computed signal (`memory.available`,

@@ -67,7 +67,7 @@ impl fmt::Display for Reason {
 /// What the node runs and why.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Status {
-    /// The reason.
+    /// Why it runs, as the condition's reason.
     pub reason: Reason,
     /// For people: which config, and why.
     pub message: String,

@@ -14,7 +14,7 @@ use std::time::{Duration, SystemTime};
 /// A pod chosen for eviction, and why.
 #[derive(Debug, Clone)]
 pub struct Victim {
-    /// The pod.
+    /// The pod to evict.
     pub pod: Pod,
     /// The strategy that chose it.
     pub strategy: String,
@@ -73,7 +73,7 @@ pub struct Terminating {
 /// A victim chosen this cycle.
 #[derive(Debug, Clone)]
 pub struct Decision {
-    /// The victim.
+    /// Whom, by which strategy and why.
     pub victim: Victim,
     /// Chosen by a dry-run strategy (or in global dry-run): logged, not carried out.
     pub dry_run: bool,
@@ -172,7 +172,7 @@ impl CycleReport {
 pub enum Skipped {
     /// A threshold picks no new victim: reclaim for it is in progress.
     Reclaiming {
-        /// The strategy.
+        /// The strategy that reported the threshold.
         strategy: String,
         /// The threshold's scope.
         scope: String,
@@ -181,7 +181,7 @@ pub enum Skipped {
     },
     /// A threshold waits: no candidate can be evicted now.
     Waiting {
-        /// The strategy.
+        /// The strategy that reported the threshold.
         strategy: String,
         /// The threshold's scope.
         scope: String,
@@ -211,7 +211,7 @@ pub enum Skipped {
     TaintEffect {
         /// The strategy that asked for it.
         strategy: String,
-        /// The effect.
+        /// The effect asked for, as the strategy wrote it.
         effect: String,
     },
 }
@@ -249,9 +249,9 @@ pub enum Withheld {
     },
     /// The budget was overridden within the window.
     Recent {
-        /// The budget.
+        /// The budget overridden last, `namespace/name`.
         budget: String,
-        /// The window.
+        /// The shortest time between two overrides of it.
         window: Duration,
     },
 }

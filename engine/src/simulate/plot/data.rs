@@ -48,7 +48,7 @@ pub(super) enum Level {
 /// One threshold of one strategy over time.
 #[derive(Debug, PartialEq)]
 pub(super) struct ThresholdLine {
-    /// The strategy.
+    /// The strategy whose threshold it is.
     pub strategy: String,
     /// Which threshold.
     pub level: Level,
@@ -106,7 +106,7 @@ impl Lane {
 /// One decision on a lane.
 #[derive(Debug, PartialEq)]
 pub(super) struct LaneMark {
-    /// The lane.
+    /// The lane it is drawn in.
     pub lane: Lane,
     /// When, in seconds.
     pub at: f64,
