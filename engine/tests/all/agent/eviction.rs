@@ -135,14 +135,7 @@ async fn a_pdb_protected_top_victim_passes_the_turn_to_the_next_pod_at_once() {
     watching(&server).await;
     watching_budgets(&server).await;
 
-    fixture.memory_available(50);
-    server
-        .until(LIMIT, "an accepted eviction", |s| {
-            s.evictions().iter().any(|r| r.status == 201)
-        })
-        .await;
-    fixture.memory_available(4096);
-    let evicted = evicted_names(&server);
+    let evicted = pressure_until_one_is_evicted(&server, &fixture).await;
     assert_eq!(
         evicted[..2],
         [("big".to_owned(), 429), ("medium".to_owned(), 201)],
@@ -300,13 +293,7 @@ async fn a_throttling_api_server_delays_the_eviction_and_moves_on_to_nobody() {
     let agent = AgentProcess::start(binary, NODE, &fixture, &server, &config, &[]);
     watching(&server).await;
     server.throttle_next("/pods/big/eviction", 3, 1);
-    fixture.memory_available(50);
-    server
-        .until(LIMIT, "an accepted eviction", |s| {
-            s.evictions().iter().any(|r| r.status == 201)
-        })
-        .await;
-    let evicted = evicted_names(&server);
+    let evicted = pressure_until_one_is_evicted(&server, &fixture).await;
     let big = |code| ("big".to_owned(), code);
     assert_eq!(
         evicted,
@@ -342,14 +329,7 @@ async fn pods_the_api_server_will_not_evict_pass_the_turn_to_the_next() {
     watching_budgets(&server).await;
     server.fail_next("/pods/medium/eviction", 403);
     server.fail_next("/pods/small/eviction", 422);
-    fixture.memory_available(50);
-    server
-        .until(LIMIT, "an accepted eviction", |s| {
-            s.evictions().iter().any(|r| r.status == 201)
-        })
-        .await;
-    fixture.memory_available(4096);
-    let evicted = evicted_names(&server);
+    let evicted = pressure_until_one_is_evicted(&server, &fixture).await;
     assert_eq!(
         evicted[..4],
         [

@@ -254,3 +254,19 @@ async fn terminated_cleanly(mut agent: AgentProcess) -> String {
     assert!(logs.contains("vigil agent stopped"), "{logs}");
     logs
 }
+
+/// Puts the node under hard memory pressure until an eviction is accepted,
+/// then relieves it; every eviction asked for meanwhile, with its answer.
+async fn pressure_until_one_is_evicted(
+    server: &ApiServer,
+    fixture: &NodeFiles,
+) -> Vec<(String, u16)> {
+    fixture.memory_available(50);
+    server
+        .until(LIMIT, "an accepted eviction", |s| {
+            s.evictions().iter().any(|r| r.status == 201)
+        })
+        .await;
+    fixture.memory_available(4096);
+    evicted_names(server)
+}
