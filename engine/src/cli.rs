@@ -151,10 +151,10 @@ struct AgentArgs {
     compile_deadline: std::time::Duration,
     /// Requests per second each API client sends at most, on average
     /// (one client for evictions, one for everything else).
-    #[arg(long, value_name = "QPS", default_value_t = 5.0)]
+    #[arg(long, value_name = "QPS", default_value_t = ClientOptions::default().qps)]
     api_qps: f64,
     /// Requests each API client may send at once after a quiet time.
-    #[arg(long, value_name = "N", default_value_t = 10,
+    #[arg(long, value_name = "N", default_value_t = ClientOptions::default().burst,
           value_parser = clap::value_parser!(u32).range(1..=1000))]
     api_burst: u32,
     /// The longest an API request that is not a watch may take.

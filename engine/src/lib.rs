@@ -31,6 +31,7 @@ pub mod metrics;
 pub mod model;
 pub mod policy;
 pub mod quantity;
+pub mod rate;
 pub mod report;
 pub mod signals;
 pub mod simulate;

@@ -67,7 +67,7 @@ pub struct ApiLabels {
 /// Labels of a config update.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ConfigUpdateLabels {
-    /// `applied`, `rejected`, `skipped`, `graduated` or `rolled-back`.
+    /// `applied`, `rejected`, `skipped`, `deferred`, `graduated` or `rolled-back`.
     pub result: String,
 }
 
@@ -356,10 +356,10 @@ impl Metrics {
                 })
                 .inc();
         }
-        for (strategy, _) in &report.refused_effects {
+        for (strategy, _) in report.refused_effects() {
             self.refused_taint_effects
                 .get_or_create(&NameLabel {
-                    name: strategy.clone(),
+                    name: strategy.to_owned(),
                 })
                 .inc();
         }

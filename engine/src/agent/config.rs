@@ -12,6 +12,7 @@ use crate::cluster::watches::{Progress, Reflected};
 use crate::config::assignment::{Assignment, CheckpointLoad, ConfigReport, Reason, Status, Update};
 use crate::config::checkpoint::{Checkpoint, CheckpointFile};
 use crate::config::crd::ConfigLayer;
+use crate::config::references::Unresolved;
 use crate::config::{ConfigError, VigilConfig, layers, references};
 use crate::eviction::EvictionSettings;
 use crate::metrics::Metrics;
@@ -214,7 +215,7 @@ impl ConfigController {
         &mut self,
         layers: Vec<Layer>,
         objects: &ObjectWatches,
-    ) -> Option<(Vec<Layer>, BTreeMap<String, String>)> {
+    ) -> Option<(Vec<Layer>, BTreeMap<String, Unresolved>)> {
         let merger = self
             .registry
             .get(crate::config::MERGER)
@@ -241,13 +242,16 @@ impl ConfigController {
         for (policy, reference) in &wanted {
             let problem = match objects.get(&key(reference))? {
                 Lookup::Pending => return None,
-                Lookup::Unavailable(why) => format!("{}: {why}", references::UNREADABLE),
-                Lookup::Missing => "the ConfigMap does not exist".into(),
+                Lookup::Unavailable(why) => Unresolved {
+                    why: format!("cannot be read: {why}"),
+                    transient: true,
+                },
+                Lookup::Missing => Unresolved::lasting("the ConfigMap does not exist"),
                 Lookup::Found(object) => {
                     let value = object.data.as_ref().and_then(|d| d.get(&reference.key));
                     match value.map(|v| references::layer(policy, reference, v)) {
-                        None => "the ConfigMap has no such key".into(),
-                        Some(Err(why)) => why,
+                        None => Unresolved::lasting("the ConfigMap has no such key"),
+                        Some(Err(why)) => Unresolved::lasting(why),
                         Some(Ok(layer)) => {
                             resolved.push(layer);
                             continue;
@@ -264,7 +268,7 @@ impl ConfigController {
     async fn assign(
         &mut self,
         layers: Vec<Layer>,
-        problems: &BTreeMap<String, String>,
+        problems: &BTreeMap<String, Unresolved>,
         now: Timestamp,
         events: &Events,
     ) {
@@ -440,7 +444,7 @@ fn merged(
 fn merger<'a>(
     registry: &'a Registry,
     base: &'a [Layer],
-    problems: &'a BTreeMap<String, String>,
+    problems: &'a BTreeMap<String, Unresolved>,
 ) -> impl Fn(&[Layer]) -> Result<VigilConfig, ConfigError> + 'a {
     move |layers| {
         let config = merged(registry, base, layers)?;

@@ -12,6 +12,7 @@
 //! policy (honouring `Retry-After`), and counts each retry.
 
 use crate::metrics::{ApiLabels, Metrics};
+use crate::rate::TokenBucket;
 use kube::client::retry::RetryPolicy;
 use kube::client::{Body, ClientBuilder};
 use kube::config::{KubeConfigOptions, Kubeconfig};
@@ -204,43 +205,9 @@ impl<S> tower_layer::Layer<S> for GuardLayer {
             inner,
             metrics: Arc::clone(&self.metrics),
             timeout: self.options.timeout,
-            bucket: Bucket::new(self.options.qps, self.options.burst, Instant::now()),
+            bucket: TokenBucket::new(self.options.qps, self.options.burst, Instant::now()),
             waiting: None,
             token: false,
-        }
-    }
-}
-
-/// A token bucket: `burst` tokens, refilled at `qps` a second.
-#[derive(Debug)]
-struct Bucket {
-    tokens: f64,
-    qps: f64,
-    burst: f64,
-    last: Instant,
-}
-
-impl Bucket {
-    fn new(qps: f64, burst: u32, now: Instant) -> Self {
-        let burst = f64::from(burst.max(1));
-        Self {
-            tokens: burst,
-            qps: qps.max(0.01),
-            burst,
-            last: now,
-        }
-    }
-
-    /// Takes a token at `now`, or says how long until one is there.
-    fn take(&mut self, now: Instant) -> Result<(), Duration> {
-        let earned = now.duration_since(self.last).as_secs_f64() * self.qps;
-        self.tokens = (self.tokens + earned).min(self.burst);
-        self.last = now;
-        if self.tokens >= 1.0 {
-            self.tokens -= 1.0;
-            Ok(())
-        } else {
-            Err(Duration::from_secs_f64((1.0 - self.tokens) / self.qps))
         }
     }
 }
@@ -250,7 +217,7 @@ struct Guard<S> {
     inner: S,
     metrics: Arc<Metrics>,
     timeout: Duration,
-    bucket: Bucket,
+    bucket: TokenBucket,
     /// The wait for the next token, while there is none.
     waiting: Option<Pin<Box<tokio::time::Sleep>>>,
     /// A token is held for the next call.
@@ -313,29 +280,5 @@ where
                 .inc();
             response
         })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_bucket_lets_a_burst_through_then_paces_to_its_rate() {
-        let start = Instant::now();
-        let mut bucket = Bucket::new(2.0, 3, start);
-        for _ in 0..3 {
-            assert_eq!(bucket.take(start), Ok(()));
-        }
-        assert_eq!(bucket.take(start), Err(Duration::from_millis(500)));
-        let later = start + Duration::from_millis(500);
-        assert_eq!(bucket.take(later), Ok(()));
-        assert!(bucket.take(later).is_err());
-        // A long quiet time refills no more than the burst.
-        let quiet = later + Duration::from_secs(60);
-        for _ in 0..3 {
-            assert_eq!(bucket.take(quiet), Ok(()));
-        }
-        assert!(bucket.take(quiet).is_err());
     }
 }

@@ -12,6 +12,7 @@ use crate::metrics::{Metrics, NameLabel};
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::runtime::events::{Event, Recorder};
 use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::mpsc;
@@ -64,18 +65,19 @@ impl Events {
             .unwrap_or_default();
         let key = (object, event.reason.clone());
         let now = Instant::now();
-        {
-            let mut last = self.last.lock().expect("events lock poisoned");
-            last.retain(|_, at| now.duration_since(*at) < REPEAT_EVERY);
-            if last.contains_key(&key) {
-                self.dropped("repeated");
-                return;
+        let mut last = self.last.lock().expect("events lock poisoned");
+        last.retain(|_, at| now.duration_since(*at) < REPEAT_EVERY);
+        match last.entry(key) {
+            Entry::Occupied(_) => self.dropped("repeated"),
+            Entry::Vacant(slot) => {
+                if self.queue.try_send((regarding, event)).is_ok() {
+                    // Only a queued Event holds its repeats back.
+                    slot.insert(now);
+                } else {
+                    tracing::warn!("the Events queue is full; an Event was dropped");
+                    self.dropped("queue-full");
+                }
             }
-            last.insert(key, now);
-        }
-        if self.queue.try_send((regarding, event)).is_err() {
-            tracing::warn!("the Events queue is full; an Event was dropped");
-            self.dropped("queue-full");
         }
     }
 
@@ -155,5 +157,9 @@ mod tests {
             queued += 1;
         }
         assert_eq!(queued, EVENT_BACKLOG);
+        // A dropped Event did not count as sent: once there is room, it goes.
+        events.send(pod(&format!("p{}", EVENT_BACKLOG - 1)), event("Evicting"));
+        assert_eq!(dropped(&metrics, "repeated"), 1);
+        assert!(writer.queue.try_recv().is_ok());
     }
 }

@@ -5,8 +5,9 @@
 //! the node status writer ([`super::latest::write_latest`]) — nothing before the first
 //! cycle has decided, so taints already there stay until then — which
 //! retries with backoff while the API server is unreachable, always writes
-//! the latest state and refreshes it while a condition holds, and keeps the
-//! Node events for the conditions that start and end.
+//! the latest state and refreshes it while a condition holds.
+//! The fleet view follows the same reports on its own
+//! ([`crate::fleet::activity::follow`]).
 
 use super::events::Events;
 use super::node_status::{NodeConditions, condition_type};
@@ -51,7 +52,6 @@ impl Publisher {
     /// Handles every report until the runner is gone; a reader that fell
     /// behind skips what it missed.
     pub async fn run(self, mut reports: broadcast::Receiver<Arc<Report>>) {
-        let mut holding: Vec<String> = Vec::new();
         loop {
             let report = match reports.recv().await {
                 Ok(report) => report,
@@ -64,6 +64,11 @@ impl Publisher {
             self.metrics.record(&report);
             match report.as_ref() {
                 Report::Cycle(cycle, _) => {
+                    // What the Node was last told holds.
+                    let holding: Vec<String> = (self.conditions.borrow().iter())
+                        .flat_map(|shown| &shown.active)
+                        .map(|c| c.name.clone())
+                        .collect();
                     let (started, ended) = transitions(&holding, &cycle.conditions);
                     for name in &started {
                         self.node_event(name, true);
@@ -71,7 +76,6 @@ impl Publisher {
                     for name in &ended {
                         self.node_event(name, false);
                     }
-                    holding = cycle.conditions.iter().map(|c| c.name.clone()).collect();
                     let next = NodeConditions {
                         active: cycle.conditions.clone(),
                         ended: cycle.ended_conditions.clone(),

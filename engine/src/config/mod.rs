@@ -212,6 +212,8 @@ pub enum ConfigError {
         reference: String,
         /// Why it could not be read.
         problem: String,
+        /// It could not be read now; a later pass may.
+        transient: bool,
     },
     /// A layer, or the merged result, does not match vigil's config schema.
     #[error("config layer {layer} does not match the config schema: {}", .problems.join("; "))]
@@ -230,7 +232,7 @@ impl ConfigError {
     pub fn is_transient(&self) -> bool {
         match self {
             Self::NoMerger | Self::MergerFault(_) => true,
-            Self::Reference { problem, .. } => problem.starts_with(references::UNREADABLE),
+            Self::Reference { transient, .. } => *transient,
             _ => false,
         }
     }

@@ -74,9 +74,25 @@ pub fn layer(policy: &str, reference: &ConfigRef, value: &str) -> Result<Layer, 
     })
 }
 
-/// How a problem starts when the referenced object could not be read now
-/// (a passing fault, not a fault of the config).
-pub const UNREADABLE: &str = "cannot be read";
+/// Why a reference could not be resolved.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unresolved {
+    /// Why, for people.
+    pub why: String,
+    /// The object could not be read now (a passing fault, not a fault of the
+    /// config): the config is tried again rather than refused.
+    pub transient: bool,
+}
+
+impl Unresolved {
+    /// A fault of the config (the object or key is missing, unparsable).
+    pub fn lasting(why: impl Into<String>) -> Self {
+        Self {
+            why: why.into(),
+            transient: false,
+        }
+    }
+}
 
 /// Checks that every reference of `config` is resolved by one of `layers`;
 /// `problems` says, by layer source, why one could not be.
@@ -86,19 +102,21 @@ pub const UNREADABLE: &str = "cannot be read";
 pub fn check(
     config: &VigilConfig,
     layers: &[Layer],
-    problems: &BTreeMap<String, String>,
+    problems: &BTreeMap<String, Unresolved>,
 ) -> Result<(), ConfigError> {
     for (policy, reference) in wanted(config) {
         let source = source(&policy, &reference);
         if !layers.iter().any(|l| l.source == source) {
-            let problem = problems.get(&source).map_or(
-                "not read (configFrom is resolved by `vigil agent` from the cluster)",
-                String::as_str,
-            );
+            let problem = problems.get(&source).cloned().unwrap_or_else(|| {
+                Unresolved::lasting(
+                    "not read (configFrom is resolved by `vigil agent` from the cluster)",
+                )
+            });
             return Err(ConfigError::Reference {
                 policy,
                 reference: reference.to_string(),
-                problem: problem.to_owned(),
+                problem: problem.why,
+                transient: problem.transient,
             });
         }
     }
@@ -159,7 +177,10 @@ mod tests {
         let error = check(&config, &[], &BTreeMap::new()).unwrap_err();
         assert!(error.to_string().contains("not read"), "{error}");
         let source = source("memory-pressure", &reference());
-        let problems = BTreeMap::from([(source.clone(), "the ConfigMap does not exist".into())]);
+        let problems = BTreeMap::from([(
+            source.clone(),
+            Unresolved::lasting("the ConfigMap does not exist"),
+        )]);
         let error = check(&config, &[], &problems).unwrap_err();
         assert_eq!(
             error.to_string(),
@@ -170,5 +191,19 @@ mod tests {
             json: "{}".into(),
         };
         check(&config, &[resolved], &BTreeMap::new()).unwrap();
+    }
+
+    #[test]
+    fn only_an_object_that_could_not_be_read_now_makes_a_passing_error() {
+        let config = config();
+        let source = source("memory-pressure", &reference());
+        let unreadable = Unresolved {
+            why: "cannot be read: 503".into(),
+            transient: true,
+        };
+        let problems = BTreeMap::from([(source.clone(), unreadable)]);
+        assert!(check(&config, &[], &problems).unwrap_err().is_transient());
+        let missing = BTreeMap::from([(source, Unresolved::lasting("no such key"))]);
+        assert!(!check(&config, &[], &missing).unwrap_err().is_transient());
     }
 }

@@ -100,6 +100,18 @@ pub enum Settled {
 }
 
 impl Settled {
+    /// What `result`, the answer of the call for `victim`, means for it.
+    pub fn of(victim: Victim, result: Result<(), KillError>) -> Self {
+        match result {
+            Ok(()) => Self::Accepted(victim),
+            Err(KillError::Refused(why)) => Self::Refused(victim, why),
+            Err(KillError::NotEvictable(why)) => Self::NotEvictable(victim, why),
+            Err(error @ KillError::Throttled { .. }) => Self::Throttled(victim, error.to_string()),
+            Err(KillError::Unavailable(why)) => Self::Waiting(victim, why),
+            Err(KillError::Gone(_)) => Self::Gone(victim),
+        }
+    }
+
     /// The victim, and the result as metrics and status objects name it:
     /// `accepted`, `dry-run`, `refused`, `not-evictable`, `throttled`,
     /// `failed` or `gone`.
@@ -294,33 +306,25 @@ impl KillQueue {
             return Some(Settled::Accepted(victim));
         };
         let flight = self.in_flight.remove(uid)?;
-        Some(match error {
-            KillError::Refused(why) => {
+        match &error {
+            KillError::Refused(_) => {
                 self.refused.insert(uid.to_owned(), (now + backoff, true));
-                Settled::Refused(victim, why)
             }
-            KillError::NotEvictable(why) => {
+            KillError::NotEvictable(_) => {
                 let strikes = self.strikes.entry(uid.to_owned()).or_default();
                 *strikes = strikes.saturating_add(1);
                 let doubled = backoff.saturating_mul(1 << (*strikes - 1).min(16));
                 let until = now + doubled.min(MAX_POD_BACKOFF);
                 self.refused.insert(uid.to_owned(), (until, false));
-                Settled::NotEvictable(victim, why)
             }
-            KillError::Throttled {
-                retry_after,
-                message,
-            } => {
-                let until = now + retry_after;
+            KillError::Throttled { retry_after, .. } => {
+                let until = now + *retry_after;
                 self.throttled_until = Some(self.throttled_until.map_or(until, |u| u.max(until)));
                 self.waiting.push(flight.queued);
-                Settled::Throttled(victim, format!("throttled for {retry_after:?}: {message}"))
             }
-            KillError::Unavailable(why) => {
-                self.waiting.push(flight.queued);
-                Settled::Waiting(victim, why)
-            }
-            KillError::Gone(_) => Settled::Gone(victim),
-        })
+            KillError::Unavailable(_) => self.waiting.push(flight.queued),
+            KillError::Gone(_) => {}
+        }
+        Some(Settled::of(victim, Err(error)))
     }
 }

@@ -17,6 +17,7 @@ use super::{
     CycleReport, EvictionManager, EvictionSettings, KillError, Killer, NodeState, Settled, Victim,
 };
 use crate::clock::{Clock, sleep_or_pending};
+use crate::rate::TokenBucket;
 use crate::signals::wake::{Wake, Woke};
 use std::collections::HashMap;
 use std::future::Future;
@@ -55,36 +56,6 @@ pub const REPORT_BACKLOG: usize = 1024;
 pub const RECYCLE_BURST: u32 = 4;
 /// Once the burst is spent, one refusal-started cycle per this long.
 pub const RECYCLE_EVERY: Duration = Duration::from_secs(1);
-
-/// A token bucket for the "refused, so cycle now" shortcut: a pod refused
-/// over and over cannot spin the loop.
-#[derive(Debug)]
-struct Recycles {
-    tokens: f64,
-    last: Instant,
-}
-
-impl Recycles {
-    fn new(now: Instant) -> Self {
-        Self {
-            tokens: f64::from(RECYCLE_BURST),
-            last: now,
-        }
-    }
-
-    /// Whether a cycle may start now; takes a token if so.
-    fn take(&mut self, now: Instant) -> bool {
-        let earned = now.duration_since(self.last).as_secs_f64() / RECYCLE_EVERY.as_secs_f64();
-        self.tokens = (self.tokens + earned).min(f64::from(RECYCLE_BURST));
-        self.last = now;
-        if self.tokens >= 1.0 {
-            self.tokens -= 1.0;
-            true
-        } else {
-            false
-        }
-    }
-}
 
 /// When the loop last cycled, for health checks.
 #[derive(Debug, Clone, Default)]
@@ -149,7 +120,13 @@ impl Runner {
             }
         };
         let mut calls = Calls::default();
-        let mut recycles = Recycles::new(Instant::now());
+        // The "refused, so cycle now" shortcut, bounded: a pod refused over
+        // and over cannot spin the loop.
+        let mut recycles = TokenBucket::new(
+            1.0 / RECYCLE_EVERY.as_secs_f64(),
+            RECYCLE_BURST,
+            Instant::now(),
+        );
         let mut wakes_open = true;
         let mut woken = None;
         tokio::pin!(shutdown);
@@ -191,7 +168,7 @@ impl Runner {
                             let latency = woken.filter(|_| accepted).map(|w| w.elapsed());
                             send(Report::Settled { settled, latency });
                         }
-                        if refused && recycles.take(Instant::now()) {
+                        if refused && recycles.take(Instant::now()).is_ok() {
                             break Next::Cycle(woken);
                         }
                         if throttled {
@@ -211,11 +188,11 @@ impl Runner {
     }
 }
 
-/// The eviction calls running, each with its victim, so that a call that
-/// panicked or was cancelled still settles its victim.
+/// The eviction calls running, each task's victim kept by its id, so that
+/// a call that panicked or was cancelled still settles its victim.
 #[derive(Default)]
 struct Calls {
-    running: JoinSet<Call>,
+    running: JoinSet<Result<(), KillError>>,
     victims: HashMap<tokio::task::Id, (Victim, Option<Instant>)>,
 }
 
@@ -229,15 +206,13 @@ impl Calls {
         woken: Option<Instant>,
     ) {
         let call = killer.evict(victim);
-        let owned = victim.clone();
         let handle = self.running.spawn(async move {
-            let result = match tokio::time::timeout(timeout, call).await {
+            match tokio::time::timeout(timeout, call).await {
                 Ok(result) => result,
                 Err(_) => Err(KillError::Unavailable(format!(
                     "no answer within {timeout:?}"
                 ))),
-            };
-            (owned, result, woken)
+            }
         });
         self.victims.insert(handle.id(), (victim.clone(), woken));
     }
@@ -253,26 +228,27 @@ impl Calls {
     /// The next call to end; none while none runs.
     async fn next(&mut self) -> Option<Call> {
         let joined = self.running.join_next_with_id().await?;
-        Some(match joined {
-            Ok((id, call)) => {
-                self.victims.remove(&id);
-                call
-            }
+        let id = match &joined {
+            Ok((id, _)) => *id,
+            Err(error) => error.id(),
+        };
+        let (victim, woken) = self
+            .victims
+            .remove(&id)
+            .expect("every call is recorded with its victim");
+        let result = match joined {
+            Ok((_, result)) => result,
             Err(error) => {
-                let (victim, woken) = self
-                    .victims
-                    .remove(&error.id())
-                    .expect("every call is recorded with its victim");
                 let how = if error.is_panic() {
                     "panicked"
                 } else {
                     "was cancelled"
                 };
                 tracing::error!(pod = %victim.pod.name, "the eviction call {how}");
-                let result = Err(KillError::Unavailable(format!("the eviction call {how}")));
-                (victim, result, woken)
+                Err(KillError::Unavailable(format!("the eviction call {how}")))
             }
-        })
+        };
+        Some((victim, result, woken))
     }
 }
 

@@ -125,6 +125,20 @@ fn reclaiming(report: &CycleReport) -> usize {
         .count()
 }
 
+/// Whether `strategy`'s `evaluate` trapped this cycle.
+fn evaluate_trapped(report: &CycleReport, strategy: &str) -> bool {
+    report.skipped.iter().any(|s| {
+        matches!(
+            s,
+            Skipped::Strategy {
+                name,
+                call: Call::Evaluate,
+                why: Unanswered::Fault { kind: FaultKind::Trap, .. },
+            } if name == strategy
+        )
+    })
+}
+
 fn names(victims: &[vigil::eviction::Victim]) -> Vec<&str> {
     victims.iter().map(|v| v.pod.name.as_str()).collect()
 }
@@ -249,18 +263,7 @@ async fn a_strategy_that_traps_is_skipped_while_the_others_act() {
     node.pods.push(pod(TRIGGER, QosClass::Guaranteed, 1, 1));
     node.available_mib = 50;
     let report = node.cycle().await;
-    assert!(
-        report.skipped.iter().any(|s| matches!(
-            s,
-            Skipped::Strategy {
-                name,
-                call: Call::Evaluate,
-                why: Unanswered::Fault { kind: FaultKind::Trap, .. },
-            } if name == "script"
-        )),
-        "{:?}",
-        report.skipped
-    );
+    assert!(evaluate_trapped(&report, "script"), "{:?}", report.skipped);
     assert_eq!(
         names(&report.started),
         ["hog"],
@@ -557,18 +560,7 @@ async fn a_new_config_is_asked_for_its_interest_and_a_faulty_interest_is_a_fault
         &[("script", SCRIPTED_STRATEGY)],
     );
     let report = node.cycle().await;
-    assert!(
-        report.skipped.iter().any(|s| matches!(
-            s,
-            Skipped::Strategy {
-                name,
-                call: Call::Evaluate,
-                why: Unanswered::Fault { kind: FaultKind::Trap, .. },
-            } if name == "script"
-        )),
-        "{:?}",
-        report.skipped
-    );
+    assert!(evaluate_trapped(&report, "script"), "{:?}", report.skipped);
 }
 
 #[tokio::test]

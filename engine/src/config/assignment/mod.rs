@@ -2,7 +2,9 @@
 //! trial and graduates to last-known-good, or is rejected (the merger or the
 //! schema refuses it) or rolled back (policies fault during its trial, or
 //! the agent keeps restarting within it) to the last-known-good, and is not
-//! tried again until it changes. While the API server is unreachable at
+//! tried again until it changes. A config that cannot be computed for a
+//! passing reason (the merger faulted, a referenced object could not be read)
+//! is deferred instead: the running config stays and it is tried again. While the API server is unreachable at
 //! start-up, the checkpoint runs if it is younger than the grace time (its
 //! age counts from when it was fetched, not from when it was last reused),
 //! else the last-known-good, else the defaults.

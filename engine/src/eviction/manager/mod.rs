@@ -233,17 +233,8 @@ impl EvictionManager {
         result: Result<(), KillError>,
     ) -> Option<Settled> {
         if victim.dry_run {
-            let victim = victim.clone();
-            return Some(match result {
-                Ok(()) => Settled::Accepted(victim),
-                Err(KillError::Refused(why)) => Settled::Refused(victim, why),
-                Err(KillError::NotEvictable(why)) => Settled::NotEvictable(victim, why),
-                Err(error @ KillError::Throttled { .. }) => {
-                    Settled::Throttled(victim, error.to_string())
-                }
-                Err(KillError::Unavailable(why)) => Settled::Waiting(victim, why),
-                Err(KillError::Gone(_)) => Settled::Gone(victim),
-            });
+            // A dry-run request changes nothing the queue keeps.
+            return Some(Settled::of(victim.clone(), result));
         }
         if result.is_ok()
             && let Some(scope) = &victim.scope
@@ -343,14 +334,16 @@ impl EvictionManager {
                 strategy: strategy.to_owned(),
                 effect: effect.clone(),
             });
-            report
-                .refused_effects
-                .push((strategy.to_owned(), effect.clone()));
             false
         });
-        if self.settings.dry_run || self.settings.policy(strategy).dry_run {
+        if self.dry_run(strategy) {
             effects.clear();
         }
+    }
+
+    /// Whether `strategy`'s decisions are dry runs (globally or its own).
+    fn dry_run(&self, strategy: &str) -> bool {
+        self.settings.dry_run || self.settings.policy(strategy).dry_run
     }
 
     fn prepare_snapshot(&self, strategy: &str, snapshot: &mut Snapshot) {
@@ -388,7 +381,7 @@ impl EvictionManager {
     fn enqueue(&mut self, now: SystemTime, chosen: Vec<Victim>, report: &mut CycleReport) {
         for mut victim in chosen {
             victim.grace_period_seconds = self.grace(&victim);
-            let dry_run = self.settings.dry_run || self.settings.policy(&victim.strategy).dry_run;
+            let dry_run = self.dry_run(&victim.strategy);
             if dry_run {
                 tracing::info!(pod = %victim.pod.name, strategy = %victim.strategy, reason = %victim.reason, "dry run: would evict");
                 victim.dry_run = true;

@@ -105,9 +105,6 @@ pub struct CycleReport {
     /// strategy still runs: reported as not holding. A condition neither
     /// here nor in `conditions` is no longer reported at all.
     pub ended_conditions: Vec<String>,
-    /// Taint effects strategies asked for that the host refused (strategy,
-    /// effect): invalid answers, never sent.
-    pub refused_effects: Vec<(String, String)>,
     /// Victims chosen this cycle.
     pub decisions: Vec<Decision>,
     /// Victims handed to the killer this cycle (dry-run ones included).
@@ -136,7 +133,6 @@ impl CycleReport {
         self.thresholds = later.thresholds;
         self.conditions = later.conditions;
         self.ended_conditions = later.ended_conditions;
-        self.refused_effects.extend(later.refused_effects);
         self.decisions.extend(later.decisions);
         self.requested.extend(later.requested);
         self.started.extend(later.started);
@@ -263,6 +259,17 @@ pub enum Call {
     Evaluate,
     /// `top-victims`.
     TopVictims,
+}
+
+impl CycleReport {
+    /// The taint effects strategies asked for that the host refused
+    /// (strategy, effect): invalid answers, never sent.
+    pub fn refused_effects(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.skipped.iter().filter_map(|s| match s {
+            Skipped::TaintEffect { strategy, effect } => Some((strategy.as_str(), effect.as_str())),
+            _ => None,
+        })
+    }
 }
 
 impl Skipped {

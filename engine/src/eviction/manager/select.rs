@@ -142,7 +142,7 @@ impl EvictionManager {
         if !settings.pdb_override {
             return Err(Withheld::NotAllowed(met.strategy.clone()));
         }
-        if self.settings.dry_run || settings.dry_run {
+        if self.dry_run(&met.strategy) {
             return Err(Withheld::DryRun);
         }
         if blocked_for < after {

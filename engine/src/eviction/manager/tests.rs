@@ -570,11 +570,8 @@ fn taint_effects_are_checked_by_the_host_and_a_dry_run_strategy_taints_nothing()
     let report = m.cycle(T0, node(&[]));
     assert_eq!(report.conditions[0].effects, ["NoSchedule"]);
     assert_eq!(
-        report.refused_effects,
-        [
-            ("fake".to_owned(), "NoExecute".to_owned()),
-            ("fake".to_owned(), "NoSchedul".to_owned())
-        ]
+        report.refused_effects().collect::<Vec<_>>(),
+        [("fake", "NoExecute"), ("fake", "NoSchedul")]
     );
     let mut settings = m.settings().clone();
     settings.allow_no_execute = true;
