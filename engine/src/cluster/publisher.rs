@@ -11,7 +11,7 @@
 
 use super::events::Events;
 use super::node_status::{NodeConditions, condition_type};
-use crate::eviction::runner::Report;
+use crate::eviction::runner::{Report, next_report};
 use crate::eviction::tracker::transitions;
 use crate::eviction::{Settled, Victim};
 use crate::metrics::Metrics;
@@ -52,15 +52,7 @@ impl Publisher {
     /// Handles every report until the runner is gone; a reader that fell
     /// behind skips what it missed.
     pub async fn run(self, mut reports: broadcast::Receiver<Arc<Report>>) {
-        loop {
-            let report = match reports.recv().await {
-                Ok(report) => report,
-                Err(broadcast::error::RecvError::Lagged(missed)) => {
-                    tracing::warn!(missed, "the publisher fell behind the loop's reports");
-                    continue;
-                }
-                Err(broadcast::error::RecvError::Closed) => return,
-            };
+        while let Some(report) = next_report(&mut reports, "the publisher").await {
             self.metrics.record(&report);
             match report.as_ref() {
                 Report::Cycle(cycle, _) => {

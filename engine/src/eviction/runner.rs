@@ -57,6 +57,24 @@ pub const RECYCLE_BURST: u32 = 4;
 /// Once the burst is spent, one refusal-started cycle per this long.
 pub const RECYCLE_EVERY: Duration = Duration::from_secs(1);
 
+/// The next of the runner's reports for a subscriber called `reader`;
+/// `None` once the runner is gone. A subscriber that fell behind skips what
+/// it missed (logged): the loop never waits for a reader.
+pub async fn next_report(
+    reports: &mut broadcast::Receiver<Arc<Report>>,
+    reader: &str,
+) -> Option<Arc<Report>> {
+    loop {
+        match reports.recv().await {
+            Ok(report) => return Some(report),
+            Err(broadcast::error::RecvError::Lagged(missed)) => {
+                tracing::warn!(missed, reader, "a reader fell behind the loop's reports");
+            }
+            Err(broadcast::error::RecvError::Closed) => return None,
+        }
+    }
+}
+
 /// When the loop last cycled, for health checks.
 #[derive(Debug, Clone, Default)]
 pub struct Heartbeat(Arc<std::sync::Mutex<Option<Instant>>>);

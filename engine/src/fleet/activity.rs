@@ -5,7 +5,7 @@
 
 use super::kinds::{Eviction, PressureCondition};
 use crate::clock::Clock;
-use crate::eviction::runner::Report;
+use crate::eviction::runner::{Report, next_report};
 use crate::eviction::tracker::transitions;
 use crate::eviction::{ActiveCondition, Settled};
 use jiff::Timestamp;
@@ -88,23 +88,17 @@ pub async fn follow(
     activity: watch::Sender<Activity>,
     clock: Arc<dyn Clock>,
 ) {
-    loop {
-        match reports.recv().await {
-            Ok(report) => match report.as_ref() {
-                Report::Cycle(cycle, _) => {
-                    activity.send_if_modified(|a| {
-                        let (started, ended) = a.conditions(&cycle.conditions, clock.now());
-                        !started.is_empty() || !ended.is_empty()
-                    });
-                }
-                Report::Settled { settled, .. } => {
-                    activity.send_modify(|a| a.settled(settled, clock.now()));
-                }
-            },
-            Err(broadcast::error::RecvError::Lagged(missed)) => {
-                tracing::warn!(missed, "the fleet view fell behind the loop's reports");
+    while let Some(report) = next_report(&mut reports, "the fleet view").await {
+        match report.as_ref() {
+            Report::Cycle(cycle, _) => {
+                activity.send_if_modified(|a| {
+                    let (started, ended) = a.conditions(&cycle.conditions, clock.now());
+                    !started.is_empty() || !ended.is_empty()
+                });
             }
-            Err(broadcast::error::RecvError::Closed) => return,
+            Report::Settled { settled, .. } => {
+                activity.send_modify(|a| a.settled(settled, clock.now()));
+            }
         }
     }
 }
