@@ -1,10 +1,8 @@
 // vigil's default candidate sorter, in C.
 //
 // Refuses static, mirror and system-critical pods and pods carrying a skip
-// label or annotation named in the config; orders the rest best-effort first,
-// then burstable, then guaranteed, and within a class by the kubelet's memory
-// ranking (pods above their request first, then lower priority, then the
-// larger excess), then by namespace, name and UID.
+// label or annotation named in the config; keeps the rest in the order given
+// (the strategies' ranking).
 //
 // Config (JSON): {"skipLabels": ["key", ...], "skipAnnotations": ["key", ...]}
 // Its interest is exactly those keys: the host passes no other label or
@@ -339,47 +337,6 @@ static bool refusal(const pod_t *pod, const keys_t *labels, const keys_t *annota
   return true;
 }
 
-static int compare(__int128 a, __int128 b) { return (a > b) - (a < b); }
-
-// Byte order, as Rust compares strings.
-static int compare_text(const string_t *a, const string_t *b) {
-  size_t n = a->len < b->len ? a->len : b->len;
-  int c = n == 0 ? 0 : memcmp(a->ptr, b->ptr, n);
-  return c != 0 ? (c > 0) - (c < 0) : compare(a->len, b->len);
-}
-
-static int qos_rank(vigil_policy_types_qos_class_t qos) {
-  switch (qos) {
-    case VIGIL_POLICY_TYPES_QOS_CLASS_BEST_EFFORT:
-      return 0;
-    case VIGIL_POLICY_TYPES_QOS_CLASS_BURSTABLE:
-      return 1;
-    default:
-      return 2;
-  }
-}
-
-static const candidate_t *sort_input;
-
-// Eviction order of two candidate indices; ties keep input order, as a stable sort.
-static int eviction_order(const void *x, const void *y) {
-  uint32_t i = *(const uint32_t *)x, j = *(const uint32_t *)y;
-  const pod_t *a = &sort_input[i].pod, *b = &sort_input[j].pod;
-  bool a_exceeds = a->usage.memory_working_set_bytes > a->requests.memory_bytes;
-  bool b_exceeds = b->usage.memory_working_set_bytes > b->requests.memory_bytes;
-  __int128 a_excess = (__int128)a->usage.memory_working_set_bytes - a->requests.memory_bytes;
-  __int128 b_excess = (__int128)b->usage.memory_working_set_bytes - b->requests.memory_bytes;
-  int c;
-  if ((c = compare(qos_rank(a->qos), qos_rank(b->qos)))) return c;
-  if ((c = compare(b_exceeds, a_exceeds))) return c;
-  if ((c = compare(a->priority, b->priority))) return c;
-  if ((c = compare(b_excess, a_excess))) return c;
-  if ((c = compare_text(&a->namespace_, &b->namespace_))) return c;
-  if ((c = compare_text(&a->name, &b->name))) return c;
-  if ((c = compare_text(&a->uid, &b->uid))) return c;
-  return compare(i, j);
-}
-
 // The labels and annotations read under `config`: the skip keys (none if the
 // config is invalid: `sort` reports that). The keys' buffers move into the
 // answer, which the generated post-return function frees.
@@ -418,8 +375,6 @@ bool exports_vigil_policy_sorter_sort(candidate_sorter_list_string_t *strategies
         ret->order.ptr[ret->order.len++] = i;
       }
     }
-    sort_input = candidates->ptr;
-    qsort(ret->order.ptr, ret->order.len, sizeof(uint32_t), eviction_order);
   }
   keys_free(&labels);
   keys_free(&annotations);

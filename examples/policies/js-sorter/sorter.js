@@ -1,10 +1,8 @@
 // vigil's default candidate sorter, in JavaScript.
 //
 // Refuses static, mirror and system-critical pods and pods carrying a skip
-// label or annotation named in the config; orders the rest best-effort first,
-// then burstable, then guaranteed, and within a class by the kubelet's memory
-// ranking (pods above their request first, then lower priority, then the
-// larger excess), then by namespace, name and UID.
+// label or annotation named in the config; keeps the rest in the order given
+// (the strategies' ranking).
 //
 // Config (JSON): {"skipLabels": ["key", ...], "skipAnnotations": ["key", ...]}
 // Its interest is exactly those keys: the host passes no other label or
@@ -13,7 +11,6 @@
 // Records arrive as objects with camelCase fields, enums as strings, u64 as
 // BigInt; throwing a string answers `err(string)`.
 
-const QOS_RANK = { 'best-effort': 0, burstable: 1, guaranteed: 2 };
 const FIELDS = { skipLabels: 'labels', skipAnnotations: 'annotations' };
 
 function skipKeys(config) {
@@ -49,32 +46,6 @@ function refusal(pod, keys) {
   return null;
 }
 
-const cmp = (a, b) => (a > b) - (a < b);
-
-// Strings compare by code point (as UTF-8 bytes do), not by UTF-16 unit.
-function cmpText(a, b) {
-  const x = Array.from(a, (c) => c.codePointAt(0));
-  const y = Array.from(b, (c) => c.codePointAt(0));
-  for (let i = 0; i < Math.min(x.length, y.length); i++) {
-    if (x[i] !== y[i]) return cmp(x[i], y[i]);
-  }
-  return cmp(x.length, y.length);
-}
-
-function evictionOrder(a, b) {
-  const exceeds = (p) => p.usage.memoryWorkingSetBytes > p.requests.memoryBytes;
-  const excess = (p) => p.usage.memoryWorkingSetBytes - p.requests.memoryBytes;
-  return (
-    cmp(QOS_RANK[a.qos], QOS_RANK[b.qos]) ||
-    cmp(exceeds(b), exceeds(a)) ||
-    cmp(a.priority, b.priority) ||
-    cmp(excess(b), excess(a)) ||
-    cmpText(a.namespace, b.namespace) ||
-    cmpText(a.name, b.name) ||
-    cmpText(a.uid, b.uid)
-  );
-}
-
 export const sorter = {
   // The labels and annotations read under `config`: the skip keys (none if
   // the config is invalid: `sort` reports that).
@@ -95,7 +66,6 @@ export const sorter = {
       if (reason === null) order.push(index);
       else rejected.push({ index, reason });
     });
-    order.sort((i, j) => evictionOrder(candidates[i].pod, candidates[j].pod));
     return { order, rejected };
   },
 };

@@ -1,10 +1,8 @@
 """vigil's default candidate sorter, in Python.
 
 Refuses static, mirror and system-critical pods and pods carrying a skip label
-or annotation named in the config; orders the rest best-effort first, then
-burstable, then guaranteed, and within a class by the kubelet's memory ranking
-(pods above their request first, then lower priority, then the larger excess),
-then by namespace, name and UID.
+or annotation named in the config; keeps the rest in the order given (the
+strategies' ranking).
 
 Config (JSON): {"skipLabels": ["key", ...], "skipAnnotations": ["key", ...]}
 Its interest is exactly those keys: the host passes no other label or
@@ -12,14 +10,12 @@ annotation.
 """
 
 import json
-from functools import cmp_to_key
 
 import wit_world
 from componentize_py_types import Err
 from wit_world.exports.sorter import Rejection, Sorted
-from wit_world.imports.types import Interest, QosClass
+from wit_world.imports.types import Interest
 
-QOS_RANK = {QosClass.BEST_EFFORT: 0, QosClass.BURSTABLE: 1, QosClass.GUARANTEED: 2}
 FIELDS = {"skipLabels": "labels", "skipAnnotations": "annotations"}
 
 
@@ -61,27 +57,6 @@ def refusal(pod, keys):
     return None
 
 
-def cmp(a, b):
-    return (a > b) - (a < b)
-
-
-def eviction_order(a, b):
-    """Negative when pod a is evicted before pod b."""
-    def exceeds(p):
-        return p.usage.memory_working_set_bytes > p.requests.memory_bytes
-
-    def excess(p):
-        return p.usage.memory_working_set_bytes - p.requests.memory_bytes
-
-    return (
-        cmp(QOS_RANK[a.qos], QOS_RANK[b.qos])
-        or cmp(exceeds(b), exceeds(a))
-        or cmp(a.priority, b.priority)
-        or cmp(excess(b), excess(a))
-        or cmp((a.namespace, a.name, a.uid), (b.namespace, b.name, b.uid))
-    )
-
-
 class Sorter(wit_world.exports.Sorter):
     def declare_interest(self, config):
         """The skip keys (none if the config is invalid: sort reports that)."""
@@ -100,6 +75,4 @@ class Sorter(wit_world.exports.Sorter):
                 order.append(index)
             else:
                 rejected.append(Rejection(index, reason))
-        by_pod = cmp_to_key(eviction_order)
-        order.sort(key=lambda i: by_pod(candidates[i].pod))
         return Sorted(order, rejected)

@@ -1,10 +1,11 @@
 //! `default-sorter`: vigil's built-in candidate sorter.
 //!
 //! Refuses static, mirror and system-critical pods and pods carrying a skip
-//! label or annotation named in its config; orders the rest best-effort first,
-//! then burstable, then guaranteed, and within a class by the kubelet's memory
-//! ranking. The logic is plain Rust over the generated records ([`sort`]) so
-//! the host's benchmark can run the very same code natively.
+//! label or annotation named in its config, and keeps the rest in the order
+//! the host gives them: the strategies' own ranking (for a threshold, the
+//! kubelet's ranking of the built-in strategies). The logic is plain Rust
+//! over the generated records ([`sort`]) so the host's benchmark can run the
+//! very same code natively.
 //!
 //! Config (JSON): `{"skipLabels": ["key", ...], "skipAnnotations": ["key", ...]}`.
 //! Its interest is exactly those keys: the host passes no other label or
@@ -16,11 +17,8 @@ pub mod bindings {
     wit_bindgen::generate!({ path: "../../wit", world: "candidate-sorter" });
 }
 
-use std::cmp::Ordering;
-
 pub use bindings::exports::vigil::policy::sorter::{Candidate, Rejection, Sorted, Urgency};
 pub use bindings::vigil::policy::types::{Interest, KeyValue, Pod, QosClass, Resources, Usage};
-use policy_kit::{MemoryFacts, memory_rank};
 
 /// Keys that exempt a pod from eviction, read from the sorter's config.
 #[derive(Debug, Default, PartialEq)]
@@ -80,28 +78,6 @@ fn refusal(pod: &Pod, skip: &SkipKeys) -> Option<String> {
     }
 }
 
-fn qos_rank(qos: QosClass) -> u8 {
-    match qos {
-        QosClass::BestEffort => 0,
-        QosClass::Burstable => 1,
-        QosClass::Guaranteed => 2,
-    }
-}
-
-/// Eviction order of two pods: QoS class, then the kubelet's memory ranking,
-/// then namespace, name and UID so the order never depends on input order.
-fn eviction_order(a: &Pod, b: &Pod) -> Ordering {
-    let facts = |p: &Pod| MemoryFacts {
-        usage: p.usage.memory_working_set_bytes,
-        request: p.requests.memory_bytes,
-        priority: p.priority,
-    };
-    qos_rank(a.qos)
-        .cmp(&qos_rank(b.qos))
-        .then_with(|| memory_rank(&facts(a), &facts(b)))
-        .then_with(|| (&a.namespace, &a.name, &a.uid).cmp(&(&b.namespace, &b.name, &b.uid)))
-}
-
 /// The labels and annotations the sorter reads under `config`: its skip
 /// keys (none if the config is invalid: `sort` reports that).
 pub fn interest(config: &str) -> Interest {
@@ -112,7 +88,8 @@ pub fn interest(config: &str) -> Interest {
     }
 }
 
-/// Validates and orders `candidates`.
+/// Refuses the candidates that must not go and keeps the others in their
+/// given order.
 ///
 /// # Errors
 /// The config is not valid; nothing is sorted.
@@ -126,8 +103,6 @@ pub fn sort(candidates: &[Candidate], config: &str) -> Result<Sorted, String> {
             None => order.push(index),
         }
     }
-    order
-        .sort_by(|&a, &b| eviction_order(&candidates[a as usize].pod, &candidates[b as usize].pod));
     Ok(Sorted { order, rejected })
 }
 

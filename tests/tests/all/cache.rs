@@ -77,7 +77,7 @@ fn the_second_load_hits_and_a_damaged_entry_is_rebuilt() {
     assert_eq!(first.cache_outcome(), CacheOutcome::Miss);
     let second = load_with_cache(dir.path());
     assert_eq!(second.cache_outcome(), CacheOutcome::Hit);
-    assert_eq!(answers(&second), ["b", "c", "a"]);
+    assert_eq!(answers(&second), ["a", "b", "c"]);
 
     let entries: Vec<_> = std::fs::read_dir(dir.path())
         .unwrap()
@@ -97,7 +97,7 @@ fn the_second_load_hits_and_a_damaged_entry_is_rebuilt() {
 
     let third = load_with_cache(dir.path());
     assert_eq!(third.cache_outcome(), CacheOutcome::Damaged);
-    assert_eq!(answers(&third), ["b", "c", "a"]);
+    assert_eq!(answers(&third), ["a", "b", "c"]);
     assert_eq!(
         load_with_cache(dir.path()).cache_outcome(),
         CacheOutcome::Hit
@@ -139,7 +139,7 @@ fn an_edited_artifact_with_its_checksum_recomputed_is_never_run() {
 
     let reloaded = load_with_cache(dir.path());
     assert_eq!(reloaded.cache_outcome(), CacheOutcome::Damaged);
-    assert_eq!(answers(&reloaded), ["b", "c", "a"]);
+    assert_eq!(answers(&reloaded), ["a", "b", "c"]);
 }
 
 #[test]
@@ -156,7 +156,7 @@ fn another_components_artifact_under_this_name_is_recompiled_not_run() {
     assert_eq!(reloaded.cache_outcome(), CacheOutcome::Damaged);
     assert_eq!(
         answers(&reloaded),
-        ["b", "c", "a"],
+        ["a", "b", "c"],
         "the default sorter's answer, not the reverse sorter's"
     );
     assert_eq!(
@@ -183,7 +183,7 @@ fn an_authentic_artifact_that_claims_another_component_or_engine_is_recompiled()
             CacheOutcome::Damaged,
             "a changed {field} must not load"
         );
-        assert_eq!(answers(&reloaded), ["b", "c", "a"]);
+        assert_eq!(answers(&reloaded), ["a", "b", "c"]);
     }
 }
 
@@ -206,7 +206,7 @@ fn an_authentic_artifact_built_by_an_engine_with_other_settings_is_recompiled_no
 
     let reloaded = load_with_cache(dir.path());
     assert_eq!(reloaded.cache_outcome(), CacheOutcome::Damaged);
-    assert_eq!(answers(&reloaded), ["b", "c", "a"]);
+    assert_eq!(answers(&reloaded), ["a", "b", "c"]);
     assert_ne!(
         std::fs::read(&path).unwrap(),
         foreign,

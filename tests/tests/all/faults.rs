@@ -174,7 +174,7 @@ fn a_bad_new_version_never_replaces_the_serving_one() {
         );
         assert_eq!(
             sort_names(&registry, "default-sorter"),
-            ["b", "c", "a"],
+            ["a", "b", "c"],
             "after {what}"
         );
     }

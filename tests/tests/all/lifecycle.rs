@@ -65,7 +65,7 @@ fn a_failed_override_of_a_builtin_falls_back_to_the_builtin() {
     assert_eq!(sort_names(&registry, "default-sorter"), ["c", "b", "a"]);
     trigger(&registry, "default-sorter");
     assert_eq!(registry.get("default-sorter").unwrap().digest(), builtin);
-    assert_eq!(sort_names(&registry, "default-sorter"), ["b", "c", "a"]);
+    assert_eq!(sort_names(&registry, "default-sorter"), ["a", "b", "c"]);
 }
 
 #[test]
@@ -114,7 +114,7 @@ fn calls_already_holding_a_version_finish_on_it_after_a_swap() {
         .sort(&strategies(), &mut candidates.clone(), "{}")
         .unwrap()
         .unwrap();
-    assert_eq!(order_of(&candidates, &from_old.order), ["b", "c", "a"]);
+    assert_eq!(order_of(&candidates, &from_old.order), ["a", "b", "c"]);
     assert_eq!(sort_names(&registry, "default-sorter"), ["c", "b", "a"]);
 }
 

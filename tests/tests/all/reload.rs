@@ -88,7 +88,7 @@ async fn files_are_registered_replaced_and_deregistered_while_running() {
     let dir = tempfile::tempdir().unwrap();
     let (mut agent, initial) = Agent::start(dir.path()).await;
     assert!(initial.loaded.is_empty() && initial.failed.is_empty());
-    assert_eq!(agent.sorts("default-sorter"), ["b", "c", "a"]);
+    assert_eq!(agent.sorts("default-sorter"), ["a", "b", "c"]);
 
     std::fs::write(dir.path().join("default-sorter.wasm"), REVERSE_SORTER).unwrap();
     agent.until_loaded("default-sorter", REVERSE_SORTER).await;
@@ -133,7 +133,7 @@ async fn a_half_written_file_keeps_the_old_version_until_the_write_completes() {
         agent.registry.get("default-sorter").unwrap().source(),
         &Source::Builtin
     );
-    assert_eq!(agent.sorts("default-sorter"), ["b", "c", "a"]);
+    assert_eq!(agent.sorts("default-sorter"), ["a", "b", "c"]);
 
     std::fs::write(&path, REVERSE_SORTER).unwrap();
     agent.until_loaded("default-sorter", REVERSE_SORTER).await;
@@ -307,7 +307,7 @@ async fn a_javascript_policy_compiles_while_the_serving_version_keeps_answering(
                 );
                 assert_eq!(
                     order_of(&candidates, &sorted.unwrap().unwrap().order),
-                    ["b", "c", "a"]
+                    ["a", "b", "c"]
                 );
                 answered.lock().unwrap().push(policy.digest());
                 if policy.digest() != serving {

@@ -1,21 +1,24 @@
-//! Choosing victims: a threshold's top valid candidate (passing over pods
-//! refused lately, and the PDB override when every one is refused by
-//! budgets), force evictions, the best soft candidate, and the sorter's
-//! validation with the host's protection of static, mirror and critical pods.
+//! Choosing victims: a threshold's first candidate in the sorter's order of
+//! its strategy's ranking (passing over pods refused lately, and the PDB
+//! override when every one is refused by budgets), force evictions, the best
+//! soft candidate, and the sorter's validation with the host's protection of
+//! static, mirror and critical pods.
 
 use super::report::{Call, CycleReport, Reclaim, Refusal, Skipped, Victim, Withheld};
 use super::{EvictionManager, FALLBACK_SORTER, HOST};
 use crate::eviction::queue::Urgency;
 use crate::eviction::tracker::MetThreshold;
 use crate::model::{Candidate, Eviction, MetLevel, Pod, Snapshot, Sorted};
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, SystemTime};
 
 impl EvictionManager {
-    /// The top valid victim for a threshold past its grace period, unless a
-    /// victim chosen for it earlier is still waiting or terminating. Pods
-    /// whose eviction was refused lately are passed over; when all are, a
-    /// hard threshold deletes its top victim after `pdb_override_after`.
+    /// The victim for a threshold past its grace period, unless a victim
+    /// chosen for it earlier is still waiting or terminating: the strategy
+    /// ranks every pod (`top-victims`), the sorter refuses and orders them,
+    /// and the first in the sorter's order goes. Pods whose eviction was
+    /// refused lately are passed over; when all are, a hard threshold deletes
+    /// the first after `pdb_override_after`.
     pub(super) fn threshold_victim(
         &mut self,
         now: SystemTime,
@@ -57,11 +60,9 @@ impl EvictionManager {
             urgency == Urgency::Hard,
             report,
         )?;
-        let rejected: HashSet<u32> = sorted.rejected.iter().map(|r| r.index).collect();
-        // The strategy's order decides; the sorter only vetoes.
-        let valid: Vec<usize> = (0..candidates.len())
-            .filter(|i| !rejected.contains(&(*i as u32)))
-            .collect();
+        // The sorter's order decides: the strategy ranked the candidates, the
+        // sorter refused some and may have reordered the rest.
+        let valid: Vec<usize> = sorted.order.iter().map(|&i| i as usize).collect();
         let open = valid
             .iter()
             .copied()

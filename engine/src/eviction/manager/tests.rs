@@ -20,6 +20,8 @@ struct Fake {
     /// (strategy, UID): soft candidates, from strategies besides `fake`.
     soft: Vec<(String, String)>,
     refused_by_sorter: Vec<String>,
+    /// The sorter reverses the order it is given.
+    sorter_reverses: bool,
     sorter_faults: bool,
     /// The hard threshold watches a stall signal.
     stall: bool,
@@ -125,6 +127,9 @@ impl Policies for Fake {
                 order.push(i as u32);
             }
         }
+        if self.sorter_reverses {
+            order.reverse();
+        }
         Ok(Sorted { order, rejected })
     }
 }
@@ -183,6 +188,21 @@ fn a_hard_threshold_requests_its_top_victim_the_sorter_allows() {
     let report = m.cycle(T0, node(&["a", "b"]));
     assert_eq!(uids(&report.requested), ["b"]);
     assert_eq!(report.conditions[0].name, "MemoryPressure");
+}
+
+#[test]
+fn a_threshold_evicts_the_first_pod_in_the_sorters_order_not_the_strategys() {
+    let (mut m, fake) = manager(Fake {
+        victims: vec!["a".into(), "b".into(), "c".into()],
+        refused_by_sorter: vec!["c".into()],
+        sorter_reverses: true,
+        ..Fake::default()
+    });
+    hard(&fake);
+    let report = m.cycle(T0, node(&["a", "b", "c"]));
+    assert_eq!(uids(&report.requested), ["b"], "c refused, then b before a");
+    let sorted = fake.sorted.lock().unwrap();
+    assert_eq!(sorted[0].1.len(), 3, "the sorter saw the whole ranking");
 }
 
 #[test]
