@@ -39,6 +39,19 @@ pub enum LogFormat {
     Json,
 }
 
+impl Cli {
+    /// How much to log when `RUST_LOG` does not say: the agent logs what it
+    /// does; `simulate` shows everything in its output, so it logs only
+    /// errors; the other commands log warnings.
+    pub fn default_log_level(&self) -> &'static str {
+        match self.command {
+            Command::Agent(_) => "info",
+            Command::Simulate(_) => "error",
+            _ => "warn",
+        }
+    }
+}
+
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Run the node agent: watch this node's pods, decide with the policies
@@ -71,13 +84,44 @@ struct SimulateArgs {
     /// directory instead of the scenario's `policiesDir`.
     #[arg(long, value_name = "DIR")]
     policies_dir: Option<PathBuf>,
-    /// Keep precompiled components here, so a JS or Python policy compiles once, not every run.
-    #[arg(long, value_name = "DIR")]
-    cache_dir: Option<PathBuf>,
+    #[command(flatten)]
+    cache: CacheArgs,
     /// With `--output json`, give every step the node as the strategies saw
     /// it (`snapshot`), the input `vigil policy test` takes.
     #[arg(long)]
     snapshots: bool,
+}
+
+/// Where `simulate` and `policy check|test` keep compiled components, so an
+/// unchanged JavaScript or Python component loads in milliseconds instead of
+/// compiling for seconds. One directory for all of them, and for the
+/// skeletons' `test.sh`.
+#[derive(Debug, clap::Args)]
+struct CacheArgs {
+    /// Keep compiled components here [default: $XDG_CACHE_HOME/vigil/components,
+    /// else ~/.cache/vigil/components].
+    #[arg(long, value_name = "DIR", env = "VIGIL_CACHE_DIR")]
+    cache_dir: Option<PathBuf>,
+    /// Compile every component afresh and keep nothing (whatever
+    /// `--cache-dir` or `$VIGIL_CACHE_DIR` say).
+    #[arg(long)]
+    no_cache: bool,
+}
+
+impl CacheArgs {
+    /// The cache directory to use, if any.
+    fn dir(self) -> Option<PathBuf> {
+        if self.no_cache {
+            return None;
+        }
+        self.cache_dir.or_else(|| {
+            let xdg = std::env::var_os("XDG_CACHE_HOME")
+                .map(PathBuf::from)
+                .filter(|dir| dir.is_absolute());
+            let home = || std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".cache"));
+            Some(xdg.or_else(home)?.join("vigil/components"))
+        })
+    }
 }
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
@@ -238,10 +282,8 @@ enum PolicyCommand {
         /// is neither checked nor built in is an error.
         #[arg(long, value_name = "FILE|JSON")]
         config: Option<String>,
-        /// Keep compiled components here, as the agent does: checking an
-        /// unchanged JavaScript or Python component again takes milliseconds.
-        #[arg(long)]
-        cache_dir: Option<PathBuf>,
+        #[command(flatten)]
+        cache: CacheArgs,
     },
     /// Write a working policy skeleton: source, contract (`wit/`), build
     /// script, a scenario that shows it acting, and a test. Then:
@@ -264,8 +306,9 @@ enum PolicyCommand {
     /// (exit status 1). A strategy's `evaluate` is called on `snapshot`, or
     /// its `top-victims` if `top_victims: {scope, n}` is given too; a
     /// sorter's `sort` on `strategies` and `candidates`; a merger's `merge`
-    /// on `layers`. `vigil simulate --output json --snapshots` writes a
-    /// `snapshot` in every step.
+    /// on `layers`. Pods and candidates may be written in part (a `name` is
+    /// enough; see the policy guide for the defaults). `vigil simulate
+    /// --output json --snapshots` writes a `snapshot` in every step.
     Test {
         /// The component file, or `builtin:NAME`.
         file: String,
@@ -275,9 +318,13 @@ enum PolicyCommand {
         /// The policy's own config, as JSON (what `policies.NAME.config` holds).
         #[arg(long, default_value = "{}")]
         config: String,
-        /// Keep compiled components here (see `policy check`).
+        /// Write the answer to the expected file beside the input
+        /// (`NAME.input.json` → `NAME.expected.json`), for review, instead
+        /// of printing it.
         #[arg(long)]
-        cache_dir: Option<PathBuf>,
+        record: bool,
+        #[command(flatten)]
+        cache: CacheArgs,
     },
     /// The agent's child compiler: compiles the component on stdin into the cache.
     #[command(hide = true)]
@@ -306,8 +353,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             files,
             builtin,
             config,
-            cache_dir,
-        }) => check(&files, builtin, config.as_deref(), cache_dir),
+            cache,
+        }) => check(&files, builtin, config.as_deref(), cache.dir()),
         Command::Policy(PolicyCommand::New {
             name,
             world,
@@ -318,8 +365,9 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             file,
             input,
             config,
-            cache_dir,
-        }) => test(&file, &input, &config, cache_dir),
+            record,
+            cache,
+        }) => test(&file, &input, &config, record, cache.dir()),
         Command::Policy(PolicyCommand::Compile {
             digest,
             memory_limit_bytes,
@@ -432,37 +480,77 @@ impl From<Kind> for World {
 fn new_policy(name: &str, world: World, lang: Lang, dir: Option<PathBuf>) -> anyhow::Result<()> {
     let dir = dir.unwrap_or_else(|| PathBuf::from(name));
     let written = scaffold::write(&dir, name, world, lang)?;
+    let article = if world.name().starts_with(['a', 'e', 'i', 'o', 'u']) {
+        "an"
+    } else {
+        "a"
+    };
     println!(
-        "wrote a {world} in {} files to {}:",
+        "wrote {article} {world} in {} files to {}:",
         written.len(),
         dir.display()
     );
     for path in &written {
         println!("  {}", path.display());
     }
+    let vigil = invocation();
+    let test = if vigil == "vigil" {
+        "./test.sh".to_owned()
+    } else {
+        format!("VIGIL={vigil} ./test.sh")
+    };
     println!(
-        "next: cd {} && ./build.sh && ./test.sh && vigil simulate scenario.yaml",
+        "next: cd {} && ./build.sh && {test} && {vigil} simulate scenario.yaml",
         dir.display()
     );
+    if vigil != "vigil" {
+        println!(
+            "(vigil is not on PATH; `cargo install --path engine` in vigil's repository puts it there)"
+        );
+    }
     Ok(())
+}
+
+/// How a shell runs this binary: `vigil` when that is what `PATH` finds,
+/// else the binary's absolute path.
+fn invocation() -> String {
+    let Ok(me) = std::env::current_exe().and_then(std::fs::canonicalize) else {
+        return "vigil".to_owned();
+    };
+    let on_path = std::env::var_os("PATH").is_some_and(|path| {
+        std::env::split_paths(&path)
+            .filter_map(|dir| std::fs::canonicalize(dir.join("vigil")).ok())
+            .next()
+            .is_some_and(|found| found == me)
+    });
+    if on_path {
+        "vigil".to_owned()
+    } else {
+        me.display().to_string()
+    }
 }
 
 /// The largest `policy test` input read: far more than a node's snapshot.
 const MAX_INPUT_BYTES: u64 = 16 << 20;
 
-/// `vigil policy test`: the call's answer on stdout; a fault is an error.
+/// `vigil policy test`: the call's answer on stdout, or in the expected file
+/// when recording; a fault is an error.
 fn test(
     file: &str,
-    input: &std::path::Path,
+    input_path: &std::path::Path,
     config: &str,
+    record: bool,
     cache_dir: Option<PathBuf>,
 ) -> anyhow::Result<()> {
     serde_json::from_str::<serde_json::Value>(config)
         .with_context(|| format!("--config is not JSON: {config}"))?;
-    let text = crate::fsutil::read_text(input, MAX_INPUT_BYTES)
-        .with_context(|| format!("cannot read {}", input.display()))?;
+    let expected = record
+        .then(|| replay::expected_path(input_path))
+        .transpose()?;
+    let text = crate::fsutil::read_text(input_path, MAX_INPUT_BYTES)
+        .with_context(|| format!("cannot read {}", input_path.display()))?;
     let input: Input = serde_norway::from_str(&text)
-        .with_context(|| format!("{} is not a policy test input", input.display()))?;
+        .with_context(|| format!("{} is not a policy test input", input_path.display()))?;
     let host = Host::new(cache_dir)?;
     let limits = crate::policy::Limits::default();
     let policy = match file.strip_prefix("builtin:") {
@@ -481,7 +569,15 @@ fn test(
         }
     };
     let answer = replay::call(&policy, input, config)?;
-    println!("{}", serde_json::to_string_pretty(&answer)?);
+    let text = serde_json::to_string_pretty(&answer)? + "\n";
+    match &expected {
+        Some(path) => {
+            crate::fsutil::write_atomic(path, text.as_bytes())
+                .with_context(|| format!("cannot write {}", path.display()))?;
+            println!("recorded {}", path.display());
+        }
+        None => print!("{text}"),
+    }
     if let Answer::Fault(fault) = answer {
         bail!("{file} faulted: {fault}");
     }
@@ -537,7 +633,7 @@ async fn simulate(args: SimulateArgs) -> anyhow::Result<()> {
     let base = args.scenario.parent().unwrap_or(std::path::Path::new("."));
     let options = RunOptions {
         policies_dir: args.policies_dir,
-        cache_dir: args.cache_dir,
+        cache_dir: args.cache.dir(),
         snapshots: args.snapshots,
     };
     let simulation = crate::simulate::run(&scenario, base, &options)

@@ -22,7 +22,8 @@ fn main() -> std::process::ExitCode {
 
 async fn run() -> std::process::ExitCode {
     let cli = Cli::parse();
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let filter = EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| EnvFilter::new(cli.default_log_level()));
     // Colour only for a person at a terminal, not in a container's log.
     let logs = tracing_subscriber::fmt()
         .with_env_filter(filter)

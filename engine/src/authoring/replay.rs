@@ -2,10 +2,11 @@
 //! data, and its answer as data — a unit-test runner for policies in any
 //! language. A strategy's input is a node (what `vigil simulate --output json
 //! --snapshots` writes in each step), a sorter's a candidate list, a
-//! merger's a list of layers; field names are the WIT ones in snake_case.
+//! merger's a list of layers; field names are the WIT ones in snake_case, and
+//! pods and candidates may be written in part ([`crate::model::PartialPod`]).
 
-use crate::model::SnapshotData;
 use crate::model::bindings::{Candidate, Layer, Snapshot};
+use crate::model::{SnapshotData, partial_candidates};
 use crate::policy::{Fault, Policy, World};
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
@@ -40,7 +41,8 @@ pub struct Input {
     pub top_victims: Option<TopVictims>,
     /// A sorter's strategy names (what each candidate's `strategy` indexes).
     pub strategies: Option<Vec<String>>,
-    /// A sorter's candidates.
+    /// A sorter's candidates, each may be written in part.
+    #[serde(default, deserialize_with = "partial_candidates")]
     pub candidates: Option<Vec<Candidate>>,
     /// A merger's layers, defaults first.
     pub layers: Option<Vec<LayerInput>>,
@@ -78,6 +80,26 @@ pub enum InputError {
         /// The field of another world.
         field: &'static str,
     },
+    /// An answer is to be recorded, but the input's name does not say where.
+    #[error(
+        "{0}: to record its answer, name the input NAME.input.json (or .yaml): the answer goes to NAME.expected.json"
+    )]
+    Unnamed(std::path::PathBuf),
+}
+
+/// Where the expected answer of input `NAME.input.json` (or `.yaml`, `.yml`)
+/// is kept: `NAME.expected.json` beside it.
+///
+/// # Errors
+/// The input is not named that way.
+pub fn expected_path(input: &std::path::Path) -> Result<std::path::PathBuf, InputError> {
+    let name = input.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    [".input.json", ".input.yaml", ".input.yml"]
+        .iter()
+        .find_map(|suffix| name.strip_suffix(suffix))
+        .filter(|stem| !stem.is_empty())
+        .map(|stem| input.with_file_name(format!("{stem}.expected.json")))
+        .ok_or_else(|| InputError::Unnamed(input.to_owned()))
 }
 
 impl Input {
@@ -171,5 +193,27 @@ fn json<T: Serialize, E: Serialize>(outcome: Result<Result<T, E>, Fault>) -> Ans
             Answer::Declined(serde_json::to_value(declined).expect("answers serialise"))
         }
         Err(fault) => Answer::Fault(crate::report::Chain(&fault).to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    #[test]
+    fn an_answer_is_recorded_beside_its_input() {
+        let path = |p: &str| expected_path(Path::new(p)).map_err(|e| e.to_string());
+        assert_eq!(
+            path("test/sort.input.json"),
+            Ok("test/sort.expected.json".into())
+        );
+        assert_eq!(path("ties.input.yaml"), Ok("ties.expected.json".into()));
+        assert!(
+            path("test/sort.json")
+                .unwrap_err()
+                .contains("NAME.input.json")
+        );
+        assert!(path(".input.json").is_err());
     }
 }

@@ -78,48 +78,68 @@ fn source(lang: Lang, world: World) -> (&'static str, &'static str) {
     }
 }
 
-/// The scenario and test cases of each world.
-fn world_files(world: World) -> Vec<(&'static str, &'static str)> {
-    match world {
-        World::EvictionStrategy => vec![
-            ("scenario.yaml", template!("strategy/scenario.yaml")),
+/// A test case of a skeleton: its input and expected answer, by name.
+macro_rules! case {
+    ($world:literal, $name:literal) => {
+        [
             (
-                "test/evaluate.input.json",
-                template!("strategy/evaluate.input.json"),
+                concat!("test/", $name, ".input.json"),
+                include_str!(concat!(
+                    "../../templates/",
+                    $world,
+                    "/",
+                    $name,
+                    ".input.json"
+                )),
             ),
             (
-                "test/evaluate.expected.json",
-                template!("strategy/evaluate.expected.json"),
+                concat!("test/", $name, ".expected.json"),
+                include_str!(concat!(
+                    "../../templates/",
+                    $world,
+                    "/",
+                    $name,
+                    ".expected.json"
+                )),
             ),
-            (
-                "test/top-victims.input.json",
-                template!("strategy/top-victims.input.json"),
-            ),
-            (
-                "test/top-victims.expected.json",
-                template!("strategy/top-victims.expected.json"),
-            ),
-        ],
-        World::CandidateSorter => vec![
-            ("scenario.yaml", template!("sorter/scenario.yaml")),
-            ("test/sort.input.json", template!("sorter/sort.input.json")),
-            (
-                "test/sort.expected.json",
-                template!("sorter/sort.expected.json"),
-            ),
-        ],
-        World::ConfigMerger => vec![
-            ("scenario.yaml", template!("merger/scenario.yaml")),
-            (
-                "test/merge.input.json",
-                template!("merger/merge.input.json"),
-            ),
-            (
-                "test/merge.expected.json",
-                template!("merger/merge.expected.json"),
-            ),
-        ],
-    }
+        ]
+    };
+}
+
+/// The scenario and test cases of each world: a case for every rule its
+/// skeleton in `lang` demonstrates.
+fn world_files(world: World, lang: Lang) -> Vec<(&'static str, &'static str)> {
+    let (scenario, cases): (_, Vec<[_; 2]>) = match world {
+        World::EvictionStrategy => (
+            template!("strategy/scenario.yaml"),
+            vec![
+                case!("strategy", "evaluate"),
+                case!("strategy", "calm"),
+                case!("strategy", "no-signal"),
+                case!("strategy", "top-victims"),
+                case!("strategy", "unknown-scope"),
+            ],
+        ),
+        World::CandidateSorter => (
+            template!("sorter/scenario.yaml"),
+            vec![case!("sorter", "sort"), case!("sorter", "ties")],
+        ),
+        World::ConfigMerger => {
+            let mut cases = vec![
+                case!("merger", "merge"),
+                case!("merger", "null-deletes"),
+                case!("merger", "not-an-object"),
+            ];
+            // The C skeleton merges top-level keys only.
+            if lang != Lang::C {
+                cases.push(case!("merger", "nested"));
+            }
+            (template!("merger/scenario.yaml"), cases)
+        }
+    };
+    std::iter::once(("scenario.yaml", scenario))
+        .chain(cases.into_iter().flatten())
+        .collect()
 }
 
 /// A file of a skeleton.
@@ -172,7 +192,7 @@ fn files(name: &str, world: World, lang: Lang) -> Vec<File> {
             .map(|(file, wit)| text(&format!("wit/{file}"), wit, false)),
     );
     files.extend(
-        world_files(world)
+        world_files(world, lang)
             .into_iter()
             .map(|(path, template)| text(path, template, false)),
     );

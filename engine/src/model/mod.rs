@@ -1,8 +1,8 @@
 //! The data model of the whole engine, at the bottom of the house: the
 //! records of the `vigil:policy` contract (pods, signals, thresholds,
 //! evictions…), generated from `wit/` ([`bindings`]), the forms they take as
-//! data ([`SnapshotData`], [`Rejections`]), and one way to build a sample pod
-//! ([`fixture`]).
+//! data ([`SnapshotData`], [`PartialPod`], [`Rejections`]…), and one way to
+//! build a sample pod ([`fixture`]).
 //!
 //! Signals, the policy host, the eviction loop, the cluster side and the
 //! simulation all speak these types; this module imports none of them.
@@ -11,7 +11,7 @@ pub mod bindings;
 pub mod fixture;
 mod forms;
 
-pub use forms::{Rejections, SnapshotData};
+pub use forms::{PartialCandidate, PartialPod, Rejections, SnapshotData, partial_candidates};
 
 /// Why a candidate is proposed, as the sorter is told (the eviction loop's
 /// own urgency orders the kill queue).

@@ -74,6 +74,21 @@ pub enum Phase {
     },
 }
 
+impl std::fmt::Display for Phase {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Phase::Trial { until } => match jiff::Timestamp::try_from(*until) {
+                Ok(until) => write!(f, "trial until {until:.0}"),
+                Err(_) => write!(f, "trial"),
+            },
+            Phase::Active => write!(f, "active"),
+            Phase::RolledBack { from, reason } => {
+                write!(f, "rolled back from {from}: {reason}")
+            }
+        }
+    }
+}
+
 /// What serves under one name, for status reports.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PolicyStatus {
@@ -465,7 +480,7 @@ impl Registry {
                 }
             }
         };
-        tracing::info!(policy = lifecycle.current.label(), world = %lifecycle.current.world(), phase = ?lifecycle.phase, "policy version swapped in");
+        tracing::info!(policy = lifecycle.current.label(), world = %lifecycle.current.world(), phase = %lifecycle.phase, "policy version swapped in");
         books.by_name.insert(name, lifecycle);
     }
 
@@ -581,5 +596,30 @@ impl Supervisor for Registry {
     fn fault(&self, policy: &Policy, fault: &Fault) {
         tracing::error!(policy = policy.label(), kind = fault.kind().as_str(), error = %Chain(fault), "policy call faulted");
         self.on_fault(policy, fault);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, UNIX_EPOCH};
+
+    #[test]
+    fn a_phase_reads_as_words_and_a_time() {
+        let until = UNIX_EPOCH + Duration::from_millis(1_700_000_300_250);
+        assert_eq!(
+            Phase::Trial { until }.to_string(),
+            "trial until 2023-11-14T22:18:20Z"
+        );
+        assert_eq!(Phase::Active.to_string(), "active");
+        let from = Digest::of(b"v2");
+        let rolled_back = Phase::RolledBack {
+            from,
+            reason: "trapped".into(),
+        };
+        assert_eq!(
+            rolled_back.to_string(),
+            format!("rolled back from {from}: trapped")
+        );
     }
 }

@@ -121,13 +121,13 @@ impl DecisionRecord {
 pub struct Step {
     /// Seconds from the start.
     pub t: f64,
-    /// SnapshotData signals.
+    /// The node's signals.
     pub signals: BTreeMap<String, f64>,
     /// What each pod on the node used, by `namespace/name`.
     pub usage: BTreeMap<String, PodUsage>,
     /// Thresholds reported.
     pub thresholds: Vec<ThresholdRecord>,
-    /// SnapshotData conditions reported.
+    /// Node conditions reported.
     pub conditions: Vec<String>,
     /// Victims chosen.
     pub decisions: Vec<DecisionRecord>,
@@ -245,10 +245,9 @@ pub struct Simulation {
 }
 
 impl Simulation {
-    /// Records and logs `warning`, once.
+    /// Records `warning`, once (the output shows it; it is not logged too).
     pub(super) fn warn(&mut self, warning: String) {
         if !self.warnings.contains(&warning) {
-            tracing::warn!("{warning}");
             self.warnings.push(warning);
         }
     }

@@ -1,9 +1,11 @@
 // __NAME__: a candidate sorter for vigil.
 //
 // Refuses static, mirror and system-critical pods; orders the rest by memory
-// used, most first, then by UID. Make it yours: read your settings from
-// `config` (JSON, `policies.__NAME__.config`) and `throw 'why'` (a string) when
-// they are wrong; declare the labels and annotations you read.
+// used, most first, then by UID. vigil evicts in this order: under a threshold
+// it gives the strategy's ranking and evicts the first pod of yours. Make it
+// yours: change `evictFirst`, read your settings from `config` (JSON,
+// `policies.__NAME__.config`) and `throw 'why'` (a string) when they are
+// wrong; declare the labels and annotations you read.
 //
 // Records are objects with camelCase fields, enums are strings, u64 and s64
 // are BigInt, an absent option is `undefined`.
@@ -14,6 +16,11 @@ function refusal(pod) {
   if (pod.isCritical) return 'system-critical pod';
   return undefined;
 }
+
+// The eviction order: the pod with the larger key goes first, ties by UID.
+// Here the pod using the most memory; newest first would be
+// `(pod) => pod.startTimeMs`.
+const evictFirst = (pod) => pod.usage.memoryWorkingSetBytes;
 
 // A bug's exception traps the call — a fault, which rolls a new version back
 // — but reaches vigil only as "expected a string". This writes its message and
@@ -41,11 +48,11 @@ export const sorter = reported({
       if (reason === undefined) order.push(index);
       else rejected.push({ index, reason });
     });
-    const pod = (i) => candidates[i].pod;
-    const used = (i) => pod(i).usage.memoryWorkingSetBytes;
+    const key = (i) => evictFirst(candidates[i].pod);
+    const uid = (i) => candidates[i].pod.uid;
     order.sort((a, b) =>
-      used(a) !== used(b) ? (used(a) > used(b) ? -1 : 1)
-        : pod(a).uid < pod(b).uid ? -1 : pod(a).uid > pod(b).uid ? 1 : 0);
+      key(a) !== key(b) ? (key(a) > key(b) ? -1 : 1)
+        : uid(a) < uid(b) ? -1 : uid(a) > uid(b) ? 1 : 0);
     return { order, rejected };
   },
 });

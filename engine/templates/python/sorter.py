@@ -1,9 +1,11 @@
 """__NAME__: a candidate sorter for vigil.
 
 Refuses static, mirror and system-critical pods; orders the rest by memory
-used, most first, then by UID. Make it yours: read your settings from `config`
-(JSON, `policies.__NAME__.config`) and `raise Err("why")` when they are wrong;
-declare the labels and annotations you read.
+used, most first, then by UID. vigil evicts in this order: under a threshold it
+gives the strategy's ranking and evicts the first pod of yours. Make it yours:
+change `evict_first`, read your settings from `config` (JSON,
+`policies.__NAME__.config`) and `raise Err("why")` when they are wrong; declare
+the labels and annotations you read.
 """
 
 import wit_world
@@ -22,6 +24,15 @@ def refusal(pod):
     return None
 
 
+def evict_first(pod):
+    """The eviction order: the pod with the larger key goes first, ties by UID.
+
+    Here the pod using the most memory; newest first would be
+    `pod.start_time_ms`.
+    """
+    return pod.usage.memory_working_set_bytes
+
+
 class Sorter(wit_world.exports.Sorter):
     def declare_interest(self, config):
         return Interest([], [])
@@ -37,7 +48,7 @@ class Sorter(wit_world.exports.Sorter):
 
         def key(index):
             pod = candidates[index].pod
-            return (-pod.usage.memory_working_set_bytes, pod.uid)
+            return (-evict_first(pod), pod.uid)
 
         order.sort(key=key)
         return Sorted(order, rejected)

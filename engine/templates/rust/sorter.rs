@@ -1,9 +1,11 @@
 //! __NAME__: a candidate sorter for vigil.
 //!
 //! Refuses static, mirror and system-critical pods; orders the rest by
-//! memory used, most first, then by UID. Make it yours: read your settings
-//! from `config` (JSON, `policies.__NAME__.config`) and answer `Err` when they
-//! are wrong; declare the labels and annotations you read.
+//! memory used, most first, then by UID. vigil evicts in this order: under a
+//! threshold it gives the strategy's ranking and evicts the first pod of
+//! yours. Make it yours: change `evict_first`, read your settings from
+//! `config` (JSON, `policies.__NAME__.config`) and answer `Err` when they are
+//! wrong; declare the labels and annotations you read.
 
 wit_bindgen::generate!({ path: "wit", world: "candidate-sorter" });
 
@@ -21,6 +23,13 @@ fn refusal(pod: &Pod) -> Option<&'static str> {
     } else {
         None
     }
+}
+
+/// The eviction order: the pod with the larger key goes first, ties by UID.
+/// Here the pod using the most memory; newest first would be
+/// `pod.start_time_ms.into()`.
+fn evict_first(pod: &Pod) -> i128 {
+    pod.usage.memory_working_set_bytes.into()
 }
 
 struct Policy;
@@ -50,8 +59,9 @@ impl Guest for Policy {
         }
         order.sort_by(|&a, &b| {
             let (a, b) = (&candidates[a as usize].pod, &candidates[b as usize].pod);
-            let (a_used, b_used) = (a.usage.memory_working_set_bytes, b.usage.memory_working_set_bytes);
-            b_used.cmp(&a_used).then_with(|| a.uid.cmp(&b.uid))
+            evict_first(b)
+                .cmp(&evict_first(a))
+                .then_with(|| a.uid.cmp(&b.uid))
         });
         Ok(Sorted { order, rejected })
     }

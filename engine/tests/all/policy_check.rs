@@ -1,5 +1,7 @@
 //! `vigil policy check` and `vigil policy test`, run as the real binary.
 
+use std::ffi::OsStr;
+use std::path::Path;
 use std::process::Command;
 
 fn vigil(args: &[&str]) -> (bool, String) {
@@ -158,20 +160,100 @@ fn a_config_gives_each_canary_its_policy_config_and_names_what_it_misspelt() {
     );
 }
 
+/// `vigil ARGS` with `home` as `$HOME` and no cache variable set: what an
+/// author gets by default. Its success and everything it printed.
+fn vigil_at_home(home: &Path, args: &[&OsStr]) -> (bool, String) {
+    let output = Command::new(env!("CARGO_BIN_EXE_vigil"))
+        .args(args)
+        .env("HOME", home)
+        .env_remove("VIGIL_CACHE_DIR")
+        .env_remove("XDG_CACHE_HOME")
+        .output()
+        .expect("vigil runs");
+    let text = String::from_utf8_lossy(&output.stdout).into_owned()
+        + &String::from_utf8_lossy(&output.stderr);
+    (output.status.success(), text)
+}
+
+/// For each component `policy check` reported on, whether it came from the cache.
+fn from_cache(report: &str) -> Vec<(String, bool)> {
+    let mut checked: Vec<(String, bool)> = Vec::new();
+    for line in report.lines() {
+        if let Some(origin) = line.strip_suffix(": ok") {
+            checked.push((origin.to_owned(), false));
+        } else if line.contains("(from the cache)") {
+            checked
+                .last_mut()
+                .expect("a component before its compile line")
+                .1 = true;
+        }
+    }
+    checked
+}
+
 #[test]
-fn with_a_cache_dir_a_second_check_loads_the_compiled_component() {
-    let dir = tempfile::tempdir().unwrap();
-    let cache = dir.path().join("cache");
-    let cache = cache.to_str().unwrap();
-    let (ok, first) = vigil(&["policy", "check", "--builtin", "--cache-dir", cache]);
-    assert!(ok && !first.contains("(from the cache)"), "{first}");
-    let (ok, second) = vigil(&["policy", "check", "--builtin", "--cache-dir", cache]);
-    assert!(ok, "{second}");
-    assert_eq!(
-        second.matches("(from the cache)").count(),
-        first.matches("canary call passed").count(),
-        "{second}"
+fn simulate_check_and_test_share_one_cache_by_default() {
+    let home = tempfile::tempdir().unwrap();
+    let home = home.path();
+
+    // `policy test` compiles the built-in merger into the default cache, and
+    // a check then finds it there, and only it.
+    let input = home.join("merge.input.json");
+    std::fs::write(
+        &input,
+        r#"{"layers": [{"source": "defaults", "json": {}}]}"#,
+    )
+    .unwrap();
+    let test = ["policy", "test", "builtin:default-merger", "--input"].map(OsStr::new);
+    let (ok, text) = vigil_at_home(home, &[&test[..], &[input.as_os_str()]].concat());
+    assert!(ok, "{text}");
+    let (ok, text) = vigil_at_home(home, &["policy", "check", "--builtin"].map(OsStr::new));
+    assert!(ok, "{text}");
+    for (origin, cached) in from_cache(&text) {
+        assert_eq!(
+            cached,
+            origin == "builtin:default-merger",
+            "{origin}: {text}"
+        );
+    }
+    assert!(home.join(".cache/vigil/components").is_dir());
+
+    // `simulate` compiles a file's component there, and `policy check` of
+    // that file loads it from there; `--no-cache` compiles afresh.
+    let policies = home.join("policies");
+    std::fs::create_dir(&policies).unwrap();
+    let sorter = policies.join("default-sorter.wasm");
+    std::fs::copy(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/policies/c-sorter/c-sorter.wasm"),
+        &sorter,
+    )
+    .expect("run examples/policies/build.sh");
+    let scenario = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../examples/scenarios/hard-memory-pressure.yaml");
+    let (ok, text) = vigil_at_home(
+        home,
+        &[
+            OsStr::new("simulate"),
+            scenario.as_os_str(),
+            OsStr::new("--policies-dir"),
+            policies.as_os_str(),
+        ],
     );
+    assert!(ok, "{text}");
+    let check = |extra: &[&OsStr]| {
+        let mut args = vec![
+            OsStr::new("policy"),
+            OsStr::new("check"),
+            sorter.as_os_str(),
+        ];
+        args.extend(extra);
+        let (ok, text) = vigil_at_home(home, &args);
+        assert!(ok, "{text}");
+        from_cache(&text)
+    };
+    let origin = sorter.display().to_string();
+    assert_eq!(check(&[]), [(origin.clone(), true)]);
+    assert_eq!(check(&[OsStr::new("--no-cache")]), [(origin, false)]);
 }
 
 /// Runs `vigil policy test FILE --input INPUT` with `extra` arguments; its
@@ -380,4 +462,56 @@ fn a_config_that_is_not_json_an_unreadable_input_and_a_file_that_does_not_load_a
         !ok && text.contains(&format!("{} does not load", broken.display())),
         "{text}"
     );
+}
+
+#[test]
+fn a_case_names_only_what_it_is_about_and_record_writes_its_answer_for_review() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("ranking.input.json");
+    // Pods in part: a name and the one fact the case is about.
+    let case = r#"{"strategies": ["memory-pressure"], "candidates": [
+        {"pod": {"name": "web"}},
+        {"pod": {"name": "dns", "namespace": "kube-system", "is_critical": true}, "urgency": "Soft"}
+    ]}"#;
+    std::fs::write(&input, case).unwrap();
+    let record = || {
+        Command::new(env!("CARGO_BIN_EXE_vigil"))
+            .args([
+                "policy",
+                "test",
+                "builtin:default-sorter",
+                "--record",
+                "--input",
+            ])
+            .arg(&input)
+            .output()
+            .unwrap()
+    };
+    let output = record();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{stdout}");
+    let expected = dir.path().join("ranking.expected.json");
+    assert!(
+        stdout.contains(&format!("recorded {}", expected.display())),
+        "{stdout}"
+    );
+    let recorded: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&expected).unwrap()).unwrap();
+    assert_eq!(
+        recorded,
+        serde_json::json!({"answer": {"order": [0], "rejected": [
+            {"index": 1, "reason": "system-critical pod"}
+        ]}})
+    );
+
+    // A misspelt field is named, not ignored; nothing is recorded.
+    std::fs::remove_file(&expected).unwrap();
+    std::fs::write(&input, case.replace("is_critical", "critical")).unwrap();
+    let output = record();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        !output.status.success() && stderr.contains("pod.critical: unknown field"),
+        "{stderr}"
+    );
+    assert!(!expected.exists());
 }

@@ -186,6 +186,9 @@ fn a_policies_directory_replaces_built_ins_and_the_run_names_the_file_that_serve
     );
     assert!(!text.contains(&served), "the built-in served: {text}");
     assert!(text.contains("summary: 1 eviction(s)"), "{text}");
+    // Said once, in the output: not logged to stderr as well.
+    let printed = text.into_owned() + &String::from_utf8_lossy(&output.stderr);
+    assert_eq!(printed.matches("did not load").count(), 1, "{printed}");
 }
 
 #[test]
