@@ -156,8 +156,10 @@ pub async fn run(config: AgentConfig, shutdown: impl Future<Output = ()>) -> any
         stop.clone().cancelled_owned(),
     ));
 
+    // The cache under the state directory is this agent's alone.
     let reloader = Reloader::new(Arc::clone(&registry), config.policies_dir.clone())
-        .max_file_bytes(config.max_policy_bytes);
+        .max_file_bytes(config.max_policy_bytes)
+        .collecting_garbage();
     let reload_stop = stop.clone();
     let (scans_tx, scans) = mpsc::unbounded_channel();
     tasks.spawn(unknown::warn(

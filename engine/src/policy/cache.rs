@@ -21,6 +21,9 @@
 //! (through `/proc/self/fd`), so a rename in between cannot swap it; the
 //! cache only ever replaces entries by rename, never writes one in place.
 //!
+//! Entries no serving version needs are removed by [`ArtifactCache::retain`]
+//! (the agent's reloader runs it; the author's shared cache is left alone).
+//!
 //! The trust boundary: whoever can write the cache (or state) directory *as
 //! the agent's user* can read the key and run native code in the agent, like
 //! any compiled-code cache. Keep it on a path only the agent can write.
@@ -29,6 +32,7 @@ use super::Digest;
 use crate::fsutil::{private_dir, write_atomic};
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
+use std::collections::HashSet;
 use std::fs::File;
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::io::Read;
@@ -37,6 +41,15 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use wasmtime::Engine;
 use wasmtime::component::Component;
+
+/// What a garbage collection removed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Collected {
+    /// Files removed.
+    pub files: usize,
+    /// Their size, in bytes.
+    pub bytes: u64,
+}
 
 /// What the cache did for one load.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -213,6 +226,54 @@ impl ArtifactCache {
         let _ = std::fs::remove_file(&mac);
         let _ = std::fs::remove_file(&path);
         Err(CacheOutcome::Damaged)
+    }
+
+    /// Removes every entry but those of `keep` for this engine: entries of
+    /// other components, of other engine configurations (another vigil or
+    /// wasmtime) and half-written temporary files. The key and files the
+    /// cache does not name are left alone. Run it only while nothing is
+    /// being compiled into the cache.
+    ///
+    /// # Errors
+    /// The directory cannot be listed; a file that cannot be removed is skipped.
+    pub(crate) fn retain(&self, keep: &HashSet<Digest>) -> std::io::Result<Collected> {
+        let engine = self.engine_key.map(|b| format!("{b:02x}")).concat();
+        let mut collected = Collected::default();
+        for entry in std::fs::read_dir(&self.dir)? {
+            let entry = entry?;
+            let name = entry.file_name();
+            let Some(name) = name.to_str() else { continue };
+            let garbage = if name.starts_with('.') {
+                name.contains(".tmp-")
+            } else if let Some(stem) = name
+                .strip_suffix(".cwasm")
+                .or_else(|| name.strip_suffix(".mac"))
+            {
+                match stem.split_once('-') {
+                    Some((digest, key)) => match Digest::from_hex(digest) {
+                        Some(digest) => key != engine || !keep.contains(&digest),
+                        None => false,
+                    },
+                    None => false,
+                }
+            } else {
+                false
+            };
+            if !garbage {
+                continue;
+            }
+            let size = entry.metadata().map_or(0, |m| m.len());
+            match std::fs::remove_file(entry.path()) {
+                Ok(()) => {
+                    collected.files += 1;
+                    collected.bytes += size;
+                }
+                Err(error) => {
+                    tracing::warn!(path = %entry.path().display(), %error, "cannot remove an unused precompiled artifact");
+                }
+            }
+        }
+        Ok(collected)
     }
 
     /// Stores `component` under `digest`.

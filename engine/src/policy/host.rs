@@ -4,7 +4,7 @@
 //! what the cache lacks. [`Host::load`] turns component bytes into a
 //! [`Policy`] ready to call; it compiles, so run it off the async runtime.
 
-use super::cache::{ArtifactCache, CacheOutcome};
+use super::cache::{ArtifactCache, CacheOutcome, Collected};
 use super::compiler::{ChildCompiler, CompileError, Compiled};
 use super::component::{Policy, Pre, Source};
 use super::error::cause;
@@ -156,6 +156,18 @@ impl Host {
             compiler: None,
             slots: Arc::default(),
         })
+    }
+
+    /// Removes from the cache every artifact but those of `keep` (see
+    /// [`ArtifactCache::retain`]); `None` without a cache.
+    ///
+    /// # Errors
+    /// The cache directory cannot be listed.
+    pub fn collect_garbage(
+        &self,
+        keep: &std::collections::HashSet<Digest>,
+    ) -> Option<std::io::Result<Collected>> {
+        self.cache.as_ref().map(|cache| cache.retain(keep))
     }
 
     /// This host, compiling what its cache lacks in a child process run by

@@ -43,7 +43,7 @@ mod trap;
 mod validate;
 mod world;
 
-pub use cache::CacheOutcome;
+pub use cache::{CacheOutcome, Collected};
 pub use compiler::{ChildCompiler, CompileError};
 pub use component::{Outcome, Policy, Source};
 pub use digest::{Digest, WasmBytes};

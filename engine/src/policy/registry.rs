@@ -484,6 +484,27 @@ impl Registry {
         books.by_name.insert(name, lifecycle);
     }
 
+    /// Removes from the host's cache the artifacts of every version this
+    /// registry no longer holds (neither serving, nor a fallback, nor built
+    /// in); `None` when the host has no cache. Only for a cache this
+    /// registry's host owns, while nothing compiles into it.
+    ///
+    /// # Errors
+    /// The cache directory cannot be listed.
+    pub fn collect_garbage(&self) -> Option<std::io::Result<super::Collected>> {
+        let held: std::collections::HashSet<Digest> = {
+            let books = self.lock();
+            books
+                .by_name
+                .values()
+                .flat_map(|lc| std::iter::once(&lc.current).chain(&lc.fallback))
+                .chain(books.builtins.values())
+                .map(|policy| policy.digest())
+                .collect()
+        };
+        self.host.collect_garbage(&held)
+    }
+
     /// Names whose serving version came from the policies directory or its saved copy.
     pub fn file_backed(&self) -> Vec<String> {
         let books = self.lock();

@@ -29,7 +29,7 @@
 //! with an entry is logged once, until it changes.
 
 use super::files::{self, DEFAULT_MAX_POLICY_BYTES, Stamp};
-use super::{Digest, LoadError, Registry, Source, WasmBytes};
+use super::{Collected, Digest, LoadError, Registry, Source, WasmBytes};
 use crate::report::Chain;
 use notify::{EventKind, RecommendedWatcher, Watcher};
 use std::collections::{BTreeSet, HashMap};
@@ -70,6 +70,9 @@ pub struct ScanReport {
     pub failed: Vec<(String, LoadError)>,
     /// Policies deregistered because their file is gone.
     pub removed: Vec<String>,
+    /// What the cache's garbage collection removed after the scan, if the
+    /// reloader collects garbage.
+    pub collected: Option<Collected>,
 }
 
 /// What is known of one policy file from earlier scans.
@@ -91,6 +94,8 @@ pub struct Reloader {
     /// The problem last logged for each entry (or `""` for the directory
     /// itself), so each is logged once per change.
     problems: HashMap<String, String>,
+    /// Whether scans and graduations collect the cache's garbage.
+    collects_garbage: bool,
 }
 
 /// The policy name of a directory entry, if it is a policy file.
@@ -125,6 +130,45 @@ impl Reloader {
             max_file_bytes: DEFAULT_MAX_POLICY_BYTES,
             tried: HashMap::new(),
             problems: HashMap::new(),
+            collects_garbage: false,
+        }
+    }
+
+    /// After each scan and each graduation, removes from the cache the
+    /// artifacts of versions the registry no longer holds. Only for a cache
+    /// the registry owns (the agent's), never one shared with other
+    /// processes: its loads all go through this reloader, so nothing is
+    /// compiling into it then.
+    #[must_use]
+    pub fn collecting_garbage(mut self) -> Self {
+        self.collects_garbage = true;
+        self
+    }
+
+    /// Collects the cache's garbage, if this reloader does.
+    async fn collect_garbage(&self) -> Option<Collected> {
+        if !self.collects_garbage {
+            return None;
+        }
+        let registry = Arc::clone(&self.registry);
+        let result = tokio::task::spawn_blocking(move || registry.collect_garbage())
+            .await
+            .expect("garbage collection panicked")?;
+        match result {
+            Ok(collected) => {
+                if collected.files > 0 {
+                    tracing::info!(
+                        files = collected.files,
+                        bytes = collected.bytes,
+                        "removed precompiled artifacts no version needs"
+                    );
+                }
+                Some(collected)
+            }
+            Err(error) => {
+                tracing::warn!(%error, "cannot collect the artifact cache's garbage");
+                None
+            }
         }
     }
 
@@ -211,6 +255,7 @@ impl Reloader {
             }
         }
         self.registry.apply(installs, &report.removed);
+        report.collected = self.collect_garbage().await;
         report
     }
 
@@ -344,7 +389,10 @@ impl Reloader {
             let changed = tokio::select! {
                 () = &mut shutdown => return Ok(()),
                 _ = graduation.tick() => {
-                    self.registry.graduate_due();
+                    if !self.registry.graduate_due().is_empty() {
+                        // The versions they replaced are no one's fallback now.
+                        self.collect_garbage().await;
+                    }
                     false
                 }
                 signal = changes.recv() => {

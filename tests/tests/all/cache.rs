@@ -231,3 +231,97 @@ fn a_cache_directory_others_can_write_is_refused() {
     let text = format!("{:#}", anyhow::Error::from(error));
     assert!(text.contains("mode 777"), "{text}");
 }
+
+/// The digests of the components the cache holds entries for, and whether
+/// each has both files.
+fn entries(dir: &Path) -> Vec<Digest> {
+    let mut digests: Vec<Digest> = std::fs::read_dir(dir)
+        .unwrap()
+        .filter_map(|e| {
+            let name = e.unwrap().file_name().into_string().unwrap();
+            let stem = name.strip_suffix(".cwasm")?;
+            assert!(
+                dir.join(format!("{stem}.mac")).exists(),
+                "{name} has its .mac"
+            );
+            Digest::from_hex(stem.split_once('-')?.0)
+        })
+        .collect();
+    digests.sort();
+    digests
+}
+
+#[tokio::test]
+async fn the_agents_reloader_removes_artifacts_no_version_needs_and_nothing_else() {
+    use vigil::clock::ManualClock;
+    use vigil::policy::reload::Reloader;
+    use vigil::policy::{LimitsTable, Registry};
+    let (state, policies) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let cache = state.path().join("cache");
+    let host = Arc::new(Host::new(Some(cache.clone())).unwrap());
+    let clock = Arc::new(ManualClock::new(
+        std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_700_000_000),
+    ));
+    let limits = LimitsTable {
+        default: test_limits(),
+        overrides: Default::default(),
+    };
+    let registry = Arc::new(Registry::new(host, clock.clone(), limits, None).unwrap());
+    let builtins: Vec<Digest> = vigil::policy::builtin::BUILTINS
+        .iter()
+        .map(|(_, bytes)| Digest::of(bytes))
+        .collect();
+    let with = |extra: &[&[u8]]| {
+        let mut all = builtins.clone();
+        all.extend(extra.iter().map(|b| Digest::of(b)));
+        all.sort();
+        all
+    };
+    // What the cache does not name stays; what it names for another engine,
+    // or half-written, goes.
+    let foreign = format!("{}-0000000000000000", Digest::of(b"old vigil").hex());
+    for file in [
+        "notes.txt".to_owned(),
+        format!("{foreign}.cwasm"),
+        format!("{foreign}.mac"),
+        ".x.cwasm.tmp-1".to_owned(),
+    ] {
+        std::fs::write(cache.join(file), b"x").unwrap();
+    }
+    let mut reloader =
+        Reloader::new(Arc::clone(&registry), policies.path().to_owned()).collecting_garbage();
+    let sorter = policies.path().join("extra-sorter.wasm");
+    std::fs::write(&sorter, REVERSE_SORTER).unwrap();
+
+    let first = reloader.scan().await;
+    assert_eq!(first.collected.map(|c| c.files), Some(3), "{first:?}");
+    assert_eq!(entries(&cache), with(&[REVERSE_SORTER]));
+    assert!(cache.join("notes.txt").exists() && cache.join("key").exists());
+
+    // v2 on trial: v1 is its fallback and keeps its artifact.
+    clock.advance(std::time::Duration::from_secs(61));
+    registry.graduate_due();
+    std::fs::write(&sorter, FLAKY_SORTER).unwrap();
+    let second = reloader.scan().await;
+    assert_eq!(second.collected.map(|c| c.files), Some(0));
+    assert_eq!(entries(&cache), with(&[REVERSE_SORTER, FLAKY_SORTER]));
+
+    // v2 passed its trial: nothing falls back to v1 any more.
+    clock.advance(std::time::Duration::from_secs(61));
+    registry.graduate_due();
+    let third = reloader.scan().await;
+    assert_eq!(
+        third.collected.map(|c| c.files),
+        Some(2),
+        "its .cwasm and .mac"
+    );
+    assert!(third.collected.unwrap().bytes > 0);
+    assert_eq!(entries(&cache), with(&[FLAKY_SORTER]));
+
+    // Without collecting (as `simulate` and the author's tools scan a
+    // shared cache), nothing is removed.
+    std::fs::remove_file(&sorter).unwrap();
+    let mut plain = Reloader::new(Arc::clone(&registry), policies.path().to_owned());
+    assert_eq!(plain.scan().await.collected, None);
+    assert_eq!(entries(&cache), with(&[FLAKY_SORTER]));
+}
