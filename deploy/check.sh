@@ -3,6 +3,7 @@
 # them where kubectl is installed, validates strictly (unknown fields are
 # errors) against the OpenAPI schemas of Kubernetes 1.37, with the pinned
 # kubernetes-validate from PyPI in a venv under target/toolchains/.
+# The render holds no policies ConfigMap (an upgrade must not wipe policies).
 # The DaemonSet's flags and variables, the CRDs' drift and the example
 # VigilConfig are checked by `cargo test` (cli.rs, config/crd.rs).
 set -euo pipefail
@@ -13,11 +14,16 @@ if [ ! -x "$venv/bin/kubernetes-validate" ]; then
   "$venv/bin/pip" install --quiet --disable-pip-version-check kubernetes-validate==1.37.0
 fi
 validate() { "$venv/bin/kubernetes-validate" --strict --quiet --kubernetes-version 1.37.0 "$@"; }
-validate namespace.yaml crds.yaml rbac.yaml policies.yaml daemonset.yaml service.yaml
+validate namespace.yaml crds.yaml rbac.yaml daemonset.yaml service.yaml
 if command -v kubectl > /dev/null; then
   rendered=$(mktemp)
   trap 'rm -f "$rendered"' EXIT
   kubectl kustomize . > "$rendered"
   validate "$rendered"
+  # An upgrade (apply -k again) must never replace the operator's policies.
+  if grep -q '^  name: vigil-policies$' "$rendered"; then
+    echo "deploy/: kustomize renders the vigil-policies ConfigMap; an upgrade would wipe policies" >&2
+    exit 1
+  fi
 fi
 echo "deploy/: manifests valid"
