@@ -134,9 +134,35 @@ impl ArtifactCache {
 
     /// The entry's two files: the artifact and its `.mac`.
     fn paths(&self, digest: &Digest) -> (PathBuf, PathBuf) {
-        let engine = self.engine_key.map(|b| format!("{b:02x}")).concat();
-        let stem = self.dir.join(format!("{}-{engine}", digest.hex()));
+        let stem = self
+            .dir
+            .join(format!("{}-{}", digest.hex(), self.engine_hex()));
         (stem.with_extension("cwasm"), stem.with_extension("mac"))
+    }
+
+    /// The engine key as it appears in entry names.
+    fn engine_hex(&self) -> String {
+        self.engine_key.map(|b| format!("{b:02x}")).concat()
+    }
+
+    /// Whether the file `name` is an entry of the cache that is not kept: a
+    /// half-written file, or an artifact or `.mac` of a component not in
+    /// `keep` or of another engine configuration.
+    fn is_garbage(&self, name: &str, keep: &HashSet<Digest>) -> bool {
+        if name.starts_with('.') {
+            return name.contains(".tmp-");
+        }
+        let Some(stem) = name
+            .strip_suffix(".cwasm")
+            .or_else(|| name.strip_suffix(".mac"))
+        else {
+            return false;
+        };
+        let Some((digest, engine)) = stem.split_once('-') else {
+            return false;
+        };
+        Digest::from_hex(digest)
+            .is_some_and(|digest| engine != self.engine_hex() || !keep.contains(&digest))
     }
 
     fn claims(&self, digest: &Digest) -> [u8; CLAIMS] {
@@ -237,28 +263,13 @@ impl ArtifactCache {
     /// # Errors
     /// The directory cannot be listed; a file that cannot be removed is skipped.
     pub(crate) fn retain(&self, keep: &HashSet<Digest>) -> std::io::Result<Collected> {
-        let engine = self.engine_key.map(|b| format!("{b:02x}")).concat();
         let mut collected = Collected::default();
         for entry in std::fs::read_dir(&self.dir)? {
             let entry = entry?;
-            let name = entry.file_name();
-            let Some(name) = name.to_str() else { continue };
-            let garbage = if name.starts_with('.') {
-                name.contains(".tmp-")
-            } else if let Some(stem) = name
-                .strip_suffix(".cwasm")
-                .or_else(|| name.strip_suffix(".mac"))
-            {
-                match stem.split_once('-') {
-                    Some((digest, key)) => match Digest::from_hex(digest) {
-                        Some(digest) => key != engine || !keep.contains(&digest),
-                        None => false,
-                    },
-                    None => false,
-                }
-            } else {
-                false
-            };
+            let garbage = entry
+                .file_name()
+                .to_str()
+                .is_some_and(|name| self.is_garbage(name, keep));
             if !garbage {
                 continue;
             }
