@@ -7,6 +7,7 @@ use crate::authoring::scaffold::{self, Lang};
 use crate::cluster::client::ClientOptions;
 use crate::config::VigilConfig;
 use crate::config::names::unknown_policies;
+use crate::distribution::registry::Access;
 use crate::eviction::EvictionSettings;
 use crate::policy::builtin::BUILTINS;
 use crate::policy::compiler::{INVALID_EXIT, child_input, peak_rss_kib};
@@ -326,6 +327,24 @@ enum PolicyCommand {
         #[command(flatten)]
         cache: CacheArgs,
     },
+    /// Publish a component to an OCI registry in the CNCF Wasm artifact
+    /// layout, after the checks of `policy check`, and print the digest to
+    /// pin it by (`registry/repository@sha256:…`).
+    Push {
+        /// The component file (`NAME.wasm`).
+        file: PathBuf,
+        /// Where to push: `registry/repository[:tag]`.
+        reference: String,
+        /// Plain HTTP to this registry (only when set: never a silent downgrade).
+        #[arg(long)]
+        insecure: bool,
+        /// Sign in as this user, with the password in `$VIGIL_REGISTRY_PASSWORD`;
+        /// anonymous without it.
+        #[arg(long)]
+        username: Option<String>,
+        #[command(flatten)]
+        cache: CacheArgs,
+    },
     /// The agent's child compiler: compiles the component on stdin into the cache.
     #[command(hide = true)]
     Compile {
@@ -368,6 +387,13 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             record,
             cache,
         }) => test(&file, &input, &config, record, cache.dir()),
+        Command::Policy(PolicyCommand::Push {
+            file,
+            reference,
+            insecure,
+            username,
+            cache,
+        }) => push(&file, &reference, insecure, username, cache.dir()).await,
         Command::Policy(PolicyCommand::Compile {
             digest,
             memory_limit_bytes,
@@ -581,6 +607,59 @@ fn test(
     if let Answer::Fault(fault) = answer {
         bail!("{file} faulted: {fault}");
     }
+    Ok(())
+}
+
+/// `vigil policy push`: checks the component as `policy check` does (a
+/// component that would not serve is never published), then publishes it.
+async fn push(
+    file: &std::path::Path,
+    reference: &str,
+    insecure: bool,
+    username: Option<String>,
+    cache_dir: Option<PathBuf>,
+) -> anyhow::Result<()> {
+    let basic = match username {
+        Some(user) => {
+            let password = std::env::var("VIGIL_REGISTRY_PASSWORD")
+                .context("--username needs the password in $VIGIL_REGISTRY_PASSWORD")?;
+            Some((user, password))
+        }
+        None => None,
+    };
+    let host = Host::new(cache_dir)?;
+    let bytes = read_policy(file, DEFAULT_MAX_POLICY_BYTES)?;
+    let origin = file.display().to_string();
+    let source = Source::File(file.to_owned());
+    let report = check_bytes(
+        &host,
+        origin,
+        &policy_name(file),
+        bytes.as_slice(),
+        source,
+        "{}",
+    )
+    .with_context(|| {
+        format!(
+            "{} is not a policy vigil would serve; nothing was pushed",
+            file.display()
+        )
+    })?;
+    let title = file.file_name().map_or_else(
+        || "policy.wasm".to_owned(),
+        |n| n.to_string_lossy().into_owned(),
+    );
+    let access = Access { insecure, basic };
+    let pushed = crate::authoring::push::push(bytes, &report, &title, reference, &access)
+        .await
+        .with_context(|| format!("cannot push {} to {reference}", file.display()))?;
+    println!(
+        "pushed {} ({}) to {reference}",
+        file.display(),
+        report.world
+    );
+    println!("digest: {}", pushed.manifest);
+    println!("pin:    {}", pushed.pinned);
     Ok(())
 }
 

@@ -8,6 +8,7 @@
 //! - [`signals`]: node signals from the kernel's own files;
 //! - [`policy`]: the policy host — loading, sandboxing, calling, hot reload,
 //!   trial and rollback;
+//! - [`distribution`]: policies as OCI artifacts (`vigil policy push`);
 //! - [`config`]: vigil's config, its schema and the `VigilConfig` resource;
 //! - [`eviction`]: the eviction loop — strategies, thresholds, the kill queue;
 //! - [`cluster`]: everything that talks to the Kubernetes API server;
@@ -24,6 +25,7 @@ pub mod clock;
 pub mod cluster;
 pub mod config;
 pub mod crds;
+pub mod distribution;
 pub mod eviction;
 pub mod fleet;
 pub mod fsutil;

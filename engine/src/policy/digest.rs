@@ -16,6 +16,11 @@ impl Digest {
         Self(Sha256::digest(bytes).into())
     }
 
+    /// The digest whose raw bytes are `bytes` (a hash computed elsewhere).
+    pub fn from_bytes(bytes: [u8; 32]) -> Self {
+        Self(bytes)
+    }
+
     /// Full lowercase hex form.
     pub fn hex(&self) -> String {
         self.0.iter().map(|b| format!("{b:02x}")).collect()

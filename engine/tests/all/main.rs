@@ -4,4 +4,5 @@
 mod agent;
 mod policy_check;
 mod policy_new;
+mod policy_push;
 mod simulate_cli;

@@ -70,17 +70,35 @@ need_js_tools() {
   export PATH="$prefix/node_modules/.bin:$PATH"
 }
 
+# Installs the given Debian packages unless they are all there.
+need_debian_packages() {
+  if ! dpkg -s "$@" >/dev/null 2>&1; then
+    say "installing $* from Debian"
+    local sudo=()
+    [[ $(id -u) == 0 ]] || sudo=(sudo)
+    "${sudo[@]}" apt-get install -y --no-install-recommends "$@" ||
+      { "${sudo[@]}" apt-get update && "${sudo[@]}" apt-get install -y --no-install-recommends "$@"; }
+  fi
+}
+
+# The CNCF distribution registry from Debian, which the tests start on
+# loopback to publish and pull policies. Its packaged service would listen on
+# every interface: where systemd runs, it is stopped and disabled.
+need_registry_tools() {
+  if ! dpkg -s docker-registry >/dev/null 2>&1; then
+    need_debian_packages docker-registry
+    if [[ -d /run/systemd/system ]]; then
+      local sudo=()
+      [[ $(id -u) == 0 ]] || sudo=(sudo)
+      "${sudo[@]}" systemctl disable --now docker-registry.service || true
+    fi
+  fi
+}
+
 # clang and wasi-libc from Debian; wit-bindgen from crates.io; wasm-tools from
 # PyPI; the WASI preview1 reactor adapter from the crate of vigil's wasmtime.
 need_c_tools() {
-  local packages=(clang lld wasi-libc libclang-rt-14-dev-wasm32)
-  if ! dpkg -s "${packages[@]}" >/dev/null 2>&1; then
-    say "installing ${packages[*]} from Debian"
-    local sudo=()
-    [[ $(id -u) == 0 ]] || sudo=(sudo)
-    "${sudo[@]}" apt-get install -y --no-install-recommends "${packages[@]}" ||
-      { "${sudo[@]}" apt-get update && "${sudo[@]}" apt-get install -y --no-install-recommends "${packages[@]}"; }
-  fi
+  need_debian_packages clang lld wasi-libc libclang-rt-14-dev-wasm32
   if [[ $("$TOOLS/cargo/bin/wit-bindgen" --version 2>/dev/null) != "wit-bindgen-cli 0.63.0"* ]]; then
     say "installing wit-bindgen-cli from crates.io (a few minutes, once)"
     cargo install --quiet wit-bindgen-cli --version 0.63.0 --locked --root "$TOOLS/cargo"

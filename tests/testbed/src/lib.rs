@@ -3,13 +3,16 @@
 //! (driven by a real `kube::Client`), [`NodeFiles`], a node's kernel files
 //! (procfs and a cgroup v2 hierarchy) laid out in a temporary directory, and
 //! [`objects`] to build the Pods and Node the agent sees, and
-//! [`AgentProcess`], a `vigil agent` process wired to all of them.
+//! [`AgentProcess`], a `vigil agent` process wired to all of them, and
+//! [`OciRegistry`], a real OCI registry on loopback.
 
 mod agent;
 mod apiserver;
 mod node;
 pub mod objects;
+mod registry;
 
 pub use agent::AgentProcess;
 pub use apiserver::{Access, ApiServer, Key, Request, Selector};
 pub use node::NodeFiles;
+pub use registry::OciRegistry;
