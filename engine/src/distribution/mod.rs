@@ -5,5 +5,6 @@
 //! them.
 
 pub mod layout;
+pub mod pull;
 pub mod registry;
 pub mod store;

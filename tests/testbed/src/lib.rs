@@ -1,10 +1,10 @@
 //! A test cluster of one, for vigil's end-to-end tests and benchmarks:
 //! [`ApiServer`], a Kubernetes API server subset over real HTTP on loopback
-//! (driven by a real `kube::Client`), [`NodeFiles`], a node's kernel files
-//! (procfs and a cgroup v2 hierarchy) laid out in a temporary directory, and
-//! [`objects`] to build the Pods and Node the agent sees, and
-//! [`AgentProcess`], a `vigil agent` process wired to all of them, and
-//! [`OciRegistry`], a real OCI registry on loopback.
+//! (driven by a real `kube::Client`); [`NodeFiles`], a node's kernel files
+//! (procfs and a cgroup v2 hierarchy) laid out in a temporary directory;
+//! [`objects`] to build the Pods and Node the agent sees; [`AgentProcess`],
+//! a `vigil agent` process wired to all of them; and [`OciRegistry`], a real
+//! OCI registry on loopback to publish policies to.
 
 mod agent;
 mod apiserver;

@@ -4,10 +4,10 @@
 //! stopped by PID when dropped. The tests reach into its storage to tamper
 //! with what it serves.
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
 /// The registry's binary, as Debian installs it.
@@ -19,6 +19,26 @@ pub struct OciRegistry {
     child: Child,
     addr: String,
     dir: tempfile::TempDir,
+    log: Arc<Log>,
+}
+
+/// The registry's log lines so far, and a signal for each new one.
+#[derive(Debug, Default)]
+struct Log {
+    lines: Mutex<Vec<String>>,
+    grew: Condvar,
+}
+
+impl Log {
+    /// The lines, once `done` accepts them or `timeout` has passed.
+    fn when(&self, timeout: Duration, done: impl Fn(&[String]) -> bool) -> Vec<String> {
+        let lines = self.lines.lock().expect("log lock");
+        let (lines, _) = self
+            .grew
+            .wait_timeout_while(lines, timeout, |lines| !done(lines))
+            .expect("log lock");
+        lines.clone()
+    }
 }
 
 impl Drop for OciRegistry {
@@ -56,13 +76,27 @@ impl OciRegistry {
                 )
             });
         let stderr = child.stderr.take().expect("piped stderr");
-        let log = dir.path().join("registry.log");
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || copy_log(stderr, &log, &tx));
-        let addr = rx
-            .recv_timeout(Duration::from_secs(60))
+        let log = Arc::new(Log::default());
+        let copy = Arc::clone(&log);
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                copy.lines.lock().expect("log lock").push(line);
+                copy.grew.notify_all();
+            }
+        });
+        let addr = log
+            .when(Duration::from_secs(60), |lines| {
+                lines.iter().any(|l| listening_on(l).is_some())
+            })
+            .iter()
+            .find_map(|l| listening_on(l))
             .expect("the registry listens within a minute");
-        Self { child, addr, dir }
+        Self {
+            child,
+            addr,
+            dir,
+            log,
+        }
     }
 
     /// `127.0.0.1:PORT`: the registry part of a reference.
@@ -89,7 +123,27 @@ impl OciRegistry {
 
     /// Everything it logged so far.
     pub fn logs(&self) -> String {
-        std::fs::read_to_string(self.dir.path().join("registry.log")).unwrap_or_default()
+        self.log.when(Duration::ZERO, |_| true).join("\n")
+    }
+
+    /// How many requests of `method` for a path containing `path` it has
+    /// logged as answered, once it has logged at least `at_least` of them
+    /// (it logs a request just after answering it) or after a minute.
+    pub fn requests(&self, method: &str, path: &str, at_least: usize) -> usize {
+        let method = format!("http.request.method={method}");
+        let count = |lines: &[String]| {
+            lines
+                .iter()
+                .filter(|l| {
+                    l.contains("response completed") && l.contains(&method) && l.contains(path)
+                })
+                .count()
+        };
+        count(
+            &self
+                .log
+                .when(Duration::from_secs(60), |lines| count(lines) >= at_least),
+        )
     }
 
     /// Stops it (by PID) and waits for it to exit; its storage stays until
@@ -102,20 +156,6 @@ impl OciRegistry {
     /// The registry's directory (config, storage, log).
     pub fn dir(&self) -> &Path {
         self.dir.path()
-    }
-}
-
-/// Copies the registry's log to `log`, sending the address it listens on
-/// once it says so.
-fn copy_log(stderr: std::process::ChildStderr, log: &Path, listening: &mpsc::Sender<String>) {
-    let Ok(mut file) = std::fs::File::create(log) else {
-        return;
-    };
-    for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-        let _ = writeln!(file, "{line}");
-        if let Some(addr) = listening_on(&line) {
-            let _ = listening.send(addr);
-        }
     }
 }
 

@@ -1,0 +1,414 @@
+//! Pulling one policy artifact, pinned by digest, into the node's
+//! [`BlobStore`]: what the store already holds is answered without a
+//! request (so a node restarted while its registry is down still has its
+//! policies); otherwise the manifest is fetched by digest and checked (an
+//! image manifest, exactly one component layer of a known media type, a
+//! declared size under the cap — before a byte of the layer is read), then
+//! the layer streams into the store, counted and digest-checked.
+
+use super::layout::{
+    MANIFEST_MEDIA_TYPE, WASM_CONFIG_MEDIA_TYPE, WASM_LAYER_MEDIA_TYPE, oci_digest,
+    parse_oci_digest,
+};
+use super::registry::Access;
+use super::store::{BlobStore, StoreError};
+use crate::policy::Digest;
+use futures::StreamExt;
+use oci_client::Reference;
+use oci_client::errors::{DigestError, OciDistributionError, OciErrorCode};
+use oci_client::manifest::OciDescriptor;
+use serde::Deserialize;
+use std::path::PathBuf;
+use thiserror::Error;
+
+/// The layer media type of the older `wasm-to-oci` layout, still accepted.
+pub const LEGACY_WASM_LAYER_MEDIA_TYPE: &str = "application/vnd.wasm.content.layer.v1+wasm";
+
+/// The most a manifest may hold: a policy's has one config and one layer.
+const MAX_MANIFEST_BYTES: u64 = 64 * 1024;
+
+/// A reference pinned by digest: `registry/repository[:tag]@sha256:…`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pinned {
+    reference: Reference,
+    manifest: Digest,
+}
+
+impl Pinned {
+    /// Parses `text`, which must name a sha256 digest.
+    ///
+    /// # Errors
+    /// It does not parse, or names no sha256 digest.
+    pub fn parse(text: &str) -> Result<Self, PullError> {
+        let reference: Reference = text
+            .parse()
+            .map_err(|e: oci_client::ParseError| PullError::Reference(format!("{text:?}: {e}")))?;
+        let manifest = reference
+            .digest()
+            .and_then(parse_oci_digest)
+            .ok_or_else(|| {
+                PullError::Reference(format!("{text:?} is not pinned by a sha256 digest"))
+            })?;
+        Ok(Self {
+            reference,
+            manifest,
+        })
+    }
+
+    /// The manifest's digest.
+    pub fn manifest(&self) -> Digest {
+        self.manifest
+    }
+
+    /// The registry's host (and port).
+    pub fn registry(&self) -> &str {
+        self.reference.resolve_registry()
+    }
+}
+
+/// Why a pull failed; [`PullError::reason`] names the kind for statuses
+/// and metrics.
+#[derive(Debug, Error)]
+pub enum PullError {
+    /// The reference does not parse or is not pinned.
+    #[error("bad reference: {0}")]
+    Reference(String),
+    /// The registry wants credentials it was not given, or refused them.
+    #[error("unauthorized: {0}")]
+    Unauthorized(String),
+    /// The registry has no such manifest or blob.
+    #[error("not found: {0}")]
+    NotFound(String),
+    /// The registry could not be reached or failed.
+    #[error("registry unavailable: {0}")]
+    Unavailable(String),
+    /// What arrived is not what the digest pins.
+    #[error("tampered: {0}")]
+    Tampered(String),
+    /// The manifest is not a policy artifact's.
+    #[error("not a policy artifact: {0}")]
+    Layout(String),
+    /// The component is larger than the cap.
+    #[error("oversized: the component declares {declared} bytes, over the cap of {cap}")]
+    Oversized {
+        /// Its declared size.
+        declared: u64,
+        /// The cap.
+        cap: u64,
+    },
+    /// The store could not be written.
+    #[error("cannot store it: {0}")]
+    Store(#[source] std::io::Error),
+}
+
+impl PullError {
+    /// The kind, as a metric label and a status reason: `unauthorized`,
+    /// `not-found`, `unavailable`, `tampered`, `layout`, `oversized`,
+    /// `reference` or `store`.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Self::Reference(_) => "reference",
+            Self::Unauthorized(_) => "unauthorized",
+            Self::NotFound(_) => "not-found",
+            Self::Unavailable(_) => "unavailable",
+            Self::Tampered(_) => "tampered",
+            Self::Layout(_) => "layout",
+            Self::Oversized { .. } => "oversized",
+            Self::Store(_) => "store",
+        }
+    }
+}
+
+impl From<OciDistributionError> for PullError {
+    fn from(error: OciDistributionError) -> Self {
+        let text = error.to_string();
+        match &error {
+            OciDistributionError::AuthenticationFailure(_)
+            | OciDistributionError::UnauthorizedError { .. } => Self::Unauthorized(text),
+            OciDistributionError::RegistryError { envelope, .. } => {
+                let codes = || envelope.errors.iter().map(|e| &e.code);
+                if codes().any(|c| matches!(c, OciErrorCode::Unauthorized | OciErrorCode::Denied)) {
+                    Self::Unauthorized(text)
+                } else if codes().any(|c| {
+                    matches!(
+                        c,
+                        OciErrorCode::ManifestUnknown
+                            | OciErrorCode::BlobUnknown
+                            | OciErrorCode::NameUnknown
+                            | OciErrorCode::NotFound
+                    )
+                }) {
+                    Self::NotFound(text)
+                } else {
+                    Self::Unavailable(text)
+                }
+            }
+            OciDistributionError::ServerError {
+                code: 401 | 403, ..
+            } => Self::Unauthorized(text),
+            OciDistributionError::ServerError { code: 404, .. }
+            | OciDistributionError::ImageManifestNotFoundError(_) => Self::NotFound(text),
+            OciDistributionError::DigestError(_) => Self::Tampered(text),
+            OciDistributionError::UnsupportedMediaTypeError(_)
+            | OciDistributionError::UnsupportedSchemaVersionError(_)
+            | OciDistributionError::VersionedParsingError(_)
+            | OciDistributionError::ManifestParsingError(_) => Self::Layout(text),
+            _ => Self::Unavailable(text),
+        }
+    }
+}
+
+impl From<StoreError> for PullError {
+    fn from(error: StoreError) -> Self {
+        match error {
+            StoreError::Oversized { .. } | StoreError::Mismatch { .. } => {
+                Self::Tampered(error.to_string())
+            }
+            StoreError::Io(e) => Self::Store(e),
+        }
+    }
+}
+
+/// A pulled (or already held) component.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pulled {
+    /// The manifest's digest.
+    pub manifest: Digest,
+    /// The component's digest: the policy version it becomes.
+    pub component: Digest,
+    /// Where the store keeps it.
+    pub path: PathBuf,
+    /// Its size in bytes.
+    pub size: u64,
+    /// Whether it came from the registry now (else the store held it).
+    pub fetched: bool,
+}
+
+/// The parts of an image manifest a policy's is checked by.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Manifest {
+    schema_version: u32,
+    media_type: Option<String>,
+    config: Descriptor,
+    layers: Vec<Descriptor>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Descriptor {
+    media_type: String,
+    digest: String,
+    size: i64,
+}
+
+/// The component layer of `manifest` (its bytes): see the module's docs
+/// for what is checked.
+fn component_layer(manifest: &[u8], cap: u64) -> Result<(Digest, u64), PullError> {
+    let manifest: Manifest = serde_json::from_slice(manifest)
+        .map_err(|e| PullError::Layout(format!("the manifest does not parse: {e}")))?;
+    if manifest.schema_version != 2
+        || manifest
+            .media_type
+            .as_deref()
+            .is_some_and(|t| t != MANIFEST_MEDIA_TYPE)
+    {
+        return Err(PullError::Layout(format!(
+            "not an OCI image manifest (schemaVersion {}, mediaType {})",
+            manifest.schema_version,
+            manifest.media_type.as_deref().unwrap_or("absent")
+        )));
+    }
+    let [layer] = manifest.layers.as_slice() else {
+        return Err(PullError::Layout(format!(
+            "{} layers, where a policy artifact has exactly one",
+            manifest.layers.len()
+        )));
+    };
+    let cncf = layer.media_type == WASM_LAYER_MEDIA_TYPE
+        && manifest.config.media_type == WASM_CONFIG_MEDIA_TYPE;
+    if !cncf && layer.media_type != LEGACY_WASM_LAYER_MEDIA_TYPE {
+        return Err(PullError::Layout(format!(
+            "a layer of media type {} with a config of {}, where a policy artifact has an \
+             {WASM_LAYER_MEDIA_TYPE} layer with an {WASM_CONFIG_MEDIA_TYPE} config (or an \
+             {LEGACY_WASM_LAYER_MEDIA_TYPE} layer)",
+            layer.media_type, manifest.config.media_type
+        )));
+    }
+    let digest = parse_oci_digest(&layer.digest).ok_or_else(|| {
+        PullError::Layout(format!("the layer's digest {} is not sha256", layer.digest))
+    })?;
+    let size = u64::try_from(layer.size)
+        .map_err(|_| PullError::Layout(format!("the layer's size {} is negative", layer.size)))?;
+    if size > cap {
+        return Err(PullError::Oversized {
+            declared: size,
+            cap,
+        });
+    }
+    Ok((digest, size))
+}
+
+/// What the store holds for `pinned`, if it holds both its manifest and
+/// its component: no request needed.
+fn held(store: &BlobStore, pinned: &Pinned, cap: u64) -> Option<Pulled> {
+    let manifest = store.read(&pinned.manifest, MAX_MANIFEST_BYTES).ok()?;
+    let (component, size) = component_layer(&manifest, cap).ok()?;
+    let path = store.path(&component);
+    (std::fs::metadata(&path).ok()?.len() == size).then_some(Pulled {
+        manifest: pinned.manifest,
+        component,
+        path,
+        size,
+        fetched: false,
+    })
+}
+
+/// Pulls `pinned` into `store` (see the module's docs), refusing a
+/// component of more than `cap` bytes.
+///
+/// # Errors
+/// Unauthorized, not found, unavailable, tampered, not a policy artifact,
+/// oversized, or the store cannot be written.
+pub async fn pull(
+    pinned: &Pinned,
+    access: &Access,
+    store: &BlobStore,
+    cap: u64,
+) -> Result<Pulled, PullError> {
+    if let Some(pulled) = held(store, pinned, cap) {
+        return Ok(pulled);
+    }
+    let (client, auth) = access.client(&pinned.reference);
+    let (manifest, _) = client
+        .pull_manifest_raw(&pinned.reference, &auth, &[MANIFEST_MEDIA_TYPE])
+        .await?;
+    if manifest.len() as u64 > MAX_MANIFEST_BYTES || Digest::of(&manifest) != pinned.manifest {
+        return Err(PullError::Tampered(format!(
+            "the manifest served is not {}",
+            oci_digest(&pinned.manifest)
+        )));
+    }
+    let (component, size) = component_layer(&manifest, cap)?;
+    let descriptor = OciDescriptor {
+        media_type: WASM_LAYER_MEDIA_TYPE.to_owned(),
+        digest: oci_digest(&component),
+        size: i64::try_from(size).unwrap_or(i64::MAX),
+        ..OciDescriptor::default()
+    };
+    let mut stream = client
+        .pull_blob_stream(&pinned.reference, &descriptor)
+        .await?;
+    if stream.content_length.is_some_and(|length| length > size) {
+        return Err(PullError::Tampered(format!(
+            "the registry sends {} bytes for a layer of {size}",
+            stream.content_length.unwrap_or_default()
+        )));
+    }
+    let mut writer = store.writer(component, size).map_err(PullError::Store)?;
+    while let Some(chunk) = stream.next().await {
+        // The client checks the digest too, and says so at the stream's end.
+        let chunk = chunk.map_err(|e| {
+            if e.get_ref().is_some_and(|inner| inner.is::<DigestError>()) {
+                PullError::Tampered(e.to_string())
+            } else {
+                PullError::Unavailable(e.to_string())
+            }
+        })?;
+        writer.write(&chunk)?;
+    }
+    let path = writer.finish()?;
+    store.insert(&manifest).map_err(PullError::Store)?;
+    Ok(Pulled {
+        manifest: pinned.manifest,
+        component,
+        path,
+        size,
+        fetched: true,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn manifest(config: &str, layers: &[(&str, u64)]) -> Vec<u8> {
+        let layers: Vec<_> = layers
+            .iter()
+            .map(|(media_type, size)| {
+                json!({"mediaType": media_type, "digest": oci_digest(&Digest::of(b"c")), "size": size})
+            })
+            .collect();
+        serde_json::to_vec(&json!({
+            "schemaVersion": 2,
+            "mediaType": MANIFEST_MEDIA_TYPE,
+            "config": {"mediaType": config, "digest": oci_digest(&Digest::of(b"{}")), "size": 2},
+            "layers": layers,
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn only_one_component_layer_of_a_known_layout_under_the_cap_is_taken() {
+        let cncf = manifest(WASM_CONFIG_MEDIA_TYPE, &[(WASM_LAYER_MEDIA_TYPE, 100)]);
+        assert_eq!(
+            component_layer(&cncf, 100).unwrap(),
+            (Digest::of(b"c"), 100)
+        );
+        let legacy = manifest(
+            "application/vnd.wasm.config.v1+json",
+            &[(LEGACY_WASM_LAYER_MEDIA_TYPE, 10)],
+        );
+        assert!(component_layer(&legacy, 100).is_ok());
+
+        let cases = [
+            (
+                manifest(WASM_CONFIG_MEDIA_TYPE, &[(WASM_LAYER_MEDIA_TYPE, 101)]),
+                "oversized",
+            ),
+            (
+                manifest(
+                    WASM_CONFIG_MEDIA_TYPE,
+                    &[(WASM_LAYER_MEDIA_TYPE, 1), (WASM_LAYER_MEDIA_TYPE, 1)],
+                ),
+                "layout",
+            ),
+            (manifest(WASM_CONFIG_MEDIA_TYPE, &[]), "layout"),
+            (
+                manifest(
+                    "application/vnd.oci.image.config.v1+json",
+                    &[("application/vnd.oci.image.layer.v1.tar+gzip", 1)],
+                ),
+                "layout",
+            ),
+            (
+                manifest(
+                    "application/vnd.oci.image.config.v1+json",
+                    &[(WASM_LAYER_MEDIA_TYPE, 1)],
+                ),
+                "layout",
+            ),
+            (b"{not json".to_vec(), "layout"),
+        ];
+        for (bytes, reason) in cases {
+            let error = component_layer(&bytes, 100).unwrap_err();
+            assert_eq!(error.reason(), reason, "{error}");
+        }
+    }
+
+    #[test]
+    fn a_reference_must_be_pinned_by_a_sha256_digest() {
+        let hex = Digest::of(b"m").hex();
+        let pinned = Pinned::parse(&format!(
+            "registry.example:5000/vigil/sorter:1.0@sha256:{hex}"
+        ))
+        .unwrap();
+        assert_eq!(pinned.manifest(), Digest::of(b"m"));
+        assert_eq!(pinned.registry(), "registry.example:5000");
+        for text in ["registry.example/vigil/sorter:1.0", "not a reference!"] {
+            let error = Pinned::parse(text).unwrap_err();
+            assert_eq!(error.reason(), "reference", "{error}");
+        }
+    }
+}

@@ -1,0 +1,268 @@
+//! Policies pulled from a real OCI registry (Debian's CNCF distribution on
+//! loopback): published with `vigil policy push`'s own code or, for the
+//! artifacts it would never write, by hand; pulled into a node's store.
+
+use oci_client::Reference;
+use serde_json::json;
+use vigil::authoring::check::check_bytes;
+use vigil::authoring::push::push;
+use vigil::distribution::layout::{
+    MANIFEST_MEDIA_TYPE, WASM_CONFIG_MEDIA_TYPE, WASM_LAYER_MEDIA_TYPE, oci_digest,
+};
+use vigil::distribution::pull::{LEGACY_WASM_LAYER_MEDIA_TYPE, Pinned, PullError, Pulled, pull};
+use vigil::distribution::registry::Access;
+use vigil::distribution::store::BlobStore;
+use vigil::policy::{Digest, Host, Source};
+use vigil_testbed::OciRegistry;
+use vigil_tests::REVERSE_SORTER;
+
+const CAP: u64 = 64 << 20;
+
+fn plain_http() -> Access {
+    Access {
+        insecure: true,
+        basic: None,
+    }
+}
+
+/// Publishes the reverse sorter to `repo` as `vigil policy push` does;
+/// answers its pinned reference.
+async fn publish_sorter(registry: &OciRegistry, repo: &str) -> String {
+    let host = Host::new(None).unwrap();
+    let report = check_bytes(
+        &host,
+        "reverse.wasm".into(),
+        "reverse",
+        REVERSE_SORTER,
+        Source::File("reverse.wasm".into()),
+        "{}",
+    )
+    .unwrap();
+    let target = format!("{}/{repo}:v1", registry.addr());
+    push(
+        REVERSE_SORTER.to_vec(),
+        &report,
+        "reverse.wasm",
+        &target,
+        &plain_http(),
+    )
+    .await
+    .unwrap()
+    .pinned
+}
+
+/// Publishes an artifact `vigil policy push` would never write: a config of
+/// `config_type` and `layers` (media type, bytes); answers its pinned
+/// reference.
+async fn publish_raw(
+    registry: &OciRegistry,
+    repo: &str,
+    config_type: &str,
+    layers: &[(&str, &[u8])],
+) -> String {
+    let reference: Reference = format!("{}/{repo}:raw", registry.addr()).parse().unwrap();
+    let (client, auth) = plain_http().client(&reference);
+    client
+        .auth(&reference, &auth, oci_client::RegistryOperation::Push)
+        .await
+        .unwrap();
+    let config = b"{}".to_vec();
+    let config_digest = oci_digest(&Digest::of(&config));
+    client
+        .push_blob(&reference, config.clone(), &config_digest)
+        .await
+        .unwrap();
+    let mut descriptors = Vec::new();
+    for (media_type, bytes) in layers {
+        let digest = oci_digest(&Digest::of(bytes));
+        client
+            .push_blob(&reference, bytes.to_vec(), &digest)
+            .await
+            .unwrap();
+        descriptors.push(json!({"mediaType": media_type, "digest": digest, "size": bytes.len()}));
+    }
+    let manifest = serde_json::to_vec(&json!({
+        "schemaVersion": 2,
+        "mediaType": MANIFEST_MEDIA_TYPE,
+        "config": {"mediaType": config_type, "digest": config_digest, "size": config.len()},
+        "layers": descriptors,
+    }))
+    .unwrap();
+    let digest = oci_digest(&Digest::of(&manifest));
+    client
+        .push_manifest_raw(
+            &reference,
+            manifest,
+            http::HeaderValue::from_static(MANIFEST_MEDIA_TYPE),
+        )
+        .await
+        .unwrap();
+    format!("{}/{repo}@{digest}", registry.addr())
+}
+
+async fn pull_into(store: &BlobStore, pinned: &str, cap: u64) -> Result<Pulled, PullError> {
+    pull(&Pinned::parse(pinned).unwrap(), &plain_http(), store, cap).await
+}
+
+/// The names in the store's blob directory (temporary files included).
+fn stored(state: &std::path::Path) -> Vec<String> {
+    let mut names: Vec<_> = std::fs::read_dir(state.join("blobs/sha256"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+#[tokio::test]
+async fn a_pinned_policy_is_pulled_once_then_served_from_the_store_with_the_registry_gone() {
+    let mut registry = OciRegistry::start();
+    let pinned = publish_sorter(&registry, "vigil/reverse").await;
+    let state = tempfile::tempdir().unwrap();
+    let store = BlobStore::open(state.path()).unwrap();
+
+    let first = pull_into(&store, &pinned, CAP).await.unwrap();
+    assert!(first.fetched);
+    assert_eq!(first.component, Digest::of(REVERSE_SORTER));
+    assert_eq!(std::fs::read(&first.path).unwrap(), REVERSE_SORTER);
+    assert_eq!(first.size, REVERSE_SORTER.len() as u64);
+
+    // The registry goes away and the node restarts: a new store on the same
+    // directory answers without a request.
+    registry.stop();
+    let store = BlobStore::open(state.path()).unwrap();
+    let again = pull_into(&store, &pinned, CAP).await.unwrap();
+    assert!(!again.fetched);
+    assert_eq!(
+        (again.component, &again.path),
+        (first.component, &first.path)
+    );
+
+    // What it does not hold, it cannot get.
+    let other = with_another_digest(&pinned);
+    let error = pull_into(&store, &other, CAP).await.unwrap_err();
+    assert_eq!(error.reason(), "unavailable", "{error}");
+}
+
+/// `pinned` with another manifest digest.
+fn with_another_digest(pinned: &str) -> String {
+    let (repo, _) = pinned.split_once('@').unwrap();
+    format!("{repo}@{}", oci_digest(&Digest::of(b"nothing")))
+}
+
+#[tokio::test]
+async fn a_manifest_the_registry_lacks_is_not_found() {
+    let registry = OciRegistry::start();
+    let pinned = publish_sorter(&registry, "vigil/reverse").await;
+    let state = tempfile::tempdir().unwrap();
+    let store = BlobStore::open(state.path()).unwrap();
+    let error = pull_into(&store, &with_another_digest(&pinned), CAP)
+        .await
+        .unwrap_err();
+    assert_eq!(error.reason(), "not-found", "{error}");
+}
+
+#[tokio::test]
+async fn a_tampered_blob_is_refused_and_leaves_nothing_in_the_store() {
+    let registry = OciRegistry::start();
+    let pinned = publish_sorter(&registry, "vigil/reverse").await;
+    // The registry's copy changes under the same digest and size.
+    let layer = oci_digest(&Digest::of(REVERSE_SORTER));
+    let mut bytes = REVERSE_SORTER.to_vec();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0xff;
+    std::fs::write(registry.blob_path(&layer), &bytes).unwrap();
+
+    let state = tempfile::tempdir().unwrap();
+    let store = BlobStore::open(state.path()).unwrap();
+    let error = pull_into(&store, &pinned, CAP).await.unwrap_err();
+    assert_eq!(error.reason(), "tampered", "{error}");
+    assert!(!store.contains(&Digest::of(REVERSE_SORTER)));
+    assert!(!store.contains(&Digest::of(&bytes)));
+    assert_eq!(stored(state.path()), Vec::<String>::new());
+}
+
+#[tokio::test]
+async fn the_size_cap_refuses_before_a_byte_of_the_layer_is_read() {
+    let registry = OciRegistry::start();
+    let pinned = publish_sorter(&registry, "vigil/reverse").await;
+    let state = tempfile::tempdir().unwrap();
+    let store = BlobStore::open(state.path()).unwrap();
+    let size = REVERSE_SORTER.len() as u64;
+    let error = pull_into(&store, &pinned, size - 1).await.unwrap_err();
+    assert!(
+        matches!(error, PullError::Oversized { declared, cap } if declared == size && cap == size - 1),
+        "{error}"
+    );
+    let layer = format!("/blobs/{}", oci_digest(&Digest::of(REVERSE_SORTER)));
+    assert_eq!(stored(state.path()), Vec::<String>::new());
+    // At the cap exactly, it is taken: the one request for the layer the
+    // registry logs is this one.
+    assert!(pull_into(&store, &pinned, size).await.is_ok());
+    assert_eq!(
+        registry.requests("GET", &layer, 1),
+        1,
+        "{}",
+        registry.logs()
+    );
+}
+
+#[tokio::test]
+async fn only_an_artifact_of_one_component_layer_in_a_known_layout_is_taken() {
+    let registry = OciRegistry::start();
+    let state = tempfile::tempdir().unwrap();
+    let store = BlobStore::open(state.path()).unwrap();
+    let refused = [
+        (
+            "two layers",
+            publish_raw(
+                &registry,
+                "vigil/two",
+                WASM_CONFIG_MEDIA_TYPE,
+                &[
+                    (WASM_LAYER_MEDIA_TYPE, REVERSE_SORTER),
+                    (WASM_LAYER_MEDIA_TYPE, b"more"),
+                ],
+            )
+            .await,
+        ),
+        (
+            "a container image's layer",
+            publish_raw(
+                &registry,
+                "vigil/image",
+                "application/vnd.oci.image.config.v1+json",
+                &[(
+                    "application/vnd.oci.image.layer.v1.tar+gzip",
+                    REVERSE_SORTER,
+                )],
+            )
+            .await,
+        ),
+        (
+            "a wasm layer with a container config",
+            publish_raw(
+                &registry,
+                "vigil/mixed",
+                "application/vnd.oci.image.config.v1+json",
+                &[(WASM_LAYER_MEDIA_TYPE, REVERSE_SORTER)],
+            )
+            .await,
+        ),
+    ];
+    for (what, pinned) in refused {
+        let error = pull_into(&store, &pinned, CAP).await.unwrap_err();
+        assert_eq!(error.reason(), "layout", "{what}: {error}");
+    }
+    assert_eq!(stored(state.path()), Vec::<String>::new());
+
+    let legacy = publish_raw(
+        &registry,
+        "vigil/legacy",
+        "application/vnd.wasm.config.v1+json",
+        &[(LEGACY_WASM_LAYER_MEDIA_TYPE, REVERSE_SORTER)],
+    )
+    .await;
+    let pulled = pull_into(&store, &legacy, CAP).await.unwrap();
+    assert_eq!(std::fs::read(&pulled.path).unwrap(), REVERSE_SORTER);
+}
