@@ -1,8 +1,10 @@
 //! Every custom resource definition vigil serves, as `vigil crd` prints them
-//! and `deploy/crds.yaml` installs them: `VigilConfig` (the config layers)
-//! and the status kinds of the fleet view.
+//! and `deploy/crds.yaml` installs them: `VigilConfig` (the config layers),
+//! `VigilPolicy` (where a policy's component is published) and the status
+//! kinds of the fleet view.
 
 use crate::config::crd::ConfigLayer;
+use crate::distribution::crd::VigilPolicy;
 use crate::fleet::kinds::{VigilNodeStatus, VigilPolicyStatus};
 use kube::CustomResourceExt;
 use serde_json::Value;
@@ -12,6 +14,7 @@ pub fn definitions() -> String {
     let mut yaml = String::new();
     for crd in [
         ConfigLayer::crd(),
+        VigilPolicy::crd(),
         VigilNodeStatus::crd(),
         VigilPolicyStatus::crd(),
     ] {

@@ -71,6 +71,14 @@ pub struct ConfigUpdateLabels {
     pub result: String,
 }
 
+/// Labels of a policy pull.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PullLabels {
+    /// `pulled`, `held` (the store had it), or why it failed
+    /// ([`crate::distribution::pull::PullError::reason`]).
+    pub result: String,
+}
+
 /// Labels of a checkpoint load.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct CheckpointLabels {
@@ -134,6 +142,10 @@ pub struct Metrics {
     pub events_dropped: Family<NameLabel, Counter>,
     /// Configs assigned by the cluster, by what became of them.
     pub config_updates: Family<ConfigUpdateLabels, Counter>,
+    /// Policy artifacts pulled from registries, by result.
+    pub policy_pulls: Family<PullLabels, Counter>,
+    /// Bytes of policy components pulled from registries.
+    pub policy_pull_bytes: Counter,
     /// Config checkpoints read at start-up, by what was found.
     pub config_checkpoint_loads: Family<CheckpointLabels, Counter>,
     /// Why the running config runs (1 for the current reason).
@@ -164,6 +176,8 @@ impl Default for Metrics {
             refused_taint_effects: Family::default(),
             events_dropped: Family::default(),
             config_updates: Family::default(),
+            policy_pulls: Family::default(),
+            policy_pull_bytes: Counter::default(),
             config_checkpoint_loads: Family::default(),
             config_state: Family::default(),
             build_info: Family::default(),
@@ -275,6 +289,16 @@ impl Metrics {
             m.config_updates.clone(),
         );
         registry.register(
+            "policy_pulls",
+            "Policy artifacts pulled from registries, by result",
+            m.policy_pulls.clone(),
+        );
+        registry.register(
+            "policy_pull_bytes",
+            "Bytes of policy components pulled from registries",
+            m.policy_pull_bytes.clone(),
+        );
+        registry.register(
             "config_checkpoint_loads",
             "Config checkpoints read at start-up, by what was found",
             m.config_checkpoint_loads.clone(),
@@ -305,6 +329,16 @@ impl Metrics {
                 reason: reason.into(),
             })
             .set(1);
+    }
+
+    /// Counts a policy pull that ended with `result`, having fetched `bytes`.
+    pub fn policy_pulled(&self, result: &str, bytes: u64) {
+        self.policy_pulls
+            .get_or_create(&PullLabels {
+                result: result.into(),
+            })
+            .inc();
+        self.policy_pull_bytes.inc_by(bytes);
     }
 
     /// Counts a watch that had to start over.

@@ -4,7 +4,8 @@
 //! (checkpoint, then `VigilConfig` layers, trial and last-known-good:
 //! [`config`]); the API clients; the watches on this node's pods and Node
 //! (and PDBs per namespace), on the `VigilConfig` objects and on each
-//! ConfigMap they reference;
+//! ConfigMap they reference; the `VigilPolicy` objects and the pulls of
+//! their components (`pulled`), linked beside the policies directory;
 //! the node source (signals + pods) → the eviction runner → the Eviction API
 //! killer; the publisher (Events, metrics) and the node status writer; the
 //! fleet view's status objects ([`crate::fleet`]); the HTTP endpoints. Every
@@ -14,6 +15,7 @@
 
 mod config;
 mod http;
+mod pulled;
 mod unknown;
 
 pub use config::{ConfigController, ConfigOptions};
@@ -41,6 +43,7 @@ use crate::policy::{ChildCompiler, Host, LimitsTable, Registry};
 use crate::signals::wake::{TriggerSettings, Wake};
 use crate::signals::{CpuRates, Driver, Sources};
 use anyhow::Context;
+use pulled::Pulls;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -137,6 +140,7 @@ pub async fn run(config: AgentConfig, shutdown: impl Future<Output = ()>) -> any
     let node = watches::node(clients.api.clone(), &config.node_name, restarts(&metrics));
     let budgets = Arc::new(Budgets::new(clients.api.clone(), restarts(&metrics)));
     let configs = watches::vigil_configs(clients.api.clone(), restarts(&metrics));
+    let vigil_policies = watches::vigil_policies(clients.api.clone(), restarts(&metrics));
     let objects = Arc::new(ObjectWatches::new(ApiSource(clients.api.clone())));
     let node_store = node.store.clone();
     let node_changes = node.progress.clone();
@@ -156,10 +160,25 @@ pub async fn run(config: AgentConfig, shutdown: impl Future<Output = ()>) -> any
         stop.clone().cancelled_owned(),
     ));
 
+    let pulls = Pulls::new(
+        &config.state_dir,
+        &config.node_name,
+        config.max_policy_bytes,
+        Arc::clone(&metrics),
+    )
+    .context("cannot keep pulled policies in the state directory")?;
     // The cache under the state directory is this agent's alone.
     let reloader = Reloader::new(Arc::clone(&registry), config.policies_dir.clone())
+        .with_pulled(pulls.links().to_owned())
         .max_file_bytes(config.max_policy_bytes)
         .collecting_garbage();
+    tasks.spawn(pulls.run(
+        vigil_policies.store.clone(),
+        vigil_policies.progress.clone(),
+        node_store.clone(),
+        node_changes.clone(),
+        stop.clone(),
+    ));
     let reload_stop = stop.clone();
     let (scans_tx, scans) = mpsc::unbounded_channel();
     tasks.spawn(unknown::warn(
@@ -294,7 +313,7 @@ pub async fn run(config: AgentConfig, shutdown: impl Future<Output = ()>) -> any
         tracing::error!(%error, "the eviction loop ended abnormally");
     }
     let watches = config_task.await;
-    drop((pods, watches, budgets, memory_events));
+    drop((pods, watches, budgets, memory_events, vigil_policies));
     tasks.close();
     tasks.wait().await;
     tracing::info!("vigil agent stopped");

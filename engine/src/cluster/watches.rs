@@ -1,10 +1,12 @@
 //! Reflectors: this node's pods (field selector `spec.nodeName`), this
-//! Node (field selector `metadata.name`) and the `VigilConfig` objects, each kept in a local store by a
+//! Node (field selector `metadata.name`), the `VigilConfig` and the
+//! `VigilPolicy` objects, each kept in a local store by a
 //! task that lists, watches, resumes after a dropped stream and lists again
 //! after `410 Gone`, with backoff. The loop reads the stores, so it keeps
 //! deciding from the last known state while a watch reconnects.
 
 use crate::config::crd::ConfigLayer;
+use crate::distribution::crd::VigilPolicy;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
@@ -72,6 +74,20 @@ pub fn vigil_configs(
         Api::all(client),
         watcher::Config::default(),
         "vigilconfigs".into(),
+        Arc::new(on_restart),
+    )
+}
+
+/// Watches every `VigilPolicy` (cluster-scoped, one per policy name: few
+/// and small, every agent may watch them all).
+pub fn vigil_policies(
+    client: Client,
+    on_restart: impl Fn(&str) + Send + Sync + 'static,
+) -> Reflected<VigilPolicy> {
+    reflect(
+        Api::all(client),
+        watcher::Config::default(),
+        "vigilpolicies".into(),
         Arc::new(on_restart),
     )
 }

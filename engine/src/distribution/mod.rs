@@ -1,10 +1,15 @@
 //! Policies as OCI artifacts: [`layout`] says what a policy artifact is (the
-//! CNCF Wasm layout: its media types, its config and manifest), and
+//! CNCF Wasm layout: its media types, its config and manifest);
 //! [`registry`] opens a client to a registry (TLS, plain HTTP only when
-//! asked, credentials). The author's `vigil policy push` publishes with
-//! them.
+//! asked, credentials); [`crd`] is the `VigilPolicy` resource that names a
+//! policy's artifact and its rollout, and [`rollout`] decides which version
+//! a node takes; [`pull`] brings an artifact pinned by digest into the
+//! node's content-addressed [`store`]. The author's `vigil policy push`
+//! publishes with the first two; the agent pulls with the rest.
 
+pub mod crd;
 pub mod layout;
 pub mod pull;
 pub mod registry;
+pub mod rollout;
 pub mod store;

@@ -18,6 +18,11 @@
 //! not loaded again (no new trial); keys changed by one swap are swapped in
 //! as one change.
 //!
+//! Policies pulled from a registry ([`crate::distribution`]) are linked into
+//! a second directory the agent alone writes ([`Reloader::with_pulled`]),
+//! watched and scanned with the first: a name found in both serves the
+//! pulled one, and the shadowed file is reported.
+//!
 //! What counts as a policy file: `NAME.wasm`, read through symlinks, as
 //! untrusted input (see
 //! [`super::files`]): only regular files, opened without blocking, at most
@@ -32,7 +37,7 @@ use super::files::{self, DEFAULT_MAX_POLICY_BYTES, Stamp};
 use super::{Collected, Digest, LoadError, Registry, Source, WasmBytes};
 use crate::report::Chain;
 use notify::{EventKind, RecommendedWatcher, Watcher};
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -70,6 +75,8 @@ pub struct ScanReport {
     pub failed: Vec<(String, LoadError)>,
     /// Policies deregistered because their file is gone.
     pub removed: Vec<String>,
+    /// Names in the policies directory that a pulled policy overrides.
+    pub shadowed: Vec<String>,
     /// What the cache's garbage collection removed after the scan, if the
     /// reloader collects garbage.
     pub collected: Option<Collected>,
@@ -87,6 +94,10 @@ struct Seen {
 pub struct Reloader {
     registry: Arc<Registry>,
     dir: PathBuf,
+    /// The pulled policies' directory, which overrides `dir`.
+    pulled: Option<PathBuf>,
+    /// The names shadowed at the last scan, so each is logged once.
+    shadowed: BTreeSet<String>,
     max_file_bytes: u64,
     /// The file and digest last tried for each name, so unchanged files are
     /// neither read nor loaded again.
@@ -97,6 +108,9 @@ pub struct Reloader {
     /// Whether scans and graduations collect the cache's garbage.
     collects_garbage: bool,
 }
+
+/// A policy file found: its policy's name and its path.
+type PolicyFile = (String, PathBuf);
 
 /// The policy name of a directory entry, if it is a policy file.
 fn policy_name(file_name: &str) -> Option<&str> {
@@ -127,6 +141,8 @@ impl Reloader {
         Self {
             registry,
             dir,
+            pulled: None,
+            shadowed: BTreeSet::new(),
             max_file_bytes: DEFAULT_MAX_POLICY_BYTES,
             tried: HashMap::new(),
             problems: HashMap::new(),
@@ -172,6 +188,30 @@ impl Reloader {
         }
     }
 
+    /// Also serves the policies linked in `dir` (pulled from a registry),
+    /// over those of the same name in the policies directory.
+    #[must_use]
+    pub fn with_pulled(mut self, dir: PathBuf) -> Self {
+        self.pulled = Some(dir);
+        self
+    }
+
+    /// The policy files of the policies directory and, over them, of the
+    /// pulled directory, by name; and the names the second shadows.
+    fn list_all(
+        dir: &Path,
+        pulled: Option<&Path>,
+    ) -> std::io::Result<(Vec<PolicyFile>, Vec<String>)> {
+        let mut files: BTreeMap<String, PathBuf> = Self::list(dir)?.into_iter().collect();
+        let mut shadowed = Vec::new();
+        for (name, path) in pulled.map(Self::list).transpose()?.into_iter().flatten() {
+            if files.insert(name.clone(), path).is_some() {
+                shadowed.push(name);
+            }
+        }
+        Ok((files.into_iter().collect(), shadowed))
+    }
+
     /// Refuses policy files larger than `bytes`.
     #[must_use]
     pub fn max_file_bytes(mut self, bytes: u64) -> Self {
@@ -181,7 +221,7 @@ impl Reloader {
 
     /// The policy files in the directory, by name. A link to nothing is no
     /// file (the kubelet removes a key's link just after `..data` moved on).
-    fn list(dir: &Path) -> std::io::Result<Vec<(String, PathBuf)>> {
+    fn list(dir: &Path) -> std::io::Result<Vec<PolicyFile>> {
         let mut found = Vec::new();
         for entry in std::fs::read_dir(dir)? {
             let entry = entry?;
@@ -218,13 +258,16 @@ impl Reloader {
     /// Brings the registry in step with the directory once.
     pub async fn scan(&mut self) -> ScanReport {
         let mut report = ScanReport::default();
-        let dir = self.dir.clone();
-        let files = match tokio::task::spawn_blocking(move || Self::list(&dir))
-            .await
-            .expect("listing panicked")
+        let (dir, pulled) = (self.dir.clone(), self.pulled.clone());
+        let files = match tokio::task::spawn_blocking(move || {
+            Self::list_all(&dir, pulled.as_deref())
+        })
+        .await
+        .expect("listing panicked")
         {
-            Ok(files) => {
+            Ok((files, shadowed)) => {
                 self.note("", None);
+                self.report_shadowed(shadowed, &mut report);
                 files
             }
             Err(error) => {
@@ -257,6 +300,17 @@ impl Reloader {
         self.registry.apply(installs, &report.removed);
         report.collected = self.collect_garbage().await;
         report
+    }
+
+    /// Logs names newly shadowed by a pulled policy, and puts all in `report`.
+    fn report_shadowed(&mut self, shadowed: Vec<String>, report: &mut ScanReport) {
+        for name in &shadowed {
+            if !self.shadowed.contains(name) {
+                tracing::warn!(policy = %name, dir = %self.dir.display(), "a VigilPolicy and the policies directory both define this policy; serving the VigilPolicy's");
+            }
+        }
+        self.shadowed = shadowed.iter().cloned().collect();
+        report.shadowed = shadowed;
     }
 
     /// Reads `path` unless the file is the one tried last time.
@@ -374,6 +428,11 @@ impl Reloader {
                 source,
             })?;
         let mut watched = self.watch(&mut watcher);
+        if let Some(pulled) = &self.pulled
+            && let Err(error) = watcher.watch(pulled, notify::RecursiveMode::NonRecursive)
+        {
+            tracing::error!(dir = %pulled.display(), %error, "cannot watch the pulled policies' directory; it is read at each scan of the policies directory");
+        }
         let send = |report: ScanReport| {
             if let Some(reports) = &reports {
                 let _ = reports.send(report);

@@ -1,0 +1,358 @@
+//! The agent's policies from registries: follows the `VigilPolicy` objects,
+//! decides for each which pinned reference this node serves
+//! ([`rollout::choose`]), pulls it into the store under the state directory
+//! and links it, as `NAME.wasm`, into the directory the reloader serves
+//! over the policies directory. From there the loader takes over, as for
+//! any file: canary, trial, last-known-good, hot swap.
+//!
+//! Start-up never waits for a registry: the links of the last run serve at
+//! once, and a pull the store can answer makes no request. A failed pull
+//! changes nothing that serves; it is counted, logged once per reason, and
+//! retried with exponential backoff and a per-node jitter. A policy whose
+//! object is gone, or whose rollout leaves this node without a version,
+//! loses its link (the policies directory's file or the built-in serves
+//! again). Blobs no link or wanted reference needs are removed.
+
+use crate::cluster::watches::Progress;
+use crate::distribution::crd::VigilPolicy;
+use crate::distribution::layout::oci_digest;
+use crate::distribution::pull::{Pinned, PullError, pull};
+use crate::distribution::registry::Access;
+use crate::distribution::rollout::{self, Node};
+use crate::distribution::store::BlobStore;
+use crate::fsutil::private_dir;
+use crate::metrics::Metrics;
+use crate::policy::Digest;
+use k8s_openapi::api::core::v1::Node as KubeNode;
+use kube::ResourceExt;
+use kube::runtime::reflector::Store;
+use std::collections::{BTreeMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::watch;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+/// The first retry of a failed pull waits this long, doubling after each
+/// further failure up to [`MAX_BACKOFF`].
+pub const FIRST_BACKOFF: Duration = Duration::from_secs(5);
+/// The longest wait between two pulls of one failing reference.
+pub const MAX_BACKOFF: Duration = Duration::from_secs(300);
+
+/// What one policy wants, and how its pulls fared.
+#[derive(Debug)]
+struct Wanted {
+    /// The reference chosen for this node.
+    reference: String,
+    /// Whether it is pulled and linked.
+    linked: bool,
+    /// Consecutive failures of pulls of it.
+    failures: u32,
+    /// The last failure's reason.
+    last_error: Option<&'static str>,
+    /// No pull before this.
+    next: Instant,
+}
+
+impl Wanted {
+    fn new(reference: &str, now: Instant) -> Self {
+        Self {
+            reference: reference.to_owned(),
+            linked: false,
+            failures: 0,
+            last_error: None,
+            next: now,
+        }
+    }
+}
+
+/// The pulled policies of one node.
+#[derive(Debug)]
+pub struct Pulls {
+    node: String,
+    store: BlobStore,
+    links: PathBuf,
+    cap: u64,
+    metrics: Arc<Metrics>,
+    wanted: BTreeMap<String, Wanted>,
+}
+
+impl Pulls {
+    /// The pulls of `node`, kept under `state_dir/oci`; components of more
+    /// than `cap` bytes are refused.
+    ///
+    /// # Errors
+    /// The directories cannot be created, or others could write them.
+    pub fn new(
+        state_dir: &Path,
+        node: &str,
+        cap: u64,
+        metrics: Arc<Metrics>,
+    ) -> std::io::Result<Self> {
+        let root = state_dir.join("oci");
+        let store = BlobStore::open(&root)?;
+        let links = root.join("policies");
+        private_dir(&links)?;
+        Ok(Self {
+            node: node.to_owned(),
+            store,
+            links,
+            cap,
+            metrics,
+            wanted: BTreeMap::new(),
+        })
+    }
+
+    /// The directory of links the reloader serves.
+    pub fn links(&self) -> &Path {
+        &self.links
+    }
+
+    /// Follows `policies` (and this node's labels, for canaries) until
+    /// `stop`: a pass once the objects are listed, then after each change
+    /// of them or of the labels, and when a retry is due.
+    pub async fn run(
+        mut self,
+        policies: Store<VigilPolicy>,
+        mut changes: watch::Receiver<Progress>,
+        node: Store<KubeNode>,
+        mut node_changes: watch::Receiver<Progress>,
+        stop: CancellationToken,
+    ) {
+        tokio::select! {
+            () = stop.cancelled() => return,
+            ready = policies.wait_until_ready() => if ready.is_err() { return },
+        }
+        let labels = || {
+            node.state()
+                .first()
+                .map(|n| n.labels().clone())
+                .unwrap_or_default()
+        };
+        let mut seen = labels();
+        let mut next = self.pass(&policies.state(), &seen).await;
+        loop {
+            let retry = async {
+                match next {
+                    Some(at) => tokio::time::sleep_until(at).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                () = stop.cancelled() => return,
+                changed = changes.changed() => if changed.is_err() { return },
+                _ = node_changes.changed() => {
+                    // The kubelet writes its Node often; only labels matter here.
+                    if labels() == seen {
+                        continue;
+                    }
+                }
+                () = retry => {}
+            }
+            seen = labels();
+            next = self.pass(&policies.state(), &seen).await;
+        }
+    }
+
+    /// Brings the links in step with `policies` once; answers when the
+    /// next retry is due, if any.
+    pub async fn pass(
+        &mut self,
+        policies: &[Arc<VigilPolicy>],
+        labels: &BTreeMap<String, String>,
+    ) -> Option<Instant> {
+        let node = Node {
+            name: &self.node,
+            labels,
+        };
+        let mut chosen = BTreeMap::new();
+        for policy in policies {
+            let name = policy.name_any();
+            if let Some(choice) = rollout::choose(&name, &policy.spec, node) {
+                let oci = &policy.spec.source.oci;
+                let access = Access {
+                    insecure: oci.insecure,
+                    basic: None,
+                };
+                chosen.insert(name, (choice.reference.to_owned(), access));
+            }
+        }
+        self.wanted.retain(|name, _| chosen.contains_key(name));
+        let mut changed = self.unlink_others(&chosen);
+        let mut keep = HashSet::new();
+        for (name, (reference, access)) in &chosen {
+            changed |= self.sync(name, reference, access, &mut keep).await;
+        }
+        if changed {
+            keep.extend(self.linked());
+            match self.store.retain(&keep) {
+                Ok(removed) if removed.files > 0 => {
+                    tracing::info!(
+                        files = removed.files,
+                        bytes = removed.bytes,
+                        "removed pulled blobs no policy needs"
+                    );
+                }
+                Ok(_) => {}
+                Err(error) => tracing::warn!(%error, "cannot collect the pulled blobs"),
+            }
+        }
+        self.wanted
+            .values()
+            .filter(|w| !w.linked && w.failures > 0)
+            .map(|w| w.next)
+            .min()
+    }
+
+    /// Pulls `reference` for `name` and links it, unless it is linked
+    /// already or a retry is not due; adds the blobs it needs to `keep`.
+    /// Answers whether the links changed.
+    async fn sync(
+        &mut self,
+        name: &str,
+        reference: &str,
+        access: &Access,
+        keep: &mut HashSet<Digest>,
+    ) -> bool {
+        let now = Instant::now();
+        let wanted = self
+            .wanted
+            .entry(name.to_owned())
+            .or_insert_with(|| Wanted::new(reference, now));
+        if wanted.reference != reference {
+            *wanted = Wanted::new(reference, now);
+        }
+        let (linked, due) = (wanted.linked, wanted.next <= now);
+        let pinned = match Pinned::parse(reference) {
+            Ok(pinned) => pinned,
+            Err(error) => {
+                self.failed(name, &error);
+                return false;
+            }
+        };
+        keep.insert(pinned.manifest());
+        if linked || !due {
+            return false;
+        }
+        match pull(&pinned, access, &self.store, self.cap).await {
+            Ok(pulled) => {
+                keep.insert(pulled.component);
+                let (result, bytes) = if pulled.fetched {
+                    ("pulled", pulled.size)
+                } else {
+                    ("held", 0)
+                };
+                self.metrics.policy_pulled(result, bytes);
+                if let Err(error) = self.link(name, &pulled.path) {
+                    tracing::error!(policy = name, %error, "cannot link a pulled policy; keeping what serves");
+                    return false;
+                }
+                tracing::info!(policy = name, reference, component = %oci_digest(&pulled.component), bytes = pulled.size, fetched = pulled.fetched, "policy linked");
+                if let Some(wanted) = self.wanted.get_mut(name) {
+                    *wanted = Wanted::new(reference, now);
+                    wanted.linked = true;
+                }
+                true
+            }
+            Err(error) => {
+                self.failed(name, &error);
+                false
+            }
+        }
+    }
+
+    /// Counts and logs a failed pull of `name`'s reference (each reason
+    /// once in a row), and sets its next retry.
+    fn failed(&mut self, name: &str, error: &PullError) {
+        self.metrics.policy_pulled(error.reason(), 0);
+        let node = self.node.clone();
+        let Some(wanted) = self.wanted.get_mut(name) else {
+            return;
+        };
+        wanted.failures += 1;
+        let wait = backoff(wanted.failures, &node, name);
+        wanted.next = Instant::now() + wait;
+        if wanted.last_error != Some(error.reason()) {
+            tracing::warn!(policy = name, reference = %wanted.reference, %error, retry_in = ?wait, "cannot pull a policy; keeping what serves");
+        }
+        wanted.last_error = Some(error.reason());
+    }
+
+    /// Points `links/NAME.wasm` at `target`, in one rename.
+    fn link(&self, name: &str, target: &Path) -> std::io::Result<()> {
+        let link = self.links.join(format!("{name}.wasm"));
+        if std::fs::read_link(&link).is_ok_and(|current| current == target) {
+            return Ok(());
+        }
+        let tmp = self
+            .links
+            .join(format!(".{name}.wasm.tmp-{}", std::process::id()));
+        let _ = std::fs::remove_file(&tmp);
+        std::os::unix::fs::symlink(target, &tmp)?;
+        std::fs::rename(&tmp, &link)
+    }
+
+    /// Removes the links of policies not in `chosen`; answers whether it
+    /// removed any.
+    fn unlink_others<T>(&self, chosen: &BTreeMap<String, T>) -> bool {
+        let Ok(entries) = std::fs::read_dir(&self.links) else {
+            return false;
+        };
+        let mut removed = false;
+        for entry in entries.flatten() {
+            let file = entry.file_name().to_string_lossy().into_owned();
+            let name = file.strip_suffix(".wasm").unwrap_or(&file);
+            if !chosen.contains_key(name) {
+                tracing::info!(
+                    policy = name,
+                    "no VigilPolicy gives this node a version; unlinking"
+                );
+                removed |= std::fs::remove_file(entry.path()).is_ok();
+            }
+        }
+        removed
+    }
+
+    /// The blobs the links point at.
+    fn linked(&self) -> Vec<Digest> {
+        let Ok(entries) = std::fs::read_dir(&self.links) else {
+            return Vec::new();
+        };
+        entries
+            .flatten()
+            .filter_map(|e| std::fs::read_link(e.path()).ok())
+            .filter_map(|target| Digest::from_hex(&target.file_name()?.to_string_lossy()))
+            .collect()
+    }
+}
+
+/// How long to wait after the `failures`th failure in a row of `policy`'s
+/// pull on `node`: doubling from [`FIRST_BACKOFF`] up to [`MAX_BACKOFF`],
+/// plus up to a fifth more, different on each node (a registry that comes
+/// back is not met by the whole fleet at once).
+fn backoff(failures: u32, node: &str, policy: &str) -> Duration {
+    let base = FIRST_BACKOFF
+        .saturating_mul(1 << failures.saturating_sub(1).min(16))
+        .min(MAX_BACKOFF);
+    let spread = u32::from(rollout::bucket(policy, &format!("{node}#{failures}")));
+    base + base * spread / 500
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_to_its_ceiling_with_a_jitter_of_up_to_a_fifth() {
+        let waits: Vec<Duration> = (1..=10).map(|n| backoff(n, "node-a", "sorter")).collect();
+        for (n, wait) in waits.iter().enumerate() {
+            let base = (FIRST_BACKOFF * (1 << n)).min(MAX_BACKOFF);
+            assert!(*wait >= base && *wait <= base + base / 5, "{n}: {wait:?}");
+        }
+        let nodes: HashSet<Duration> = (0..100)
+            .map(|i| backoff(3, &format!("node-{i}"), "sorter"))
+            .collect();
+        assert!(nodes.len() > 20, "too little jitter: {nodes:?}");
+    }
+}

@@ -1,0 +1,143 @@
+//! The `VigilPolicy` custom resource (`vigil.dev/v1alpha1`,
+//! cluster-scoped), one per policy name: where the policy's component is
+//! published (an OCI reference pinned by digest), how to reach it, and how
+//! far its newest version has rolled out. Which policies run, and with what
+//! settings, stays `VigilConfig`'s to say.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use kube::{CustomResource, KubeSchema};
+use serde::{Deserialize, Serialize};
+
+/// The CEL rule of a pinned reference: a `sha256` digest, a tag before it
+/// allowed.
+const PINNED_RULE: &str = "self.matches('^[^@ ]+@sha256:[0-9a-f]{64}$')";
+
+/// Where one policy's component comes from, and how far its newest
+/// version has rolled out.
+// Each printer column repeats `type_`, which clippy takes for a duplicate.
+#[allow(clippy::duplicated_attributes)]
+#[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[kube(
+    group = "vigil.dev",
+    version = "v1alpha1",
+    kind = "VigilPolicy",
+    plural = "vigilpolicies",
+    shortname = "vp",
+    category = "vigil",
+    doc = "Where the component of the policy named like this object is published, pinned by digest, and how far its newest version has rolled out across the fleet",
+    printcolumn(name = "Ref", type_ = "string", json_path = ".spec.source.oci.ref"),
+    printcolumn(
+        name = "Percent",
+        type_ = "integer",
+        json_path = ".spec.rollout.percent"
+    ),
+    printcolumn(
+        name = "Previous",
+        type_ = "string",
+        json_path = ".spec.rollout.previous",
+        priority = "1"
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
+)]
+#[serde(rename_all = "camelCase")]
+pub struct PolicySourceSpec {
+    /// Where the newest version is published.
+    pub source: PolicySource,
+    /// How far the newest version has rolled out; absent: every node.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollout: Option<Rollout>,
+}
+
+/// A component's source.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct PolicySource {
+    /// An OCI registry.
+    pub oci: OciSource,
+}
+
+/// A component in an OCI registry.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct OciSource {
+    /// `registry/repository[:tag]@sha256:…`: the digest pins the bytes.
+    #[serde(rename = "ref")]
+    #[x_kube(validation = Rule::new(PINNED_RULE).message("ref must be pinned by digest: registry/repository[:tag]@sha256:<64 hex digits>"))]
+    pub reference: String,
+    /// A `kubernetes.io/dockerconfigjson` Secret in vigil's namespace with
+    /// the registry's credentials; absent: anonymous.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pull_secret_ref: Option<SecretRef>,
+    /// Plain HTTP to this registry (never a silent downgrade from TLS).
+    #[serde(default)]
+    pub insecure: bool,
+}
+
+/// A Secret by name, in vigil's namespace.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct SecretRef {
+    /// The Secret's name.
+    pub name: String,
+}
+
+/// A staged rollout of `source`: the canary nodes first, then the share of
+/// the fleet `percent` says; every other node keeps `previous`.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct Rollout {
+    /// The share of nodes (by a stable hash of policy and node name) that
+    /// take `source`; raising it only adds nodes.
+    #[schemars(range(min = 0, max = 100))]
+    pub percent: u8,
+    /// What the other nodes keep (`registry/repository[:tag]@sha256:…`);
+    /// absent: they serve the policy from the ConfigMap or the built-in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[x_kube(validation = Rule::new(PINNED_RULE).message("previous must be pinned by digest: registry/repository[:tag]@sha256:<64 hex digits>"))]
+    pub previous: Option<String>,
+    /// Nodes that take `source` whatever `percent` says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub canary: Option<Canary>,
+}
+
+/// A rollout's canary stage: nodes by labels or by name.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct Canary {
+    /// Nodes whose labels match.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_selector: Option<LabelSelector>,
+    /// Nodes by name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_names: Option<Vec<String>>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::CustomResourceExt;
+
+    #[test]
+    fn the_references_carry_the_digest_rule_and_the_percentage_its_range() {
+        let crd = serde_json::to_value(VigilPolicy::crd()).unwrap();
+        assert_eq!(crd["spec"]["scope"], "Cluster");
+        let spec = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"];
+        let reference = &spec["properties"]["source"]["properties"]["oci"]["properties"]["ref"];
+        let previous = &spec["properties"]["rollout"]["properties"]["previous"];
+        for field in [reference, previous] {
+            assert_eq!(
+                field["x-kubernetes-validations"][0]["rule"], PINNED_RULE,
+                "{field}"
+            );
+        }
+        let percent = &spec["properties"]["rollout"]["properties"]["percent"];
+        assert_eq!(
+            (percent["minimum"].as_f64(), percent["maximum"].as_f64()),
+            (Some(0.0), Some(100.0))
+        );
+    }
+}

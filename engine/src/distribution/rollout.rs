@@ -1,0 +1,199 @@
+//! Which version of a `VigilPolicy` one node serves: the canary nodes and
+//! the nodes whose stable hash of (policy name, node name) falls under
+//! `rollout.percent` take `source`; the others keep `rollout.previous` (or,
+//! without one, no registry version at all). The hash is the same in every
+//! process and release, so every agent decides alone and raising the
+//! percentage only adds nodes.
+
+use super::crd::{PolicySourceSpec, Rollout};
+use kube::core::{Selector, SelectorExt};
+use sha2::{Digest as _, Sha256};
+use std::collections::BTreeMap;
+
+/// This node's bucket for `policy`, in `0..100`: the node takes the new
+/// version when its bucket is under the percentage.
+pub fn bucket(policy: &str, node: &str) -> u8 {
+    let mut hasher = Sha256::new();
+    hasher.update(policy.as_bytes());
+    hasher.update([0]);
+    hasher.update(node.as_bytes());
+    let hash = hasher.finalize();
+    let head = u64::from_be_bytes(hash[..8].try_into().expect("eight bytes"));
+    u8::try_from(head % 100).expect("under 100")
+}
+
+/// The node a decision is made for.
+#[derive(Debug, Clone, Copy)]
+pub struct Node<'a> {
+    /// Its name.
+    pub name: &'a str,
+    /// Its labels.
+    pub labels: &'a BTreeMap<String, String>,
+}
+
+/// Which reference of `spec` the node serves for `policy`, and whether it
+/// is the newest (`source`): `None` when it serves no registry version.
+pub fn choose<'a>(policy: &str, spec: &'a PolicySourceSpec, node: Node<'_>) -> Option<Choice<'a>> {
+    let newest = Choice {
+        reference: &spec.source.oci.reference,
+        newest: true,
+    };
+    let Some(rollout) = &spec.rollout else {
+        return Some(newest);
+    };
+    if is_canary(rollout, node) || bucket(policy, node.name) < rollout.percent {
+        return Some(newest);
+    }
+    rollout.previous.as_deref().map(|reference| Choice {
+        reference,
+        newest: false,
+    })
+}
+
+/// A node's choice.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Choice<'a> {
+    /// The pinned reference it serves.
+    pub reference: &'a str,
+    /// Whether it is `source` (else `rollout.previous`).
+    pub newest: bool,
+}
+
+/// Whether the node is in the rollout's canary stage.
+fn is_canary(rollout: &Rollout, node: Node<'_>) -> bool {
+    let Some(canary) = &rollout.canary else {
+        return false;
+    };
+    let named = canary
+        .node_names
+        .as_ref()
+        .is_some_and(|names| names.iter().any(|n| n == node.name));
+    let selected = canary
+        .node_selector
+        .clone()
+        .is_some_and(|selector| Selector::try_from(selector).is_ok_and(|s| s.matches(node.labels)));
+    named || selected
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::distribution::crd::{Canary, OciSource, PolicySource};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+
+    const NEW: &str = "registry.example/vigil/sorter@sha256:new";
+    const OLD: &str = "registry.example/vigil/sorter@sha256:old";
+
+    fn spec(percent: u8, previous: Option<&str>, canary: Option<Canary>) -> PolicySourceSpec {
+        PolicySourceSpec {
+            source: PolicySource {
+                oci: OciSource {
+                    reference: NEW.into(),
+                    pull_secret_ref: None,
+                    insecure: false,
+                },
+            },
+            rollout: Some(Rollout {
+                percent,
+                previous: previous.map(String::from),
+                canary,
+            }),
+        }
+    }
+
+    fn nodes() -> Vec<String> {
+        (0..1000).map(|i| format!("node-{i:04}")).collect()
+    }
+
+    fn taking_new(spec: &PolicySourceSpec, nodes: &[String]) -> Vec<String> {
+        let labels = BTreeMap::new();
+        nodes
+            .iter()
+            .filter(|name| {
+                choose(
+                    "sorter",
+                    spec,
+                    Node {
+                        name,
+                        labels: &labels,
+                    },
+                )
+                .is_some_and(|c| c.newest)
+            })
+            .cloned()
+            .collect()
+    }
+
+    #[test]
+    fn a_percentage_takes_about_its_share_and_raising_it_only_adds_nodes() {
+        let nodes = nodes();
+        let mut before: Vec<String> = Vec::new();
+        for percent in [0, 1, 10, 25, 50, 90, 100] {
+            let taking = taking_new(&spec(percent, Some(OLD), None), &nodes);
+            let expected = 10 * usize::from(percent);
+            // Within 4 standard deviations of a binomial draw over 1000 nodes.
+            let p = f64::from(percent) / 100.0;
+            let slack = (4.0 * (1000.0 * p * (1.0 - p)).sqrt()).ceil() as usize;
+            assert!(
+                taking.len().abs_diff(expected) <= slack,
+                "{percent}%: {} nodes",
+                taking.len()
+            );
+            assert!(
+                before.iter().all(|n| taking.contains(n)),
+                "raising to {percent}% dropped a node"
+            );
+            before = taking;
+        }
+        assert_eq!(before.len(), 1000);
+    }
+
+    #[test]
+    fn other_nodes_keep_the_previous_version_or_none() {
+        let labels = BTreeMap::new();
+        let node = Node {
+            name: "node-0001",
+            labels: &labels,
+        };
+        let keeping = spec(0, Some(OLD), None);
+        let old = choose("sorter", &keeping, node).unwrap();
+        assert_eq!((old.reference, old.newest), (OLD, false));
+        assert_eq!(choose("sorter", &spec(0, None, None), node), None);
+        let mut all = spec(0, None, None);
+        all.rollout = None;
+        assert_eq!(choose("sorter", &all, node).unwrap().reference, NEW);
+    }
+
+    #[test]
+    fn canary_nodes_take_the_new_version_at_zero_percent() {
+        let pool: BTreeMap<String, String> = [("pool".to_owned(), "canary".to_owned())].into();
+        let other = BTreeMap::new();
+        let canary = Canary {
+            node_selector: Some(LabelSelector {
+                match_labels: Some(pool.clone()),
+                ..LabelSelector::default()
+            }),
+            node_names: Some(vec!["node-0007".into()]),
+        };
+        let spec = spec(0, Some(OLD), Some(canary));
+        let newest = |name, labels| {
+            choose("sorter", &spec, Node { name, labels })
+                .unwrap()
+                .newest
+        };
+        assert!(newest("node-0001", &pool));
+        assert!(newest("node-0007", &other));
+        assert!(!newest("node-0001", &other));
+    }
+
+    #[test]
+    fn the_hash_is_fixed_across_processes_and_releases() {
+        // sha256("sorter\0node-000N"), its first 8 bytes big-endian, mod 100,
+        // as Python's hashlib computes it: changing the hash would move
+        // nodes between versions in the middle of a rollout.
+        let buckets: Vec<u8> = (0..4)
+            .map(|i| bucket("sorter", &format!("node-000{i}")))
+            .collect();
+        assert_eq!(buckets, [38, 82, 34, 10]);
+    }
+}

@@ -1,0 +1,167 @@
+//! Policies from an OCI registry: components published with `vigil policy
+//! push` to Debian's distribution registry on loopback, named by
+//! `VigilPolicy` objects, pulled and served by the agent; a staged rollout
+//! across this node's bucket; the registry going away.
+
+use super::*;
+use vigil::distribution::rollout::bucket;
+use vigil::policy::Digest;
+use vigil_testbed::OciRegistry;
+
+const POLICY: &str = "my-sorter";
+
+/// An example policy's component (built by `examples/policies/build.sh`).
+fn example(name: &str) -> (String, Vec<u8>) {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join(format!("../examples/policies/{name}/{name}.wasm"));
+    let bytes = std::fs::read(&path).unwrap_or_else(|e| {
+        panic!(
+            "{}: {e}; build the example policies with examples/policies/build.sh",
+            path.display()
+        )
+    });
+    (path.display().to_string(), bytes)
+}
+
+/// Publishes `file` as `registry/vigil/my-sorter:TAG` with `vigil policy
+/// push`; answers the pinned reference it prints.
+fn push(registry: &OciRegistry, file: &str, tag: &str, cache: &std::path::Path) -> String {
+    let target = format!("{}/vigil/{POLICY}:{tag}", registry.addr());
+    let output = Command::new(env!("CARGO_BIN_EXE_vigil"))
+        .args(["policy", "push", file, &target, "--insecure", "--cache-dir"])
+        .arg(cache)
+        .output()
+        .expect("vigil runs");
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(
+        output.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("pin:"))
+        .map(|p| p.trim().to_owned())
+        .unwrap_or_else(|| panic!("no pin line: {stdout}"))
+}
+
+/// A `VigilPolicy` for [`POLICY`] at `reference`, rolled out to `percent`
+/// over `previous` if given.
+fn vigil_policy(reference: &str, rollout: Option<(u8, &str)>) -> Value {
+    let mut spec = json!({"source": {"oci": {"ref": reference, "insecure": true}}});
+    if let Some((percent, previous)) = rollout {
+        spec["rollout"] = json!({"percent": percent, "previous": previous});
+    }
+    json!({"apiVersion": "vigil.dev/v1alpha1", "kind": "VigilPolicy",
+           "metadata": {"name": POLICY}, "spec": spec})
+}
+
+/// Waits until the policy's status shows the component `bytes` serving.
+async fn until_serving(server: &ApiServer, what: &str, bytes: &[u8]) {
+    let digest = Digest::of(bytes).hex();
+    server
+        .until(LIMIT, what, |s| {
+            policy_statuses(s)
+                .get(POLICY)
+                .is_some_and(|o| o["status"]["digest"] == digest.as_str())
+        })
+        .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_vigil_policy_serves_from_a_registry_rolls_out_by_bucket_and_survives_the_registry_going_away()
+ {
+    let mut registry = OciRegistry::start();
+    let cache = tempfile::tempdir().unwrap();
+    let (c_file, c_bytes) = example("c-sorter");
+    let (js_file, js_bytes) = example("js-sorter");
+    let old = push(&registry, &c_file, "1", cache.path());
+    let new = push(&registry, &js_file, "2", cache.path());
+
+    // A rollout that stops just short of this node's bucket leaves it on
+    // the previous version; one more percent takes it to the new one.
+    let mine = bucket(POLICY, NODE);
+    let (server, fixture) = test_node().await;
+    server.put("vigilpolicies", "", vigil_policy(&new, Some((mine, &old))));
+    let mut agent = start(&server, &fixture, &["--status-interval", "100ms"]);
+    until_serving(&server, "the previous version, the C sorter", &c_bytes).await;
+    server.put(
+        "vigilpolicies",
+        "",
+        vigil_policy(&new, Some((mine + 1, &old))),
+    );
+    until_serving(&server, "the 12 MB JavaScript sorter, pulled", &js_bytes).await;
+    until_metric(
+        &server,
+        &agent,
+        "vigil_policy_pulls_total{result=\"pulled\"} 2",
+    )
+    .await;
+    let bytes = (c_bytes.len() + js_bytes.len()).to_string();
+    until_metric(
+        &server,
+        &agent,
+        &format!("vigil_policy_pull_bytes_total {bytes}"),
+    )
+    .await;
+
+    // The registry goes away and the agent restarts: it serves what it
+    // pulled from its state directory, without a request.
+    registry.stop();
+    terminated_cleanly(std::mem::replace(
+        &mut agent,
+        start(&server, &fixture, &["--status-interval", "100ms"]),
+    ))
+    .await;
+    until_metric(
+        &server,
+        &agent,
+        "vigil_policy_pulls_total{result=\"held\"} 1",
+    )
+    .await;
+    until_serving(
+        &server,
+        "the JavaScript sorter, from the state directory",
+        &js_bytes,
+    )
+    .await;
+    assert!(
+        !agent.metrics().contains("result=\"unavailable\""),
+        "{}",
+        agent.metrics()
+    );
+
+    // A new digest the registry cannot give: what serves stays, the
+    // failure is counted and logged.
+    let (repository, _) = new.split_once('@').unwrap();
+    let missing = format!(
+        "{repository}@sha256:{}",
+        Digest::of(b"another version").hex()
+    );
+    server.put("vigilpolicies", "", vigil_policy(&missing, None));
+    until_metric(
+        &server,
+        &agent,
+        "vigil_policy_pulls_total{result=\"unavailable\"}",
+    )
+    .await;
+    assert_eq!(
+        policy_statuses(&server)[POLICY]["status"]["digest"],
+        Digest::of(&js_bytes).hex().as_str()
+    );
+    assert!(
+        agent
+            .logs()
+            .contains("cannot pull a policy; keeping what serves")
+    );
+
+    // The object goes: the policy goes with it.
+    server.delete("vigilpolicies", "", POLICY);
+    server
+        .until(LIMIT, "the policy's status removed", |s| {
+            !policy_statuses(s).contains_key(POLICY)
+        })
+        .await;
+    assert_the_cluster_role_allows_every_request(&server);
+    terminated_cleanly(agent).await;
+}
