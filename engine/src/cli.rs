@@ -148,9 +148,18 @@ struct AgentArgs {
     #[arg(long, value_name = "MIB", default_value_t = DEFAULT_MAX_POLICY_BYTES >> 20,
           value_parser = clap::value_parser!(u64).range(1..=4096))]
     max_policy_mib: u64,
-    /// Directory for state that survives restarts (last-known-good policies, artifact cache).
+    /// Directory for state that survives restarts (last-known-good policies, artifact cache,
+    /// policies pulled from registries).
     #[arg(long, default_value = "/var/lib/vigil")]
     state_dir: PathBuf,
+    /// vigil's own namespace, where the pull Secrets `VigilPolicy` objects name are read
+    /// (the DaemonSet passes `metadata.namespace`).
+    #[arg(long, env = "POD_NAMESPACE", default_value = "vigil-system")]
+    namespace: String,
+    /// Certificates (PEM) trusted for policy registries beside the system's roots: a
+    /// private registry's CA.
+    #[arg(long, value_name = "FILE")]
+    registry_ca: Option<PathBuf>,
     /// A config layer (YAML or JSON, vigil's config shape) merged over the built-in defaults;
     /// the `VigilConfig` layers that target this node go over it.
     #[arg(long, value_name = "FILE")]
@@ -239,6 +248,8 @@ impl AgentArgs {
             policies_dir: self.policies_dir,
             max_policy_bytes: self.max_policy_mib << 20,
             state_dir: self.state_dir,
+            namespace: self.namespace,
+            registry_ca: self.registry_ca.as_deref().map(read_ca).transpose()?,
             config_file: self.config,
             config_grace: self.config_grace,
             config_start_on_defaults: self.config_start_on_defaults,
@@ -342,6 +353,10 @@ enum PolicyCommand {
         /// anonymous without it.
         #[arg(long)]
         username: Option<String>,
+        /// Certificates (PEM) trusted beside the system's roots: a private
+        /// registry's CA.
+        #[arg(long, value_name = "FILE")]
+        registry_ca: Option<PathBuf>,
         #[command(flatten)]
         cache: CacheArgs,
     },
@@ -392,8 +407,16 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             reference,
             insecure,
             username,
+            registry_ca,
             cache,
-        }) => push(&file, &reference, insecure, username, cache.dir()).await,
+        }) => {
+            let access = Access {
+                insecure,
+                basic: registry_user(username)?,
+                ca: registry_ca.as_deref().map(read_ca).transpose()?,
+            };
+            push(&file, &reference, &access, cache.dir()).await
+        }
         Command::Policy(PolicyCommand::Compile {
             digest,
             memory_limit_bytes,
@@ -615,18 +638,9 @@ fn test(
 async fn push(
     file: &std::path::Path,
     reference: &str,
-    insecure: bool,
-    username: Option<String>,
+    access: &Access,
     cache_dir: Option<PathBuf>,
 ) -> anyhow::Result<()> {
-    let basic = match username {
-        Some(user) => {
-            let password = std::env::var("VIGIL_REGISTRY_PASSWORD")
-                .context("--username needs the password in $VIGIL_REGISTRY_PASSWORD")?;
-            Some((user, password))
-        }
-        None => None,
-    };
     let host = Host::new(cache_dir)?;
     let bytes = read_policy(file, DEFAULT_MAX_POLICY_BYTES)?;
     let origin = file.display().to_string();
@@ -649,8 +663,7 @@ async fn push(
         || "policy.wasm".to_owned(),
         |n| n.to_string_lossy().into_owned(),
     );
-    let access = Access { insecure, basic };
-    let pushed = crate::authoring::push::push(bytes, &report, &title, reference, &access)
+    let pushed = crate::authoring::push::push(bytes, &report, &title, reference, access)
         .await
         .with_context(|| format!("cannot push {} to {reference}", file.display()))?;
     println!(
@@ -661,6 +674,22 @@ async fn push(
     println!("digest: {}", pushed.manifest);
     println!("pin:    {}", pushed.pinned);
     Ok(())
+}
+
+/// The user `--username` names, with the password in
+/// `$VIGIL_REGISTRY_PASSWORD`; `None`: anonymous.
+fn registry_user(username: Option<String>) -> anyhow::Result<Option<(String, String)>> {
+    let Some(user) = username else {
+        return Ok(None);
+    };
+    let password = std::env::var("VIGIL_REGISTRY_PASSWORD")
+        .context("--username needs the password in $VIGIL_REGISTRY_PASSWORD")?;
+    Ok(Some((user, password)))
+}
+
+/// The PEM certificates of `--registry-ca`.
+fn read_ca(path: &std::path::Path) -> anyhow::Result<Vec<u8>> {
+    std::fs::read(path).with_context(|| format!("cannot read --registry-ca {}", path.display()))
 }
 
 /// The settings of the config layer `arg` (inline JSON if it starts with

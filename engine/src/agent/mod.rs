@@ -65,6 +65,11 @@ pub struct AgentConfig {
     pub max_policy_bytes: u64,
     /// State that survives restarts.
     pub state_dir: PathBuf,
+    /// vigil's namespace, where pull Secrets are read.
+    pub namespace: String,
+    /// Certificates (PEM) trusted for policy registries beside the
+    /// system's roots.
+    pub registry_ca: Option<Vec<u8>>,
     /// A config layer over the built-in defaults (JSON or YAML), if any.
     pub config_file: Option<PathBuf>,
     /// How old the config checkpoint may be and still run without the API server.
@@ -165,9 +170,19 @@ pub async fn run(config: AgentConfig, shutdown: impl Future<Output = ()>) -> any
         &config.node_name,
         config.max_policy_bytes,
         Arc::clone(&metrics),
+        Arc::clone(&clock),
     )
-    .context("cannot keep pulled policies in the state directory")?;
+    .context("cannot keep pulled policies in the state directory")?
+    .with_secrets(kube::Api::namespaced(
+        clients.api.clone(),
+        &config.namespace,
+    ));
+    let pulls = match &config.registry_ca {
+        Some(pem) => pulls.with_ca(pem.clone()),
+        None => pulls,
+    };
     // The cache under the state directory is this agent's alone.
+    let pull_reports = pulls.reports();
     let reloader = Reloader::new(Arc::clone(&registry), config.policies_dir.clone())
         .with_pulled(pulls.links().to_owned())
         .max_file_bytes(config.max_policy_bytes)
@@ -250,6 +265,7 @@ pub async fn run(config: AgentConfig, shutdown: impl Future<Output = ()>) -> any
         activity,
         node: node_store.clone(),
         node_changes,
+        pulls: pull_reports,
         clock: Arc::clone(&clock),
     };
     tasks.spawn(publisher.run(reports_tx.subscribe()));

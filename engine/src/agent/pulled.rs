@@ -13,23 +13,27 @@
 //! loses its link (the policies directory's file or the built-in serves
 //! again). Blobs no link or wanted reference needs are removed.
 
+use crate::clock::Clock;
 use crate::cluster::watches::Progress;
 use crate::distribution::crd::VigilPolicy;
+use crate::distribution::credentials::{self, DOCKER_CONFIG_KEY};
 use crate::distribution::layout::oci_digest;
 use crate::distribution::pull::{Pinned, PullError, pull};
 use crate::distribution::registry::Access;
 use crate::distribution::rollout::{self, Node};
 use crate::distribution::store::BlobStore;
+use crate::fleet::activity::time;
+use crate::fleet::kinds::PullReport;
 use crate::fsutil::private_dir;
 use crate::metrics::Metrics;
 use crate::policy::Digest;
-use k8s_openapi::api::core::v1::Node as KubeNode;
-use kube::ResourceExt;
+use k8s_openapi::api::core::v1::{Node as KubeNode, Secret};
 use kube::runtime::reflector::Store;
+use kube::{Api, ResourceExt};
 use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 use tokio::sync::watch;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -43,27 +47,59 @@ pub const MAX_BACKOFF: Duration = Duration::from_secs(300);
 /// What one policy wants, and how its pulls fared.
 #[derive(Debug)]
 struct Wanted {
-    /// The reference chosen for this node.
-    reference: String,
+    /// The version chosen for this node, and how to pull it.
+    source: Source,
     /// Whether it is pulled and linked.
     linked: bool,
     /// Consecutive failures of pulls of it.
     failures: u32,
-    /// The last failure's reason.
-    last_error: Option<&'static str>,
+    /// The last failure.
+    last_error: Option<(&'static str, String)>,
     /// No pull before this.
     next: Instant,
+    /// Since when it is linked, or failing.
+    since: SystemTime,
 }
 
 impl Wanted {
-    fn new(reference: &str, now: Instant) -> Self {
+    fn new(source: &Source, now: Instant, since: SystemTime) -> Self {
         Self {
-            reference: reference.to_owned(),
+            source: source.clone(),
             linked: false,
             failures: 0,
             last_error: None,
             next: now,
+            since,
         }
+    }
+
+    /// What the fleet view shows of it, if a pull was tried; `now` is
+    /// `wall` on the wall clock.
+    fn report(&self, now: Instant, wall: SystemTime) -> Option<PullReport> {
+        let (state, reason, message, next_retry) = match &self.last_error {
+            _ if self.linked => ("Pulled", None, None, None),
+            Some((reason, message)) => (
+                "PullFailed",
+                Some((*reason).to_owned()),
+                Some(message.clone()),
+                Some(time(wall + self.next.saturating_duration_since(now))),
+            ),
+            None => return None,
+        };
+        Some(PullReport {
+            reference: self.source.reference.clone(),
+            stage: if self.source.newest {
+                "newest"
+            } else {
+                "previous"
+            }
+            .to_owned(),
+            state: state.to_owned(),
+            since: time(self.since),
+            reason,
+            message,
+            next_retry,
+        })
     }
 }
 
@@ -76,6 +112,23 @@ pub struct Pulls {
     cap: u64,
     metrics: Arc<Metrics>,
     wanted: BTreeMap<String, Wanted>,
+    /// Where pull Secrets are read (vigil's namespace).
+    secrets: Option<Api<Secret>>,
+    /// Certificates trusted beside the system's roots.
+    ca: Option<Vec<u8>>,
+    clock: Arc<dyn Clock>,
+    /// How each pull fares, for the fleet view.
+    reports: watch::Sender<BTreeMap<String, PullReport>>,
+}
+
+/// How one policy's chosen version is pulled.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Source {
+    reference: String,
+    /// Whether it is `spec.source` (else `spec.rollout.previous`).
+    newest: bool,
+    insecure: bool,
+    pull_secret: Option<String>,
 }
 
 impl Pulls {
@@ -89,6 +142,7 @@ impl Pulls {
         node: &str,
         cap: u64,
         metrics: Arc<Metrics>,
+        clock: Arc<dyn Clock>,
     ) -> std::io::Result<Self> {
         let root = state_dir.join("oci");
         let store = BlobStore::open(&root)?;
@@ -101,7 +155,30 @@ impl Pulls {
             cap,
             metrics,
             wanted: BTreeMap::new(),
+            secrets: None,
+            ca: None,
+            clock,
+            reports: watch::Sender::new(BTreeMap::new()),
         })
+    }
+
+    /// How each pull fares, by policy, after each pass.
+    pub fn reports(&self) -> watch::Receiver<BTreeMap<String, PullReport>> {
+        self.reports.subscribe()
+    }
+
+    /// Reads the `pullSecretRef` Secrets with `secrets`.
+    #[must_use]
+    pub fn with_secrets(mut self, secrets: Api<Secret>) -> Self {
+        self.secrets = Some(secrets);
+        self
+    }
+
+    /// Trusts the certificates `pem` beside the system's roots.
+    #[must_use]
+    pub fn with_ca(mut self, pem: Vec<u8>) -> Self {
+        self.ca = Some(pem);
+        self
     }
 
     /// The directory of links the reloader serves.
@@ -171,18 +248,20 @@ impl Pulls {
             let name = policy.name_any();
             if let Some(choice) = rollout::choose(&name, &policy.spec, node) {
                 let oci = &policy.spec.source.oci;
-                let access = Access {
+                let source = Source {
+                    reference: choice.reference.to_owned(),
+                    newest: choice.newest,
                     insecure: oci.insecure,
-                    basic: None,
+                    pull_secret: oci.pull_secret_ref.as_ref().map(|r| r.name.clone()),
                 };
-                chosen.insert(name, (choice.reference.to_owned(), access));
+                chosen.insert(name, source);
             }
         }
         self.wanted.retain(|name, _| chosen.contains_key(name));
         let mut changed = self.unlink_others(&chosen);
         let mut keep = HashSet::new();
-        for (name, (reference, access)) in &chosen {
-            changed |= self.sync(name, reference, access, &mut keep).await;
+        for (name, source) in &chosen {
+            changed |= self.sync(name, source, &mut keep).await;
         }
         if changed {
             keep.extend(self.linked());
@@ -198,6 +277,17 @@ impl Pulls {
                 Err(error) => tracing::warn!(%error, "cannot collect the pulled blobs"),
             }
         }
+        let (now, wall) = (Instant::now(), self.clock.now());
+        let reports: BTreeMap<String, PullReport> = self
+            .wanted
+            .iter()
+            .filter_map(|(name, w)| Some((name.clone(), w.report(now, wall)?)))
+            .collect();
+        self.reports.send_if_modified(|shown| {
+            let changed = *shown != reports;
+            *shown = reports;
+            changed
+        });
         self.wanted
             .values()
             .filter(|w| !w.linked && w.failures > 0)
@@ -208,20 +298,15 @@ impl Pulls {
     /// Pulls `reference` for `name` and links it, unless it is linked
     /// already or a retry is not due; adds the blobs it needs to `keep`.
     /// Answers whether the links changed.
-    async fn sync(
-        &mut self,
-        name: &str,
-        reference: &str,
-        access: &Access,
-        keep: &mut HashSet<Digest>,
-    ) -> bool {
-        let now = Instant::now();
+    async fn sync(&mut self, name: &str, source: &Source, keep: &mut HashSet<Digest>) -> bool {
+        let reference = source.reference.as_str();
+        let (now, wall) = (Instant::now(), self.clock.now());
         let wanted = self
             .wanted
             .entry(name.to_owned())
-            .or_insert_with(|| Wanted::new(reference, now));
-        if wanted.reference != reference {
-            *wanted = Wanted::new(reference, now);
+            .or_insert_with(|| Wanted::new(source, now, wall));
+        if wanted.source != *source {
+            *wanted = Wanted::new(source, now, wall);
         }
         let (linked, due) = (wanted.linked, wanted.next <= now);
         let pinned = match Pinned::parse(reference) {
@@ -235,7 +320,14 @@ impl Pulls {
         if linked || !due {
             return false;
         }
-        match pull(&pinned, access, &self.store, self.cap).await {
+        let access = match self.access(source, pinned.registry()).await {
+            Ok(access) => access,
+            Err(error) => {
+                self.failed(name, &error);
+                return false;
+            }
+        };
+        match pull(&pinned, &access, &self.store, self.cap).await {
             Ok(pulled) => {
                 keep.insert(pulled.component);
                 let (result, bytes) = if pulled.fetched {
@@ -250,7 +342,7 @@ impl Pulls {
                 }
                 tracing::info!(policy = name, reference, component = %oci_digest(&pulled.component), bytes = pulled.size, fetched = pulled.fetched, "policy linked");
                 if let Some(wanted) = self.wanted.get_mut(name) {
-                    *wanted = Wanted::new(reference, now);
+                    *wanted = Wanted::new(source, now, self.clock.now());
                     wanted.linked = true;
                 }
                 true
@@ -260,6 +352,42 @@ impl Pulls {
                 false
             }
         }
+    }
+
+    /// How to reach `registry` for `source`: its pull Secret read now, so a
+    /// rotated password is used at the next pull.
+    async fn access(&self, source: &Source, registry: &str) -> Result<Access, PullError> {
+        let basic =
+            match (&source.pull_secret, &self.secrets) {
+                (None, _) => None,
+                (Some(name), None) => {
+                    return Err(PullError::Credentials(format!(
+                        "the pull Secret {name} cannot be read: no namespace to read it in"
+                    )));
+                }
+                (Some(name), Some(secrets)) => {
+                    let secret = secrets.get(name).await.map_err(|e| {
+                        PullError::Credentials(format!("cannot read the pull Secret {name}: {e}"))
+                    })?;
+                    let config = secret
+                        .data
+                        .as_ref()
+                        .and_then(|data| data.get(DOCKER_CONFIG_KEY))
+                        .ok_or_else(|| {
+                            PullError::Credentials(format!(
+                                "the pull Secret {name} has no {DOCKER_CONFIG_KEY}"
+                            ))
+                        })?;
+                    Some(credentials::basic(&config.0, registry).map_err(|e| {
+                        PullError::Credentials(format!("the pull Secret {name}: {e}"))
+                    })?)
+                }
+            };
+        Ok(Access {
+            insecure: source.insecure,
+            basic,
+            ca: self.ca.clone(),
+        })
     }
 
     /// Counts and logs a failed pull of `name`'s reference (each reason
@@ -273,10 +401,11 @@ impl Pulls {
         wanted.failures += 1;
         let wait = backoff(wanted.failures, &node, name);
         wanted.next = Instant::now() + wait;
-        if wanted.last_error != Some(error.reason()) {
-            tracing::warn!(policy = name, reference = %wanted.reference, %error, retry_in = ?wait, "cannot pull a policy; keeping what serves");
+        if wanted.last_error.as_ref().map(|(reason, _)| *reason) != Some(error.reason()) {
+            tracing::warn!(policy = name, reference = %wanted.source.reference, %error, retry_in = ?wait, "cannot pull a policy; keeping what serves");
+            wanted.since = self.clock.now();
         }
-        wanted.last_error = Some(error.reason());
+        wanted.last_error = Some((error.reason(), error.to_string()));
     }
 
     /// Points `links/NAME.wasm` at `target`, in one rename.

@@ -8,6 +8,7 @@
 //! publishes with the first two; the agent pulls with the rest.
 
 pub mod crd;
+pub mod credentials;
 pub mod layout;
 pub mod pull;
 pub mod registry;

@@ -73,6 +73,9 @@ pub enum PullError {
     /// The reference does not parse or is not pinned.
     #[error("bad reference: {0}")]
     Reference(String),
+    /// The credentials named for the registry cannot be read.
+    #[error("no credentials: {0}")]
+    Credentials(String),
     /// The registry wants credentials it was not given, or refused them.
     #[error("unauthorized: {0}")]
     Unauthorized(String),
@@ -102,12 +105,13 @@ pub enum PullError {
 }
 
 impl PullError {
-    /// The kind, as a metric label and a status reason: `unauthorized`,
-    /// `not-found`, `unavailable`, `tampered`, `layout`, `oversized`,
-    /// `reference` or `store`.
+    /// The kind, as a metric label and a status reason: `credentials`,
+    /// `unauthorized`, `not-found`, `unavailable`, `tampered`, `layout`,
+    /// `oversized`, `reference` or `store`.
     pub fn reason(&self) -> &'static str {
         match self {
             Self::Reference(_) => "reference",
+            Self::Credentials(_) => "credentials",
             Self::Unauthorized(_) => "unauthorized",
             Self::NotFound(_) => "not-found",
             Self::Unavailable(_) => "unavailable",

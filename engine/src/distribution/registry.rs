@@ -1,8 +1,9 @@
-//! A client to one OCI registry: TLS by default, plain HTTP only to a
+//! A client to one OCI registry: TLS by default (the system's roots and,
+//! for a private registry, a CA given in PEM), plain HTTP only to a
 //! registry the caller marked insecure (never a silent downgrade), and the
 //! credentials to present.
 
-use oci_client::client::{ClientConfig, ClientProtocol};
+use oci_client::client::{Certificate, CertificateEncoding, ClientConfig, ClientProtocol};
 use oci_client::secrets::RegistryAuth;
 use oci_client::{Client, Reference};
 
@@ -13,6 +14,8 @@ pub struct Access {
     pub insecure: bool,
     /// User and password, else anonymous.
     pub basic: Option<(String, String)>,
+    /// Certificates (PEM) trusted beside the system's roots.
+    pub ca: Option<Vec<u8>>,
 }
 
 impl Access {
@@ -29,6 +32,14 @@ impl Access {
         };
         let client = Client::new(ClientConfig {
             protocol,
+            extra_root_certificates: self
+                .ca
+                .iter()
+                .map(|pem| Certificate {
+                    encoding: CertificateEncoding::Pem,
+                    data: pem.clone(),
+                })
+                .collect(),
             ..ClientConfig::default()
         });
         let auth = match &self.basic {

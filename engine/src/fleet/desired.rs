@@ -3,7 +3,7 @@
 //! registry; and whether an object already says it.
 
 use super::activity::{Activity, time};
-use super::kinds::{ConfigState, Fault, NodeReport, PolicyReport, PressureCondition};
+use super::kinds::{ConfigState, Fault, NodeReport, PolicyReport, PressureCondition, PullReport};
 use crate::cluster::node_status::condition_type;
 use crate::config::assignment::ConfigReport;
 use crate::policy::{Incident, Phase, PolicyStatus, RefusedVersion, Registry, Source};
@@ -40,9 +40,14 @@ pub fn node(config: &ConfigReport, activity: &Activity) -> NodeReport {
     }
 }
 
-/// Every policy's report at `now`, by name: those that serve, and those
-/// whose only version was refused.
-pub fn policies(registry: &Registry, now: SystemTime) -> BTreeMap<String, PolicyReport> {
+/// Every policy's report at `now`, by name: those that serve, those whose
+/// only version was refused, and those whose registry version could not be
+/// pulled yet; each with how its pull fares (`pulls`).
+pub fn policies(
+    registry: &Registry,
+    pulls: &BTreeMap<String, PullReport>,
+    now: SystemTime,
+) -> BTreeMap<String, PolicyReport> {
     let counts: BTreeMap<String, (u64, u64)> = registry
         .serving()
         .iter()
@@ -71,8 +76,27 @@ pub fn policies(registry: &Registry, now: SystemTime) -> BTreeMap<String, Policy
             calls: 0,
             faults: 0,
             counted_at: time(now),
+            pull: None,
         };
         reports.insert(name, report);
+    }
+    for (name, pull) in pulls {
+        let report = reports.entry(name.clone()).or_insert_with(|| PolicyReport {
+            state: pull.state.clone(),
+            since: pull.since.clone(),
+            world: None,
+            digest: None,
+            version: None,
+            source: None,
+            trial_end: None,
+            last_known_good: None,
+            last_fault: None,
+            calls: 0,
+            faults: 0,
+            counted_at: time(now),
+            pull: None,
+        });
+        report.pull = Some(pull.clone());
     }
     reports
 }
@@ -110,6 +134,7 @@ fn serving(status: &PolicyStatus, calls: u64, faults: u64, now: SystemTime) -> P
         calls,
         faults,
         counted_at: time(now),
+        pull: None,
     }
 }
 
@@ -161,6 +186,7 @@ mod tests {
             calls,
             faults,
             counted_at: time(SystemTime::UNIX_EPOCH + Duration::from_secs(counted_at)),
+            pull: None,
         }
     }
 

@@ -171,6 +171,7 @@ pub struct Eviction {
     printcolumn(name = "State", type_ = "string", json_path = ".status.state"),
     printcolumn(name = "Since", type_ = "date", json_path = ".status.since"),
     printcolumn(name = "Faults", type_ = "integer", json_path = ".status.faults"),
+    printcolumn(name = "Pull", type_ = "string", json_path = ".status.pull.state"),
     printcolumn(
         name = "Calls",
         type_ = "integer",
@@ -229,6 +230,37 @@ pub struct PolicyReport {
     /// When the counts were taken: calls alone are refreshed at most every
     /// few minutes, so a busy policy costs the API server nothing.
     pub counted_at: Time,
+    /// The registry version its `VigilPolicy` gives this node, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pull: Option<PullReport>,
+}
+
+/// The registry version a `VigilPolicy` gives one node, and how pulling it
+/// fares.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PullReport {
+    /// The pinned reference this node takes.
+    pub reference: String,
+    /// `newest` (`spec.source`) or `previous` (`spec.rollout.previous`):
+    /// where the node stands in the rollout.
+    pub stage: String,
+    /// `Pulled` (it is linked for the loader) or `PullFailed` (what served
+    /// before still serves).
+    pub state: String,
+    /// Since when it is in this state.
+    pub since: Time,
+    /// Why the last pull failed: `unauthorized`, `credentials`,
+    /// `not-found`, `unavailable`, `tampered`, `layout`, `oversized`,
+    /// `reference` or `store`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// The failure, for people.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// When it is tried again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_retry: Option<Time>,
 }
 
 /// Something that went wrong with a policy.

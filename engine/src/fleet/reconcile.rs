@@ -15,7 +15,7 @@
 use super::activity::Activity;
 use super::desired;
 use super::kinds::{
-    NODE_LABEL, POLICY_LABEL, PolicyReport, VigilNodeStatus, VigilNodeStatusSpec,
+    NODE_LABEL, POLICY_LABEL, PolicyReport, PullReport, VigilNodeStatus, VigilNodeStatusSpec,
     VigilPolicyStatus, VigilPolicyStatusSpec,
 };
 use super::queue::{Done, WorkQueue};
@@ -89,6 +89,8 @@ pub struct Inputs {
     pub node: Store<Node>,
     /// Changes when the Node's watch delivers something.
     pub node_changes: watch::Receiver<crate::cluster::watches::Progress>,
+    /// How the pulls of registry versions fare, by policy.
+    pub pulls: watch::Receiver<BTreeMap<String, PullReport>>,
     /// The time.
     pub clock: Arc<dyn Clock>,
 }
@@ -141,8 +143,9 @@ impl Reconciler {
         self.owner_uid = self.owner().ok().map(|o| o.uid);
         let mut registry = self.inputs.registry.subscribe();
         let (mut config, mut activity) = (self.inputs.config.clone(), self.inputs.activity.clone());
+        let mut pulls = self.inputs.pulls.clone();
         let mut resync = tokio::time::interval(RESYNC);
-        let mut open = [true; 3];
+        let mut open = [true; 4];
         loop {
             tokio::select! {
                 () = stop.cancelled() => return,
@@ -157,6 +160,10 @@ impl Reconciler {
                 changed = activity.changed(), if open[2] => match changed {
                     Ok(()) => self.queue.add(Key::Node),
                     Err(_) => open[2] = false,
+                },
+                changed = pulls.changed(), if open[3] => match changed {
+                    Ok(()) => self.policies_changed(),
+                    Err(_) => open[3] = false,
                 },
                 changed = node.changed() => match changed {
                     Ok(()) => self.node_changed(),
@@ -200,7 +207,7 @@ impl Reconciler {
     /// Queues every policy known to the registry or to the API server.
     fn policies_changed(&self) {
         let now = self.inputs.clock.now();
-        let wanted = desired::policies(&self.inputs.registry, now);
+        let wanted = desired::policies(&self.inputs.registry, &self.inputs.pulls.borrow(), now);
         let existing = self.actual.policies.values().map(|o| &o.spec.policy);
         let names: BTreeSet<&String> = wanted.keys().chain(existing).collect();
         for name in names {
@@ -304,7 +311,7 @@ impl Reconciler {
             return Err(SyncError::NotListed);
         }
         let now = self.inputs.clock.now();
-        let wanted = desired::policies(&self.inputs.registry, now);
+        let wanted = desired::policies(&self.inputs.registry, &self.inputs.pulls.borrow(), now);
         let objects_of = |actual: &Actual, policy: &str| -> Vec<String> {
             actual
                 .policies

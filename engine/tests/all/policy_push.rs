@@ -64,7 +64,7 @@ async fn push_publishes_the_cncf_wasm_layout_and_prints_the_pinned_reference() {
     let reference: Reference = pinned.parse().unwrap();
     let access = Access {
         insecure: true,
-        basic: None,
+        ..Access::default()
     };
     let (client, auth) = access.client(&reference);
     let (manifest, digest) = client.pull_manifest(&reference, &auth).await.unwrap();

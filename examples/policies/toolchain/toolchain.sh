@@ -82,9 +82,11 @@ need_debian_packages() {
 }
 
 # The CNCF distribution registry from Debian, which the tests start on
-# loopback to publish and pull policies. Its packaged service would listen on
+# loopback to publish and pull policies, with openssl for its certificates and
+# htpasswd (apache2-utils) for its users. Its packaged service would listen on
 # every interface: where systemd runs, it is stopped and disabled.
 need_registry_tools() {
+  need_debian_packages openssl apache2-utils
   if ! dpkg -s docker-registry >/dev/null 2>&1; then
     need_debian_packages docker-registry
     if [[ -d /run/systemd/system ]]; then

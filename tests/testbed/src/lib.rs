@@ -15,4 +15,4 @@ mod registry;
 pub use agent::AgentProcess;
 pub use apiserver::{Access, ApiServer, Key, Request, Selector};
 pub use node::NodeFiles;
-pub use registry::OciRegistry;
+pub use registry::{OciRegistry, RegistryOptions};

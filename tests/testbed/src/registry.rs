@@ -1,8 +1,10 @@
 //! [`OciRegistry`], a real OCI registry for the tests: the CNCF
 //! distribution registry from Debian's `docker-registry` package, started
 //! on a free loopback port with its storage in a temporary directory, and
-//! stopped by PID when dropped. The tests reach into its storage to tamper
-//! with what it serves.
+//! stopped by PID when dropped; anonymous over plain HTTP, or behind TLS
+//! (a certificate for `127.0.0.1` from a CA of its own, made with
+//! `openssl`) and htpasswd sign-in (`htpasswd -B`). The tests reach into
+//! its storage to tamper with what it serves.
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -12,6 +14,15 @@ use std::time::Duration;
 
 /// The registry's binary, as Debian installs it.
 pub const REGISTRY_BINARY: &str = "/usr/bin/docker-registry";
+
+/// How a registry is reached.
+#[derive(Debug, Clone, Default)]
+pub struct RegistryOptions {
+    /// Serve HTTPS with a certificate from the registry's own CA.
+    pub tls: bool,
+    /// Require this user and password (htpasswd, bcrypt).
+    pub user: Option<(String, String)>,
+}
 
 /// A running registry.
 #[derive(Debug)]
@@ -55,12 +66,42 @@ impl OciRegistry {
     /// If the registry is not installed (`examples/policies/build.sh`
     /// installs it), cannot start or does not listen within a minute.
     pub fn start() -> Self {
+        Self::start_with(&RegistryOptions::default())
+    }
+
+    /// Starts a registry as `options` say, and answers once it listens.
+    ///
+    /// # Panics
+    /// As [`OciRegistry::start`]; or `openssl` or `htpasswd` fail.
+    pub fn start_with(options: &RegistryOptions) -> Self {
         let dir = tempfile::tempdir().expect("a registry directory");
         let storage = dir.path().join("storage");
-        let config = format!(
+        let mut config = format!(
             "version: 0.1\nlog:\n  level: info\nstorage:\n  filesystem:\n    rootdirectory: {}\n  delete:\n    enabled: true\nhttp:\n  addr: 127.0.0.1:0\n  secret: vigil-tests\n",
             storage.display()
         );
+        if options.tls {
+            certificates(dir.path());
+            let path = |name: &str| dir.path().join(name).display().to_string();
+            config += &format!(
+                "  tls:\n    certificate: {}\n    key: {}\n",
+                path("server.pem"),
+                path("server.key")
+            );
+        }
+        if let Some((user, password)) = &options.user {
+            let output = Command::new("htpasswd")
+                .args(["-Bbn", user, password])
+                .output()
+                .expect("htpasswd runs (examples/policies/build.sh installs it)");
+            assert!(output.status.success(), "htpasswd failed");
+            let file = dir.path().join("htpasswd");
+            std::fs::write(&file, output.stdout).expect("the htpasswd file");
+            config += &format!(
+                "auth:\n  htpasswd:\n    realm: vigil-tests\n    path: {}\n",
+                file.display()
+            );
+        }
         let config_path = dir.path().join("config.yml");
         std::fs::write(&config_path, config).expect("the registry's config");
         let mut child = Command::new(REGISTRY_BINARY)
@@ -107,6 +148,12 @@ impl OciRegistry {
     /// The registry's process id.
     pub fn pid(&self) -> u32 {
         self.child.id()
+    }
+
+    /// The PEM certificate of the CA that signed its TLS certificate
+    /// (present when it serves TLS).
+    pub fn ca(&self) -> PathBuf {
+        self.dir.path().join("ca.pem")
     }
 
     /// Where the registry keeps the blob of `digest` (`sha256:…`): writing
@@ -157,6 +204,81 @@ impl OciRegistry {
     pub fn dir(&self) -> &Path {
         self.dir.path()
     }
+}
+
+/// Makes a CA (`ca.pem`) and a certificate it signed for `127.0.0.1`
+/// (`server.pem`, `server.key`) in `dir`.
+fn certificates(dir: &Path) {
+    let openssl = |args: &[&str]| {
+        let status = Command::new("openssl")
+            .current_dir(dir)
+            .args(args)
+            .stderr(Stdio::null())
+            .status()
+            .expect("openssl runs");
+        assert!(status.success(), "openssl {args:?} failed");
+    };
+    let ec = [
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+    ];
+    openssl(
+        &[
+            &["req", "-x509"],
+            &ec[..],
+            &[
+                "-keyout",
+                "ca.key",
+                "-out",
+                "ca.pem",
+                "-days",
+                "2",
+                "-subj",
+                "/CN=vigil test CA",
+            ],
+        ]
+        .concat(),
+    );
+    openssl(
+        &[
+            &["req"],
+            &ec[..],
+            &[
+                "-keyout",
+                "server.key",
+                "-out",
+                "server.csr",
+                "-subj",
+                "/CN=127.0.0.1",
+            ],
+        ]
+        .concat(),
+    );
+    std::fs::write(
+        dir.join("server.ext"),
+        "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n",
+    )
+    .expect("the extensions file");
+    openssl(&[
+        "x509",
+        "-req",
+        "-in",
+        "server.csr",
+        "-CA",
+        "ca.pem",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-out",
+        "server.pem",
+        "-days",
+        "2",
+        "-extfile",
+        "server.ext",
+    ]);
 }
 
 /// The address in the registry's `msg="listening on ADDR"` line.

@@ -21,7 +21,7 @@ const CAP: u64 = 64 << 20;
 fn plain_http() -> Access {
     Access {
         insecure: true,
-        basic: None,
+        ..Access::default()
     }
 }
 

@@ -75,6 +75,7 @@ impl Fleet {
             activity: activity.subscribe(),
             node: node.store.clone(),
             node_changes: node.progress.clone(),
+            pulls: watch::Sender::new(Default::default()).subscribe(),
             clock: clock.clone(),
         };
         let stop = CancellationToken::new();

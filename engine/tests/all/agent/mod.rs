@@ -35,20 +35,26 @@ const LIMIT: Duration = Duration::from_secs(60);
 /// test's), so the disk strategy is off.
 const CONFIG: &str = "evictionPeriodSeconds: 1\nconditionTransitionSeconds: 2\npolicies:\n  memory-pressure:\n    config: {hard: 500Mi}\n  disk-pressure: {enabled: false}\n";
 
-/// What `deploy/rbac.yaml`'s ClusterRole grants: (API group, resource, verb).
+/// What `deploy/rbac.yaml`'s ClusterRole and Role grant: (API group,
+/// resource, verb). (The Role's `resourceNames` are the operator's to
+/// extend: a test's Secret is named as the Role names it.)
 fn granted() -> BTreeSet<(String, String, String)> {
     use serde::Deserialize;
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy/rbac.yaml");
     let text = std::fs::read_to_string(path).unwrap();
-    let role = serde_norway::Deserializer::from_str(&text)
+    let roles: Vec<Value> = serde_norway::Deserializer::from_str(&text)
         .map(|doc| Value::deserialize(doc).unwrap())
-        .find(|doc| doc["kind"] == "ClusterRole")
-        .expect("a ClusterRole");
+        .filter(|doc| doc["kind"] == "ClusterRole" || doc["kind"] == "Role")
+        .collect();
+    assert_eq!(roles.len(), 2, "a ClusterRole and a Role");
     let names = |rule: &Value, key: &str| -> Vec<String> {
         serde_json::from_value(rule[key].clone()).unwrap()
     };
     let mut granted = BTreeSet::new();
-    for rule in role["rules"].as_array().unwrap() {
+    for rule in roles
+        .iter()
+        .flat_map(|role| role["rules"].as_array().unwrap())
+    {
         for group in names(rule, "apiGroups") {
             for resource in names(rule, "resources") {
                 for verb in names(rule, "verbs") {

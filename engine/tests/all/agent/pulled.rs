@@ -4,9 +4,10 @@
 //! across this node's bucket; the registry going away.
 
 use super::*;
+use base64::Engine as _;
 use vigil::distribution::rollout::bucket;
 use vigil::policy::Digest;
-use vigil_testbed::OciRegistry;
+use vigil_testbed::{OciRegistry, RegistryOptions};
 
 const POLICY: &str = "my-sorter";
 
@@ -24,12 +25,26 @@ fn example(name: &str) -> (String, Vec<u8>) {
 }
 
 /// Publishes `file` as `registry/vigil/my-sorter:TAG` with `vigil policy
-/// push`; answers the pinned reference it prints.
+/// push` over plain HTTP; answers the pinned reference it prints.
 fn push(registry: &OciRegistry, file: &str, tag: &str, cache: &std::path::Path) -> String {
+    push_with(registry, file, tag, cache, &["--insecure"], "")
+}
+
+/// [`push`] with `flags`, and `password` in `$VIGIL_REGISTRY_PASSWORD`.
+fn push_with(
+    registry: &OciRegistry,
+    file: &str,
+    tag: &str,
+    cache: &std::path::Path,
+    flags: &[&str],
+    password: &str,
+) -> String {
     let target = format!("{}/vigil/{POLICY}:{tag}", registry.addr());
     let output = Command::new(env!("CARGO_BIN_EXE_vigil"))
-        .args(["policy", "push", file, &target, "--insecure", "--cache-dir"])
+        .args(["policy", "push", file, &target, "--cache-dir"])
         .arg(cache)
+        .args(flags)
+        .env("VIGIL_REGISTRY_PASSWORD", password)
         .output()
         .expect("vigil runs");
     let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
@@ -54,6 +69,13 @@ fn vigil_policy(reference: &str, rollout: Option<(u8, &str)>) -> Value {
     }
     json!({"apiVersion": "vigil.dev/v1alpha1", "kind": "VigilPolicy",
            "metadata": {"name": POLICY}, "spec": spec})
+}
+
+/// The policy's pull report on its status.
+fn pull_report(server: &ApiServer) -> Value {
+    policy_statuses(server)
+        .get(POLICY)
+        .map_or(Value::Null, |o| o["status"]["pull"].clone())
 }
 
 /// Waits until the policy's status shows the component `bytes` serving.
@@ -85,12 +107,22 @@ async fn a_vigil_policy_serves_from_a_registry_rolls_out_by_bucket_and_survives_
     server.put("vigilpolicies", "", vigil_policy(&new, Some((mine, &old))));
     let mut agent = start(&server, &fixture, &["--status-interval", "100ms"]);
     until_serving(&server, "the previous version, the C sorter", &c_bytes).await;
+    server
+        .until(LIMIT, "the previous stage on the status", |s| {
+            pull_report(s)["stage"] == "previous" && pull_report(s)["reference"] == old.as_str()
+        })
+        .await;
     server.put(
         "vigilpolicies",
         "",
         vigil_policy(&new, Some((mine + 1, &old))),
     );
     until_serving(&server, "the 12 MB JavaScript sorter, pulled", &js_bytes).await;
+    server
+        .until(LIMIT, "the newest stage on the status", |s| {
+            pull_report(s)["stage"] == "newest" && pull_report(s)["state"] == "Pulled"
+        })
+        .await;
     until_metric(
         &server,
         &agent,
@@ -139,12 +171,16 @@ async fn a_vigil_policy_serves_from_a_registry_rolls_out_by_bucket_and_survives_
         Digest::of(b"another version").hex()
     );
     server.put("vigilpolicies", "", vigil_policy(&missing, None));
-    until_metric(
-        &server,
-        &agent,
-        "vigil_policy_pulls_total{result=\"unavailable\"}",
-    )
-    .await;
+    server
+        .until(LIMIT, "the registry unavailable on the status", |s| {
+            pull_report(s)["reason"] == "unavailable"
+        })
+        .await;
+    assert!(
+        agent
+            .metrics()
+            .contains("vigil_policy_pulls_total{result=\"unavailable\"}")
+    );
     assert_eq!(
         policy_statuses(&server)[POLICY]["status"]["digest"],
         Digest::of(&js_bytes).hex().as_str()
@@ -162,6 +198,67 @@ async fn a_vigil_policy_serves_from_a_registry_rolls_out_by_bucket_and_survives_
             !policy_statuses(s).contains_key(POLICY)
         })
         .await;
+    assert_the_cluster_role_allows_every_request(&server);
+    terminated_cleanly(agent).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pull_secret_signs_in_to_a_tls_registry_that_refuses_anonymous_pulls() {
+    let registry = OciRegistry::start_with(&RegistryOptions {
+        tls: true,
+        user: Some(("puller".into(), "s3cret".into())),
+    });
+    let ca = registry.ca().display().to_string();
+    let cache = tempfile::tempdir().unwrap();
+    let (c_file, c_bytes) = example("c-sorter");
+    let flags = ["--username", "puller", "--registry-ca", &ca];
+    let pinned = push_with(&registry, &c_file, "1", cache.path(), &flags, "s3cret");
+
+    // Anonymous: refused, and the status says so and when it tries again.
+    let (server, fixture) = test_node().await;
+    let mut policy = json!({"apiVersion": "vigil.dev/v1alpha1", "kind": "VigilPolicy",
+        "metadata": {"name": POLICY}, "spec": {"source": {"oci": {"ref": pinned}}}});
+    server.put("vigilpolicies", "", policy.clone());
+    let agent = start(
+        &server,
+        &fixture,
+        &["--status-interval", "100ms", "--registry-ca", &ca],
+    );
+    server
+        .until(LIMIT, "an unauthorized pull on the status", |s| {
+            pull_report(s)["reason"] == "unauthorized"
+        })
+        .await;
+    let report = pull_report(&server);
+    assert_eq!(report["state"], "PullFailed", "{report}");
+    assert_eq!(report["reference"], pinned.as_str(), "{report}");
+    assert!(report["nextRetry"].is_string(), "{report}");
+    assert_eq!(
+        policy_statuses(&server)[POLICY]["status"]["state"],
+        "PullFailed"
+    );
+
+    // A pull Secret that does not exist yet.
+    policy["spec"]["source"]["oci"]["pullSecretRef"] = json!({"name": "vigil-registry"});
+    server.put("vigilpolicies", "", policy);
+    server
+        .until(LIMIT, "missing credentials on the status", |s| {
+            pull_report(s)["reason"] == "credentials"
+        })
+        .await;
+
+    // It arrives: the next retry signs in.
+    let config = json!({"auths": {registry.addr(): {"username": "puller", "password": "s3cret"}}});
+    let encoded = base64::engine::general_purpose::STANDARD.encode(config.to_string());
+    server.put(
+        "secrets",
+        "vigil-system",
+        json!({"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/dockerconfigjson",
+               "metadata": {"name": "vigil-registry", "namespace": "vigil-system"},
+               "data": {".dockerconfigjson": encoded}}),
+    );
+    until_serving(&server, "the C sorter, pulled with the Secret", &c_bytes).await;
+    assert_eq!(pull_report(&server)["state"], "Pulled");
     assert_the_cluster_role_allows_every_request(&server);
     terminated_cleanly(agent).await;
 }

@@ -10,6 +10,7 @@
 //!   `metadata.name` in a namespace), with label selectors, resourceVersions, bookmarks, `410 Gone` for a watch resuming
 //!   from before a [`ApiServer::compact`], and streams closed at
 //!   `timeoutSeconds`;
+//! - `GET` of a namespaced core object (a pod, a Secret);
 //! - `GET` and merge `PATCH` of a node (a `metadata.resourceVersion` in the
 //!   patch is a precondition: 409 when stale), server-side apply of
 //!   `nodes/status` conditions (merged by type, owned per field manager);

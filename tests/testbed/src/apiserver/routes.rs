@@ -153,8 +153,8 @@ fn route(
             list(shared, resource, namespace, query)
         }
         ("GET", ["api", "v1", "nodes", name]) => get(shared, Key::new("nodes", "", name)),
-        ("GET", ["api", "v1", "namespaces", ns, "pods", name]) => {
-            get(shared, Key::new("pods", ns, name))
+        ("GET", ["api", "v1", "namespaces", ns, resource, name]) => {
+            get(shared, Key::new(resource, ns, name))
         }
         ("PATCH", ["api", "v1", "nodes", name]) => patch_node(shared, name, &body),
         ("PATCH", ["api", "v1", "nodes", name, "status"]) => {
