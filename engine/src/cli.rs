@@ -8,6 +8,7 @@ use crate::cluster::client::ClientOptions;
 use crate::config::VigilConfig;
 use crate::config::names::unknown_policies;
 use crate::distribution::registry::Access;
+use crate::distribution::signature::VerificationKey;
 use crate::eviction::EvictionSettings;
 use crate::policy::builtin::BUILTINS;
 use crate::policy::compiler::{INVALID_EXIT, child_input, peak_rss_kib};
@@ -160,6 +161,10 @@ struct AgentArgs {
     /// private registry's CA.
     #[arg(long, value_name = "FILE")]
     registry_ca: Option<PathBuf>,
+    /// A cosign public key (PEM, `cosign.pub`; mount it from a Secret): then a policy from a
+    /// registry runs only if a cosign signature under this key covers its digest.
+    #[arg(long, value_name = "FILE")]
+    verification_key: Option<PathBuf>,
     /// A config layer (YAML or JSON, vigil's config shape) merged over the built-in defaults;
     /// the `VigilConfig` layers that target this node go over it.
     #[arg(long, value_name = "FILE")]
@@ -250,6 +255,11 @@ impl AgentArgs {
             state_dir: self.state_dir,
             namespace: self.namespace,
             registry_ca: self.registry_ca.as_deref().map(read_ca).transpose()?,
+            verification_key: self
+                .verification_key
+                .as_deref()
+                .map(read_verification_key)
+                .transpose()?,
             config_file: self.config,
             config_grace: self.config_grace,
             config_start_on_defaults: self.config_start_on_defaults,
@@ -690,6 +700,14 @@ fn registry_user(username: Option<String>) -> anyhow::Result<Option<(String, Str
 /// The PEM certificates of `--registry-ca`.
 fn read_ca(path: &std::path::Path) -> anyhow::Result<Vec<u8>> {
     std::fs::read(path).with_context(|| format!("cannot read --registry-ca {}", path.display()))
+}
+
+/// The cosign public key of `--verification-key`.
+fn read_verification_key(path: &std::path::Path) -> anyhow::Result<VerificationKey> {
+    let pem = crate::fsutil::read_text(path, 64 * 1024)
+        .with_context(|| format!("cannot read --verification-key {}", path.display()))?;
+    VerificationKey::from_pem(&pem)
+        .with_context(|| format!("--verification-key {}", path.display()))
 }
 
 /// The settings of the config layer `arg` (inline JSON if it starts with

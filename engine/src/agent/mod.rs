@@ -32,6 +32,7 @@ use crate::cluster::publisher::{Publisher, node_recorder};
 use crate::cluster::source::ClusterSource;
 use crate::cluster::watches;
 use crate::config::VigilConfig;
+use crate::distribution::signature::VerificationKey;
 use crate::eviction::EvictionManager;
 use crate::eviction::runner::{Heartbeat, REPORT_BACKLOG, Runner, forward_wakes};
 use crate::fleet::activity::{self, Activity};
@@ -70,6 +71,8 @@ pub struct AgentConfig {
     /// Certificates (PEM) trusted for policy registries beside the
     /// system's roots.
     pub registry_ca: Option<Vec<u8>>,
+    /// Only registry versions a cosign signature under this key covers run.
+    pub verification_key: Option<VerificationKey>,
     /// A config layer over the built-in defaults (JSON or YAML), if any.
     pub config_file: Option<PathBuf>,
     /// How old the config checkpoint may be and still run without the API server.
@@ -179,6 +182,10 @@ pub async fn run(config: AgentConfig, shutdown: impl Future<Output = ()>) -> any
     ));
     let pulls = match &config.registry_ca {
         Some(pem) => pulls.with_ca(pem.clone()),
+        None => pulls,
+    };
+    let pulls = match &config.verification_key {
+        Some(key) => pulls.with_key(key.clone()),
         None => pulls,
     };
     // The cache under the state directory is this agent's alone.

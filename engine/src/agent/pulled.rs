@@ -12,15 +12,21 @@
 //! object is gone, or whose rollout leaves this node without a version,
 //! loses its link (the policies directory's file or the built-in serves
 //! again). Blobs no link or wanted reference needs are removed.
+//!
+//! With a verification key (`--verification-key`), a version is linked only
+//! if a cosign signature under that key covers its digest; a refused one
+//! leaves the previous version serving, and links an earlier run made
+//! without a key are removed before the loader sees them.
 
 use crate::clock::Clock;
 use crate::cluster::watches::Progress;
 use crate::distribution::crd::VigilPolicy;
 use crate::distribution::credentials::{self, DOCKER_CONFIG_KEY};
 use crate::distribution::layout::oci_digest;
-use crate::distribution::pull::{Pinned, PullError, pull};
+use crate::distribution::pull::{Pinned, PullError, pull, verified_components};
 use crate::distribution::registry::Access;
 use crate::distribution::rollout::{self, Node};
+use crate::distribution::signature::VerificationKey;
 use crate::distribution::store::BlobStore;
 use crate::fleet::activity::time;
 use crate::fleet::kinds::PullReport;
@@ -116,6 +122,8 @@ pub struct Pulls {
     secrets: Option<Api<Secret>>,
     /// Certificates trusted beside the system's roots.
     ca: Option<Vec<u8>>,
+    /// Only components signed under this key are linked.
+    key: Option<VerificationKey>,
     clock: Arc<dyn Clock>,
     /// How each pull fares, for the fleet view.
     reports: watch::Sender<BTreeMap<String, PullReport>>,
@@ -157,9 +165,40 @@ impl Pulls {
             wanted: BTreeMap::new(),
             secrets: None,
             ca: None,
+            key: None,
             clock,
             reports: watch::Sender::new(BTreeMap::new()),
         })
+    }
+
+    /// Links only components a cosign signature under `key` covers, and
+    /// unlinks at start what an earlier run linked without one.
+    #[must_use]
+    pub fn with_key(mut self, key: VerificationKey) -> Self {
+        self.key = Some(key);
+        self.unlink_unverified();
+        self
+    }
+
+    /// With a key, removes the links to components no kept signature under
+    /// it covers (linked before the key was configured).
+    fn unlink_unverified(&self) {
+        let Some(key) = &self.key else { return };
+        let verified = verified_components(&self.store, key);
+        let Ok(entries) = std::fs::read_dir(&self.links) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let target = std::fs::read_link(entry.path()).ok();
+            let component = target
+                .as_deref()
+                .and_then(Path::file_name)
+                .and_then(|n| Digest::from_hex(&n.to_string_lossy()));
+            if !component.is_some_and(|c| verified.contains(&c)) {
+                tracing::warn!(link = %entry.path().display(), "unlinking a pulled policy no signature under the verification key covers");
+                let _ = std::fs::remove_file(entry.path());
+            }
+        }
     }
 
     /// How each pull fares, by policy, after each pass.
@@ -327,7 +366,7 @@ impl Pulls {
                 return false;
             }
         };
-        match pull(&pinned, &access, &self.store, self.cap).await {
+        match pull(&pinned, &access, &self.store, self.cap, self.key.as_ref()).await {
             Ok(pulled) => {
                 keep.insert(pulled.component);
                 let (result, bytes) = if pulled.fetched {

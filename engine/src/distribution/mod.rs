@@ -4,7 +4,8 @@
 //! asked, credentials); [`crd`] is the `VigilPolicy` resource that names a
 //! policy's artifact and its rollout, and [`rollout`] decides which version
 //! a node takes; [`pull`] brings an artifact pinned by digest into the
-//! node's content-addressed [`store`]. The author's `vigil policy push`
+//! node's content-addressed [`store`], after [`signature`] checked it when a
+//! key is configured. The author's `vigil policy push`
 //! publishes with the first two; the agent pulls with the rest.
 
 pub mod crd;
@@ -13,4 +14,5 @@ pub mod layout;
 pub mod pull;
 pub mod registry;
 pub mod rollout;
+pub mod signature;
 pub mod store;

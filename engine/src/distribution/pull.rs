@@ -4,20 +4,28 @@
 //! policies); otherwise the manifest is fetched by digest and checked (an
 //! image manifest, exactly one component layer of a known media type, a
 //! declared size under the cap — before a byte of the layer is read), then
-//! the layer streams into the store, counted and digest-checked.
+//! the layer streams into the store, counted and digest-checked. With a
+//! verification key, an artifact is taken only if a cosign signature under
+//! that key covers its manifest's digest: checked before the layer is read,
+//! and again (from the signatures kept beside it) when the store answers.
 
 use super::layout::{
     MANIFEST_MEDIA_TYPE, WASM_CONFIG_MEDIA_TYPE, WASM_LAYER_MEDIA_TYPE, oci_digest,
     parse_oci_digest,
 };
 use super::registry::Access;
+use super::signature::{
+    self, SIGNATURE_ANNOTATION, SIMPLE_SIGNING_MEDIA_TYPE, SignatureError, Signed, VerificationKey,
+};
 use super::store::{BlobStore, StoreError};
 use crate::policy::Digest;
+use base64::Engine as _;
 use futures::StreamExt;
 use oci_client::Reference;
 use oci_client::errors::{DigestError, OciDistributionError, OciErrorCode};
 use oci_client::manifest::OciDescriptor;
 use serde::Deserialize;
+use std::collections::HashSet;
 use std::path::PathBuf;
 use thiserror::Error;
 
@@ -91,6 +99,9 @@ pub enum PullError {
     /// The manifest is not a policy artifact's.
     #[error("not a policy artifact: {0}")]
     Layout(String),
+    /// No signature under the verification key covers the artifact.
+    #[error("not signed: {0}")]
+    Signature(#[from] SignatureError),
     /// The component is larger than the cap.
     #[error("oversized: the component declares {declared} bytes, over the cap of {cap}")]
     Oversized {
@@ -107,7 +118,7 @@ pub enum PullError {
 impl PullError {
     /// The kind, as a metric label and a status reason: `credentials`,
     /// `unauthorized`, `not-found`, `unavailable`, `tampered`, `layout`,
-    /// `oversized`, `reference` or `store`.
+    /// `oversized`, `signature`, `reference` or `store`.
     pub fn reason(&self) -> &'static str {
         match self {
             Self::Reference(_) => "reference",
@@ -118,6 +129,7 @@ impl PullError {
             Self::Tampered(_) => "tampered",
             Self::Layout(_) => "layout",
             Self::Oversized { .. } => "oversized",
+            Self::Signature(_) => "signature",
             Self::Store(_) => "store",
         }
     }
@@ -254,8 +266,18 @@ fn component_layer(manifest: &[u8], cap: u64) -> Result<(Digest, u64), PullError
 }
 
 /// What the store holds for `pinned`, if it holds both its manifest and
-/// its component: no request needed.
-fn held(store: &BlobStore, pinned: &Pinned, cap: u64) -> Option<Pulled> {
+/// its component (and, with `key`, signatures that still verify): no
+/// request needed.
+fn held(
+    store: &BlobStore,
+    pinned: &Pinned,
+    cap: u64,
+    key: Option<&VerificationKey>,
+) -> Option<Pulled> {
+    if let Some(key) = key {
+        let signed = store.signatures(&pinned.manifest)?;
+        signature::verify(key, &pinned.manifest, &signed).ok()?;
+    }
     let manifest = store.read(&pinned.manifest, MAX_MANIFEST_BYTES).ok()?;
     let (component, size) = component_layer(&manifest, cap).ok()?;
     let path = store.path(&component);
@@ -268,19 +290,89 @@ fn held(store: &BlobStore, pinned: &Pinned, cap: u64) -> Option<Pulled> {
     })
 }
 
+/// The components of the artifacts `store` holds whose kept signatures
+/// verify under `key`.
+pub fn verified_components(store: &BlobStore, key: &VerificationKey) -> HashSet<Digest> {
+    store
+        .signed_manifests()
+        .into_iter()
+        .filter_map(|manifest| {
+            signature::verify(key, &manifest, &store.signatures(&manifest)?).ok()?;
+            let bytes = store.read(&manifest, MAX_MANIFEST_BYTES).ok()?;
+            component_layer(&bytes, u64::MAX)
+                .ok()
+                .map(|(component, _)| component)
+        })
+        .collect()
+}
+
+/// The most a signature payload may hold.
+const MAX_PAYLOAD_BYTES: i64 = 64 * 1024;
+
+/// The signatures stored for `pinned` under cosign's tag in its
+/// repository; none if the tag does not exist.
+async fn signatures(
+    client: &oci_client::Client,
+    auth: &oci_client::secrets::RegistryAuth,
+    pinned: &Pinned,
+) -> Result<Vec<Signed>, PullError> {
+    let reference = Reference::with_tag(
+        pinned.reference.registry().to_owned(),
+        pinned.reference.repository().to_owned(),
+        signature::signature_tag(&pinned.manifest),
+    );
+    let accepted = [
+        MANIFEST_MEDIA_TYPE,
+        "application/vnd.docker.distribution.manifest.v2+json",
+    ];
+    let manifest = match client.pull_manifest_raw(&reference, auth, &accepted).await {
+        Ok((manifest, _)) => manifest,
+        Err(error) => {
+            return match PullError::from(error) {
+                PullError::NotFound(_) => Ok(Vec::new()),
+                other => Err(other),
+            };
+        }
+    };
+    let manifest: oci_client::manifest::OciImageManifest = serde_json::from_slice(&manifest)
+        .map_err(|e| PullError::Layout(format!("the signature manifest does not parse: {e}")))?;
+    let mut signed = Vec::new();
+    for layer in &manifest.layers {
+        let annotation = layer
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(SIGNATURE_ANNOTATION));
+        let Some(signature) = annotation else {
+            continue;
+        };
+        if layer.media_type != SIMPLE_SIGNING_MEDIA_TYPE || layer.size > MAX_PAYLOAD_BYTES {
+            continue;
+        }
+        let mut payload = Vec::new();
+        client.pull_blob(&reference, layer, &mut payload).await?;
+        signed.push(Signed {
+            payload: base64::engine::general_purpose::STANDARD.encode(payload),
+            signature: signature.clone(),
+        });
+    }
+    Ok(signed)
+}
+
 /// Pulls `pinned` into `store` (see the module's docs), refusing a
-/// component of more than `cap` bytes.
+/// component of more than `cap` bytes and, with `key`, one no signature
+/// under it covers.
 ///
 /// # Errors
 /// Unauthorized, not found, unavailable, tampered, not a policy artifact,
-/// oversized, or the store cannot be written.
+/// oversized, not signed, or the store cannot be written.
 pub async fn pull(
     pinned: &Pinned,
     access: &Access,
     store: &BlobStore,
     cap: u64,
+    key: Option<&VerificationKey>,
 ) -> Result<Pulled, PullError> {
-    if let Some(pulled) = held(store, pinned, cap) {
+    if let Some(pulled) = held(store, pinned, cap, key) {
         return Ok(pulled);
     }
     let (client, auth) = access.client(&pinned.reference);
@@ -294,6 +386,14 @@ pub async fn pull(
         )));
     }
     let (component, size) = component_layer(&manifest, cap)?;
+    let signed = match key {
+        Some(key) => {
+            let signed = signatures(&client, &auth, pinned).await?;
+            signature::verify(key, &pinned.manifest, &signed)?;
+            Some(signed)
+        }
+        None => None,
+    };
     let descriptor = OciDescriptor {
         media_type: WASM_LAYER_MEDIA_TYPE.to_owned(),
         digest: oci_digest(&component),
@@ -322,6 +422,11 @@ pub async fn pull(
         writer.write(&chunk)?;
     }
     let path = writer.finish()?;
+    if let Some(signed) = &signed {
+        store
+            .save_signatures(&pinned.manifest, signed)
+            .map_err(PullError::Store)?;
+    }
     store.insert(&manifest).map_err(PullError::Store)?;
     Ok(Pulled {
         manifest: pinned.manifest,

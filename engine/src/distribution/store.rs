@@ -5,8 +5,12 @@
 //! and hashes every byte, refuses more than was declared, and only then
 //! fsyncs and renames it into place: a crash or a lying registry leaves a
 //! temporary file that [`BlobStore::retain`] removes, never a wrong blob.
+//! Beside the blobs, `signatures/<hex>.json` keeps the signatures an
+//! artifact was accepted with, so a restart checks them again without a
+//! request.
 
-use crate::fsutil::{private_dir, write_atomic};
+use super::signature::Signed;
+use crate::fsutil::{private_dir, read_text, write_atomic};
 use crate::policy::Digest;
 use sha2::{Digest as _, Sha256};
 use std::collections::HashSet;
@@ -54,6 +58,7 @@ pub struct Removed {
 #[derive(Debug, Clone)]
 pub struct BlobStore {
     dir: PathBuf,
+    signatures: PathBuf,
 }
 
 impl BlobStore {
@@ -64,7 +69,9 @@ impl BlobStore {
     pub fn open(root: &Path) -> io::Result<Self> {
         let dir = root.join("blobs/sha256");
         private_dir(&dir)?;
-        Ok(Self { dir })
+        let signatures = root.join("signatures");
+        private_dir(&signatures)?;
+        Ok(Self { dir, signatures })
     }
 
     /// Where the blob `digest` is (or would be).
@@ -115,6 +122,39 @@ impl BlobStore {
         Ok(digest)
     }
 
+    /// Keeps the signatures `manifest` was accepted with.
+    ///
+    /// # Errors
+    /// The store could not be written.
+    pub fn save_signatures(&self, manifest: &Digest, signed: &[Signed]) -> io::Result<()> {
+        let json = serde_json::to_vec(signed).map_err(io::Error::other)?;
+        write_atomic(&self.signature_path(manifest), &json)
+    }
+
+    /// The signatures `manifest` was accepted with, if kept.
+    pub fn signatures(&self, manifest: &Digest) -> Option<Vec<Signed>> {
+        let text = read_text(&self.signature_path(manifest), 1 << 20).ok()?;
+        serde_json::from_str(&text).ok()
+    }
+
+    /// The manifests whose signatures are kept.
+    pub fn signed_manifests(&self) -> Vec<Digest> {
+        let Ok(entries) = fs::read_dir(&self.signatures) else {
+            return Vec::new();
+        };
+        entries
+            .flatten()
+            .filter_map(|e| {
+                let name = e.file_name().to_string_lossy().into_owned();
+                Digest::from_hex(name.strip_suffix(".json")?)
+            })
+            .collect()
+    }
+
+    fn signature_path(&self, manifest: &Digest) -> PathBuf {
+        self.signatures.join(format!("{}.json", manifest.hex()))
+    }
+
     /// A writer for the blob `expected` of `declared` bytes.
     ///
     /// # Errors
@@ -135,7 +175,8 @@ impl BlobStore {
         })
     }
 
-    /// Removes every blob but those in `keep`, and temporary files.
+    /// Removes every blob but those in `keep`, the signatures of manifests
+    /// not in `keep`, and temporary files.
     ///
     /// # Errors
     /// The store cannot be listed; a file that cannot be removed is left.
@@ -152,6 +193,14 @@ impl BlobStore {
             if fs::remove_file(entry.path()).is_ok() {
                 removed.files += 1;
                 removed.bytes += bytes;
+            }
+        }
+        for entry in fs::read_dir(&self.signatures)? {
+            let entry = entry?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let manifest = name.strip_suffix(".json").and_then(Digest::from_hex);
+            if !manifest.is_some_and(|d| keep.contains(&d)) {
+                let _ = fs::remove_file(entry.path());
             }
         }
         Ok(removed)

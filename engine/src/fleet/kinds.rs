@@ -252,7 +252,7 @@ pub struct PullReport {
     pub since: Time,
     /// Why the last pull failed: `unauthorized`, `credentials`,
     /// `not-found`, `unavailable`, `tampered`, `layout`, `oversized`,
-    /// `reference` or `store`.
+    /// `signature`, `reference` or `store`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
     /// The failure, for people.

@@ -1,16 +1,26 @@
 //! Policies pulled from a real OCI registry (Debian's CNCF distribution on
 //! loopback): published with `vigil policy push`'s own code or, for the
-//! artifacts it would never write, by hand; pulled into a node's store.
+//! artifacts it would never write, by hand; signed as `cosign sign --key`
+//! stores a signature; pulled into a node's store.
 
+use base64::Engine as _;
 use oci_client::Reference;
+use ring::rand::SystemRandom;
+use ring::signature::{ECDSA_P256_SHA256_ASN1_SIGNING, EcdsaKeyPair, KeyPair};
 use serde_json::json;
+use std::collections::HashSet;
 use vigil::authoring::check::check_bytes;
 use vigil::authoring::push::push;
 use vigil::distribution::layout::{
     MANIFEST_MEDIA_TYPE, WASM_CONFIG_MEDIA_TYPE, WASM_LAYER_MEDIA_TYPE, oci_digest,
 };
-use vigil::distribution::pull::{LEGACY_WASM_LAYER_MEDIA_TYPE, Pinned, PullError, Pulled, pull};
+use vigil::distribution::pull::{
+    LEGACY_WASM_LAYER_MEDIA_TYPE, Pinned, PullError, Pulled, pull, verified_components,
+};
 use vigil::distribution::registry::Access;
+use vigil::distribution::signature::{
+    self, SIGNATURE_ANNOTATION, SIMPLE_SIGNING_MEDIA_TYPE, VerificationKey, signature_tag,
+};
 use vigil::distribution::store::BlobStore;
 use vigil::policy::{Digest, Host, Source};
 use vigil_testbed::OciRegistry;
@@ -101,7 +111,14 @@ async fn publish_raw(
 }
 
 async fn pull_into(store: &BlobStore, pinned: &str, cap: u64) -> Result<Pulled, PullError> {
-    pull(&Pinned::parse(pinned).unwrap(), &plain_http(), store, cap).await
+    pull(
+        &Pinned::parse(pinned).unwrap(),
+        &plain_http(),
+        store,
+        cap,
+        None,
+    )
+    .await
 }
 
 /// The names in the store's blob directory (temporary files included).
@@ -265,4 +282,134 @@ async fn only_an_artifact_of_one_component_layer_in_a_known_layout_is_taken() {
     .await;
     let pulled = pull_into(&store, &legacy, CAP).await.unwrap();
     assert_eq!(std::fs::read(&pulled.path).unwrap(), REVERSE_SORTER);
+}
+
+/// A P-256 key pair, as `cosign generate-key-pair` makes.
+fn key_pair() -> EcdsaKeyPair {
+    let rng = SystemRandom::new();
+    let pkcs8 = EcdsaKeyPair::generate_pkcs8(&ECDSA_P256_SHA256_ASN1_SIGNING, &rng).unwrap();
+    EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_ASN1_SIGNING, pkcs8.as_ref(), &rng).unwrap()
+}
+
+/// The public key of `pair`, read from PEM as the agent reads `cosign.pub`.
+fn verification_key(pair: &EcdsaKeyPair) -> VerificationKey {
+    VerificationKey::from_pem(&VerificationKey::pem_of_point(pair.public_key().as_ref())).unwrap()
+}
+
+/// Stores, as `cosign sign --key` does, a signature by `pair` of a payload
+/// naming `covers` under the signature tag of the artifact `pinned`.
+async fn sign(pinned: &str, pair: &EcdsaKeyPair, covers: &Digest) {
+    let target = Pinned::parse(pinned).unwrap();
+    let (repository, _) = pinned.split_once('@').unwrap();
+    let tag = signature_tag(&target.manifest());
+    let reference: Reference = format!("{repository}:{tag}").parse().unwrap();
+    let (client, auth) = plain_http().client(&reference);
+    client
+        .auth(&reference, &auth, oci_client::RegistryOperation::Push)
+        .await
+        .unwrap();
+    let payload = signature::payload(repository, covers);
+    let signed = pair.sign(&SystemRandom::new(), &payload).unwrap();
+    let layer = oci_digest(&Digest::of(&payload));
+    client
+        .push_blob(&reference, payload.clone(), &layer)
+        .await
+        .unwrap();
+    let config = b"{}".to_vec();
+    let config_digest = oci_digest(&Digest::of(&config));
+    client
+        .push_blob(&reference, config.clone(), &config_digest)
+        .await
+        .unwrap();
+    let manifest = serde_json::to_vec(&json!({
+        "schemaVersion": 2,
+        "mediaType": MANIFEST_MEDIA_TYPE,
+        "config": {"mediaType": "application/vnd.oci.image.config.v1+json",
+                   "digest": config_digest, "size": config.len()},
+        "layers": [{"mediaType": SIMPLE_SIGNING_MEDIA_TYPE, "digest": layer, "size": payload.len(),
+                    "annotations": {SIGNATURE_ANNOTATION:
+                        base64::engine::general_purpose::STANDARD.encode(signed.as_ref())}}],
+    }))
+    .unwrap();
+    client
+        .push_manifest_raw(
+            &reference,
+            manifest,
+            http::HeaderValue::from_static(MANIFEST_MEDIA_TYPE),
+        )
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn with_a_key_only_an_artifact_signed_under_it_for_its_own_digest_is_taken() {
+    let mut registry = OciRegistry::start();
+    let pinned = publish_sorter(&registry, "vigil/signed").await;
+    let manifest = Pinned::parse(&pinned).unwrap().manifest();
+    let (signer, stranger) = (key_pair(), key_pair());
+    let key = verification_key(&signer);
+    let state = tempfile::tempdir().unwrap();
+    let store = BlobStore::open(state.path()).unwrap();
+    let pull_signed = |key: &VerificationKey| {
+        let key = key.clone();
+        let (store, pinned) = (store.clone(), pinned.clone());
+        async move {
+            pull(
+                &Pinned::parse(&pinned).unwrap(),
+                &plain_http(),
+                &store,
+                CAP,
+                Some(&key),
+            )
+            .await
+        }
+    };
+
+    let refusals = [
+        (None, "no signature of"),
+        (
+            Some((&signer, Digest::of(b"another artifact"))),
+            "covers sha256:",
+        ),
+        (
+            Some((&stranger, manifest)),
+            "verifies with the configured key",
+        ),
+    ];
+    for (signature, says) in refusals {
+        if let Some((pair, covers)) = signature {
+            sign(&pinned, pair, &covers).await;
+        }
+        let error = pull_signed(&key).await.unwrap_err();
+        assert_eq!(error.reason(), "signature", "{error}");
+        assert!(error.to_string().contains(says), "{error}");
+    }
+    assert_eq!(stored(state.path()), Vec::<String>::new());
+
+    sign(&pinned, &signer, &manifest).await;
+    let pulled = pull_signed(&key).await.unwrap();
+    assert!(pulled.fetched);
+    // The refusals came before the component was read: the one request for
+    // it is the accepted pull's.
+    let layer = format!("/blobs/{}", oci_digest(&Digest::of(REVERSE_SORTER)));
+    assert_eq!(registry.requests("GET", &layer, 1), 1);
+
+    // Restarted without the registry, the kept signature is checked again.
+    registry.stop();
+    let store = BlobStore::open(state.path()).unwrap();
+    let held = pull(
+        &Pinned::parse(&pinned).unwrap(),
+        &plain_http(),
+        &store,
+        CAP,
+        Some(&key),
+    )
+    .await
+    .unwrap();
+    assert!(!held.fetched);
+    assert_eq!(
+        verified_components(&store, &key),
+        HashSet::from([Digest::of(REVERSE_SORTER)])
+    );
+    assert!(verified_components(&store, &verification_key(&stranger)).is_empty());
 }
