@@ -95,10 +95,10 @@ async fn a_vigil_policy_serves_from_a_registry_rolls_out_by_bucket_and_survives_
  {
     let mut registry = OciRegistry::start();
     let cache = tempfile::tempdir().unwrap();
-    let (c_file, c_bytes) = example("c-sorter");
     let (js_file, js_bytes) = example("js-sorter");
-    let old = push(&registry, &c_file, "1", cache.path());
-    let new = push(&registry, &js_file, "2", cache.path());
+    let (py_file, py_bytes) = example("python-sorter");
+    let old = push(&registry, &js_file, "1", cache.path());
+    let new = push(&registry, &py_file, "2", cache.path());
 
     // A rollout that stops just short of this node's bucket leaves it on
     // the previous version; one more percent takes it to the new one.
@@ -106,7 +106,12 @@ async fn a_vigil_policy_serves_from_a_registry_rolls_out_by_bucket_and_survives_
     let (server, fixture) = test_node().await;
     server.put("vigilpolicies", "", vigil_policy(&new, Some((mine, &old))));
     let mut agent = start(&server, &fixture, &["--status-interval", "100ms"]);
-    until_serving(&server, "the previous version, the C sorter", &c_bytes).await;
+    until_serving(
+        &server,
+        "the previous version, the 12 MB JavaScript sorter",
+        &js_bytes,
+    )
+    .await;
     server
         .until(LIMIT, "the previous stage on the status", |s| {
             pull_report(s)["stage"] == "previous" && pull_report(s)["reference"] == old.as_str()
@@ -117,7 +122,7 @@ async fn a_vigil_policy_serves_from_a_registry_rolls_out_by_bucket_and_survives_
         "",
         vigil_policy(&new, Some((mine + 1, &old))),
     );
-    until_serving(&server, "the 12 MB JavaScript sorter, pulled", &js_bytes).await;
+    until_serving(&server, "the 18 MB Python sorter, pulled", &py_bytes).await;
     server
         .until(LIMIT, "the newest stage on the status", |s| {
             pull_report(s)["stage"] == "newest" && pull_report(s)["state"] == "Pulled"
@@ -129,7 +134,7 @@ async fn a_vigil_policy_serves_from_a_registry_rolls_out_by_bucket_and_survives_
         "vigil_policy_pulls_total{result=\"pulled\"} 2",
     )
     .await;
-    let bytes = (c_bytes.len() + js_bytes.len()).to_string();
+    let bytes = (js_bytes.len() + py_bytes.len()).to_string();
     until_metric(
         &server,
         &agent,
@@ -153,8 +158,8 @@ async fn a_vigil_policy_serves_from_a_registry_rolls_out_by_bucket_and_survives_
     .await;
     until_serving(
         &server,
-        "the JavaScript sorter, from the state directory",
-        &js_bytes,
+        "the Python sorter, from the state directory",
+        &py_bytes,
     )
     .await;
     assert!(
@@ -183,7 +188,7 @@ async fn a_vigil_policy_serves_from_a_registry_rolls_out_by_bucket_and_survives_
     );
     assert_eq!(
         policy_statuses(&server)[POLICY]["status"]["digest"],
-        Digest::of(&js_bytes).hex().as_str()
+        Digest::of(&py_bytes).hex().as_str()
     );
     assert!(
         agent
