@@ -36,7 +36,7 @@ use crate::policy::Digest;
 use k8s_openapi::api::core::v1::{Node as KubeNode, Secret};
 use kube::runtime::reflector::Store;
 use kube::{Api, ResourceExt};
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -49,6 +49,8 @@ use tokio_util::sync::CancellationToken;
 pub const FIRST_BACKOFF: Duration = Duration::from_secs(5);
 /// The longest wait between two pulls of one failing reference.
 pub const MAX_BACKOFF: Duration = Duration::from_secs(300);
+/// How long a pull Secret read is used before it is read again.
+pub const SECRET_TTL: Duration = Duration::from_secs(600);
 
 /// What one policy wants, and how its pulls fared.
 #[derive(Debug)]
@@ -120,6 +122,8 @@ pub struct Pulls {
     wanted: BTreeMap<String, Wanted>,
     /// Where pull Secrets are read (vigil's namespace).
     secrets: Option<Api<Secret>>,
+    /// The `.dockerconfigjson` of each pull Secret, and when it was read.
+    secret_cache: HashMap<String, (Instant, Vec<u8>)>,
     /// Certificates trusted beside the system's roots.
     ca: Option<Vec<u8>>,
     /// Only components signed under this key are linked.
@@ -164,6 +168,7 @@ impl Pulls {
             metrics,
             wanted: BTreeMap::new(),
             secrets: None,
+            secret_cache: HashMap::new(),
             ca: None,
             key: None,
             clock,
@@ -393,31 +398,17 @@ impl Pulls {
         }
     }
 
-    /// How to reach `registry` for `source`: its pull Secret read now, so a
-    /// rotated password is used at the next pull.
-    async fn access(&self, source: &Source, registry: &str) -> Result<Access, PullError> {
+    /// How to reach `registry` for `source`, with the credentials of its
+    /// pull Secret: read again once [`SECRET_TTL`] old or after a sign-in
+    /// failed (a rotated password is picked up), so a fleet retrying an
+    /// unreachable registry does not read Secrets at every retry.
+    async fn access(&mut self, source: &Source, registry: &str) -> Result<Access, PullError> {
         let basic =
-            match (&source.pull_secret, &self.secrets) {
-                (None, _) => None,
-                (Some(name), None) => {
-                    return Err(PullError::Credentials(format!(
-                        "the pull Secret {name} cannot be read: no namespace to read it in"
-                    )));
-                }
-                (Some(name), Some(secrets)) => {
-                    let secret = secrets.get(name).await.map_err(|e| {
-                        PullError::Credentials(format!("cannot read the pull Secret {name}: {e}"))
-                    })?;
-                    let config = secret
-                        .data
-                        .as_ref()
-                        .and_then(|data| data.get(DOCKER_CONFIG_KEY))
-                        .ok_or_else(|| {
-                            PullError::Credentials(format!(
-                                "the pull Secret {name} has no {DOCKER_CONFIG_KEY}"
-                            ))
-                        })?;
-                    Some(credentials::basic(&config.0, registry).map_err(|e| {
+            match &source.pull_secret {
+                None => None,
+                Some(name) => {
+                    let config = self.docker_config(name).await?;
+                    Some(credentials::basic(&config, registry).map_err(|e| {
                         PullError::Credentials(format!("the pull Secret {name}: {e}"))
                     })?)
                 }
@@ -429,10 +420,50 @@ impl Pulls {
         })
     }
 
+    /// The `.dockerconfigjson` of the Secret `name`, cached.
+    async fn docker_config(&mut self, name: &str) -> Result<Vec<u8>, PullError> {
+        if let Some((read, config)) = self.secret_cache.get(name)
+            && read.elapsed() < SECRET_TTL
+        {
+            return Ok(config.clone());
+        }
+        let Some(secrets) = &self.secrets else {
+            return Err(PullError::Credentials(format!(
+                "the pull Secret {name} cannot be read: no namespace to read it in"
+            )));
+        };
+        let secret = secrets.get(name).await.map_err(|e| {
+            PullError::Credentials(format!("cannot read the pull Secret {name}: {e}"))
+        })?;
+        let config = secret
+            .data
+            .and_then(|mut data| data.remove(DOCKER_CONFIG_KEY))
+            .ok_or_else(|| {
+                PullError::Credentials(format!("the pull Secret {name} has no {DOCKER_CONFIG_KEY}"))
+            })?
+            .0;
+        self.secret_cache
+            .insert(name.to_owned(), (Instant::now(), config.clone()));
+        Ok(config)
+    }
+
     /// Counts and logs a failed pull of `name`'s reference (each reason
     /// once in a row), and sets its next retry.
     fn failed(&mut self, name: &str, error: &PullError) {
         self.metrics.policy_pulled(error.reason(), 0);
+        if matches!(
+            error,
+            PullError::Unauthorized(_) | PullError::Credentials(_)
+        ) {
+            // Read the credentials again at the next try: they may have changed.
+            let secret = self
+                .wanted
+                .get(name)
+                .and_then(|w| w.source.pull_secret.clone());
+            if let Some(secret) = secret {
+                self.secret_cache.remove(&secret);
+            }
+        }
         let node = self.node.clone();
         let Some(wanted) = self.wanted.get_mut(name) else {
             return;

@@ -7,6 +7,7 @@ use super::kinds::{ConfigState, Fault, NodeReport, PolicyReport, PressureConditi
 use crate::cluster::node_status::condition_type;
 use crate::config::assignment::ConfigReport;
 use crate::policy::{Incident, Phase, PolicyStatus, RefusedVersion, Registry, Source};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
 
@@ -63,42 +64,36 @@ pub fn policies(
         })
         .collect();
     for (name, refusal) in registry.refused_unserved() {
-        let report = PolicyReport {
-            state: "Failed".into(),
-            since: time(refusal.incident.at),
-            world: None,
-            digest: None,
-            version: None,
-            source: None,
-            trial_end: None,
-            last_known_good: None,
-            last_fault: Some(refused(&refusal)),
-            calls: 0,
-            faults: 0,
-            counted_at: time(now),
-            pull: None,
-        };
+        let mut report = unserved("Failed", time(refusal.incident.at), now);
+        report.last_fault = Some(refused(&refusal));
         reports.insert(name, report);
     }
     for (name, pull) in pulls {
-        let report = reports.entry(name.clone()).or_insert_with(|| PolicyReport {
-            state: pull.state.clone(),
-            since: pull.since.clone(),
-            world: None,
-            digest: None,
-            version: None,
-            source: None,
-            trial_end: None,
-            last_known_good: None,
-            last_fault: None,
-            calls: 0,
-            faults: 0,
-            counted_at: time(now),
-            pull: None,
-        });
+        let report = reports
+            .entry(name.clone())
+            .or_insert_with(|| unserved(&pull.state, pull.since.clone(), now));
         report.pull = Some(pull.clone());
     }
     reports
+}
+
+/// The report of a policy no version of which serves, in `state` since `since`.
+fn unserved(state: &str, since: Time, now: SystemTime) -> PolicyReport {
+    PolicyReport {
+        state: state.into(),
+        since,
+        world: None,
+        digest: None,
+        version: None,
+        source: None,
+        trial_end: None,
+        last_known_good: None,
+        last_fault: None,
+        calls: 0,
+        faults: 0,
+        counted_at: time(now),
+        pull: None,
+    }
 }
 
 fn serving(status: &PolicyStatus, calls: u64, faults: u64, now: SystemTime) -> PolicyReport {

@@ -61,35 +61,38 @@ async fn publish_sorter(registry: &OciRegistry, repo: &str) -> String {
     .pinned
 }
 
-/// Publishes an artifact `vigil policy push` would never write: a config of
-/// `config_type` and `layers` (media type, bytes); answers its pinned
-/// reference.
-async fn publish_raw(
-    registry: &OciRegistry,
-    repo: &str,
+/// Pushes to `reference` an image manifest with an empty config of
+/// `config_type` and `layers` (media type, bytes, annotations or null);
+/// answers the manifest's digest.
+async fn push_manifest(
+    reference: &Reference,
     config_type: &str,
-    layers: &[(&str, &[u8])],
+    layers: &[(&str, &[u8], serde_json::Value)],
 ) -> String {
-    let reference: Reference = format!("{}/{repo}:raw", registry.addr()).parse().unwrap();
-    let (client, auth) = plain_http().client(&reference);
+    let (client, auth) = plain_http().client(reference);
     client
-        .auth(&reference, &auth, oci_client::RegistryOperation::Push)
+        .auth(reference, &auth, oci_client::RegistryOperation::Push)
         .await
         .unwrap();
     let config = b"{}".to_vec();
     let config_digest = oci_digest(&Digest::of(&config));
     client
-        .push_blob(&reference, config.clone(), &config_digest)
+        .push_blob(reference, config.clone(), &config_digest)
         .await
         .unwrap();
     let mut descriptors = Vec::new();
-    for (media_type, bytes) in layers {
+    for (media_type, bytes, annotations) in layers {
         let digest = oci_digest(&Digest::of(bytes));
         client
-            .push_blob(&reference, bytes.to_vec(), &digest)
+            .push_blob(reference, bytes.to_vec(), &digest)
             .await
             .unwrap();
-        descriptors.push(json!({"mediaType": media_type, "digest": digest, "size": bytes.len()}));
+        let mut descriptor =
+            json!({"mediaType": media_type, "digest": digest, "size": bytes.len()});
+        if !annotations.is_null() {
+            descriptor["annotations"] = annotations.clone();
+        }
+        descriptors.push(descriptor);
     }
     let manifest = serde_json::to_vec(&json!({
         "schemaVersion": 2,
@@ -101,13 +104,46 @@ async fn publish_raw(
     let digest = oci_digest(&Digest::of(&manifest));
     client
         .push_manifest_raw(
-            &reference,
+            reference,
             manifest,
             http::HeaderValue::from_static(MANIFEST_MEDIA_TYPE),
         )
         .await
         .unwrap();
+    digest
+}
+
+/// Publishes an artifact `vigil policy push` would never write: a config of
+/// `config_type` and `layers` (media type, bytes); answers its pinned
+/// reference.
+async fn publish_raw(
+    registry: &OciRegistry,
+    repo: &str,
+    config_type: &str,
+    layers: &[(&str, &[u8])],
+) -> String {
+    let reference: Reference = format!("{}/{repo}:raw", registry.addr()).parse().unwrap();
+    let layers: Vec<_> = layers
+        .iter()
+        .map(|&(media_type, bytes)| (media_type, bytes, serde_json::Value::Null))
+        .collect();
+    let digest = push_manifest(&reference, config_type, &layers).await;
     format!("{}/{repo}@{digest}", registry.addr())
+}
+
+async fn pull_signed(
+    store: &BlobStore,
+    pinned: &str,
+    key: &VerificationKey,
+) -> Result<Pulled, PullError> {
+    pull(
+        &Pinned::parse(pinned).unwrap(),
+        &plain_http(),
+        store,
+        CAP,
+        Some(key),
+    )
+    .await
 }
 
 async fn pull_into(store: &BlobStore, pinned: &str, cap: u64) -> Result<Pulled, PullError> {
@@ -303,42 +339,16 @@ async fn sign(pinned: &str, pair: &EcdsaKeyPair, covers: &Digest) {
     let (repository, _) = pinned.split_once('@').unwrap();
     let tag = signature_tag(&target.manifest());
     let reference: Reference = format!("{repository}:{tag}").parse().unwrap();
-    let (client, auth) = plain_http().client(&reference);
-    client
-        .auth(&reference, &auth, oci_client::RegistryOperation::Push)
-        .await
-        .unwrap();
     let payload = signature::payload(repository, covers);
     let signed = pair.sign(&SystemRandom::new(), &payload).unwrap();
-    let layer = oci_digest(&Digest::of(&payload));
-    client
-        .push_blob(&reference, payload.clone(), &layer)
-        .await
-        .unwrap();
-    let config = b"{}".to_vec();
-    let config_digest = oci_digest(&Digest::of(&config));
-    client
-        .push_blob(&reference, config.clone(), &config_digest)
-        .await
-        .unwrap();
-    let manifest = serde_json::to_vec(&json!({
-        "schemaVersion": 2,
-        "mediaType": MANIFEST_MEDIA_TYPE,
-        "config": {"mediaType": "application/vnd.oci.image.config.v1+json",
-                   "digest": config_digest, "size": config.len()},
-        "layers": [{"mediaType": SIMPLE_SIGNING_MEDIA_TYPE, "digest": layer, "size": payload.len(),
-                    "annotations": {SIGNATURE_ANNOTATION:
-                        base64::engine::general_purpose::STANDARD.encode(signed.as_ref())}}],
-    }))
-    .unwrap();
-    client
-        .push_manifest_raw(
-            &reference,
-            manifest,
-            http::HeaderValue::from_static(MANIFEST_MEDIA_TYPE),
-        )
-        .await
-        .unwrap();
+    let annotations = json!({SIGNATURE_ANNOTATION:
+        base64::engine::general_purpose::STANDARD.encode(signed.as_ref())});
+    push_manifest(
+        &reference,
+        "application/vnd.oci.image.config.v1+json",
+        &[(SIMPLE_SIGNING_MEDIA_TYPE, payload.as_slice(), annotations)],
+    )
+    .await;
 }
 
 #[tokio::test]
@@ -350,21 +360,6 @@ async fn with_a_key_only_an_artifact_signed_under_it_for_its_own_digest_is_taken
     let key = verification_key(&signer);
     let state = tempfile::tempdir().unwrap();
     let store = BlobStore::open(state.path()).unwrap();
-    let pull_signed = |key: &VerificationKey| {
-        let key = key.clone();
-        let (store, pinned) = (store.clone(), pinned.clone());
-        async move {
-            pull(
-                &Pinned::parse(&pinned).unwrap(),
-                &plain_http(),
-                &store,
-                CAP,
-                Some(&key),
-            )
-            .await
-        }
-    };
-
     let refusals = [
         (None, "no signature of"),
         (
@@ -380,14 +375,14 @@ async fn with_a_key_only_an_artifact_signed_under_it_for_its_own_digest_is_taken
         if let Some((pair, covers)) = signature {
             sign(&pinned, pair, &covers).await;
         }
-        let error = pull_signed(&key).await.unwrap_err();
+        let error = pull_signed(&store, &pinned, &key).await.unwrap_err();
         assert_eq!(error.reason(), "signature", "{error}");
         assert!(error.to_string().contains(says), "{error}");
     }
     assert_eq!(stored(state.path()), Vec::<String>::new());
 
     sign(&pinned, &signer, &manifest).await;
-    let pulled = pull_signed(&key).await.unwrap();
+    let pulled = pull_signed(&store, &pinned, &key).await.unwrap();
     assert!(pulled.fetched);
     // The refusals came before the component was read: the one request for
     // it is the accepted pull's.
@@ -397,15 +392,7 @@ async fn with_a_key_only_an_artifact_signed_under_it_for_its_own_digest_is_taken
     // Restarted without the registry, the kept signature is checked again.
     registry.stop();
     let store = BlobStore::open(state.path()).unwrap();
-    let held = pull(
-        &Pinned::parse(&pinned).unwrap(),
-        &plain_http(),
-        &store,
-        CAP,
-        Some(&key),
-    )
-    .await
-    .unwrap();
+    let held = pull_signed(&store, &pinned, &key).await.unwrap();
     assert!(!held.fetched);
     assert_eq!(
         verified_components(&store, &key),
