@@ -23,7 +23,7 @@ use crate::cluster::watches::Progress;
 use crate::distribution::crd::VigilPolicy;
 use crate::distribution::credentials::{self, DOCKER_CONFIG_KEY};
 use crate::distribution::layout::oci_digest;
-use crate::distribution::pull::{Pinned, PullError, pull, verified_components};
+use crate::distribution::pull::{Pinned, PullError, Pulled, pull, verified_components};
 use crate::distribution::registry::Access;
 use crate::distribution::rollout::{self, Node};
 use crate::distribution::signature::VerificationKey;
@@ -194,6 +194,9 @@ impl Pulls {
             return;
         };
         for entry in entries.flatten() {
+            if !entry.file_name().to_string_lossy().ends_with(".wasm") {
+                continue;
+            }
             let target = std::fs::read_link(entry.path()).ok();
             let component = target
                 .as_deref()
@@ -380,7 +383,7 @@ impl Pulls {
                     ("held", 0)
                 };
                 self.metrics.policy_pulled(result, bytes);
-                if let Err(error) = self.link(name, &pulled.path) {
+                if let Err(error) = self.link(name, &pulled) {
                     tracing::error!(policy = name, %error, "cannot link a pulled policy; keeping what serves");
                     return false;
                 }
@@ -478,18 +481,15 @@ impl Pulls {
         wanted.last_error = Some((error.reason(), error.to_string()));
     }
 
-    /// Points `links/NAME.wasm` at `target`, in one rename.
-    fn link(&self, name: &str, target: &Path) -> std::io::Result<()> {
-        let link = self.links.join(format!("{name}.wasm"));
-        if std::fs::read_link(&link).is_ok_and(|current| current == target) {
-            return Ok(());
-        }
-        let tmp = self
-            .links
-            .join(format!(".{name}.wasm.tmp-{}", std::process::id()));
-        let _ = std::fs::remove_file(&tmp);
-        std::os::unix::fs::symlink(target, &tmp)?;
-        std::fs::rename(&tmp, &link)
+    /// Points `links/NAME.wasm` at the pulled component, and
+    /// `links/.NAME.manifest` at its manifest, each in one rename.
+    fn link(&self, name: &str, pulled: &Pulled) -> std::io::Result<()> {
+        // The manifest's link first (hidden from the loader): while the
+        // component's link stands, the manifest it came from is kept too, so
+        // its signatures can be checked again after a restart.
+        let manifest = self.store.path(&pulled.manifest);
+        replace_link(&self.links, &format!(".{name}{MANIFEST_SUFFIX}"), &manifest)?;
+        replace_link(&self.links, &format!("{name}.wasm"), &pulled.path)
     }
 
     /// Removes the links of policies not in `chosen`; answers whether it
@@ -501,12 +501,14 @@ impl Pulls {
         let mut removed = false;
         for entry in entries.flatten() {
             let file = entry.file_name().to_string_lossy().into_owned();
-            let name = file.strip_suffix(".wasm").unwrap_or(&file);
+            let name = link_policy(&file);
             if !chosen.contains_key(name) {
-                tracing::info!(
-                    policy = name,
-                    "no VigilPolicy gives this node a version; unlinking"
-                );
+                if file.ends_with(".wasm") {
+                    tracing::info!(
+                        policy = name,
+                        "no VigilPolicy gives this node a version; unlinking"
+                    );
+                }
                 removed |= std::fs::remove_file(entry.path()).is_ok();
             }
         }
@@ -526,6 +528,29 @@ impl Pulls {
     }
 }
 
+/// The suffix of the hidden link to a linked component's manifest.
+const MANIFEST_SUFFIX: &str = ".manifest";
+
+/// The policy a link in the links directory belongs to: `NAME.wasm`, or
+/// `.NAME.manifest` (its manifest).
+fn link_policy(file: &str) -> &str {
+    file.strip_suffix(".wasm")
+        .or_else(|| file.strip_prefix('.')?.strip_suffix(MANIFEST_SUFFIX))
+        .unwrap_or(file)
+}
+
+/// Points `dir/name` at `target` through a temporary link renamed over it.
+fn replace_link(dir: &Path, name: &str, target: &Path) -> std::io::Result<()> {
+    let link = dir.join(name);
+    if std::fs::read_link(&link).is_ok_and(|current| current == target) {
+        return Ok(());
+    }
+    let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
+    let _ = std::fs::remove_file(&tmp);
+    std::os::unix::fs::symlink(target, &tmp)?;
+    std::fs::rename(&tmp, &link)
+}
+
 /// How long to wait after the `failures`th failure in a row of `policy`'s
 /// pull on `node`: doubling from [`FIRST_BACKOFF`] up to [`MAX_BACKOFF`],
 /// plus up to a fifth more, different on each node (a registry that comes
@@ -541,6 +566,16 @@ fn backoff(failures: u32, node: &str, policy: &str) -> Duration {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn links_belong_to_their_policy() {
+        assert_eq!(link_policy("my-sorter.wasm"), "my-sorter");
+        assert_eq!(link_policy(".my-sorter.manifest"), "my-sorter");
+        assert_eq!(
+            link_policy(".my-sorter.wasm.tmp-7"),
+            ".my-sorter.wasm.tmp-7"
+        );
+    }
 
     #[test]
     fn backoff_doubles_to_its_ceiling_with_a_jitter_of_up_to_a_fifth() {
