@@ -266,7 +266,10 @@ impl Pulls {
             tokio::select! {
                 () = stop.cancelled() => return,
                 changed = changes.changed() => if changed.is_err() { return },
-                _ = node_changes.changed() => {
+                changed = node_changes.changed() => {
+                    if changed.is_err() {
+                        return;
+                    }
                     // The kubelet writes its Node often; only labels matter here.
                     if labels() == seen {
                         continue;
