@@ -145,7 +145,8 @@ struct AgentArgs {
     /// Directory of policy components (`NAME.wasm`), watched for changes.
     #[arg(long, default_value = "/etc/vigil/policies")]
     policies_dir: PathBuf,
-    /// Largest policy file read from the policies directory, in MiB; larger ones are refused unread.
+    /// Largest policy component read from the policies directory or pulled from a registry, in
+    /// MiB; larger ones are refused unread.
     #[arg(long, value_name = "MIB", default_value_t = DEFAULT_MAX_POLICY_BYTES >> 20,
           value_parser = clap::value_parser!(u64).range(1..=4096))]
     max_policy_mib: u64,

@@ -62,7 +62,8 @@ pub struct AgentConfig {
     pub kubeconfig: Option<PathBuf>,
     /// Policy components (`NAME.wasm`), watched for changes.
     pub policies_dir: PathBuf,
-    /// Largest policy file read from the policies directory.
+    /// Largest policy component read from the policies directory or pulled
+    /// from a registry.
     pub max_policy_bytes: u64,
     /// State that survives restarts.
     pub state_dir: PathBuf,

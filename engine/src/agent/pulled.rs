@@ -197,12 +197,7 @@ impl Pulls {
             if !entry.file_name().to_string_lossy().ends_with(".wasm") {
                 continue;
             }
-            let target = std::fs::read_link(entry.path()).ok();
-            let component = target
-                .as_deref()
-                .and_then(Path::file_name)
-                .and_then(|n| Digest::from_hex(&n.to_string_lossy()));
-            if !component.is_some_and(|c| verified.contains(&c)) {
+            if !blob_of(&entry.path()).is_some_and(|c| verified.contains(&c)) {
                 tracing::warn!(link = %entry.path().display(), "unlinking a pulled policy no signature under the verification key covers");
                 let _ = std::fs::remove_file(entry.path());
             }
@@ -525,8 +520,7 @@ impl Pulls {
         };
         entries
             .flatten()
-            .filter_map(|e| std::fs::read_link(e.path()).ok())
-            .filter_map(|target| Digest::from_hex(&target.file_name()?.to_string_lossy()))
+            .filter_map(|e| blob_of(&e.path()))
             .collect()
     }
 }
@@ -540,6 +534,12 @@ fn link_policy(file: &str) -> &str {
     file.strip_suffix(".wasm")
         .or_else(|| file.strip_prefix('.')?.strip_suffix(MANIFEST_SUFFIX))
         .unwrap_or(file)
+}
+
+/// The blob a link points at.
+fn blob_of(link: &Path) -> Option<Digest> {
+    let target = std::fs::read_link(link).ok()?;
+    Digest::from_hex(&target.file_name()?.to_string_lossy())
 }
 
 /// Points `dir/name` at `target` through a temporary link renamed over it.

@@ -21,7 +21,7 @@
 //! Policies pulled from a registry ([`crate::distribution`]) are linked into
 //! a second directory the agent alone writes ([`Reloader::with_pulled`]),
 //! watched and scanned with the first: a name found in both serves the
-//! pulled one, and the shadowed file is reported.
+//! pulled one, and the shadowed file is logged once.
 //!
 //! What counts as a policy file: `NAME.wasm`, read through symlinks, as
 //! untrusted input (see
@@ -75,8 +75,6 @@ pub struct ScanReport {
     pub failed: Vec<(String, LoadError)>,
     /// Policies deregistered because their file is gone.
     pub removed: Vec<String>,
-    /// Names in the policies directory that a pulled policy overrides.
-    pub shadowed: Vec<String>,
     /// What the cache's garbage collection removed after the scan, if the
     /// reloader collects garbage.
     pub collected: Option<Collected>,
@@ -267,7 +265,7 @@ impl Reloader {
         {
             Ok((files, shadowed)) => {
                 self.note("", None);
-                self.report_shadowed(shadowed, &mut report);
+                self.report_shadowed(shadowed);
                 files
             }
             Err(error) => {
@@ -302,15 +300,14 @@ impl Reloader {
         report
     }
 
-    /// Logs names newly shadowed by a pulled policy, and puts all in `report`.
-    fn report_shadowed(&mut self, shadowed: Vec<String>, report: &mut ScanReport) {
+    /// Logs the names newly shadowed by a pulled policy.
+    fn report_shadowed(&mut self, shadowed: Vec<String>) {
         for name in &shadowed {
             if !self.shadowed.contains(name) {
                 tracing::warn!(policy = %name, dir = %self.dir.display(), "a VigilPolicy and the policies directory both define this policy; serving the VigilPolicy's");
             }
         }
-        self.shadowed = shadowed.iter().cloned().collect();
-        report.shadowed = shadowed;
+        self.shadowed = shadowed.into_iter().collect();
     }
 
     /// Reads `path` unless the file is the one tried last time.
