@@ -44,6 +44,7 @@ const POLICIES: [(&str, &str, &str, &str); 6] = [
 ];
 
 fn main() {
+    revision();
     let features: Vec<Vec<&str>> = POLICIES
         .iter()
         .map(|(_, _, _, f)| if f.is_empty() { vec![] } else { vec![*f] })
@@ -64,4 +65,36 @@ fn main() {
     for ((var, ..), path) in POLICIES.iter().zip(artifacts) {
         println!("cargo:rustc-env={var}={}", path.display());
     }
+}
+
+/// Names the source this build is made from, for the module version its
+/// precompiled artifacts are bound to: `$VIGIL_BUILD_ID` if set (builds
+/// from a tarball), else the git commit, else `source`.
+fn revision() {
+    println!("cargo:rerun-if-env-changed=VIGIL_BUILD_ID");
+    let git = |args: &[&str]| {
+        std::process::Command::new("git")
+            .args(args)
+            .output()
+            .ok()
+            .filter(|out| out.status.success())
+            .map(|out| String::from_utf8_lossy(&out.stdout).trim().to_owned())
+    };
+    let revision = match std::env::var("VIGIL_BUILD_ID") {
+        Ok(id) if !id.is_empty() => id,
+        _ => match git(&["rev-parse", "--short=12", "HEAD"]) {
+            Some(commit) => {
+                // A new commit (or branch switch) must rebuild with its id.
+                for path in ["HEAD", "refs", "packed-refs"] {
+                    let file = git(&["rev-parse", "--git-path", path]);
+                    if let Some(file) = file.filter(|f| std::path::Path::new(f).exists()) {
+                        println!("cargo:rerun-if-changed={file}");
+                    }
+                }
+                commit
+            }
+            None => "source".to_owned(),
+        },
+    };
+    println!("cargo:rustc-env=VIGIL_BUILD_REVISION={revision}");
 }

@@ -13,7 +13,7 @@ use crate::eviction::EvictionSettings;
 use crate::policy::builtin::BUILTINS;
 use crate::policy::compiler::{INVALID_EXIT, child_input, peak_rss_kib};
 use crate::policy::files::{DEFAULT_MAX_POLICY_BYTES, read_policy};
-use crate::policy::{ChildCompiler, Host, LoadError, Source, World};
+use crate::policy::{Baseline, ChildCompiler, CompileMode, Host, LoadError, Source, World};
 use crate::report::Chain;
 use crate::signals::Driver;
 use crate::simulate::{RunOptions, Scenario, output, plot};
@@ -166,6 +166,17 @@ struct AgentArgs {
     /// registry runs only if a cosign signature under this key covers its digest.
     #[arg(long, value_name = "FILE")]
     verification_key: Option<PathBuf>,
+    /// Whether this node compiles policies: `never` loads only precompiled artifacts signed
+    /// by the native-code key (and the built-ins) and never starts a compiler; `fallback`
+    /// compiles what has no such artifact, in a child process; `always` compiles everything
+    /// itself and ignores artifacts made elsewhere.
+    #[arg(long, value_name = "MODE", default_value = "fallback")]
+    compile: CompileMode,
+    /// A cosign public key (PEM) for precompiled policies, which are native code: an artifact
+    /// is deserialised only if a signature under this key covers it. A key of its own, not the
+    /// --verification-key; mount it from a Secret, never name it in a VigilPolicy.
+    #[arg(long, value_name = "FILE")]
+    native_code_key: Option<PathBuf>,
     /// A config layer (YAML or JSON, vigil's config shape) merged over the built-in defaults;
     /// the `VigilConfig` layers that target this node go over it.
     #[arg(long, value_name = "FILE")]
@@ -248,6 +259,30 @@ impl AgentArgs {
             .node_name
             .filter(|n| !n.is_empty())
             .context("the node name is required: pass --node-name or set $NODE_NAME (the DaemonSet sets it from spec.nodeName)")?;
+        let verification_key = self
+            .verification_key
+            .as_deref()
+            .map(read_verification_key)
+            .transpose()?;
+        let native_code_key = self
+            .native_code_key
+            .as_deref()
+            .map(read_verification_key)
+            .transpose()?;
+        anyhow::ensure!(
+            verification_key.is_none() || verification_key != native_code_key,
+            "--native-code-key is the --verification-key: native code needs a key of its own, \
+             or anyone who may sign a component could run native code in the agent"
+        );
+        let compiler = match self.compile {
+            CompileMode::Never => None,
+            CompileMode::Fallback | CompileMode::Always => Some(ChildCompiler {
+                program: std::env::current_exe()
+                    .context("cannot find this program's path, to run it as the policy compiler")?,
+                memory_bytes: self.compile_memory_mib << 20,
+                deadline: self.compile_deadline,
+            }),
+        };
         Ok(AgentConfig {
             node_name,
             kubeconfig: self.kubeconfig,
@@ -256,11 +291,9 @@ impl AgentArgs {
             state_dir: self.state_dir,
             namespace: self.namespace,
             registry_ca: self.registry_ca.as_deref().map(read_ca).transpose()?,
-            verification_key: self
-                .verification_key
-                .as_deref()
-                .map(read_verification_key)
-                .transpose()?,
+            verification_key,
+            compile_mode: self.compile,
+            native_code_key,
             config_file: self.config,
             config_grace: self.config_grace,
             config_start_on_defaults: self.config_start_on_defaults,
@@ -280,12 +313,7 @@ impl AgentArgs {
                 timeout: self.api_timeout,
             },
             condition_heartbeat: self.condition_heartbeat,
-            compiler: Some(ChildCompiler {
-                program: std::env::current_exe()
-                    .context("cannot find this program's path, to run it as the policy compiler")?,
-                memory_bytes: self.compile_memory_mib << 20,
-                deadline: self.compile_deadline,
-            }),
+            compiler,
         })
     }
 }
@@ -371,6 +399,66 @@ enum PolicyCommand {
         #[command(flatten)]
         cache: CacheArgs,
     },
+    /// Compile components for the nodes, so that they never compile: native code for an
+    /// explicit CPU baseline, bound to this vigil build, which loads it only when signed by
+    /// the agents' --native-code-key.
+    Precompile {
+        /// Component files; the artifact of `NAME.wasm` is written to `NAME.<baseline>.cwasm`
+        /// (or published with --push).
+        #[arg(
+            required_unless_present = "from_cluster",
+            conflicts_with = "from_cluster"
+        )]
+        files: Vec<PathBuf>,
+        /// The CPU baseline the nodes have at least: x86-64, x86-64-v2, x86-64-v3, armv8-a or
+        /// armv8.1-a. It must be the agents' (x86-64-v2 on x86-64, armv8-a on aarch64).
+        #[arg(long, value_name = "BASELINE", default_value_t = Baseline::host())]
+        cpu_baseline: Baseline,
+        /// Publish each artifact to this `registry/repository[:tag]` instead of writing a file.
+        #[arg(long, value_name = "REF", conflicts_with = "from_cluster")]
+        push: Option<String>,
+        /// Precompile every version the cluster's VigilPolicy objects name (`ref` and
+        /// `rollout.previous`), publishing each beside its component.
+        #[arg(long)]
+        from_cluster: bool,
+        /// With --from-cluster: write the artifacts into each object's `spec.precompiled`
+        /// (replacing the entries for this engine key, keeping the others).
+        #[arg(long, requires = "from_cluster")]
+        pin: bool,
+        /// A kubeconfig file, for --from-cluster; without it the in-cluster service account,
+        /// else `$KUBECONFIG`.
+        #[arg(long, value_name = "FILE")]
+        kubeconfig: Option<PathBuf>,
+        /// Plain HTTP to the registry (only when set: never a silent downgrade).
+        #[arg(long)]
+        insecure: bool,
+        /// Sign in as this user, with the password in `$VIGIL_REGISTRY_PASSWORD`.
+        #[arg(long)]
+        username: Option<String>,
+        /// Certificates (PEM) trusted beside the system's roots: a private registry's CA.
+        #[arg(long, value_name = "FILE")]
+        registry_ca: Option<PathBuf>,
+        #[command(flatten)]
+        cache: CacheArgs,
+    },
+    /// Sign a published artifact (a component or a precompiled one) as `cosign sign --key`
+    /// does, with an unencrypted PKCS#8 P-256 key (PEM).
+    Sign {
+        /// The artifact: `registry/repository[:tag]@sha256:…`.
+        reference: String,
+        /// The private key (PEM `PRIVATE KEY`).
+        #[arg(long, value_name = "FILE")]
+        key: PathBuf,
+        /// Plain HTTP to the registry (only when set: never a silent downgrade).
+        #[arg(long)]
+        insecure: bool,
+        /// Sign in as this user, with the password in `$VIGIL_REGISTRY_PASSWORD`.
+        #[arg(long)]
+        username: Option<String>,
+        /// Certificates (PEM) trusted beside the system's roots: a private registry's CA.
+        #[arg(long, value_name = "FILE")]
+        registry_ca: Option<PathBuf>,
+    },
     /// The agent's child compiler: compiles the component on stdin into the cache.
     #[command(hide = true)]
     Compile {
@@ -427,6 +515,52 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
                 ca: registry_ca.as_deref().map(read_ca).transpose()?,
             };
             push(&file, &reference, &access, cache.dir()).await
+        }
+        Command::Policy(PolicyCommand::Precompile {
+            files,
+            cpu_baseline,
+            push,
+            from_cluster,
+            pin,
+            kubeconfig,
+            insecure,
+            username,
+            registry_ca,
+            cache,
+        }) => {
+            let access = Access {
+                insecure,
+                basic: registry_user(username)?,
+                ca: registry_ca.as_deref().map(read_ca).transpose()?,
+            };
+            let host = Host::new(cache.dir())?;
+            if from_cluster {
+                precompile_cluster(&host, kubeconfig.as_deref(), cpu_baseline, &access, pin).await
+            } else {
+                precompile_files(&host, &files, cpu_baseline, push.as_deref(), &access).await
+            }
+        }
+        Command::Policy(PolicyCommand::Sign {
+            reference,
+            key,
+            insecure,
+            username,
+            registry_ca,
+        }) => {
+            let access = Access {
+                insecure,
+                basic: registry_user(username)?,
+                ca: registry_ca.as_deref().map(read_ca).transpose()?,
+            };
+            let pem = crate::fsutil::read_text(&key, 64 << 10)
+                .with_context(|| format!("cannot read the key {}", key.display()))?;
+            let key = crate::distribution::signature::SigningKey::from_pem(&pem)
+                .with_context(|| format!("{} is not a signing key", key.display()))?;
+            let pushed = crate::authoring::push::push_signature(&reference, &key, &access)
+                .await
+                .with_context(|| format!("cannot sign {reference}"))?;
+            println!("signed {reference}: {}", pushed.pinned);
+            Ok(())
         }
         Command::Policy(PolicyCommand::Compile {
             digest,
@@ -732,6 +866,102 @@ fn check_config(arg: &str) -> anyhow::Result<EvictionSettings> {
     let config: VigilConfig = serde_json::from_value(value)
         .with_context(|| format!("{origin} is not a valid vigil config"))?;
     Ok(EvictionSettings::from(&config))
+}
+
+/// `vigil policy precompile FILE…`: each artifact to a file beside its
+/// component, or published to `push`.
+async fn precompile_files(
+    host: &Host,
+    files: &[PathBuf],
+    baseline: Baseline,
+    push: Option<&str>,
+    access: &Access,
+) -> anyhow::Result<()> {
+    use crate::authoring::precompile::precompile;
+    for file in files {
+        let bytes = read_policy(file, DEFAULT_MAX_POLICY_BYTES)?;
+        let made = precompile(host, &policy_name(file), bytes.as_slice(), baseline)
+            .with_context(|| format!("cannot precompile {}", file.display()))?;
+        let engine_key = made.claims.engine_key.clone();
+        let size = made.artifact.len();
+        let reference = match push {
+            Some(reference) => {
+                crate::authoring::push::push_precompiled(
+                    made.artifact,
+                    &made.claims,
+                    reference,
+                    access,
+                )
+                .await
+                .with_context(|| {
+                    format!(
+                        "cannot push the artifact of {} to {reference}",
+                        file.display()
+                    )
+                })?
+                .pinned
+            }
+            None => {
+                let out = file.with_extension(format!("{baseline}.cwasm"));
+                crate::fsutil::write_atomic(&out, &made.artifact)
+                    .with_context(|| format!("cannot write {}", out.display()))?;
+                out.display().to_string()
+            }
+        };
+        println!(
+            "precompiled {} for {baseline} ({size} bytes): {reference}",
+            file.display()
+        );
+        println!("  engineKey: {engine_key}");
+        println!("  build:     {}", made.claims.build);
+    }
+    Ok(())
+}
+
+/// `vigil policy precompile --from-cluster`.
+async fn precompile_cluster(
+    host: &Host,
+    kubeconfig: Option<&std::path::Path>,
+    baseline: Baseline,
+    access: &Access,
+    pin: bool,
+) -> anyhow::Result<()> {
+    use crate::distribution::store::BlobStore;
+    let metrics = std::sync::Arc::new(crate::metrics::Metrics::default());
+    let clients = crate::cluster::client::connect(kubeconfig, &metrics, ClientOptions::default())
+        .await
+        .context("cannot reach the cluster")?;
+    let dir = std::env::temp_dir().join(format!("vigil-precompile-{}", std::process::id()));
+    let store = BlobStore::open(&dir).context("cannot make a temporary store")?;
+    let done = crate::authoring::precompile::from_cluster(
+        host,
+        &kube::Api::all(clients.api),
+        &store,
+        baseline,
+        access,
+        pin,
+    )
+    .await;
+    let _ = std::fs::remove_dir_all(&dir);
+    let done = done.context("cannot precompile the cluster's policies")?;
+    for made in &done {
+        println!(
+            "{}: {} -> {}",
+            made.policy, made.component, made.pushed.pinned
+        );
+    }
+    println!(
+        "{} version(s) precompiled for {baseline}{}; sign each with the native-code key:",
+        done.len(),
+        if pin { " and pinned" } else { "" }
+    );
+    for made in &done {
+        println!(
+            "  cosign sign --key native.key --tlog-upload=false {}",
+            made.pushed.pinned
+        );
+    }
+    Ok(())
 }
 
 /// The child compiler's work (see [`crate::policy::compiler`]). A component

@@ -146,6 +146,11 @@ pub struct Metrics {
     pub policy_pulls: Family<PullLabels, Counter>,
     /// Bytes of policy components pulled from registries.
     pub policy_pull_bytes: Counter,
+    /// Precompiled policies sought for this node's engine, by result.
+    pub policy_precompiled: Family<PullLabels, Counter>,
+    /// Policy components compiled on this node (not loaded precompiled),
+    /// built-ins aside.
+    pub policy_compiles: Counter,
     /// Config checkpoints read at start-up, by what was found.
     pub config_checkpoint_loads: Family<CheckpointLabels, Counter>,
     /// Why the running config runs (1 for the current reason).
@@ -178,6 +183,8 @@ impl Default for Metrics {
             config_updates: Family::default(),
             policy_pulls: Family::default(),
             policy_pull_bytes: Counter::default(),
+            policy_precompiled: Family::default(),
+            policy_compiles: Counter::default(),
             config_checkpoint_loads: Family::default(),
             config_state: Family::default(),
             build_info: Family::default(),
@@ -299,6 +306,16 @@ impl Metrics {
             m.policy_pull_bytes.clone(),
         );
         registry.register(
+            "policy_precompiled",
+            "Precompiled policies sought for this node's engine, by result",
+            m.policy_precompiled.clone(),
+        );
+        registry.register(
+            "policy_compiles",
+            "Policy components compiled on this node rather than loaded precompiled",
+            m.policy_compiles.clone(),
+        );
+        registry.register(
             "config_checkpoint_loads",
             "Config checkpoints read at start-up, by what was found",
             m.config_checkpoint_loads.clone(),
@@ -339,6 +356,18 @@ impl Metrics {
             })
             .inc();
         self.policy_pull_bytes.inc_by(bytes);
+    }
+
+    /// Counts a precompiled policy sought with `result`: `imported`,
+    /// `held` (the cache had it), `none` (no artifact for this node's
+    /// engine), or why it was refused
+    /// ([`crate::distribution::pull::PullError::reason`]).
+    pub fn policy_precompiled(&self, result: &str) {
+        self.policy_precompiled
+            .get_or_create(&PullLabels {
+                result: result.into(),
+            })
+            .inc();
     }
 
     /// Counts a watch that had to start over.
@@ -416,6 +445,9 @@ impl Metrics {
 
     /// Updates the policy metrics from the registry.
     pub fn policies(&self, registry: &Registry) {
+        let compiles = registry.host().compiles();
+        self.policy_compiles
+            .inc_by(compiles.saturating_sub(self.policy_compiles.get()));
         self.policy_state.clear();
         for status in registry.status() {
             let state = match status.phase {

@@ -39,8 +39,9 @@ use crate::fleet::activity::{self, Activity};
 use crate::fleet::reconcile::{Inputs, Reconciler};
 use crate::metrics::Metrics;
 use crate::model::Layer;
+use crate::policy::engine::{BUILD, Baseline};
 use crate::policy::reload::Reloader;
-use crate::policy::{ChildCompiler, Host, LimitsTable, Registry};
+use crate::policy::{ChildCompiler, CompileMode, Host, LimitsTable, Registry};
 use crate::signals::wake::{TriggerSettings, Wake};
 use crate::signals::{CpuRates, Driver, Sources};
 use anyhow::Context;
@@ -74,6 +75,10 @@ pub struct AgentConfig {
     pub registry_ca: Option<Vec<u8>>,
     /// Only registry versions a cosign signature under this key covers run.
     pub verification_key: Option<VerificationKey>,
+    /// Whether this node compiles policies (see [`CompileMode`]).
+    pub compile_mode: CompileMode,
+    /// Precompiled policies are taken only if signed under this key.
+    pub native_code_key: Option<VerificationKey>,
     /// A config layer over the built-in defaults (JSON or YAML), if any.
     pub config_file: Option<PathBuf>,
     /// How old the config checkpoint may be and still run without the API server.
@@ -99,8 +104,8 @@ pub struct AgentConfig {
     /// How often a holding node condition is written again.
     pub condition_heartbeat: std::time::Duration,
     /// The child process that compiles policies missing from the artifact
-    /// cache; `None` compiles them in this process (`vigil agent` always
-    /// sets one).
+    /// cache; `None` compiles them in this process (`vigil agent` sets one
+    /// unless it compiles nothing).
     pub compiler: Option<ChildCompiler>,
 }
 
@@ -111,10 +116,19 @@ pub struct AgentConfig {
 /// metrics address. Once running, errors are logged and retried, never fatal.
 pub async fn run(config: AgentConfig, shutdown: impl Future<Output = ()>) -> anyhow::Result<()> {
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let mut host = Host::new(Some(config.state_dir.join("cache")))?;
+    let mut host =
+        Host::new(Some(config.state_dir.join("cache")))?.compile_mode(config.compile_mode);
     if let Some(compiler) = &config.compiler {
         host = host.compiling_in(compiler.clone())?;
     }
+    tracing::info!(
+        engine_key = %host.engine_key(),
+        cpu_baseline = %Baseline::host(),
+        build = BUILD,
+        compile = config.compile_mode.name(),
+        native_code_key = config.native_code_key.is_some(),
+        "policy engine"
+    );
     let host = Arc::new(host);
     let registry = Registry::new(
         Arc::clone(&host),
@@ -188,7 +202,8 @@ pub async fn run(config: AgentConfig, shutdown: impl Future<Output = ()>) -> any
     let pulls = match &config.verification_key {
         Some(key) => pulls.with_key(key.clone()),
         None => pulls,
-    };
+    }
+    .with_host(Arc::clone(&host), config.native_code_key.clone());
     // The cache under the state directory is this agent's alone.
     let pull_reports = pulls.reports();
     let reloader = Reloader::new(Arc::clone(&registry), config.policies_dir.clone())

@@ -17,13 +17,23 @@
 //! if a cosign signature under that key covers its digest; a refused one
 //! leaves the previous version serving, and links an earlier run made
 //! without a key are removed before the loader sees them.
+//!
+//! Before a version is linked, its precompiled artifact for this node's
+//! engine (`spec.precompiled`, matched by engine key and by the component
+//! its claims name) is pulled, verified under the native-code key
+//! (`--native-code-key`) and imported into the host's artifact cache, so
+//! the loader maps it and compiles nothing. A refused artifact keeps the
+//! version from being linked (the previous one serves; the status and
+//! `vigil_policy_precompiled_total` say why). Without one, the version is
+//! compiled on the node (`--compile=fallback`), or not linked at all
+//! (`--compile=never`).
 
 use crate::clock::Clock;
 use crate::cluster::watches::Progress;
-use crate::distribution::crd::VigilPolicy;
+use crate::distribution::crd::{PrecompiledRef, VigilPolicy};
 use crate::distribution::credentials::{self, DOCKER_CONFIG_KEY};
-use crate::distribution::layout::oci_digest;
-use crate::distribution::pull::{Pinned, PullError, Pulled, pull, verified_components};
+use crate::distribution::layout::{Claims, oci_digest};
+use crate::distribution::pull::{Expect, Pinned, PullError, Pulled, pull, verified_components};
 use crate::distribution::registry::Access;
 use crate::distribution::rollout::{self, Node};
 use crate::distribution::signature::VerificationKey;
@@ -32,7 +42,8 @@ use crate::fleet::activity::time;
 use crate::fleet::kinds::PullReport;
 use crate::fsutil::private_dir;
 use crate::metrics::Metrics;
-use crate::policy::Digest;
+use crate::policy::engine::{BUILD, Baseline};
+use crate::policy::{CompileMode, Digest, Host};
 use k8s_openapi::api::core::v1::{Node as KubeNode, Secret};
 use kube::runtime::reflector::Store;
 use kube::{Api, ResourceExt};
@@ -51,6 +62,9 @@ pub const FIRST_BACKOFF: Duration = Duration::from_secs(5);
 pub const MAX_BACKOFF: Duration = Duration::from_secs(300);
 /// How long a pull Secret read is used before it is read again.
 pub const SECRET_TTL: Duration = Duration::from_secs(600);
+/// How many times larger than a component its precompiled artifact may be
+/// (a JavaScript component's is about three times its size).
+pub const ARTIFACT_CAP_FACTOR: u64 = 4;
 
 /// What one policy wants, and how its pulls fared.
 #[derive(Debug)]
@@ -128,6 +142,9 @@ pub struct Pulls {
     ca: Option<Vec<u8>>,
     /// Only components signed under this key are linked.
     key: Option<VerificationKey>,
+    /// The host precompiled artifacts are imported into, and the key their
+    /// signatures must verify under.
+    native: Option<(Arc<Host>, Option<VerificationKey>)>,
     clock: Arc<dyn Clock>,
     /// How each pull fares, for the fleet view.
     reports: watch::Sender<BTreeMap<String, PullReport>>,
@@ -141,6 +158,8 @@ struct Source {
     newest: bool,
     insecure: bool,
     pull_secret: Option<String>,
+    /// The policy's precompiled artifacts, for any engine.
+    precompiled: Vec<PrecompiledRef>,
 }
 
 impl Pulls {
@@ -171,6 +190,7 @@ impl Pulls {
             secret_cache: HashMap::new(),
             ca: None,
             key: None,
+            native: None,
             clock,
             reports: watch::Sender::new(BTreeMap::new()),
         })
@@ -202,6 +222,14 @@ impl Pulls {
                 let _ = std::fs::remove_file(entry.path());
             }
         }
+    }
+
+    /// Takes precompiled artifacts for `host`'s engine when signed under
+    /// `native_key` (never without one), as the host's compile mode says.
+    #[must_use]
+    pub fn with_host(mut self, host: Arc<Host>, native_key: Option<VerificationKey>) -> Self {
+        self.native = Some((host, native_key));
+        self
     }
 
     /// How each pull fares, by policy, after each pass.
@@ -298,6 +326,7 @@ impl Pulls {
                     newest: choice.newest,
                     insecure: oci.insecure,
                     pull_secret: oci.pull_secret_ref.as_ref().map(|r| r.name.clone()),
+                    precompiled: policy.spec.precompiled.clone(),
                 };
                 chosen.insert(name, source);
             }
@@ -372,20 +401,39 @@ impl Pulls {
                 return false;
             }
         };
-        match pull(&pinned, &access, &self.store, self.cap, self.key.as_ref()).await {
+        let key = self.key.as_ref();
+        match pull(
+            &pinned,
+            &access,
+            &self.store,
+            self.cap,
+            key,
+            Expect::Component,
+        )
+        .await
+        {
             Ok(pulled) => {
-                keep.insert(pulled.component);
+                keep.insert(pulled.layer);
                 let (result, bytes) = if pulled.fetched {
                     ("pulled", pulled.size)
                 } else {
                     ("held", 0)
                 };
                 self.metrics.policy_pulled(result, bytes);
+                if let Err(error) = self.precompiled(source, pulled.layer, keep).await {
+                    self.metrics.policy_precompiled(error.reason());
+                    self.retry(
+                        name,
+                        error.reason(),
+                        format!("its precompiled artifact: {error}"),
+                    );
+                    return false;
+                }
                 if let Err(error) = self.link(name, &pulled) {
                     tracing::error!(policy = name, %error, "cannot link a pulled policy; keeping what serves");
                     return false;
                 }
-                tracing::info!(policy = name, reference, component = %oci_digest(&pulled.component), bytes = pulled.size, fetched = pulled.fetched, "policy linked");
+                tracing::info!(policy = name, reference, component = %oci_digest(&pulled.layer), bytes = pulled.size, fetched = pulled.fetched, "policy linked");
                 if let Some(wanted) = self.wanted.get_mut(name) {
                     *wanted = Wanted::new(source, now, self.clock.now());
                     wanted.linked = true;
@@ -397,6 +445,87 @@ impl Pulls {
                 false
             }
         }
+    }
+
+    /// Brings the precompiled artifact of `component` for this node's
+    /// engine into the host's cache, if the host takes them and holds none:
+    /// the first of `source.precompiled` for the engine's key that is an
+    /// artifact of `component`, verified under the native-code key before
+    /// its layer is read. Adds the blobs it needs to `keep`.
+    ///
+    /// # Errors
+    /// An artifact for this engine is refused (pull, signature or claims),
+    /// cannot be imported, or — when the host compiles nothing — is missing.
+    async fn precompiled(
+        &mut self,
+        source: &Source,
+        component: Digest,
+        keep: &mut HashSet<Digest>,
+    ) -> Result<(), PullError> {
+        let Some((host, native_key)) = self.native.clone() else {
+            return Ok(());
+        };
+        let mode = host.mode();
+        if !mode.takes_precompiled() {
+            return Ok(());
+        }
+        if host.holds_artifact(&component) {
+            self.metrics.policy_precompiled("held");
+            return Ok(());
+        }
+        let engine_key = host.engine_key().hex();
+        let missing = |why: String| match mode {
+            CompileMode::Never => Err(PullError::NotPrecompiled(why)),
+            _ => Ok(()),
+        };
+        let Some(native_key) = native_key else {
+            self.metrics.policy_precompiled("none");
+            return missing("no native-code key is configured (--native-code-key)".into());
+        };
+        let baseline = Baseline::host();
+        let claims = Claims {
+            component,
+            engine_key: engine_key.clone(),
+            target: baseline.triple().to_owned(),
+            cpu_baseline: baseline.name().to_owned(),
+            build: BUILD.to_owned(),
+        };
+        let cap = self.cap.saturating_mul(ARTIFACT_CAP_FACTOR);
+        let ours = source
+            .precompiled
+            .iter()
+            .filter(|p| p.engine_key == engine_key);
+        for entry in ours {
+            let pinned = Pinned::parse(&entry.reference)?;
+            keep.insert(pinned.manifest());
+            let access = self.access(source, pinned.registry()).await?;
+            let expect = Expect::Precompiled(&claims);
+            let artifact = match pull(
+                &pinned,
+                &access,
+                &self.store,
+                cap,
+                Some(&native_key),
+                expect,
+            )
+            .await
+            {
+                Ok(artifact) => artifact,
+                Err(PullError::OtherComponent(_)) => continue,
+                Err(error) => return Err(error),
+            };
+            keep.insert(artifact.layer);
+            host.import_precompiled(&component, &artifact.path)
+                .map_err(PullError::Store)?;
+            self.metrics.policy_precompiled("imported");
+            tracing::info!(component = %oci_digest(&component), artifact = entry.reference, %engine_key, "precompiled artifact verified and imported");
+            return Ok(());
+        }
+        self.metrics.policy_precompiled("none");
+        missing(format!(
+            "spec.precompiled has no artifact of component {} for engine key {engine_key}",
+            oci_digest(&component)
+        ))
     }
 
     /// How to reach `registry` for `source`, with the credentials of its
@@ -448,14 +577,16 @@ impl Pulls {
         Ok(config)
     }
 
-    /// Counts and logs a failed pull of `name`'s reference (each reason
-    /// once in a row), and sets its next retry.
+    /// Counts a failed pull of `name`'s reference, and retries it later.
     fn failed(&mut self, name: &str, error: &PullError) {
         self.metrics.policy_pulled(error.reason(), 0);
-        if matches!(
-            error,
-            PullError::Unauthorized(_) | PullError::Credentials(_)
-        ) {
+        self.retry(name, error.reason(), error.to_string());
+    }
+
+    /// Logs why `name`'s version is not linked (each reason once in a
+    /// row), and sets its next retry.
+    fn retry(&mut self, name: &str, reason: &'static str, message: String) {
+        if matches!(reason, "unauthorized" | "credentials") {
             // Read the credentials again at the next try: they may have changed.
             let secret = self
                 .wanted
@@ -472,11 +603,11 @@ impl Pulls {
         wanted.failures += 1;
         let wait = backoff(wanted.failures, &node, name);
         wanted.next = Instant::now() + wait;
-        if wanted.last_error.as_ref().map(|(reason, _)| *reason) != Some(error.reason()) {
-            tracing::warn!(policy = name, reference = %wanted.source.reference, %error, retry_in = ?wait, "cannot pull a policy; keeping what serves");
+        if wanted.last_error.as_ref().map(|(reason, _)| *reason) != Some(reason) {
+            tracing::warn!(policy = name, reference = %wanted.source.reference, error = message, retry_in = ?wait, "cannot take a policy version; keeping what serves");
             wanted.since = self.clock.now();
         }
-        wanted.last_error = Some((error.reason(), error.to_string()));
+        wanted.last_error = Some((reason, message));
     }
 
     /// Points `links/NAME.wasm` at the pulled component, and

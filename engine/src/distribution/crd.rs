@@ -1,8 +1,10 @@
 //! The `VigilPolicy` custom resource (`vigil.dev/v1alpha1`,
 //! cluster-scoped), one per policy name: where the policy's component is
-//! published (an OCI reference pinned by digest), how to reach it, and how
-//! far its newest version has rolled out. Which policies run, and with what
-//! settings, stays `VigilConfig`'s to say.
+//! published (an OCI reference pinned by digest), how to reach it, how far
+//! its newest version has rolled out, and where its precompiled artifacts
+//! are (one per engine key). Which policies run, and with what settings,
+//! stays `VigilConfig`'s to say; which native code a node may run stays the
+//! native-code key's, configured on the DaemonSet, never here.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::{CustomResource, KubeSchema};
@@ -11,6 +13,8 @@ use serde::{Deserialize, Serialize};
 /// The CEL rule of a pinned reference: a `sha256` digest, a tag before it
 /// allowed.
 const PINNED_RULE: &str = "self.matches('^[^@ ]+@sha256:[0-9a-f]{64}$')";
+/// The CEL rule of an engine key.
+const ENGINE_KEY_RULE: &str = "self.matches('^[0-9a-f]{32}$')";
 
 /// Where one policy's component comes from, and how far its newest
 /// version has rolled out.
@@ -50,6 +54,24 @@ pub struct PolicySourceSpec {
     /// How far the newest version has rolled out; absent: every node.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rollout: Option<Rollout>,
+    /// Precompiled artifacts of these versions (`vigil policy precompile`),
+    /// each for one engine key; a node takes the one for its own key whose
+    /// component is the version it serves, if signed by the native-code key.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub precompiled: Vec<PrecompiledRef>,
+}
+
+/// A precompiled artifact of one version, for one engine.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct PrecompiledRef {
+    /// The engine key it was made for (`vigil policy precompile` prints it).
+    #[x_kube(validation = Rule::new(ENGINE_KEY_RULE).message("engineKey is 32 lowercase hex digits"))]
+    pub engine_key: String,
+    /// `registry/repository[:tag]@sha256:…`: the digest pins the bytes.
+    #[serde(rename = "ref")]
+    #[x_kube(validation = Rule::new(PINNED_RULE).message("ref must be pinned by digest: registry/repository[:tag]@sha256:<64 hex digits>"))]
+    pub reference: String,
 }
 
 /// A component's source.
@@ -128,7 +150,12 @@ mod tests {
         let spec = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"];
         let reference = &spec["properties"]["source"]["properties"]["oci"]["properties"]["ref"];
         let previous = &spec["properties"]["rollout"]["properties"]["previous"];
-        for field in [reference, previous] {
+        let precompiled = &spec["properties"]["precompiled"]["items"]["properties"];
+        assert_eq!(
+            precompiled["engineKey"]["x-kubernetes-validations"][0]["rule"],
+            ENGINE_KEY_RULE
+        );
+        for field in [reference, previous, &precompiled["ref"]] {
             assert_eq!(
                 field["x-kubernetes-validations"][0]["rule"], PINNED_RULE,
                 "{field}"

@@ -1,11 +1,22 @@
-//! The CNCF Wasm OCI artifact layout a policy is published in: an image
-//! manifest whose config is `application/vnd.wasm.config.v0+json`
-//! (`architecture: wasm`, `os: wasip2`, the layer's digest, the component's
-//! exports and imports) and whose one layer is the component,
-//! `application/wasm`.
+//! The OCI layouts of vigil's artifacts.
+//!
+//! A policy is published in the CNCF Wasm layout: an image manifest whose
+//! config is `application/vnd.wasm.config.v0+json` (`architecture: wasm`,
+//! `os: wasip2`, the layer's digest, the component's exports and imports)
+//! and whose one layer is the component, `application/wasm`.
+//!
+//! A precompiled policy (native code made by `vigil policy precompile`) is
+//! an image manifest of `artifactType`
+//! `application/vnd.vigil.precompiled.v1` with the empty config and one
+//! `application/vnd.vigil.cwasm.v1` layer; what it was made for — the
+//! component's digest, the engine key, the target, the CPU baseline and
+//! the vigil build — are the manifest's annotations ([`Claims`]), so a
+//! signature over the manifest covers them, and a node reads them before a
+//! byte of native code.
 
 use crate::policy::Digest;
 use serde_json::json;
+use std::collections::BTreeMap;
 
 /// The config of a CNCF Wasm artifact.
 pub const WASM_CONFIG_MEDIA_TYPE: &str = "application/vnd.wasm.config.v0+json";
@@ -13,6 +24,14 @@ pub const WASM_CONFIG_MEDIA_TYPE: &str = "application/vnd.wasm.config.v0+json";
 pub const WASM_LAYER_MEDIA_TYPE: &str = "application/wasm";
 /// An OCI image manifest.
 pub const MANIFEST_MEDIA_TYPE: &str = "application/vnd.oci.image.manifest.v1+json";
+/// The artifact type of a precompiled policy.
+pub const PRECOMPILED_ARTIFACT_TYPE: &str = "application/vnd.vigil.precompiled.v1";
+/// The layer of a precompiled policy: wasmtime's serialised component.
+pub const PRECOMPILED_LAYER_MEDIA_TYPE: &str = "application/vnd.vigil.cwasm.v1";
+/// OCI's empty config, for artifacts that need none.
+pub const EMPTY_CONFIG_MEDIA_TYPE: &str = "application/vnd.oci.empty.v1+json";
+/// The annotation prefix of a precompiled artifact's claims.
+const CLAIM_PREFIX: &str = "dev.vigil.";
 
 /// The `sha256:HEX` form of a digest, as OCI writes it.
 pub fn oci_digest(digest: &Digest) -> String {
@@ -81,5 +100,118 @@ impl Artifact {
         });
         let manifest = serde_json::to_vec(&manifest).expect("JSON serialises");
         Self { config, manifest }
+    }
+}
+
+/// What a precompiled artifact was made for; each must match the node's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Claims {
+    /// The component it was compiled from.
+    pub component: Digest,
+    /// The key of the engine it loads in.
+    pub engine_key: String,
+    /// The target triple.
+    pub target: String,
+    /// The CPU baseline.
+    pub cpu_baseline: String,
+    /// The vigil build that made it (and alone loads it).
+    pub build: String,
+}
+
+impl Claims {
+    /// The claims as manifest annotations.
+    pub fn annotations(&self) -> BTreeMap<String, String> {
+        [
+            ("component", oci_digest(&self.component)),
+            ("engine-key", self.engine_key.clone()),
+            ("target", self.target.clone()),
+            ("cpu-baseline", self.cpu_baseline.clone()),
+            ("build", self.build.clone()),
+        ]
+        .into_iter()
+        .map(|(k, v)| (format!("{CLAIM_PREFIX}{k}"), v))
+        .collect()
+    }
+
+    /// The claims `annotations` make, or which one is missing or malformed.
+    ///
+    /// # Errors
+    /// A claim is absent, or the component is not a sha256 digest.
+    pub fn from_annotations(annotations: &BTreeMap<String, String>) -> Result<Self, String> {
+        let claim = |key: &str| {
+            annotations
+                .get(&format!("{CLAIM_PREFIX}{key}"))
+                .cloned()
+                .ok_or_else(|| format!("no {CLAIM_PREFIX}{key} annotation"))
+        };
+        let component = claim("component")?;
+        Ok(Self {
+            component: parse_oci_digest(&component)
+                .ok_or_else(|| format!("the component {component:?} is not a sha256 digest"))?,
+            engine_key: claim("engine-key")?,
+            target: claim("target")?,
+            cpu_baseline: claim("cpu-baseline")?,
+            build: claim("build")?,
+        })
+    }
+
+    /// How `self`, an artifact's claims, differs from `node`'s, in words;
+    /// `None` if it is made for the node.
+    pub fn mismatch(&self, node: &Self) -> Option<String> {
+        let pairs = [
+            (
+                "component",
+                oci_digest(&self.component),
+                oci_digest(&node.component),
+            ),
+            ("target", self.target.clone(), node.target.clone()),
+            (
+                "CPU baseline",
+                self.cpu_baseline.clone(),
+                node.cpu_baseline.clone(),
+            ),
+            ("vigil build", self.build.clone(), node.build.clone()),
+            (
+                "engine key",
+                self.engine_key.clone(),
+                node.engine_key.clone(),
+            ),
+        ];
+        pairs
+            .into_iter()
+            .find(|(_, theirs, ours)| theirs != ours)
+            .map(|(what, theirs, ours)| {
+                format!("made for {what} {theirs}, where this node needs {ours}")
+            })
+    }
+}
+
+/// The empty config's bytes.
+pub const EMPTY_CONFIG: &[u8] = b"{}";
+
+impl Artifact {
+    /// The artifact of a precompiled policy of `size` bytes, digest
+    /// `layer`, made as `claims` say.
+    pub fn precompiled(layer: &Digest, size: usize, claims: &Claims) -> Self {
+        let manifest = json!({
+            "schemaVersion": 2,
+            "mediaType": MANIFEST_MEDIA_TYPE,
+            "artifactType": PRECOMPILED_ARTIFACT_TYPE,
+            "config": {
+                "mediaType": EMPTY_CONFIG_MEDIA_TYPE,
+                "digest": oci_digest(&Digest::of(EMPTY_CONFIG)),
+                "size": EMPTY_CONFIG.len(),
+            },
+            "layers": [{
+                "mediaType": PRECOMPILED_LAYER_MEDIA_TYPE,
+                "digest": oci_digest(layer),
+                "size": size,
+            }],
+            "annotations": claims.annotations(),
+        });
+        Self {
+            config: EMPTY_CONFIG.to_vec(),
+            manifest: serde_json::to_vec(&manifest).expect("JSON serialises"),
+        }
     }
 }

@@ -8,10 +8,15 @@
 //! verification key, an artifact is taken only if a cosign signature under
 //! that key covers its manifest's digest: checked before the layer is read,
 //! and again (from the signatures kept beside it) when the store answers.
+//!
+//! The same path pulls a precompiled policy ([`Expect::Precompiled`]): its
+//! manifest's claims (see [`Claims`]) must name the component and this
+//! node's engine, and a signature under the native-code key must cover it,
+//! all before its native code is read.
 
 use super::layout::{
-    MANIFEST_MEDIA_TYPE, WASM_CONFIG_MEDIA_TYPE, WASM_LAYER_MEDIA_TYPE, oci_digest,
-    parse_oci_digest,
+    Claims, MANIFEST_MEDIA_TYPE, PRECOMPILED_LAYER_MEDIA_TYPE, WASM_CONFIG_MEDIA_TYPE,
+    WASM_LAYER_MEDIA_TYPE, oci_digest, parse_oci_digest,
 };
 use super::registry::Access;
 use super::signature::{
@@ -25,7 +30,7 @@ use oci_client::Reference;
 use oci_client::errors::{DigestError, OciDistributionError, OciErrorCode};
 use oci_client::manifest::OciDescriptor;
 use serde::Deserialize;
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::path::PathBuf;
 use thiserror::Error;
 
@@ -72,6 +77,15 @@ impl Pinned {
     pub fn registry(&self) -> &str {
         self.reference.resolve_registry()
     }
+
+    /// `registry/repository`, without tag or digest.
+    pub fn repository(&self) -> String {
+        format!(
+            "{}/{}",
+            self.reference.registry(),
+            self.reference.repository()
+        )
+    }
 }
 
 /// Why a pull failed; [`PullError::reason`] names the kind for statuses
@@ -102,8 +116,18 @@ pub enum PullError {
     /// No signature under the verification key covers the artifact.
     #[error("not signed: {0}")]
     Signature(#[from] SignatureError),
-    /// The component is larger than the cap.
-    #[error("oversized: the component declares {declared} bytes, over the cap of {cap}")]
+    /// A precompiled artifact made from another component.
+    #[error("another component's: {0}")]
+    OtherComponent(String),
+    /// A precompiled artifact made for another engine (target, CPU
+    /// baseline, vigil build).
+    #[error("incompatible: {0}")]
+    Incompatible(String),
+    /// The agent compiles nothing and has no precompiled artifact to take.
+    #[error("not precompiled: {0}")]
+    NotPrecompiled(String),
+    /// The layer is larger than the cap.
+    #[error("oversized: the layer declares {declared} bytes, over the cap of {cap}")]
     Oversized {
         /// Its declared size.
         declared: u64,
@@ -118,7 +142,8 @@ pub enum PullError {
 impl PullError {
     /// The kind, as a metric label and a status reason: `credentials`,
     /// `unauthorized`, `not-found`, `unavailable`, `tampered`, `layout`,
-    /// `oversized`, `signature`, `reference` or `store`.
+    /// `oversized`, `signature`, `reference`, `store`, and for precompiled
+    /// artifacts `other-component`, `incompatible` or `not-precompiled`.
     pub fn reason(&self) -> &'static str {
         match self {
             Self::Reference(_) => "reference",
@@ -128,6 +153,9 @@ impl PullError {
             Self::Unavailable(_) => "unavailable",
             Self::Tampered(_) => "tampered",
             Self::Layout(_) => "layout",
+            Self::OtherComponent(_) => "other-component",
+            Self::Incompatible(_) => "incompatible",
+            Self::NotPrecompiled(_) => "not-precompiled",
             Self::Oversized { .. } => "oversized",
             Self::Signature(_) => "signature",
             Self::Store(_) => "store",
@@ -185,13 +213,22 @@ impl From<StoreError> for PullError {
     }
 }
 
-/// A pulled (or already held) component.
+/// What a pulled artifact must be.
+#[derive(Debug, Clone, Copy)]
+pub enum Expect<'a> {
+    /// A policy component.
+    Component,
+    /// A precompiled policy made as these claims say.
+    Precompiled(&'a Claims),
+}
+
+/// A pulled (or already held) artifact.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Pulled {
     /// The manifest's digest.
     pub manifest: Digest,
-    /// The component's digest: the policy version it becomes.
-    pub component: Digest,
+    /// The layer's digest: for a component, the policy version it becomes.
+    pub layer: Digest,
     /// Where the store keeps it.
     pub path: PathBuf,
     /// Its size in bytes.
@@ -208,6 +245,8 @@ struct Manifest {
     media_type: Option<String>,
     config: Descriptor,
     layers: Vec<Descriptor>,
+    #[serde(default)]
+    annotations: BTreeMap<String, String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -218,9 +257,9 @@ struct Descriptor {
     size: i64,
 }
 
-/// The component layer of `manifest` (its bytes): see the module's docs
-/// for what is checked.
-fn component_layer(manifest: &[u8], cap: u64) -> Result<(Digest, u64), PullError> {
+/// The one layer of `manifest` (its bytes), an artifact as `expect` says:
+/// see the module's docs for what is checked.
+fn layer(manifest: &[u8], expect: Expect<'_>, cap: u64) -> Result<(Digest, u64), PullError> {
     let manifest: Manifest = serde_json::from_slice(manifest)
         .map_err(|e| PullError::Layout(format!("the manifest does not parse: {e}")))?;
     if manifest.schema_version != 2
@@ -241,15 +280,9 @@ fn component_layer(manifest: &[u8], cap: u64) -> Result<(Digest, u64), PullError
             manifest.layers.len()
         )));
     };
-    let cncf = layer.media_type == WASM_LAYER_MEDIA_TYPE
-        && manifest.config.media_type == WASM_CONFIG_MEDIA_TYPE;
-    if !cncf && layer.media_type != LEGACY_WASM_LAYER_MEDIA_TYPE {
-        return Err(PullError::Layout(format!(
-            "a layer of media type {} with a config of {}, where a policy artifact has an \
-             {WASM_LAYER_MEDIA_TYPE} layer with an {WASM_CONFIG_MEDIA_TYPE} config (or an \
-             {LEGACY_WASM_LAYER_MEDIA_TYPE} layer)",
-            layer.media_type, manifest.config.media_type
-        )));
+    match expect {
+        Expect::Component => component_media_types(&manifest, layer)?,
+        Expect::Precompiled(node) => precompiled_claims(&manifest, layer, node)?,
     }
     let digest = parse_oci_digest(&layer.digest).ok_or_else(|| {
         PullError::Layout(format!("the layer's digest {} is not sha256", layer.digest))
@@ -265,6 +298,42 @@ fn component_layer(manifest: &[u8], cap: u64) -> Result<(Digest, u64), PullError
     Ok((digest, size))
 }
 
+/// Checks the media types of a component artifact.
+fn component_media_types(manifest: &Manifest, layer: &Descriptor) -> Result<(), PullError> {
+    let cncf = layer.media_type == WASM_LAYER_MEDIA_TYPE
+        && manifest.config.media_type == WASM_CONFIG_MEDIA_TYPE;
+    if !cncf && layer.media_type != LEGACY_WASM_LAYER_MEDIA_TYPE {
+        return Err(PullError::Layout(format!(
+            "a layer of media type {} with a config of {}, where a policy artifact has an \
+             {WASM_LAYER_MEDIA_TYPE} layer with an {WASM_CONFIG_MEDIA_TYPE} config (or an \
+             {LEGACY_WASM_LAYER_MEDIA_TYPE} layer)",
+            layer.media_type, manifest.config.media_type
+        )));
+    }
+    Ok(())
+}
+
+/// Checks a precompiled artifact's layer and that its claims are `node`'s.
+fn precompiled_claims(
+    manifest: &Manifest,
+    layer: &Descriptor,
+    node: &Claims,
+) -> Result<(), PullError> {
+    if layer.media_type != PRECOMPILED_LAYER_MEDIA_TYPE {
+        return Err(PullError::Layout(format!(
+            "a layer of media type {}, where a precompiled policy has one {PRECOMPILED_LAYER_MEDIA_TYPE} layer",
+            layer.media_type
+        )));
+    }
+    let claims = Claims::from_annotations(&manifest.annotations)
+        .map_err(|e| PullError::Layout(format!("not a precompiled policy: {e}")))?;
+    match claims.mismatch(node) {
+        None => Ok(()),
+        Some(why) if claims.component != node.component => Err(PullError::OtherComponent(why)),
+        Some(why) => Err(PullError::Incompatible(why)),
+    }
+}
+
 /// What the store holds for `pinned`, if it holds both its manifest and
 /// its component (and, with `key`, signatures that still verify): no
 /// request needed.
@@ -273,17 +342,18 @@ fn held(
     pinned: &Pinned,
     cap: u64,
     key: Option<&VerificationKey>,
+    expect: Expect<'_>,
 ) -> Option<Pulled> {
     if let Some(key) = key {
         let signed = store.signatures(&pinned.manifest)?;
         signature::verify(key, &pinned.manifest, &signed).ok()?;
     }
     let manifest = store.read(&pinned.manifest, MAX_MANIFEST_BYTES).ok()?;
-    let (component, size) = component_layer(&manifest, cap).ok()?;
-    let path = store.path(&component);
+    let (layer, size) = layer(&manifest, expect, cap).ok()?;
+    let path = store.path(&layer);
     (std::fs::metadata(&path).ok()?.len() == size).then_some(Pulled {
         manifest: pinned.manifest,
-        component,
+        layer,
         path,
         size,
         fetched: false,
@@ -299,7 +369,7 @@ pub fn verified_components(store: &BlobStore, key: &VerificationKey) -> HashSet<
         .filter_map(|manifest| {
             signature::verify(key, &manifest, &store.signatures(&manifest)?).ok()?;
             let bytes = store.read(&manifest, MAX_MANIFEST_BYTES).ok()?;
-            component_layer(&bytes, u64::MAX)
+            layer(&bytes, Expect::Component, u64::MAX)
                 .ok()
                 .map(|(component, _)| component)
         })
@@ -358,21 +428,23 @@ async fn signatures(
     Ok(signed)
 }
 
-/// Pulls `pinned` into `store` (see the module's docs), refusing a
-/// component of more than `cap` bytes and, with `key`, one no signature
-/// under it covers.
+/// Pulls `pinned`, an artifact as `expect` says, into `store` (see the
+/// module's docs), refusing a layer of more than `cap` bytes and, with
+/// `key`, one no signature under it covers.
 ///
 /// # Errors
 /// Unauthorized, not found, unavailable, tampered, not a policy artifact,
-/// oversized, not signed, or the store cannot be written.
+/// oversized, not signed, not made for this node, or the store cannot be
+/// written.
 pub async fn pull(
     pinned: &Pinned,
     access: &Access,
     store: &BlobStore,
     cap: u64,
     key: Option<&VerificationKey>,
+    expect: Expect<'_>,
 ) -> Result<Pulled, PullError> {
-    if let Some(pulled) = held(store, pinned, cap, key) {
+    if let Some(pulled) = held(store, pinned, cap, key, expect) {
         return Ok(pulled);
     }
     let (client, auth) = access.client(&pinned.reference);
@@ -385,7 +457,7 @@ pub async fn pull(
             oci_digest(&pinned.manifest)
         )));
     }
-    let (component, size) = component_layer(&manifest, cap)?;
+    let (layer, size) = layer(&manifest, expect, cap)?;
     let signed = match key {
         Some(key) => {
             let signed = signatures(&client, &auth, pinned).await?;
@@ -395,8 +467,12 @@ pub async fn pull(
         None => None,
     };
     let descriptor = OciDescriptor {
-        media_type: WASM_LAYER_MEDIA_TYPE.to_owned(),
-        digest: oci_digest(&component),
+        media_type: match expect {
+            Expect::Component => WASM_LAYER_MEDIA_TYPE,
+            Expect::Precompiled(_) => PRECOMPILED_LAYER_MEDIA_TYPE,
+        }
+        .to_owned(),
+        digest: oci_digest(&layer),
         size: i64::try_from(size).unwrap_or(i64::MAX),
         ..OciDescriptor::default()
     };
@@ -409,7 +485,7 @@ pub async fn pull(
             stream.content_length.unwrap_or_default()
         )));
     }
-    let mut writer = store.writer(component, size).map_err(PullError::Store)?;
+    let mut writer = store.writer(layer, size).map_err(PullError::Store)?;
     while let Some(chunk) = stream.next().await {
         // The client checks the digest too, and says so at the stream's end.
         let chunk = chunk.map_err(|e| {
@@ -430,7 +506,7 @@ pub async fn pull(
     store.insert(&manifest).map_err(PullError::Store)?;
     Ok(Pulled {
         manifest: pinned.manifest,
-        component,
+        layer,
         path,
         size,
         fetched: true,
@@ -462,14 +538,14 @@ mod tests {
     fn only_one_component_layer_of_a_known_layout_under_the_cap_is_taken() {
         let cncf = manifest(WASM_CONFIG_MEDIA_TYPE, &[(WASM_LAYER_MEDIA_TYPE, 100)]);
         assert_eq!(
-            component_layer(&cncf, 100).unwrap(),
+            layer(&cncf, Expect::Component, 100).unwrap(),
             (Digest::of(b"c"), 100)
         );
         let legacy = manifest(
             "application/vnd.wasm.config.v1+json",
             &[(LEGACY_WASM_LAYER_MEDIA_TYPE, 10)],
         );
-        assert!(component_layer(&legacy, 100).is_ok());
+        assert!(layer(&legacy, Expect::Component, 100).is_ok());
 
         let cases = [
             (
@@ -501,7 +577,7 @@ mod tests {
             (b"{not json".to_vec(), "layout"),
         ];
         for (bytes, reason) in cases {
-            let error = component_layer(&bytes, 100).unwrap_err();
+            let error = layer(&bytes, Expect::Component, 100).unwrap_err();
             assert_eq!(error.reason(), reason, "{error}");
         }
     }

@@ -98,6 +98,7 @@ mod tests {
                 previous: previous.map(String::from),
                 canary,
             }),
+            precompiled: Vec::new(),
         }
     }
 

@@ -9,10 +9,17 @@
 //! the ASN.1 signature of the payload's SHA-256). An artifact is accepted
 //! when one payload both verifies under the configured public key and
 //! names the artifact's own manifest digest.
+//!
+//! [`SigningKey`] makes such signatures (`vigil policy sign`) with an
+//! unencrypted PKCS#8 P-256 key, for pipelines without cosign; cosign's
+//! own encrypted key files are cosign's to use.
 
 use crate::policy::Digest;
 use base64::Engine as _;
-use ring::signature::{ECDSA_P256_SHA256_ASN1, UnparsedPublicKey};
+use ring::signature::{
+    ECDSA_P256_SHA256_ASN1, ECDSA_P256_SHA256_ASN1_SIGNING, EcdsaKeyPair, KeyPair,
+    UnparsedPublicKey,
+};
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
@@ -66,19 +73,7 @@ impl VerificationKey {
     /// # Errors
     /// It is not PEM, not a public key, or not on P-256.
     pub fn from_pem(pem: &str) -> Result<Self, SignatureError> {
-        let body: String = pem
-            .lines()
-            .skip_while(|l| l.trim() != "-----BEGIN PUBLIC KEY-----")
-            .skip(1)
-            .take_while(|l| l.trim() != "-----END PUBLIC KEY-----")
-            .map(str::trim)
-            .collect();
-        if body.is_empty() {
-            return Err(SignatureError::Key("no PUBLIC KEY block".into()));
-        }
-        let der = base64::engine::general_purpose::STANDARD
-            .decode(body)
-            .map_err(|e| SignatureError::Key(e.to_string()))?;
+        let der = pem_block(pem, "PUBLIC KEY")?;
         match der.strip_prefix(&P256_SPKI_PREFIX[..]) {
             Some(point) if point.len() == 65 && point[0] == 4 => Ok(Self {
                 point: point.to_vec(),
@@ -101,6 +96,71 @@ impl VerificationKey {
         UnparsedPublicKey::new(&ECDSA_P256_SHA256_ASN1, &self.point)
             .verify(payload, signature)
             .is_ok()
+    }
+}
+
+/// The DER of the PEM block `label` in `pem`.
+fn pem_block(pem: &str, label: &str) -> Result<Vec<u8>, SignatureError> {
+    let body: String = pem
+        .lines()
+        .skip_while(|l| l.trim() != format!("-----BEGIN {label}-----"))
+        .skip(1)
+        .take_while(|l| l.trim() != format!("-----END {label}-----"))
+        .map(str::trim)
+        .collect();
+    if body.is_empty() {
+        return Err(SignatureError::Key(format!("no {label} block")));
+    }
+    base64::engine::general_purpose::STANDARD
+        .decode(body)
+        .map_err(|e| SignatureError::Key(e.to_string()))
+}
+
+/// A private key signatures are made with.
+#[derive(Debug)]
+pub struct SigningKey(EcdsaKeyPair);
+
+impl SigningKey {
+    /// Reads a PEM `PRIVATE KEY`: unencrypted PKCS#8 on P-256, as
+    /// `openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256` writes.
+    ///
+    /// # Errors
+    /// It is not PEM, not PKCS#8, or not a P-256 key.
+    pub fn from_pem(pem: &str) -> Result<Self, SignatureError> {
+        let der = pem_block(pem, "PRIVATE KEY")?;
+        EcdsaKeyPair::from_pkcs8(
+            &ECDSA_P256_SHA256_ASN1_SIGNING,
+            &der,
+            &ring::rand::SystemRandom::new(),
+        )
+        .map(Self)
+        .map_err(|e| SignatureError::Key(format!("not a PKCS#8 P-256 private key: {e}")))
+    }
+
+    /// The key its signatures verify under.
+    pub fn verification_key(&self) -> VerificationKey {
+        VerificationKey {
+            point: self.0.public_key().as_ref().to_vec(),
+        }
+    }
+
+    /// Signs `manifest`, in `repository`: the payload, and its signature
+    /// (base64) as the annotation carries it.
+    ///
+    /// # Errors
+    /// The system's randomness failed.
+    pub fn sign(
+        &self,
+        repository: &str,
+        manifest: &Digest,
+    ) -> Result<(Vec<u8>, String), SignatureError> {
+        let payload = payload(repository, manifest);
+        let signature = self
+            .0
+            .sign(&ring::rand::SystemRandom::new(), &payload)
+            .map_err(|_| SignatureError::Key("cannot sign: no randomness".into()))?;
+        let signature = base64::engine::general_purpose::STANDARD.encode(signature.as_ref());
+        Ok((payload, signature))
     }
 }
 

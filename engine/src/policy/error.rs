@@ -70,6 +70,15 @@ pub enum LoadError {
     /// not be kept: the component itself may be fine.
     #[error("cannot be compiled")]
     Compile(#[source] super::CompileError),
+    /// The host compiles nothing (`--compile=never`) and holds no
+    /// precompiled artifact of the component for its engine.
+    #[error(
+        "not precompiled: this agent compiles nothing (--compile=never), and no precompiled artifact signed by the native-code key for engine key {engine_key} was imported"
+    )]
+    NotPrecompiled {
+        /// The agent's engine key, the one an artifact must be made for.
+        engine_key: String,
+    },
     /// The component exports none of the policy interfaces.
     #[error("exports none of the vigil:policy@0.2.0 worlds (its exports: {exports})")]
     NoWorld {

@@ -1,12 +1,16 @@
-//! The policy host: one wasmtime [`Engine`], one [`Linker`] (WASI plus the
-//! `log` import), an epoch ticker that enforces call deadlines, the
-//! precompiled-artifact cache and, optionally, a child process that compiles
-//! what the cache lacks. [`Host::load`] turns component bytes into a
-//! [`Policy`] ready to call; it compiles, so run it off the async runtime.
+//! The policy host: one wasmtime [`Engine`] (for this machine's
+//! architecture at its default CPU baseline, see [`super::engine`]), one
+//! [`Linker`] (WASI plus the `log` import), an epoch ticker that enforces
+//! call deadlines, the precompiled-artifact cache and, optionally, a child
+//! process that compiles what the cache lacks. [`Host::load`] turns
+//! component bytes into a [`Policy`] ready to call; it may compile, so run
+//! it off the async runtime. Whether it compiles at all is its
+//! [`CompileMode`].
 
 use super::cache::{ArtifactCache, CacheOutcome, Collected};
 use super::compiler::{ChildCompiler, CompileError, Compiled};
 use super::component::{Policy, Pre, Source};
+use super::engine::{self, Baseline, EngineKey};
 use super::error::cause;
 use super::guest_env;
 use super::limits::EPOCH_TICK;
@@ -15,12 +19,12 @@ use super::sandbox::Sandbox;
 use super::{Digest, Limits, LoadError, WasmBytes, World};
 use crate::clock::{Clock, SystemClock};
 use crate::model::bindings::{merger, sorter, strategy};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 use thiserror::Error;
+use wasmtime::Engine;
 use wasmtime::component::{Component, HasSelf, Linker};
-use wasmtime::{Config, Engine};
 
 /// Why the host could not start.
 #[derive(Debug, Error)]
@@ -61,30 +65,63 @@ fn start_epoch_ticker(engine: &Engine) {
         .expect("cannot spawn the epoch ticker thread");
 }
 
-/// The engine's configuration: epoch deadlines, components, memories that
-/// start as copy-on-write images of the artifact, and, when `pooled`, pooled
-/// instances. What it compiles is the same either way, so the child
-/// compiler, which never instantiates, does without the pool (a test checks
-/// that the agent loads what its child stored).
-fn engine_config(pooled: bool) -> Config {
-    let mut config = Config::new();
-    config
-        .epoch_interruption(true)
-        .wasm_component_model(true)
-        .memory_init_cow(true);
-    if pooled {
-        config.allocation_strategy(pool::strategy());
+/// Whether a host compiles policy components itself (`--compile`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum CompileMode {
+    /// Only precompiled artifacts (signed, imported into the cache) and
+    /// the built-ins, which are part of the binary, load; nothing else is
+    /// compiled, and no compiler process is ever started.
+    Never,
+    /// Precompiled artifacts where there are, else compile.
+    #[default]
+    Fallback,
+    /// Compile everything here; artifacts compiled elsewhere are ignored.
+    Always,
+}
+
+impl CompileMode {
+    /// Every mode, by name.
+    pub const ALL: [Self; 3] = [Self::Never, Self::Fallback, Self::Always];
+
+    /// Its name on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Never => "never",
+            Self::Fallback => "fallback",
+            Self::Always => "always",
+        }
     }
-    config
+
+    /// Whether artifacts compiled elsewhere are taken.
+    pub fn takes_precompiled(self) -> bool {
+        self != Self::Always
+    }
+}
+
+impl std::str::FromStr for CompileMode {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        Self::ALL
+            .into_iter()
+            .find(|m| m.name() == text)
+            .ok_or_else(|| {
+                format!("unknown compile mode {text:?}; one of: never, fallback, always")
+            })
+    }
 }
 
 /// Compiles and instantiates policies. One per process.
 pub struct Host {
     engine: Engine,
+    engine_key: EngineKey,
     clock: Arc<dyn Clock>,
     linker: Linker<Sandbox>,
     cache: Option<ArtifactCache>,
     compiler: Option<ChildCompiler>,
+    mode: CompileMode,
+    /// Components compiled (here or by the child) since the start.
+    compiles: std::sync::atomic::AtomicU64,
     slots: Arc<CallSlots>,
 }
 
@@ -133,8 +170,11 @@ impl Host {
         clock: Arc<dyn Clock>,
         pooled: bool,
     ) -> Result<Self, HostError> {
-        let engine =
-            Engine::new(&engine_config(pooled)).map_err(|e| HostError::Engine(cause(e)))?;
+        let pool = pooled.then(pool::strategy);
+        let engine = engine::config(Baseline::host(), pool)
+            .and_then(|config| Engine::new(&config))
+            .map_err(|e| HostError::Engine(cause(e)))?;
+        let engine_key = EngineKey::of(&engine);
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_sync(&mut linker)
             .map_err(|e| HostError::Engine(cause(e)))?;
@@ -143,19 +183,64 @@ impl Host {
         guest_env::link(&mut linker).map_err(|e| HostError::Engine(cause(e)))?;
         let cache = cache_dir
             .map(|dir| {
-                ArtifactCache::new(dir.clone(), &engine)
+                ArtifactCache::new(dir.clone(), engine_key)
                     .map_err(|source| HostError::Cache { dir, source })
             })
             .transpose()?;
         start_epoch_ticker(&engine);
         Ok(Self {
             engine,
+            engine_key,
             clock,
             linker,
             cache,
             compiler: None,
+            mode: CompileMode::default(),
+            compiles: std::sync::atomic::AtomicU64::new(0),
             slots: Arc::default(),
         })
+    }
+
+    /// The key of this host's engine: precompiled artifacts must be made
+    /// for it.
+    pub fn engine_key(&self) -> EngineKey {
+        self.engine_key
+    }
+
+    /// This host, compiling as `mode` says.
+    #[must_use]
+    pub fn compile_mode(mut self, mode: CompileMode) -> Self {
+        self.mode = mode;
+        self
+    }
+
+    /// How this host compiles.
+    pub fn mode(&self) -> CompileMode {
+        self.mode
+    }
+
+    /// How many components this host has compiled (itself or in its
+    /// child) since it started, built-ins aside: loads from the cache are
+    /// not counted.
+    pub fn compiles(&self) -> u64 {
+        self.compiles.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Takes `artifact`, compiled elsewhere for this host's engine and
+    /// verified by the caller, as component `component`'s.
+    ///
+    /// # Errors
+    /// The host has no cache, or the file cannot be imported into it.
+    pub fn import_precompiled(&self, component: &Digest, artifact: &Path) -> std::io::Result<()> {
+        self.cache
+            .as_ref()
+            .ok_or_else(|| std::io::Error::other("this host keeps no artifact cache"))?
+            .import(component, artifact)
+    }
+
+    /// Whether the cache has an entry for `component` (checked when loaded).
+    pub fn holds_artifact(&self, component: &Digest) -> bool {
+        self.cache.as_ref().is_some_and(|c| c.holds(component))
     }
 
     /// Removes from the cache every artifact but those of `keep` (see
@@ -218,7 +303,7 @@ impl Host {
         let (bytes, digest) = (Arc::clone(wasm.bytes()), wasm.digest());
         check_header(&bytes)?;
         let started = Instant::now();
-        let (component, cache) = self.component(&digest, &bytes)?;
+        let (component, cache) = self.component(&digest, &bytes, &source)?;
         let compile_time = started.elapsed();
         let ty = component.component_type();
         let exports: Vec<String> = ty
@@ -268,26 +353,39 @@ impl Host {
     }
 
     /// The compiled component for `bytes`, from the cache when possible;
-    /// otherwise compiled by the child compiler, or here.
+    /// otherwise compiled by the child compiler, or here — unless the mode
+    /// is [`CompileMode::Never`] and it is not a built-in (compiled here:
+    /// its code is part of the binary, and small).
     fn component(
         &self,
         digest: &Digest,
         bytes: &[u8],
+        source: &Source,
     ) -> Result<(Component, CacheOutcome), LoadError> {
         let outcome = match &self.cache {
-            Some(cache) => match cache.load(&self.engine, digest) {
+            Some(cache) => match cache.load(&self.engine, digest, self.mode.takes_precompiled()) {
                 Ok(component) => return Ok((component, CacheOutcome::Hit)),
                 Err(outcome) => outcome,
             },
             None => CacheOutcome::Disabled,
         };
-        if let (Some(cache), Some(compiler)) = (&self.cache, &self.compiler) {
+        let never = self.mode == CompileMode::Never;
+        if never && *source != Source::Builtin {
+            return Err(LoadError::NotPrecompiled {
+                engine_key: self.engine_key.hex(),
+            });
+        }
+        if *source != Source::Builtin {
+            self.compiles
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+        if let (Some(cache), Some(compiler), false) = (&self.cache, &self.compiler, never) {
             return match compiler
                 .compile(cache.dir(), digest, bytes)
                 .map_err(LoadError::Compile)?
             {
                 Compiled::Invalid(message) => Err(LoadError::Invalid(message.into())),
-                Compiled::Stored => match cache.load(&self.engine, digest) {
+                Compiled::Stored => match cache.load(&self.engine, digest, false) {
                     Ok(component) => Ok((component, outcome)),
                     Err(_) => Err(LoadError::Compile(CompileError::NotCached(
                         "the compiler stored it, but it does not load".into(),

@@ -172,6 +172,11 @@ impl std::fmt::Debug for Registry {
 }
 
 impl Registry {
+    /// The host that loads this registry's policies.
+    pub fn host(&self) -> &Arc<Host> {
+        &self.host
+    }
+
     /// A registry serving the built-in policies, then every valid
     /// last-known-good version saved in `state_dir`.
     ///

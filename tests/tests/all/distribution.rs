@@ -15,7 +15,7 @@ use vigil::distribution::layout::{
     MANIFEST_MEDIA_TYPE, WASM_CONFIG_MEDIA_TYPE, WASM_LAYER_MEDIA_TYPE, oci_digest,
 };
 use vigil::distribution::pull::{
-    LEGACY_WASM_LAYER_MEDIA_TYPE, Pinned, PullError, Pulled, pull, verified_components,
+    Expect, LEGACY_WASM_LAYER_MEDIA_TYPE, Pinned, PullError, Pulled, pull, verified_components,
 };
 use vigil::distribution::registry::Access;
 use vigil::distribution::signature::{
@@ -142,6 +142,7 @@ async fn pull_signed(
         store,
         CAP,
         Some(key),
+        Expect::Component,
     )
     .await
 }
@@ -153,6 +154,7 @@ async fn pull_into(store: &BlobStore, pinned: &str, cap: u64) -> Result<Pulled, 
         store,
         cap,
         None,
+        Expect::Component,
     )
     .await
 }
@@ -176,7 +178,7 @@ async fn a_pinned_policy_is_pulled_once_then_served_from_the_store_with_the_regi
 
     let first = pull_into(&store, &pinned, CAP).await.unwrap();
     assert!(first.fetched);
-    assert_eq!(first.component, Digest::of(REVERSE_SORTER));
+    assert_eq!(first.layer, Digest::of(REVERSE_SORTER));
     assert_eq!(std::fs::read(&first.path).unwrap(), REVERSE_SORTER);
     assert_eq!(first.size, REVERSE_SORTER.len() as u64);
 
@@ -186,10 +188,7 @@ async fn a_pinned_policy_is_pulled_once_then_served_from_the_store_with_the_regi
     let store = BlobStore::open(state.path()).unwrap();
     let again = pull_into(&store, &pinned, CAP).await.unwrap();
     assert!(!again.fetched);
-    assert_eq!(
-        (again.component, &again.path),
-        (first.component, &first.path)
-    );
+    assert_eq!((again.layer, &again.path), (first.layer, &first.path));
 
     // What it does not hold, it cannot get.
     let other = with_another_digest(&pinned);

@@ -523,6 +523,8 @@ async fn the_agent_evicts_past_a_hostile_policies_directory_and_a_sleeping_sorte
         namespace: "vigil-system".into(),
         registry_ca: None,
         verification_key: None,
+        compile_mode: vigil::policy::CompileMode::Fallback,
+        native_code_key: None,
         config_file: Some(files.path("config.yaml")),
         config_grace: std::time::Duration::from_secs(86_400),
         config_start_on_defaults: false,

@@ -13,6 +13,7 @@ mod config;
 mod eviction;
 mod eviction_api;
 mod fleet;
+mod precompiled;
 mod pulled;
 mod scenario_replay;
 mod startup;

@@ -9,10 +9,10 @@ use vigil::distribution::rollout::bucket;
 use vigil::policy::Digest;
 use vigil_testbed::{OciRegistry, RegistryOptions};
 
-const POLICY: &str = "my-sorter";
+pub(super) const POLICY: &str = "my-sorter";
 
 /// An example policy's component (built by `examples/policies/build.sh`).
-fn example(name: &str) -> (String, Vec<u8>) {
+pub(super) fn example(name: &str) -> (String, Vec<u8>) {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join(format!("../examples/policies/{name}/{name}.wasm"));
     let bytes = std::fs::read(&path).unwrap_or_else(|e| {
@@ -26,7 +26,12 @@ fn example(name: &str) -> (String, Vec<u8>) {
 
 /// Publishes `file` as `registry/vigil/my-sorter:TAG` with `vigil policy
 /// push` over plain HTTP; answers the pinned reference it prints.
-fn push(registry: &OciRegistry, file: &str, tag: &str, cache: &std::path::Path) -> String {
+pub(super) fn push(
+    registry: &OciRegistry,
+    file: &str,
+    tag: &str,
+    cache: &std::path::Path,
+) -> String {
     push_with(registry, file, tag, cache, &["--insecure"], "")
 }
 
@@ -62,7 +67,7 @@ fn push_with(
 
 /// A `VigilPolicy` for [`POLICY`] at `reference`, rolled out to `percent`
 /// over `previous` if given.
-fn vigil_policy(reference: &str, rollout: Option<(u8, &str)>) -> Value {
+pub(super) fn vigil_policy(reference: &str, rollout: Option<(u8, &str)>) -> Value {
     let mut spec = json!({"source": {"oci": {"ref": reference, "insecure": true}}});
     if let Some((percent, previous)) = rollout {
         spec["rollout"] = json!({"percent": percent, "previous": previous});
@@ -72,14 +77,14 @@ fn vigil_policy(reference: &str, rollout: Option<(u8, &str)>) -> Value {
 }
 
 /// The policy's pull report on its status.
-fn pull_report(server: &ApiServer) -> Value {
+pub(super) fn pull_report(server: &ApiServer) -> Value {
     policy_statuses(server)
         .get(POLICY)
         .map_or(Value::Null, |o| o["status"]["pull"].clone())
 }
 
 /// Waits until the policy's status shows the component `bytes` serving.
-async fn until_serving(server: &ApiServer, what: &str, bytes: &[u8]) {
+pub(super) async fn until_serving(server: &ApiServer, what: &str, bytes: &[u8]) {
     let digest = Digest::of(bytes).hex();
     server
         .until(LIMIT, what, |s| {
