@@ -25,5 +25,19 @@ if command -v kubectl > /dev/null; then
     echo "deploy/: kustomize renders the vigil-policies ConfigMap; an upgrade would wipe policies" >&2
     exit 1
   fi
+  # The default agent compiles nothing and is Guaranteed at 128Mi; the
+  # compile-on-node component makes it compile, with room for it.
+  grep -q -- '- --compile=never$' "$rendered"
+  overlay=../target/deploy-check/compile-on-node
+  mkdir -p "$overlay"
+  printf 'resources: [../../../deploy]\ncomponents: [../../../deploy/components/compile-on-node]\n' \
+    > "$overlay/kustomization.yaml"
+  kubectl kustomize "$overlay" > "$rendered"
+  validate "$rendered"
+  if ! grep -q -- '- --compile=fallback$' "$rendered" || grep -q -- '--compile=never' "$rendered" \
+    || [ "$(grep -c 'memory: 640Mi$' "$rendered")" != 2 ]; then
+    echo "deploy/: components/compile-on-node does not make the agent compile with 640Mi" >&2
+    exit 1
+  fi
 fi
 echo "deploy/: manifests valid"

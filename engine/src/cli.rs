@@ -94,6 +94,31 @@ struct SimulateArgs {
     snapshots: bool,
 }
 
+/// How the author's commands reach a registry.
+#[derive(Debug, clap::Args)]
+struct RegistryArgs {
+    /// Plain HTTP to the registry (only when set: never a silent downgrade).
+    #[arg(long)]
+    insecure: bool,
+    /// Sign in as this user, with the password in `$VIGIL_REGISTRY_PASSWORD`; anonymous
+    /// without it.
+    #[arg(long)]
+    username: Option<String>,
+    /// Certificates (PEM) trusted beside the system's roots: a private registry's CA.
+    #[arg(long, value_name = "FILE")]
+    registry_ca: Option<PathBuf>,
+}
+
+impl RegistryArgs {
+    fn access(self) -> anyhow::Result<Access> {
+        Ok(Access {
+            insecure: self.insecure,
+            basic: registry_user(self.username)?,
+            ca: self.registry_ca.as_deref().map(read_ca).transpose()?,
+        })
+    }
+}
+
 /// Where `simulate` and `policy check|test` keep compiled components, so an
 /// unchanged JavaScript or Python component loads in milliseconds instead of
 /// compiling for seconds. One directory for all of them, and for the
@@ -174,7 +199,8 @@ struct AgentArgs {
     compile: CompileMode,
     /// A cosign public key (PEM) for precompiled policies, which are native code: an artifact
     /// is deserialised only if a signature under this key covers it. A key of its own, not the
-    /// --verification-key; mount it from a Secret, never name it in a VigilPolicy.
+    /// --verification-key; mount it from a Secret, never name it in a VigilPolicy. No file at
+    /// this path refuses every precompiled artifact (logged).
     #[arg(long, value_name = "FILE")]
     native_code_key: Option<PathBuf>,
     /// A config layer (YAML or JSON, vigil's config shape) merged over the built-in defaults;
@@ -264,11 +290,10 @@ impl AgentArgs {
             .as_deref()
             .map(read_verification_key)
             .transpose()?;
-        let native_code_key = self
-            .native_code_key
-            .as_deref()
-            .map(read_verification_key)
-            .transpose()?;
+        let native_code_key = match self.native_code_key.as_deref() {
+            Some(path) => read_native_code_key(path)?,
+            None => None,
+        };
         anyhow::ensure!(
             verification_key.is_none() || verification_key != native_code_key,
             "--native-code-key is the --verification-key: native code needs a key of its own, \
@@ -385,17 +410,8 @@ enum PolicyCommand {
         file: PathBuf,
         /// Where to push: `registry/repository[:tag]`.
         reference: String,
-        /// Plain HTTP to this registry (only when set: never a silent downgrade).
-        #[arg(long)]
-        insecure: bool,
-        /// Sign in as this user, with the password in `$VIGIL_REGISTRY_PASSWORD`;
-        /// anonymous without it.
-        #[arg(long)]
-        username: Option<String>,
-        /// Certificates (PEM) trusted beside the system's roots: a private
-        /// registry's CA.
-        #[arg(long, value_name = "FILE")]
-        registry_ca: Option<PathBuf>,
+        #[command(flatten)]
+        registry: RegistryArgs,
         #[command(flatten)]
         cache: CacheArgs,
     },
@@ -429,15 +445,8 @@ enum PolicyCommand {
         /// else `$KUBECONFIG`.
         #[arg(long, value_name = "FILE")]
         kubeconfig: Option<PathBuf>,
-        /// Plain HTTP to the registry (only when set: never a silent downgrade).
-        #[arg(long)]
-        insecure: bool,
-        /// Sign in as this user, with the password in `$VIGIL_REGISTRY_PASSWORD`.
-        #[arg(long)]
-        username: Option<String>,
-        /// Certificates (PEM) trusted beside the system's roots: a private registry's CA.
-        #[arg(long, value_name = "FILE")]
-        registry_ca: Option<PathBuf>,
+        #[command(flatten)]
+        registry: RegistryArgs,
         #[command(flatten)]
         cache: CacheArgs,
     },
@@ -449,15 +458,8 @@ enum PolicyCommand {
         /// The private key (PEM `PRIVATE KEY`).
         #[arg(long, value_name = "FILE")]
         key: PathBuf,
-        /// Plain HTTP to the registry (only when set: never a silent downgrade).
-        #[arg(long)]
-        insecure: bool,
-        /// Sign in as this user, with the password in `$VIGIL_REGISTRY_PASSWORD`.
-        #[arg(long)]
-        username: Option<String>,
-        /// Certificates (PEM) trusted beside the system's roots: a private registry's CA.
-        #[arg(long, value_name = "FILE")]
-        registry_ca: Option<PathBuf>,
+        #[command(flatten)]
+        registry: RegistryArgs,
     },
     /// The agent's child compiler: compiles the component on stdin into the cache.
     #[command(hide = true)]
@@ -504,18 +506,9 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Policy(PolicyCommand::Push {
             file,
             reference,
-            insecure,
-            username,
-            registry_ca,
+            registry,
             cache,
-        }) => {
-            let access = Access {
-                insecure,
-                basic: registry_user(username)?,
-                ca: registry_ca.as_deref().map(read_ca).transpose()?,
-            };
-            push(&file, &reference, &access, cache.dir()).await
-        }
+        }) => push(&file, &reference, &registry.access()?, cache.dir()).await,
         Command::Policy(PolicyCommand::Precompile {
             files,
             cpu_baseline,
@@ -523,16 +516,10 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             from_cluster,
             pin,
             kubeconfig,
-            insecure,
-            username,
-            registry_ca,
+            registry,
             cache,
         }) => {
-            let access = Access {
-                insecure,
-                basic: registry_user(username)?,
-                ca: registry_ca.as_deref().map(read_ca).transpose()?,
-            };
+            let access = registry.access()?;
             let host = Host::new(cache.dir())?;
             if from_cluster {
                 precompile_cluster(&host, kubeconfig.as_deref(), cpu_baseline, &access, pin).await
@@ -543,15 +530,9 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Policy(PolicyCommand::Sign {
             reference,
             key,
-            insecure,
-            username,
-            registry_ca,
+            registry,
         }) => {
-            let access = Access {
-                insecure,
-                basic: registry_user(username)?,
-                ca: registry_ca.as_deref().map(read_ca).transpose()?,
-            };
+            let access = registry.access()?;
             let pem = crate::fsutil::read_text(&key, 64 << 10)
                 .with_context(|| format!("cannot read the key {}", key.display()))?;
             let key = crate::distribution::signature::SigningKey::from_pem(&pem)
@@ -839,10 +820,24 @@ fn read_ca(path: &std::path::Path) -> anyhow::Result<Vec<u8>> {
 
 /// The cosign public key of `--verification-key`.
 fn read_verification_key(path: &std::path::Path) -> anyhow::Result<VerificationKey> {
+    read_key("--verification-key", path)
+}
+
+fn read_key(flag: &str, path: &std::path::Path) -> anyhow::Result<VerificationKey> {
     let pem = crate::fsutil::read_text(path, 64 * 1024)
-        .with_context(|| format!("cannot read --verification-key {}", path.display()))?;
-    VerificationKey::from_pem(&pem)
-        .with_context(|| format!("--verification-key {}", path.display()))
+        .with_context(|| format!("cannot read {flag} {}", path.display()))?;
+    VerificationKey::from_pem(&pem).with_context(|| format!("{flag} {}", path.display()))
+}
+
+/// The native-code key at `path`; none if no file is there (the
+/// DaemonSet mounts it from an optional Secret), which refuses every
+/// precompiled artifact.
+fn read_native_code_key(path: &std::path::Path) -> anyhow::Result<Option<VerificationKey>> {
+    if !path.exists() {
+        tracing::warn!(path = %path.display(), "no native-code key there: every precompiled policy is refused");
+        return Ok(None);
+    }
+    read_key("--native-code-key", path).map(Some)
 }
 
 /// The settings of the config layer `arg` (inline JSON if it starts with

@@ -198,7 +198,7 @@ async fn a_vigil_policy_serves_from_a_registry_rolls_out_by_bucket_and_survives_
     assert!(
         agent
             .logs()
-            .contains("cannot pull a policy; keeping what serves")
+            .contains("cannot take a policy version; keeping what serves")
     );
 
     // The object goes: the policy goes with it.
