@@ -10,9 +10,9 @@ use std::sync::Arc;
 use vigil::policy::{CacheOutcome, Digest, Host, Policy, Source};
 use vigil_tests::*;
 
-/// Magic, component digest, engine key: the claims of a `.mac` file, which
-/// its tag (the rest) covers with the artifact.
-const CLAIMS: usize = 8 + 32 + 8;
+/// Magic, component digest, engine key, origin: the claims of a `.mac`
+/// file, which its tag (the rest) covers with the artifact.
+const CLAIMS: usize = 8 + 32 + 16 + 1;
 
 fn load_bytes_with_cache(dir: &Path, bytes: &[u8]) -> Policy {
     let host = Host::new(Some(dir.to_owned())).unwrap();
