@@ -252,7 +252,9 @@ pub struct PullReport {
     pub since: Time,
     /// Why the last pull failed: `unauthorized`, `credentials`,
     /// `not-found`, `unavailable`, `tampered`, `layout`, `oversized`,
-    /// `signature`, `reference` or `store`.
+    /// `signature`, `reference` or `store`; for the version's precompiled
+    /// artifact also `incompatible` or `not-precompiled` (the message says
+    /// which artifact).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
     /// The failure, for people.
