@@ -106,7 +106,7 @@ pub fn precompile(
 
 /// The tag a precompiled artifact of `claims` is published under beside
 /// its component: the engine key and the component's digest, shortened.
-pub fn tag(claims: &Claims) -> String {
+fn tag(claims: &Claims) -> String {
     format!(
         "precompiled-{}-{}",
         &claims.engine_key[..16],

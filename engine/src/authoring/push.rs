@@ -5,7 +5,9 @@
 //! a cosign signature.
 
 use super::check::CheckReport;
-use crate::distribution::layout::{Artifact, Claims, Description, MANIFEST_MEDIA_TYPE, oci_digest};
+use crate::distribution::layout::{
+    Artifact, Claims, Description, EMPTY_CONFIG, MANIFEST_MEDIA_TYPE, oci_digest,
+};
 use crate::distribution::pull::Pinned;
 use crate::distribution::registry::Access;
 use crate::distribution::signature::{
@@ -106,7 +108,7 @@ pub async fn push_signature(
         .sign(&repository, &target.manifest())
         .map_err(|e| PushError::Sign(e.to_string()))?;
     let layer = Digest::of(&payload);
-    let config = b"{}".to_vec();
+    let config = EMPTY_CONFIG.to_vec();
     let manifest = serde_json::json!({
         "schemaVersion": 2,
         "mediaType": MANIFEST_MEDIA_TYPE,

@@ -100,11 +100,6 @@ impl Baseline {
         Self::default_for(std::env::consts::ARCH)
             .expect("vigil is built for x86_64 and aarch64 only")
     }
-
-    /// Whether this machine's architecture is the one it targets.
-    pub fn is_host_arch(self) -> bool {
-        self.triple().starts_with(std::env::consts::ARCH)
-    }
 }
 
 impl fmt::Display for Baseline {
