@@ -1035,6 +1035,47 @@ mod tests {
         assert!(duration("soon").unwrap_err().contains("not a duration"));
     }
 
+    #[test]
+    fn the_native_code_key_may_be_absent_but_never_the_component_key() {
+        use ring::signature::{ECDSA_P256_SHA256_ASN1_SIGNING, EcdsaKeyPair, KeyPair};
+        let rng = ring::rand::SystemRandom::new();
+        let pkcs8 = EcdsaKeyPair::generate_pkcs8(&ECDSA_P256_SHA256_ASN1_SIGNING, &rng).unwrap();
+        let pair = EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_ASN1_SIGNING, pkcs8.as_ref(), &rng)
+            .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let key = dir.path().join("cosign.pub");
+        std::fs::write(
+            &key,
+            VerificationKey::pem_of_point(pair.public_key().as_ref()),
+        )
+        .unwrap();
+        let config = |native: &std::path::Path| {
+            let cli = Cli::try_parse_from([
+                "vigil".as_ref(),
+                "agent".as_ref(),
+                "--node-name=n1".as_ref(),
+                "--verification-key".as_ref(),
+                key.as_os_str(),
+                "--native-code-key".as_ref(),
+                native.as_os_str(),
+            ])
+            .unwrap_or_else(|e| panic!("{e}"));
+            let Command::Agent(args) = cli.command else {
+                panic!("not the agent");
+            };
+            args.into_config()
+        };
+        // The optional Secret is not there: the agent runs, refusing
+        // every precompiled artifact.
+        let absent = config(&dir.path().join("absent.pub")).unwrap();
+        assert!(absent.native_code_key.is_none() && absent.verification_key.is_some());
+        let error = config(&key).unwrap_err();
+        assert!(
+            format!("{error:#}").contains("native code needs a key of its own"),
+            "{error:#}"
+        );
+    }
+
     /// The DaemonSet's container in `deploy/daemonset.yaml`.
     fn daemonset_container() -> serde_json::Value {
         let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy/daemonset.yaml");

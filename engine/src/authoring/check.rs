@@ -38,7 +38,7 @@ impl CheckReport {
             world: policy.world(),
             exports: policy.exports().to_vec(),
             imports: policy.imports().to_vec(),
-            size: policy.bytes().len(),
+            size: policy.size(),
             digest: policy.digest(),
             compile_time: policy.compile_time(),
             cached: policy.cache_outcome() == CacheOutcome::Hit,

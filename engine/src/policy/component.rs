@@ -48,7 +48,8 @@ pub(crate) struct Parts {
     pub(crate) digest: Digest,
     pub(crate) world: World,
     pub(crate) source: Source,
-    pub(crate) bytes: Arc<[u8]>,
+    /// The component's size in bytes (the bytes themselves are not kept).
+    pub(crate) size: usize,
     pub(crate) limits: Limits,
     pub(crate) engine: Engine,
     pub(crate) clock: Arc<dyn Clock>,
@@ -121,9 +122,9 @@ impl Policy {
     pub fn source(&self) -> &Source {
         &self.parts.source
     }
-    /// The component bytes.
-    pub fn bytes(&self) -> &Arc<[u8]> {
-        &self.parts.bytes
+    /// The component's size in bytes.
+    pub fn size(&self) -> usize {
+        self.parts.size
     }
     /// Its limits.
     pub fn limits(&self) -> Limits {

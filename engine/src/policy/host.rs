@@ -339,7 +339,7 @@ impl Host {
             digest,
             world,
             source,
-            bytes,
+            size: bytes.len(),
             limits,
             engine: self.engine.clone(),
             clock: Arc::clone(&self.clock),

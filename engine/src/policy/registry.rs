@@ -602,12 +602,12 @@ impl Registry {
                 policy = policy.label(),
                 "version passed its trial; it is now the last-known-good"
             );
-            if !matches!(policy.source(), Source::File(_)) {
+            let Source::File(path) = policy.source() else {
                 continue;
-            }
-            let saved =
-                self.state
-                    .save_last_known_good(policy.name(), policy.digest(), policy.bytes());
+            };
+            let saved = self
+                .state
+                .save_last_known_good(policy.name(), policy.digest(), path);
             if let Err(error) = saved {
                 tracing::error!(policy = policy.label(), %error, "cannot save last-known-good copy");
             }

@@ -1,7 +1,8 @@
 //! The state directory: what must survive a restart.
 //!
 //! - `lkg/<name>@<sha256>.wasm`: the last-known-good bytes of each policy
-//!   loaded from a file, written when a version graduates from its trial. The
+//!   loaded from a file, copied from that file when a version graduates from
+//!   its trial. The
 //!   digest in the name is checked on load, so a damaged copy is reported and
 //!   ignored, never trusted.
 //! - `rejected.json`: digests of versions that failed their trial, so a
@@ -81,18 +82,37 @@ impl StateStore {
         found
     }
 
-    /// Saves `bytes` as the last-known-good version of `name`, replacing older ones.
+    /// Saves the version `digest` of `name`, read back from the file it was
+    /// loaded from, as its last-known-good copy, replacing older ones. The
+    /// bytes are not kept in memory while a version serves (JS and Python
+    /// components are 12-18 MB each), so they are read again here and must
+    /// still be that version.
+    ///
+    /// # Errors
+    /// The file cannot be read, now holds other bytes (it changed after the
+    /// version loaded: that version's copy is then not saved and the older
+    /// one stays), or the copy cannot be written.
     pub(crate) fn save_last_known_good(
         &self,
         name: &str,
         digest: Digest,
-        bytes: &[u8],
+        from: &Path,
     ) -> std::io::Result<()> {
         let Some(dir) = self.lkg_dir() else {
             return Ok(());
         };
+        let bytes = std::fs::read(from)?;
+        if Digest::of(&bytes) != digest {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!(
+                    "{} changed after this version loaded; keeping the older copy",
+                    from.display()
+                ),
+            ));
+        }
         let path = dir.join(format!("{name}@{}.wasm", digest.hex()));
-        write_atomic(&path, bytes)?;
+        write_atomic(&path, &bytes)?;
         self.remove_last_known_good_except(name, Some(&path));
         Ok(())
     }
@@ -172,15 +192,15 @@ mod tests {
     fn last_known_good_round_trips_and_damaged_copies_are_ignored() {
         let dir = tempfile::tempdir().unwrap();
         let store = StateStore::open(Some(dir.path().to_owned())).unwrap();
-        store
-            .save_last_known_good("sorter", Digest::of(b"v1"), b"v1")
-            .unwrap();
-        store
-            .save_last_known_good("sorter", Digest::of(b"v2"), b"v2")
-            .unwrap();
-        store
-            .save_last_known_good("merger", Digest::of(b"m"), b"m")
-            .unwrap();
+        let files = tempfile::tempdir().unwrap();
+        let save = |name: &str, bytes: &[u8]| {
+            let from = files.path().join(format!("{name}.wasm"));
+            std::fs::write(&from, bytes).unwrap();
+            store.save_last_known_good(name, Digest::of(bytes), &from)
+        };
+        save("sorter", b"v1").unwrap();
+        save("sorter", b"v2").unwrap();
+        save("merger", b"m").unwrap();
         let saved: Vec<_> = store
             .last_known_good()
             .into_iter()
@@ -206,6 +226,33 @@ mod tests {
         assert_eq!(names, ["sorter"]);
         store.remove_last_known_good("sorter");
         assert_eq!(store.last_known_good().len(), 0);
+    }
+
+    #[test]
+    fn a_file_changed_since_its_version_loaded_is_not_saved_under_that_version() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = StateStore::open(Some(dir.path().to_owned())).unwrap();
+        let from = dir.path().join("sorter.wasm");
+        std::fs::write(&from, b"v1").unwrap();
+        store
+            .save_last_known_good("sorter", Digest::of(b"v1"), &from)
+            .unwrap();
+        std::fs::write(&from, b"v3").unwrap();
+        let error = store
+            .save_last_known_good("sorter", Digest::of(b"v2"), &from)
+            .unwrap_err();
+        assert_eq!(error.kind(), std::io::ErrorKind::InvalidData);
+        assert!(
+            error
+                .to_string()
+                .contains("changed after this version loaded")
+        );
+        let saved: Vec<_> = store
+            .last_known_good()
+            .into_iter()
+            .map(|s| s.wasm.digest())
+            .collect();
+        assert_eq!(saved, [Digest::of(b"v1")], "the older copy stays");
     }
 
     #[test]

@@ -278,3 +278,120 @@ async fn a_node_that_never_compiles_serves_signed_native_code_and_refuses_what_i
         assert!(agent.metrics().contains(&line), "{line}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn precompiling_from_the_cluster_publishes_each_version_and_pins_only_this_engines_entries() {
+    use vigil::distribution::layout::Claims;
+    use vigil::distribution::pull::{Expect, Pinned, pull};
+    use vigil::distribution::registry::Access;
+    use vigil::distribution::store::BlobStore;
+    use vigil::policy::Baseline;
+    use vigil::policy::engine::{BUILD, engine_key};
+
+    let registry = OciRegistry::start();
+    let work = tempfile::tempdir().unwrap();
+    let (c_file, c_bytes) = example("c-sorter");
+    let v1 = push(&registry, &c_file, "1", work.path());
+    let v2_bytes = [c_bytes.as_slice(), b"\x00\x07\x04testv2"].concat();
+    let v2_file = work.path().join("v2.wasm");
+    std::fs::write(&v2_file, &v2_bytes).unwrap();
+    let v2 = push(&registry, v2_file.to_str().unwrap(), "2", work.path());
+
+    let baseline = Baseline::X86_64V2;
+    let ours = engine_key(baseline).unwrap().hex();
+    let theirs = engine_key(Baseline::Armv8).unwrap().hex();
+    let repository = format!("{}/vigil/{POLICY}", registry.addr());
+    let stale = format!("{repository}@sha256:{}", "0".repeat(64));
+    let kept =
+        json!({"engineKey": theirs, "ref": format!("{repository}@sha256:{}", "1".repeat(64))});
+    let server = ApiServer::start().await;
+    let mut object = vigil_policy(&v2, Some((50, &v1)));
+    object["spec"]["precompiled"] = json!([{"engineKey": ours, "ref": stale}, kept]);
+    server.put("vigilpolicies", "", object);
+    let kubeconfig = work.path().join("kubeconfig");
+    std::fs::write(&kubeconfig, server.kubeconfig()).unwrap();
+
+    let out = vigil(&[
+        "policy",
+        "precompile",
+        "--from-cluster",
+        "--pin",
+        "--kubeconfig",
+        kubeconfig.to_str().unwrap(),
+        "--insecure",
+        "--cache-dir",
+        work.path().to_str().unwrap(),
+    ]);
+    assert!(
+        out.contains("2 version(s) precompiled for x86-64-v2 and pinned"),
+        "{out}"
+    );
+
+    let spec = server.get("vigilpolicies", "", POLICY).unwrap()["spec"].clone();
+    assert_eq!(
+        spec["source"]["oci"]["ref"],
+        v2.as_str(),
+        "the rest is untouched"
+    );
+    let entries = spec["precompiled"].as_array().unwrap().clone();
+    assert_eq!(entries.len(), 3, "{entries:?}");
+    assert_eq!(entries[0], kept, "another engine's entry stays, first");
+    let pinned: Vec<&str> = entries[1..]
+        .iter()
+        .map(|e| {
+            assert_eq!(e["engineKey"], ours.as_str());
+            e["ref"].as_str().unwrap()
+        })
+        .collect();
+    assert!(!pinned.contains(&stale.as_str()), "{pinned:?}");
+
+    // Each entry is the artifact of one version, with the claims of this
+    // build, byte for byte what precompiling that component here makes.
+    let store = BlobStore::open(&work.path().join("store")).unwrap();
+    let access = Access {
+        insecure: true,
+        ..Access::default()
+    };
+    let made_from = |reference: &str| {
+        let line = format!(" -> {reference}");
+        let component = out
+            .lines()
+            .find_map(|l| l.strip_suffix(&line)?.strip_prefix("my-sorter: "))
+            .unwrap_or_else(|| panic!("{reference} is not in {out}"));
+        if component == v1 {
+            &c_bytes
+        } else {
+            assert_eq!(component, v2);
+            &v2_bytes
+        }
+    };
+    let mut versions = std::collections::BTreeSet::new();
+    for reference in pinned {
+        assert!(
+            reference.contains("/vigil/my-sorter@sha256:"),
+            "{reference}"
+        );
+        let component = made_from(reference);
+        versions.insert(Digest::of(component));
+        let claims = Claims {
+            component: Digest::of(component),
+            engine_key: ours.clone(),
+            target: baseline.triple().to_owned(),
+            cpu_baseline: baseline.name().to_owned(),
+            build: BUILD.to_owned(),
+        };
+        let pulled = pull(
+            &Pinned::parse(reference).unwrap(),
+            &access,
+            &store,
+            u64::MAX,
+            None,
+            Expect::Precompiled(&claims),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{reference}: {e}"));
+        let made = vigil::policy::engine::precompile(baseline, component).unwrap();
+        assert_eq!(std::fs::read(&pulled.path).unwrap(), made.artifact);
+    }
+    assert_eq!(versions.len(), 2, "one artifact for each version");
+}

@@ -156,7 +156,9 @@ fn route(
         ("GET", ["api", "v1", "namespaces", ns, resource, name]) => {
             get(shared, Key::new(resource, ns, name))
         }
-        ("PATCH", ["api", "v1", "nodes", name]) => patch_node(shared, name, &body),
+        ("PATCH", ["api", "v1", "nodes", name]) => {
+            patch(shared, Key::new("nodes", "", name), &body)
+        }
         ("PATCH", ["api", "v1", "nodes", name, "status"]) => {
             let manager = query.get("fieldManager").cloned().unwrap_or_default();
             apply_node_status(shared, name, &manager, &body)
@@ -185,6 +187,9 @@ fn route(
         ("POST", ["apis", _, _, resource]) => create(shared, resource, body),
         ("GET", ["apis", _, _, resource, name]) => get(shared, Key::new(resource, "", name)),
         ("PUT", ["apis", _, _, resource, name]) => replace(shared, resource, name, body),
+        ("PATCH", ["apis", _, _, resource, name]) => {
+            patch(shared, Key::new(resource, "", name), &body)
+        }
         ("DELETE", ["apis", _, _, resource, name]) => {
             let key = Key::new(resource, "", name);
             match shared.write(|s| s.delete(&key)) {
@@ -410,24 +415,23 @@ fn line(event: Value) -> Bytes {
     Bytes::from(text)
 }
 
-/// A JSON merge patch of a node; `metadata.resourceVersion` in the patch
-/// must be the current one.
-fn patch_node(shared: &Shared, name: &str, patch: &Value) -> (u16, Value) {
-    let key = Key::new("nodes", "", name);
+/// A JSON merge patch of a cluster-scoped object (a node, a custom
+/// object); `metadata.resourceVersion` in the patch must be the current one.
+fn patch(shared: &Shared, key: Key, patch: &Value) -> (u16, Value) {
     shared.write(|s| {
-        let Some(mut node) = s.objects.get(&key).cloned() else {
-            return status(404, "NotFound", "node not found");
+        let Some(mut object) = s.objects.get(&key).cloned() else {
+            return not_found(&key);
         };
         let wanted = patch["metadata"]["resourceVersion"].as_str();
-        if wanted.is_some_and(|rv| Some(rv) != node["metadata"]["resourceVersion"].as_str()) {
+        if wanted.is_some_and(|rv| Some(rv) != object["metadata"]["resourceVersion"].as_str()) {
             return status(409, "Conflict", "the object has been modified; please apply your changes to the latest version and try again");
         }
         let mut patch = patch.clone();
         if let Some(meta) = patch.get_mut("metadata").and_then(Value::as_object_mut) {
             meta.remove("resourceVersion");
         }
-        merge_patch(&mut node, &patch);
-        (200, s.put(key, node))
+        merge_patch(&mut object, &patch);
+        (200, s.put(key, object))
     })
 }
 
