@@ -14,7 +14,7 @@ if [ ! -x "$venv/bin/kubernetes-validate" ]; then
   "$venv/bin/pip" install --quiet --disable-pip-version-check kubernetes-validate==1.37.0
 fi
 validate() { "$venv/bin/kubernetes-validate" --strict --quiet --kubernetes-version 1.37.0 "$@"; }
-validate namespace.yaml crds.yaml rbac.yaml daemonset.yaml service.yaml
+validate namespace.yaml crds.yaml rbac.yaml flowcontrol.yaml daemonset.yaml service.yaml
 if command -v kubectl > /dev/null; then
   rendered=$(mktemp)
   trap 'rm -f "$rendered"' EXIT

@@ -1,7 +1,10 @@
 //! The agent's HTTP endpoints: `/metrics` (Prometheus text format),
-//! `/healthz` (the eviction loop cycled within three periods) and `/readyz`
-//! (the pod store holds its first list and the loop has run, with the
-//! policies it loaded).
+//! `/healthz` (the process serves: while it waits for its first pod list
+//! it is alive, however slow the API server; once the pods are known, the
+//! eviction loop must cycle within three periods) and `/readyz` (the pod
+//! store holds its first list and the loop has run, with the policies it
+//! loaded). Liveness never depends on the API server: during a brownout a
+//! restart would only add one more LIST to it.
 
 use crate::eviction::runner::Heartbeat;
 use crate::metrics::Metrics;
@@ -16,8 +19,8 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::reflector::Store;
 use prometheus_client::registry::Registry as PromRegistry;
 use std::future::Future;
-use std::sync::Arc;
-use std::time::Duration;
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
 
 /// What the health endpoints look at.
 #[derive(Clone)]
@@ -25,6 +28,9 @@ pub struct Health {
     period: Duration,
     pods: Store<Pod>,
     heartbeat: Heartbeat,
+    /// When a probe first found the pods listed: the loop's first cycle is
+    /// due within three periods of it.
+    synced_at: Arc<OnceLock<Instant>>,
 }
 
 impl Health {
@@ -34,18 +40,26 @@ impl Health {
             period,
             pods,
             heartbeat,
+            synced_at: Arc::default(),
         }
     }
 
+    fn synced(&self) -> bool {
+        matches!(self.pods.wait_until_ready().now_or_never(), Some(Ok(())))
+    }
+
     fn live(&self) -> bool {
-        self.heartbeat
-            .since_last()
-            .is_some_and(|since| since <= self.period * 3)
+        let due = self.period * 3;
+        match self.heartbeat.since_last() {
+            Some(since) => since <= due,
+            // Still waiting for the API server: alive.
+            None if !self.synced() => true,
+            None => self.synced_at.get_or_init(Instant::now).elapsed() <= due,
+        }
     }
 
     fn ready(&self) -> bool {
-        let synced = self.pods.wait_until_ready().now_or_never();
-        matches!(synced, Some(Ok(()))) && self.heartbeat.since_last().is_some()
+        self.synced() && self.heartbeat.since_last().is_some()
     }
 }
 
@@ -112,7 +126,7 @@ fn verdict(ok: bool, what: &str) -> (StatusCode, String) {
 async fn healthz(State(shared): State<Arc<Shared>>) -> impl IntoResponse {
     verdict(
         shared.health.live(),
-        "the eviction loop has not cycled within three periods",
+        "the eviction loop has not cycled within three periods of the pods being listed",
     )
 }
 

@@ -313,7 +313,7 @@ impl ObjectSource for ApiSource {
     fn follow(&self, key: &ObjectKey) -> BoxStream<'static, Observed> {
         let api: Api<ConfigMap> = Api::namespaced(self.0.clone(), &key.namespace);
         let config = watcher::Config::default().fields(&format!("metadata.name={}", key.name));
-        watcher(api, config)
+        watcher(api, super::watches::from_cache(config))
             .default_backoff()
             .scan(None, |listing: &mut Option<ConfigMap>, event| {
                 let observed = match event {

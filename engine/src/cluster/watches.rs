@@ -4,6 +4,13 @@
 //! task that lists, watches, resumes after a dropped stream and lists again
 //! after `410 Gone`, with backoff. The loop reads the stores, so it keeps
 //! deciding from the last known state while a watch reconnects.
+//!
+//! Every list is served from the API server's watch cache
+//! (`resourceVersion=0`), never a consistent read from etcd: when a
+//! DaemonSet of thousands rolls, or the API server restarts and every watch
+//! lists again, each agent's list by `spec.nodeName` costs the server a
+//! scan of its cache, not of the whole pod keyspace in etcd. The list may be
+//! a moment old; the watch that follows it brings the rest.
 
 use crate::config::crd::ConfigLayer;
 use crate::distribution::crd::VigilPolicy;
@@ -107,6 +114,16 @@ pub fn node(
     )
 }
 
+/// `config` listing from the watch cache (see the module docs). Unpaged:
+/// the cache answers in one piece anyway, and kube sends no
+/// `resourceVersion=0` with a page size.
+pub(crate) fn from_cache(config: watcher::Config) -> watcher::Config {
+    watcher::Config {
+        page_size: None,
+        ..config.any_semantic()
+    }
+}
+
 /// Keeps what `api` lists and watches with `config` in a store; `name`
 /// says which watch it is in logs and to `on_restart`.
 pub(crate) fn reflect<K>(
@@ -121,7 +138,7 @@ where
 {
     use futures::StreamExt;
     let (store, writer) = reflector::store();
-    let stream = reflector::reflector(writer, watcher(api, config)).default_backoff();
+    let stream = reflector::reflector(writer, watcher(api, from_cache(config))).default_backoff();
     let (progress_tx, progress) = watch::channel(Progress::default());
     let task = tokio::spawn(async move {
         let mut stream = std::pin::pin!(stream);

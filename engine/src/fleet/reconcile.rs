@@ -235,7 +235,9 @@ impl Reconciler {
         let selector = format!("{NODE_LABEL}={}", self.node_name);
         let listed = self
             .policies
-            .list(&ListParams::default().labels(&selector))
+            // From the watch cache: a write that finds it stale fails
+            // (conflict, already exists) and lists again.
+            .list(&ListParams::default().labels(&selector).match_any())
             .await
             .map_err(|source| api("list", "VigilPolicyStatuses", source))?;
         let node = self

@@ -6,6 +6,7 @@
 //! One file per topic; this one holds what they share: the test node, the
 //! agent process, and questions asked of the API server.
 
+mod api_cost;
 mod checkpoint;
 mod compiler;
 mod conditions;
@@ -22,7 +23,7 @@ use serde_json::{Value, json};
 use std::collections::BTreeSet;
 use std::process::Command;
 use std::time::Duration;
-use vigil_testbed::{AgentProcess, ApiServer, NodeFiles, objects};
+use vigil_testbed::{AgentProcess, ApiServer, NodeFiles, Request, objects};
 
 const NODE: &str = "node-1";
 

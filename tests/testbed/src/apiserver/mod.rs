@@ -56,6 +56,41 @@ pub struct Request {
     pub body: Option<Value>,
 }
 
+impl Request {
+    /// Its query parameter `name`, if present.
+    pub fn param(&self, name: &str) -> Option<&str> {
+        let query = self.uri.split_once('?')?.1;
+        query
+            .split('&')
+            .find_map(|pair| pair.strip_prefix(name)?.strip_prefix('='))
+    }
+
+    /// A watch (`watch=true`).
+    pub fn is_watch(&self) -> bool {
+        matches!(self.param("watch"), Some("true" | "1"))
+    }
+
+    /// A LIST: a GET of a collection that is not a watch.
+    pub fn is_list(&self) -> bool {
+        let path = self.uri.split('?').next().unwrap_or_default();
+        let segments: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+        let collection = matches!(
+            segments.as_slice(),
+            ["api", "v1", _]
+                | ["apis", _, _, _]
+                | ["api", "v1", "namespaces", _, _]
+                | ["apis", _, _, "namespaces", _, _]
+        );
+        self.method == "GET" && collection && !self.is_watch()
+    }
+
+    /// A LIST the API server may answer from its watch cache
+    /// (`resourceVersion=0`) rather than by a consistent read of etcd.
+    pub fn from_cache(&self) -> bool {
+        self.param("resourceVersion") == Some("0")
+    }
+}
+
 /// What RBAC must allow for a request: verb, API group (`""` for core),
 /// resource (`pods/eviction` for a subresource).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]

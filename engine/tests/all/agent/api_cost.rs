@@ -1,0 +1,148 @@
+//! What the agent costs the API server, the parts that multiply by the
+//! fleet: lists answered from the watch cache, and a liveness that does not
+//! restart the agent (and list again) while the API server is slow.
+
+use super::*;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_list_is_served_from_the_watch_cache_at_start_and_after_the_api_server_restarts() {
+    let (server, fixture) = test_node().await;
+    let _agent = start(&server, &fixture, &[]);
+    watching(&server).await;
+    let pod_lists = |s: &ApiServer| {
+        s.requests()
+            .iter()
+            .filter(|r| r.is_list() && r.uri.starts_with("/api/v1/pods?"))
+            .count()
+    };
+    assert_eq!(pod_lists(&server), 1);
+    // An API server restart: a pod bound meanwhile, history compacted,
+    // every watch dropped; each resumes with 410 Gone and lists again.
+    server.pause_watches(true);
+    pod(&server, &fixture, "bound-meanwhile", 1);
+    server.compact();
+    server.drop_watches();
+    server.pause_watches(false);
+    server
+        .until(LIMIT, "the pods listed again", |s| pod_lists(s) == 2)
+        .await;
+    assert!(
+        server.gone_sent() > 0,
+        "the resumed watch was told 410 Gone"
+    );
+    let lists: Vec<Request> = server
+        .requests()
+        .into_iter()
+        .filter(Request::is_list)
+        .collect();
+    let consistent: Vec<&str> = lists
+        .iter()
+        .filter(|r| !r.from_cache())
+        .map(|r| r.uri.as_str())
+        .collect();
+    assert!(consistent.is_empty(), "consistent reads: {consistent:?}");
+    for resource in ["pods", "nodes", "vigilconfigs", "vigilpolicies"] {
+        assert!(
+            lists
+                .iter()
+                .any(|r| r.uri.contains(&format!("/{resource}?"))),
+            "{resource} listed: {lists:?}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_agent_is_alive_while_its_first_pod_list_hangs_and_ready_only_once_listed() {
+    let (server, fixture) = test_node().await;
+    server.hang("/api/v1/pods?");
+    let agent = start(&server, &fixture, &[]);
+    // The node's config condition is written by a task started after the
+    // endpoints listen, and needs no pods: once it is, they answer.
+    server
+        .until(LIMIT, "the config condition written", |s| {
+            s.requests().iter().any(|r| {
+                r.method == "PATCH" && r.uri.starts_with(&format!("/api/v1/nodes/{NODE}/status"))
+            })
+        })
+        .await;
+    assert!(
+        server
+            .arrived()
+            .iter()
+            .any(|a| a.starts_with("/api/v1/pods?")),
+        "the pod list is pending"
+    );
+    let healthz = agent.get("/healthz");
+    assert!(healthz.starts_with("HTTP/1.1 200"), "{healthz}");
+    let readyz = agent.get("/readyz");
+    assert!(
+        readyz.starts_with("HTTP/1.1 503") && readyz.contains("waiting for the pod list"),
+        "{readyz}"
+    );
+}
+
+/// The FlowSchema of `deploy/flowcontrol.yaml` that API Priority and
+/// Fairness gives a request of the agent's (group, resource, verb): the
+/// first whose rule matches, by matching precedence.
+fn flow_schema(schemas: &[Value], (group, resource, verb): &(String, String, String)) -> String {
+    let has = |list: &Value, item: &str| {
+        list.as_array()
+            .unwrap()
+            .iter()
+            .any(|v| v == "*" || v == item)
+    };
+    schemas
+        .iter()
+        .find(|schema| {
+            schema["spec"]["rules"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|rule| {
+                    let subject = &rule["subjects"][0]["serviceAccount"];
+                    subject["name"] == "vigil"
+                        && rule["resourceRules"].as_array().unwrap().iter().any(|r| {
+                            has(&r["verbs"], verb)
+                                && has(&r["apiGroups"], group)
+                                && has(&r["resources"], resource)
+                        })
+                })
+        })
+        .map_or_else(
+            || "none".to_owned(),
+            |s| s["metadata"]["name"].as_str().unwrap().to_owned(),
+        )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn flow_control_keeps_evictions_apart_from_the_agents_bookkeeping() {
+    use serde::Deserialize;
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy/flowcontrol.yaml");
+    let text = std::fs::read_to_string(path).unwrap();
+    let mut schemas: Vec<Value> = serde_norway::Deserializer::from_str(&text)
+        .map(|doc| Value::deserialize(doc).unwrap())
+        .filter(|doc| doc["kind"] == "FlowSchema")
+        .collect();
+    schemas.sort_by_key(|s| s["spec"]["matchingPrecedence"].as_u64().unwrap());
+
+    let (server, fixture) = test_node().await;
+    pod(&server, &fixture, "big", 900);
+    let _agent = start(&server, &fixture, &[]);
+    watching(&server).await;
+    pressure_until_one_is_evicted(&server, &fixture).await;
+    let by_schema: BTreeSet<(String, String)> = used(&server)
+        .iter()
+        .map(|access| (flow_schema(&schemas, access), access.1.clone()))
+        .collect();
+    let evictions: Vec<&String> = by_schema
+        .iter()
+        .filter(|(schema, _)| schema == "vigil-evictions")
+        .map(|(_, resource)| resource)
+        .collect();
+    assert_eq!(evictions, ["pods/eviction"], "{by_schema:?}");
+    let elsewhere: Vec<_> = by_schema
+        .iter()
+        .filter(|(schema, resource)| resource != "pods/eviction" && schema != "vigil-bookkeeping")
+        .collect();
+    assert!(elsewhere.is_empty(), "{elsewhere:?}");
+}
