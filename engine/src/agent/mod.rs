@@ -289,7 +289,6 @@ pub async fn run(config: AgentConfig, shutdown: impl Future<Output = ()>) -> any
         node: node_store.clone(),
         node_changes,
         pulls: pull_reports,
-        clock: Arc::clone(&clock),
     };
     tasks.spawn(publisher.run(reports_tx.subscribe()));
     let fleet = Reconciler::new(

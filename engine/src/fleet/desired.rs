@@ -9,11 +9,6 @@ use crate::config::assignment::ConfigReport;
 use crate::policy::{Incident, Phase, PolicyStatus, RefusedVersion, Registry, Source};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use std::collections::BTreeMap;
-use std::time::{Duration, SystemTime};
-
-/// How stale a policy's call count may grow before it alone is worth a
-/// write.
-pub const COUNTS_REFRESH: Duration = Duration::from_secs(30 * 60);
 
 /// The node's report.
 pub fn node(config: &ConfigReport, activity: &Activity) -> NodeReport {
@@ -41,44 +36,43 @@ pub fn node(config: &ConfigReport, activity: &Activity) -> NodeReport {
     }
 }
 
-/// Every policy's report at `now`, by name: those that serve, those whose
+/// Every policy's report, by name: those that serve, those whose
 /// only version was refused, and those whose registry version could not be
 /// pulled yet; each with how its pull fares (`pulls`).
 pub fn policies(
     registry: &Registry,
     pulls: &BTreeMap<String, PullReport>,
-    now: SystemTime,
 ) -> BTreeMap<String, PolicyReport> {
-    let counts: BTreeMap<String, (u64, u64)> = registry
+    let faults: BTreeMap<String, u64> = registry
         .serving()
         .iter()
-        .map(|p| (p.name().to_owned(), (p.calls(), p.faults())))
+        .map(|p| (p.name().to_owned(), p.faults()))
         .collect();
     let mut reports: BTreeMap<String, PolicyReport> = registry
         .status()
         .into_iter()
         .map(|status| {
-            let (calls, faults) = counts.get(&status.name).copied().unwrap_or_default();
-            let report = serving(&status, calls, faults, now);
+            let faults = faults.get(&status.name).copied().unwrap_or_default();
+            let report = serving(&status, faults);
             (status.name, report)
         })
         .collect();
     for (name, refusal) in registry.refused_unserved() {
-        let mut report = unserved("Failed", time(refusal.incident.at), now);
+        let mut report = unserved("Failed", time(refusal.incident.at));
         report.last_fault = Some(refused(&refusal));
         reports.insert(name, report);
     }
     for (name, pull) in pulls {
         let report = reports
             .entry(name.clone())
-            .or_insert_with(|| unserved(&pull.state, pull.since.clone(), now));
+            .or_insert_with(|| unserved(&pull.state, pull.since.clone()));
         report.pull = Some(pull.clone());
     }
     reports
 }
 
 /// The report of a policy no version of which serves, in `state` since `since`.
-fn unserved(state: &str, since: Time, now: SystemTime) -> PolicyReport {
+fn unserved(state: &str, since: Time) -> PolicyReport {
     PolicyReport {
         state: state.into(),
         since,
@@ -89,14 +83,12 @@ fn unserved(state: &str, since: Time, now: SystemTime) -> PolicyReport {
         trial_end: None,
         last_known_good: None,
         last_fault: None,
-        calls: 0,
         faults: 0,
-        counted_at: time(now),
         pull: None,
     }
 }
 
-fn serving(status: &PolicyStatus, calls: u64, faults: u64, now: SystemTime) -> PolicyReport {
+fn serving(status: &PolicyStatus, faults: u64) -> PolicyReport {
     let (state, since) = match (&status.refused, &status.phase) {
         (Some(refusal), _) => ("Failed", refusal.incident.at),
         (None, Phase::Trial { .. }) => ("Trial", status.since),
@@ -126,9 +118,7 @@ fn serving(status: &PolicyStatus, calls: u64, faults: u64, now: SystemTime) -> P
         },
         last_known_good: status.last_known_good.map(|d| d.hex()),
         last_fault,
-        calls,
         faults,
-        counted_at: time(now),
         pull: None,
     }
 }
@@ -151,23 +141,12 @@ fn refused(refusal: &RefusedVersion) -> Fault {
     })
 }
 
-/// Whether `written` says what `wanted` says at `now`: everything but the
-/// call count must match, and that too once it is [`COUNTS_REFRESH`] old.
-pub fn policy_up_to_date(written: &PolicyReport, wanted: &PolicyReport, now: SystemTime) -> bool {
-    let uncounted = |report: &PolicyReport| PolicyReport {
-        calls: 0,
-        counted_at: time(SystemTime::UNIX_EPOCH),
-        ..report.clone()
-    };
-    let fresh = SystemTime::from(written.counted_at.0) + COUNTS_REFRESH > now;
-    uncounted(written) == uncounted(wanted) && (fresh || written.calls == wanted.calls)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::{Duration, SystemTime};
 
-    fn report(calls: u64, faults: u64, counted_at: u64) -> PolicyReport {
+    fn report(faults: u64) -> PolicyReport {
         PolicyReport {
             state: "Active".into(),
             since: time(SystemTime::UNIX_EPOCH),
@@ -178,9 +157,7 @@ mod tests {
             trial_end: None,
             last_known_good: None,
             last_fault: None,
-            calls,
             faults,
-            counted_at: time(SystemTime::UNIX_EPOCH + Duration::from_secs(counted_at)),
             pull: None,
         }
     }
@@ -216,34 +193,11 @@ mod tests {
             serde_json::from_value(serde_json::to_value(&written).unwrap()).unwrap();
         assert_eq!(read, written);
 
-        let mut policy = report(7, 1, 0);
+        let mut policy = report(1);
         policy.since = time(odd);
         policy.trial_end = Some(time(odd));
         let read: PolicyReport =
             serde_json::from_value(serde_json::to_value(&policy).unwrap()).unwrap();
         assert_eq!(read, policy);
-    }
-
-    #[test]
-    fn calls_alone_are_worth_a_write_only_once_the_count_is_stale() {
-        let at = |s| SystemTime::UNIX_EPOCH + Duration::from_secs(s);
-        let written = report(10, 0, 0);
-        assert!(policy_up_to_date(&written, &report(10, 0, 60), at(60)));
-        assert!(policy_up_to_date(&written, &report(500, 0, 60), at(60)));
-        let refresh = COUNTS_REFRESH.as_secs();
-        assert!(!policy_up_to_date(
-            &written,
-            &report(500, 0, refresh),
-            at(refresh)
-        ));
-        assert!(policy_up_to_date(
-            &written,
-            &report(10, 0, refresh),
-            at(refresh)
-        ));
-        assert!(!policy_up_to_date(&written, &report(11, 1, 60), at(60)));
-        let mut failed = report(10, 0, 60);
-        failed.state = "Failed".into();
-        assert!(!policy_up_to_date(&written, &failed, at(60)));
     }
 }

@@ -173,12 +173,6 @@ pub struct Eviction {
     printcolumn(name = "Faults", type_ = "integer", json_path = ".status.faults"),
     printcolumn(name = "Pull", type_ = "string", json_path = ".status.pull.state"),
     printcolumn(
-        name = "Calls",
-        type_ = "integer",
-        json_path = ".status.calls",
-        priority = "1"
-    ),
-    printcolumn(
         name = "Last-Fault",
         type_ = "string",
         json_path = ".status.lastFault.message",
@@ -223,13 +217,11 @@ pub struct PolicyReport {
     /// The newest fault or refusal of this policy on this node.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_fault: Option<Fault>,
-    /// Calls of the serving version, as of `countedAt`.
-    pub calls: u64,
-    /// Faults of the serving version, as of `countedAt`.
+    /// Faults of the serving version on this node (each comes with its
+    /// `lastFault`). How often a policy is called is a metric
+    /// (`vigil_policy_calls`), never written here: a busy policy costs the
+    /// API server nothing.
     pub faults: u64,
-    /// When the counts were taken: calls alone are refreshed at most every
-    /// few minutes, so a busy policy costs the API server nothing.
-    pub counted_at: Time,
     /// The registry version its `VigilPolicy` gives this node, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pull: Option<PullReport>,

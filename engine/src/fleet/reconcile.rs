@@ -6,10 +6,10 @@
 //! what is no longer wanted. A failed sync, or a panic in one, is retried
 //! with jittered backoff; each object is written at most once per spacing.
 //!
-//! The agent is the only writer of its objects, so it lists them at start
-//! and every [`RESYNC`] (and after a failed write) and otherwise trusts the
-//! answers to its own writes: no watch is kept open for them. The next
-//! list repairs anything changed behind its back (a deleted object, a Node
+//! The agent is the only writer of its objects, so it lists them (from the
+//! watch cache) at start, about every [`RESYNC`] (jittered) and after a
+//! failed write, and otherwise trusts the answers to its own writes: no
+//! watch is kept open for them. The next list repairs anything changed behind its back (a deleted object, a Node
 //! recreated with a new UID whose old objects were garbage-collected).
 
 use super::activity::Activity;
@@ -19,7 +19,6 @@ use super::kinds::{
     VigilPolicyStatus, VigilPolicyStatusSpec,
 };
 use super::queue::{Done, WorkQueue};
-use crate::clock::Clock;
 use crate::config::assignment::ConfigReport;
 use crate::policy::Registry;
 use crate::report::Chain;
@@ -37,9 +36,16 @@ use thiserror::Error;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-/// How often the objects are listed again to repair what changed behind
-/// the agent's back.
-pub const RESYNC: Duration = Duration::from_secs(10 * 60);
+/// How often, on average, the objects are listed again to repair what
+/// changed behind the agent's back. Each wait is jittered (half to one and
+/// a half times this), so a fleet that started together does not list
+/// together: at 5000 nodes, some 3 lists a second, from the watch cache.
+pub const RESYNC: Duration = Duration::from_secs(30 * 60);
+
+/// The wait before the next resync: [`RESYNC`] times a random factor in [0.5, 1.5).
+fn next_resync() -> Duration {
+    RESYNC.mul_f64(0.5 + fastrand::f64())
+}
 
 /// What a key names.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -91,8 +97,6 @@ pub struct Inputs {
     pub node_changes: watch::Receiver<crate::cluster::watches::Progress>,
     /// How the pulls of registry versions fare, by policy.
     pub pulls: watch::Receiver<BTreeMap<String, PullReport>>,
-    /// The time.
-    pub clock: Arc<dyn Clock>,
 }
 
 /// The objects that exist, as last listed or written.
@@ -144,7 +148,9 @@ impl Reconciler {
         let mut registry = self.inputs.registry.subscribe();
         let (mut config, mut activity) = (self.inputs.config.clone(), self.inputs.activity.clone());
         let mut pulls = self.inputs.pulls.clone();
-        let mut resync = tokio::time::interval(RESYNC);
+        self.queue.add(Key::List);
+        let resync = tokio::time::sleep(next_resync());
+        tokio::pin!(resync);
         let mut open = [true; 4];
         loop {
             tokio::select! {
@@ -169,7 +175,10 @@ impl Reconciler {
                     Ok(()) => self.node_changed(),
                     Err(_) => return,
                 },
-                _ = resync.tick() => self.queue.add(Key::List),
+                () = &mut resync => {
+                    resync.as_mut().reset(tokio::time::Instant::now() + next_resync());
+                    self.queue.add(Key::List);
+                }
                 key = self.queue.next() => {
                     tokio::select! {
                         () = stop.cancelled() => return,
@@ -206,8 +215,7 @@ impl Reconciler {
 
     /// Queues every policy known to the registry or to the API server.
     fn policies_changed(&self) {
-        let now = self.inputs.clock.now();
-        let wanted = desired::policies(&self.inputs.registry, &self.inputs.pulls.borrow(), now);
+        let wanted = desired::policies(&self.inputs.registry, &self.inputs.pulls.borrow());
         let existing = self.actual.policies.values().map(|o| &o.spec.policy);
         let names: BTreeSet<&String> = wanted.keys().chain(existing).collect();
         for name in names {
@@ -312,8 +320,7 @@ impl Reconciler {
         if !self.actual.listed {
             return Err(SyncError::NotListed);
         }
-        let now = self.inputs.clock.now();
-        let wanted = desired::policies(&self.inputs.registry, &self.inputs.pulls.borrow(), now);
+        let wanted = desired::policies(&self.inputs.registry, &self.inputs.pulls.borrow());
         let objects_of = |actual: &Actual, policy: &str| -> Vec<String> {
             actual
                 .policies
@@ -345,10 +352,7 @@ impl Reconciler {
         let current = mine.iter().position(|n| {
             let object = &self.actual.policies[n];
             object.metadata.owner_references.as_deref() == Some(std::slice::from_ref(&owner))
-                && object
-                    .status
-                    .as_ref()
-                    .is_some_and(|s| desired::policy_up_to_date(s, report, now))
+                && object.status.as_ref().is_some_and(|s| s == report)
         });
         if let Some(index) = current {
             mine.remove(index);

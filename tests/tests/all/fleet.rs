@@ -28,7 +28,7 @@ const POLICIES: &str = "vigilpolicystatuses";
 struct Fleet {
     server: ApiServer,
     registry: Arc<Registry>,
-    _clock: Arc<ManualClock>,
+    clock: Arc<ManualClock>,
     config: watch::Sender<ConfigReport>,
     activity: watch::Sender<Activity>,
     _node: Reflected<k8s_openapi::api::core::v1::Node>,
@@ -76,7 +76,6 @@ impl Fleet {
             node: node.store.clone(),
             node_changes: node.progress.clone(),
             pulls: watch::Sender::new(Default::default()).subscribe(),
-            clock: clock.clone(),
         };
         let stop = CancellationToken::new();
         let reconciler = Reconciler::new(client, NODE, inputs, spacing);
@@ -84,7 +83,7 @@ impl Fleet {
         Self {
             server,
             registry,
-            _clock: clock,
+            clock,
             config,
             activity,
             _node: node,
@@ -290,6 +289,36 @@ async fn an_obsolete_object_is_reused_before_one_is_created() {
         [("PUT".to_owned(), 200)],
         "one update, no create or delete"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_busy_policy_costs_no_write_however_long_it_runs() {
+    let fleet = Fleet::start(Duration::from_millis(50), |_| {}).await;
+    let all = fleet.registry.status().len();
+    fleet
+        .until_policies("every status", |objects| objects.len() == all)
+        .await;
+    let before = writes(&fleet.server).len();
+    for _ in 0..50 {
+        sort_names(&fleet.registry, "default-sorter");
+    }
+    // Hours later, another policy appears: every key is synced again.
+    fleet.clock.advance(Duration::from_secs(6 * 3600));
+    let extra = version(&fleet.registry, "reverse-sorter", REVERSE_SORTER);
+    fleet.registry.install(extra);
+    fleet
+        .until_policies("the new policy's status", |objects| {
+            of_policy(objects, "reverse-sorter").len() == 1
+        })
+        .await;
+    assert_eq!(
+        writes(&fleet.server)[before..],
+        [("POST".to_owned(), 201)],
+        "only the new policy's object is written: call counts are metrics"
+    );
+    let objects = fleet.server.list(POLICIES);
+    let sorter = &of_policy(&objects, "default-sorter")[0]["status"];
+    assert!(sorter.get("calls").is_none(), "{sorter}");
 }
 
 /// `bytes` loaded as a version of `name` from the file `/p/NAME.wasm`.
