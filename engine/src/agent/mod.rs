@@ -321,6 +321,7 @@ pub async fn run(config: AgentConfig, shutdown: impl Future<Output = ()>) -> any
         budgets: Arc::clone(&budgets),
         clock: Arc::clone(&clock),
         cpu: CpuRates::default(),
+        budgets_until: None,
     };
     let runner = Runner {
         manager: EvictionManager::new(registry.clone(), eviction),

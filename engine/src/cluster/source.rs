@@ -4,21 +4,32 @@
 //! usage from its cgroup and its PodDisruptionBudget from [`Budgets`], and
 //! what the host alone uses: each pod's own grace period and the budgets
 //! that select it.
+//!
+//! Budgets only rank candidates and time a PDB override; the Eviction API
+//! enforces them whatever the agent knows. So they are watched only while a
+//! threshold holds or an eviction is under way, and for [`BUDGETS_IDLE`]
+//! after: a node at rest keeps no watch per namespace open, and a fleet at
+//! rest costs the API server four watches per node.
 
 use super::budgets::Budgets;
 use super::pods::{self, PodPhase};
 use crate::clock::Clock;
 use crate::eviction::runner::NodeSource;
-use crate::eviction::{NodeState, PodFacts, Terminating};
+use crate::eviction::{CycleReport, NodeState, PodFacts, Terminating};
 use crate::model::Pod;
 use crate::signals::{self, Cgroups, CpuRates, Sources};
 use k8s_openapi::api::core::v1::{Node, Pod as KubePod};
 use kube::runtime::reflector::Store;
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::{Duration, SystemTime};
 
 /// A pod's own termination grace period when its spec names none.
 const DEFAULT_GRACE_SECONDS: i64 = 30;
+
+/// How long the budget watches outlive the pressure that started them, so
+/// that pressure that comes and goes does not open and close them each time.
+pub const BUDGETS_IDLE: Duration = Duration::from_secs(5 * 60);
 
 /// Reads the node for each cycle.
 pub struct ClusterSource {
@@ -34,6 +45,9 @@ pub struct ClusterSource {
     pub clock: Arc<dyn Clock>,
     /// Cpu time samples, turned into rates.
     pub cpu: CpuRates,
+    /// Until when the budgets are watched (see the module docs); none:
+    /// not since the start.
+    pub budgets_until: Option<SystemTime>,
 }
 
 impl ClusterSource {
@@ -103,10 +117,22 @@ impl NodeSource for ClusterSource {
                 PodPhase::Pending | PodPhase::Finished => {}
             }
         }
+        let watched = self
+            .budgets_until
+            .is_some_and(|until| self.clock.now() < until);
+        if !watched {
+            namespaces.clear();
+        }
         self.budgets.follow(&namespaces);
         let live: std::collections::HashSet<&str> =
             state.pods.iter().map(|p| p.uid.as_str()).collect();
         self.cpu.retain(|uid| live.contains(uid));
         state
+    }
+
+    fn decided(&mut self, report: &CycleReport) {
+        if !report.thresholds.is_empty() || report.in_flight > 0 {
+            self.budgets_until = Some(self.clock.now() + BUDGETS_IDLE);
+        }
     }
 }

@@ -31,6 +31,10 @@ use tokio::time::Instant;
 pub trait NodeSource: Send {
     /// The node now.
     fn observe(&mut self) -> NodeState;
+
+    /// What the cycle that observed it decided (e.g. whether a threshold
+    /// holds, so that what only ranking needs is fetched only then).
+    fn decided(&mut self, _report: &CycleReport) {}
 }
 
 /// What the runner reports as it goes.
@@ -152,6 +156,7 @@ impl Runner {
             let (period, timeout) = (manager.settings().period, manager.settings().call_timeout);
             let started = Instant::now();
             let report = manager.cycle(clock.now(), source.observe());
+            source.decided(&report);
             for victim in &report.requested {
                 calls.start(killer.as_ref(), victim, timeout, woken);
             }

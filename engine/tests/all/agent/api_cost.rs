@@ -1,6 +1,7 @@
 //! What the agent costs the API server, the parts that multiply by the
-//! fleet: lists answered from the watch cache, and a liveness that does not
-//! restart the agent (and list again) while the API server is slow.
+//! fleet: lists answered from the watch cache, a liveness that does not
+//! restart the agent (and list again) while the API server is slow,
+//! evictions in a flow of their own, and PDB watches only under pressure.
 
 use super::*;
 
@@ -145,4 +146,47 @@ async fn flow_control_keeps_evictions_apart_from_the_agents_bookkeeping() {
         .filter(|(schema, resource)| resource != "pods/eviction" && schema != "vigil-bookkeeping")
         .collect();
     assert!(elsewhere.is_empty(), "{elsewhere:?}");
+}
+
+/// The eviction loop's cycles so far, from the agent's metrics.
+fn cycles(agent: &AgentProcess) -> u64 {
+    agent
+        .metrics()
+        .lines()
+        .find_map(|l| l.strip_prefix("vigil_cycle_seconds_count "))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn budgets_are_watched_only_while_a_threshold_holds() {
+    let (server, fixture) = test_node().await;
+    pod(&server, &fixture, "big", 900);
+    server.put("poddisruptionbudgets", NS, objects::pdb(NS, "big", 0));
+    let agent = start(&server, &fixture, &[]);
+    watching(&server).await;
+    // At rest the agent sends nothing the server could wake this test on:
+    // its own endpoint is asked, a bounded number of times.
+    let at_rest = tokio::time::timeout(LIMIT, async {
+        let mut tick = tokio::time::interval(Duration::from_millis(100));
+        while cycles(&agent) < 3 {
+            tick.tick().await;
+        }
+    });
+    at_rest.await.expect("three cycles within the limit");
+    let budget_requests = |s: &ApiServer| {
+        s.requests()
+            .iter()
+            .filter(|r| r.uri.contains("poddisruptionbudgets"))
+            .count()
+    };
+    assert_eq!(budget_requests(&server), 0, "no PDB request at rest");
+
+    fixture.memory_available(50);
+    watching_budgets(&server).await;
+    server
+        .until(LIMIT, "the protected pod refused", |s| {
+            s.evictions().iter().any(|r| r.status == 429)
+        })
+        .await;
 }

@@ -133,7 +133,6 @@ async fn a_pdb_protected_top_victim_passes_the_turn_to_the_next_pod_at_once() {
     server.put("poddisruptionbudgets", NS, objects::pdb(NS, "big", 0));
     let agent = start(&server, &fixture, &[]);
     watching(&server).await;
-    watching_budgets(&server).await;
 
     let evicted = pressure_until_one_is_evicted(&server, &fixture).await;
     assert_eq!(
@@ -326,7 +325,6 @@ async fn pods_the_api_server_will_not_evict_pass_the_turn_to_the_next() {
     server.put("poddisruptionbudgets", NS, second);
     let agent = start(&server, &fixture, &[]);
     watching(&server).await;
-    watching_budgets(&server).await;
     server.fail_next("/pods/medium/eviction", 403);
     server.fail_next("/pods/small/eviction", 422);
     let evicted = pressure_until_one_is_evicted(&server, &fixture).await;

@@ -141,6 +141,7 @@ async fn hard_memory_pressure_evicts_the_same_pods_at_the_same_times_as_simulate
         budgets: Arc::new(Budgets::new(client, |_| {})),
         clock: clock.clone(),
         cpu: CpuRates::default(),
+        budgets_until: None,
     };
 
     let mut leaves: Vec<(String, Duration)> = Vec::new();
@@ -171,6 +172,7 @@ async fn hard_memory_pressure_evicts_the_same_pods_at_the_same_times_as_simulate
         let now = SystemTime::UNIX_EPOCH + START + t;
         let state = source.observe();
         let report = manager.cycle_through(now, &state, &killer).await;
+        source.decided(&report);
         for victim in &report.started {
             let spec = scenario
                 .pods
