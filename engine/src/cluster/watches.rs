@@ -21,6 +21,7 @@ use kube::{Api, Client, Resource};
 use serde::de::DeserializeOwned;
 use std::fmt::Debug;
 use std::sync::Arc;
+use std::time::Duration;
 use tokio::sync::watch;
 
 /// A store kept up to date by a watch task.
@@ -72,16 +73,21 @@ pub fn pods(
 }
 
 /// Watches every `VigilConfig` (cluster-scoped, small, rarely changed:
-/// every agent may watch them all).
+/// every agent may watch them all). After an interruption it lists them
+/// again (from the cache, after a backoff) instead of resuming: a resumed
+/// watch says nothing until the next change, and the config controller
+/// must learn that its view is current again to follow node relabels and
+/// `expiresAfter` meanwhile.
 pub fn vigil_configs(
     client: Client,
     on_restart: impl Fn(&str) + Send + Sync + 'static,
 ) -> Reflected<ConfigLayer> {
-    reflect(
+    reflect_with(
         Api::all(client),
         watcher::Config::default(),
         "vigilconfigs".into(),
         Arc::new(on_restart),
+        Resume::Relist,
     )
 }
 
@@ -124,8 +130,17 @@ pub(crate) fn from_cache(config: watcher::Config) -> watcher::Config {
     }
 }
 
-/// Keeps what `api` lists and watches with `config` in a store; `name`
-/// says which watch it is in logs and to `on_restart`.
+/// How a watch carries on after an interruption.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Resume {
+    /// From the last resource version seen (kube's watcher, with backoff).
+    FromVersion,
+    /// With a new list, after a jittered backoff (1 s doubling to 30 s).
+    Relist,
+}
+
+/// Keeps what `api` lists and watches with `config` in a store;
+/// `name` says which watch it is in logs and to `on_restart`.
 pub(crate) fn reflect<K>(
     api: Api<K>,
     config: watcher::Config,
@@ -136,21 +151,49 @@ where
     K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
     K::DynamicType: std::hash::Hash + Eq + Clone + Default,
 {
+    reflect_with(api, config, name, on_restart, Resume::FromVersion)
+}
+
+/// [`reflect`], carrying on after an interruption as `resume` says.
+pub(crate) fn reflect_with<K>(
+    api: Api<K>,
+    config: watcher::Config,
+    name: String,
+    on_restart: Arc<dyn Fn(&str) + Send + Sync>,
+    resume: Resume,
+) -> Reflected<K>
+where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K::DynamicType: std::hash::Hash + Eq + Clone + Default,
+{
     use futures::StreamExt;
-    let (store, writer) = reflector::store();
-    let stream = reflector::reflector(writer, watcher(api, from_cache(config))).default_backoff();
+    let (store, mut writer) = reflector::store();
+    let config = from_cache(config);
     let (progress_tx, progress) = watch::channel(Progress::default());
     let task = tokio::spawn(async move {
-        let mut stream = std::pin::pin!(stream);
-        while let Some(event) = stream.next().await {
-            match event {
-                Ok(_) => progress_tx.send_modify(|p| p.events += 1),
-                Err(error) => {
-                    tracing::warn!(watch = %name, %error, "watch interrupted; resuming from the cached state");
-                    on_restart(&name);
-                    progress_tx.send_modify(|p| p.errors += 1);
+        let mut wait = RELIST_FIRST;
+        loop {
+            let stream = watcher(api.clone(), config.clone()).default_backoff();
+            let mut stream = std::pin::pin!(stream);
+            while let Some(event) = stream.next().await {
+                match event {
+                    Ok(event) => {
+                        writer.apply_watcher_event(&event);
+                        progress_tx.send_modify(|p| p.events += 1);
+                        wait = RELIST_FIRST;
+                    }
+                    Err(error) => {
+                        tracing::warn!(watch = %name, %error, "watch interrupted; resuming from the cached state");
+                        on_restart(&name);
+                        progress_tx.send_modify(|p| p.errors += 1);
+                        if resume == Resume::Relist {
+                            break;
+                        }
+                    }
                 }
             }
+            tokio::time::sleep(wait.mul_f64(0.5 + fastrand::f64())).await;
+            wait = (wait * 2).min(RELIST_MAX);
         }
     });
     Reflected {
@@ -159,3 +202,8 @@ where
         progress,
     }
 }
+
+/// The first wait before a [`Resume::Relist`] watch lists again (jittered).
+const RELIST_FIRST: Duration = Duration::from_secs(1);
+/// The longest wait before it lists again, however long the errors last.
+const RELIST_MAX: Duration = Duration::from_secs(30);

@@ -60,19 +60,18 @@ async fn the_agent_is_alive_while_its_first_pod_list_hangs_and_ready_only_once_l
     // The node's config condition is written by a task started after the
     // endpoints listen, and needs no pods: once it is, they answer.
     server
-        .until(LIMIT, "the config condition written", |s| {
-            s.requests().iter().any(|r| {
-                r.method == "PATCH" && r.uri.starts_with(&format!("/api/v1/nodes/{NODE}/status"))
-            })
-        })
+        .until(
+            LIMIT,
+            "the config condition written, the pod list pending",
+            |s| {
+                let written = s.requests().iter().any(|r| {
+                    r.method == "PATCH"
+                        && r.uri.starts_with(&format!("/api/v1/nodes/{NODE}/status"))
+                });
+                written && s.arrived().iter().any(|a| a.starts_with("/api/v1/pods?"))
+            },
+        )
         .await;
-    assert!(
-        server
-            .arrived()
-            .iter()
-            .any(|a| a.starts_with("/api/v1/pods?")),
-        "the pod list is pending"
-    );
     let healthz = agent.get("/healthz");
     assert!(healthz.starts_with("HTTP/1.1 200"), "{healthz}");
     let readyz = agent.get("/readyz");

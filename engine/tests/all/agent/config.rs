@@ -147,6 +147,36 @@ async fn node_labels_choose_the_layers_and_an_expired_override_stops_applying() 
     .await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_an_interrupted_watch_a_node_relabel_applies_without_waiting_for_a_config_change() {
+    let (server, fixture) = test_node().await;
+    let pool = json!({"nodeSelector": {"matchLabels": {"pool": "batch"}}});
+    server.put(
+        "vigilconfigs",
+        "",
+        vigil_config("batch", pool, json!({"evictionBurst": 4})),
+    );
+    let _agent = start(&server, &fixture, &[]);
+    until_config(&server, "Defaults", "no VigilConfig applies").await;
+
+    // The API server restarts and answers the renewed watch with a 500
+    // (a 503 the client would retry unseen): the watch is interrupted.
+    server.fail_next("vigil.dev/v1alpha1/vigilconfigs", 500);
+    server.drop_watches();
+    server
+        .until(LIMIT, "the VigilConfig watch interrupted", |s| {
+            s.requests()
+                .iter()
+                .any(|r| r.uri.contains("/vigilconfigs?") && r.status == 500)
+        })
+        .await;
+    // No VigilConfig changes; the node is relabelled.
+    let mut labelled = vigil_testbed::objects::node(NODE);
+    labelled["metadata"]["labels"] = json!({"pool": "batch"});
+    server.put("nodes", "", labelled);
+    until_config(&server, "Trial", "VigilConfig/batch@1").await;
+}
+
 /// Open watches on the ConfigMap `ops/NAME`.
 fn config_map_watches(server: &ApiServer, name: &str) -> usize {
     server.open_watches(&format!(
