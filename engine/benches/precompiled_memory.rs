@@ -14,9 +14,8 @@
 //! cgroup can be made it says so and prints the agent's RSS split instead.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::{Duration, Instant};
-use vigil_testbed::{AgentProcess, ApiServer, NodeFiles, OciRegistry, objects};
+use vigil_testbed::{AgentProcess, ApiServer, NodeFiles, OciRegistry, cli, objects};
 
 const NODE: &str = "bench-node";
 const NS: &str = "bench";
@@ -30,16 +29,7 @@ fn binary() -> &'static Path {
 }
 
 fn vigil(args: &[&str]) -> String {
-    let out = Command::new(binary())
-        .args(args)
-        .output()
-        .expect("vigil runs");
-    assert!(
-        out.status.success(),
-        "vigil {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    cli::run(binary(), args)
 }
 
 /// A memory cgroup limited to [`LIMIT_BYTES`]: its directory and whether it
@@ -168,45 +158,10 @@ fn rss(pid: u32) -> String {
     )
 }
 
-fn metric(agent: &AgentProcess, name: &str) -> Option<f64> {
-    agent
-        .metrics()
-        .lines()
-        .find(|l| l.starts_with(name))
-        .and_then(|l| l.rsplit(' ').next()?.parse().ok())
-}
-
 /// Publishes each example, precompiled and signed; answers the
 /// `VigilPolicy` objects naming them.
 fn publish(registry: &OciRegistry, work: &Path) -> (Vec<serde_json::Value>, PathBuf) {
-    let key = work.join("native.key");
-    let public = work.join("native.pub");
-    let openssl = |args: &[&str]| {
-        assert!(
-            Command::new("openssl")
-                .args(args)
-                .status()
-                .expect("openssl")
-                .success()
-        );
-    };
-    openssl(&[
-        "genpkey",
-        "-algorithm",
-        "EC",
-        "-pkeyopt",
-        "ec_paramgen_curve:P-256",
-        "-out",
-        key.to_str().unwrap(),
-    ]);
-    openssl(&[
-        "pkey",
-        "-pubout",
-        "-in",
-        key.to_str().unwrap(),
-        "-out",
-        public.to_str().unwrap(),
-    ]);
+    let (key, public) = cli::key_pair(work, "native");
     let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/policies");
     let cache = work.join("cache");
     let cache = cache.to_str().unwrap();
@@ -224,12 +179,7 @@ fn publish(registry: &OciRegistry, work: &Path) -> (Vec<serde_json::Value>, Path
             "--cache-dir",
             cache,
         ]);
-        let component = pushed
-            .lines()
-            .find_map(|l| l.strip_prefix("pin:"))
-            .unwrap()
-            .trim()
-            .to_owned();
+        let component = cli::printed(&pushed, "pin:");
         let started = Instant::now();
         let out = vigil(&[
             "policy",
@@ -241,18 +191,8 @@ fn publish(registry: &OciRegistry, work: &Path) -> (Vec<serde_json::Value>, Path
             "--cache-dir",
             cache,
         ]);
-        let artifact = out
-            .lines()
-            .next()
-            .and_then(|l| l.rsplit(' ').next())
-            .unwrap()
-            .to_owned();
-        let engine_key = out
-            .lines()
-            .find_map(|l| l.trim().strip_prefix("engineKey:"))
-            .unwrap()
-            .trim()
-            .to_owned();
+        let artifact = cli::published(&out);
+        let engine_key = cli::printed(&out, "engineKey:");
         println!(
             "{name}: precompiled and pushed in {:.1} s: {}",
             started.elapsed().as_secs_f64(),
@@ -279,7 +219,7 @@ fn publish(registry: &OciRegistry, work: &Path) -> (Vec<serde_json::Value>, Path
 /// Wakes the agent with `memory.events` changes until it has run `cycles`
 /// more decision cycles; answers how long that took.
 async fn cycles(agent: &AgentProcess, files: &NodeFiles, cycles: u64) -> Duration {
-    let count = || metric(agent, "vigil_cycle_seconds_count").unwrap_or(0.0) as u64;
+    let count = || agent.metric("vigil_cycle_seconds_count").unwrap_or(0.0) as u64;
     let (start, from) = (Instant::now(), count());
     while count() < from + cycles {
         files.memory_event();
@@ -358,16 +298,16 @@ async fn run(with_examples: bool) {
         "{what}, --compile=never, {PODS} pods: serving after {:.1} s; {CYCLES} decision cycles in {:.1} s; compiles {}; precompiled imported {}",
         ready.as_secs_f64(),
         took.as_secs_f64(),
-        metric(&agent, "vigil_policy_compiles_total").unwrap_or(f64::NAN),
-        metric(
-            &agent,
-            "vigil_policy_precompiled_total{result=\"imported\"}"
-        )
-        .unwrap_or(0.0),
+        agent
+            .metric("vigil_policy_compiles_total")
+            .unwrap_or(f64::NAN),
+        agent
+            .metric("vigil_policy_precompiled_total{result=\"imported\"}")
+            .unwrap_or(0.0),
     );
     if with_examples {
         for (name, _) in EXAMPLES {
-            let calls = metric(&agent, &format!("vigil_policy_calls{{name=\"{name}\"}}"));
+            let calls = agent.metric(&format!("vigil_policy_calls{{name=\"{name}\"}}"));
             println!("  {name}: {} calls", calls.unwrap_or(0.0));
         }
     }

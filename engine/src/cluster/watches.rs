@@ -183,7 +183,7 @@ where
                         wait = RELIST_FIRST;
                     }
                     Err(error) => {
-                        tracing::warn!(watch = %name, %error, "watch interrupted; resuming from the cached state");
+                        tracing::warn!(watch = %name, %error, relist = resume == Resume::Relist, "watch interrupted; deciding from the cached state meanwhile");
                         on_restart(&name);
                         progress_tx.send_modify(|p| p.errors += 1);
                         if resume == Resume::Relist {

@@ -95,6 +95,15 @@ impl AgentProcess {
         self.child.wait().expect("the agent exits")
     }
 
+    /// The value of the first metric line starting with `name` (a name,
+    /// or a name and labels), if it answers and has one.
+    pub fn metric(&self, name: &str) -> Option<f64> {
+        self.metrics()
+            .lines()
+            .find(|l| l.starts_with(name))
+            .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+    }
+
     /// Its `/metrics` page (empty if it does not answer).
     pub fn metrics(&self) -> String {
         self.get("/metrics")

@@ -3,11 +3,13 @@
 //! (driven by a real `kube::Client`); [`NodeFiles`], a node's kernel files
 //! (procfs and a cgroup v2 hierarchy) laid out in a temporary directory;
 //! [`objects`] to build the Pods and Node the agent sees; [`AgentProcess`],
-//! a `vigil agent` process wired to all of them; and [`OciRegistry`], a real
-//! OCI registry on loopback to publish policies to.
+//! a `vigil agent` process wired to all of them; [`OciRegistry`], a real
+//! OCI registry on loopback to publish policies to; and [`cli`], the
+//! binary's other commands and the keys they sign with.
 
 mod agent;
 mod apiserver;
+pub mod cli;
 mod node;
 pub mod objects;
 mod registry;

@@ -147,16 +147,6 @@ async fn flow_control_keeps_evictions_apart_from_the_agents_bookkeeping() {
     assert!(elsewhere.is_empty(), "{elsewhere:?}");
 }
 
-/// The eviction loop's cycles so far, from the agent's metrics.
-fn cycles(agent: &AgentProcess) -> u64 {
-    agent
-        .metrics()
-        .lines()
-        .find_map(|l| l.strip_prefix("vigil_cycle_seconds_count "))
-        .and_then(|n| n.trim().parse().ok())
-        .unwrap_or(0)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn budgets_are_watched_only_while_a_threshold_holds() {
     let (server, fixture) = test_node().await;
@@ -168,7 +158,7 @@ async fn budgets_are_watched_only_while_a_threshold_holds() {
     // its own endpoint is asked, a bounded number of times.
     let at_rest = tokio::time::timeout(LIMIT, async {
         let mut tick = tokio::time::interval(Duration::from_millis(100));
-        while cycles(&agent) < 3 {
+        while agent.metric("vigil_cycle_seconds_count").unwrap_or(0.0) < 3.0 {
             tick.tick().await;
         }
     });

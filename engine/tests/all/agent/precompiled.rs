@@ -9,61 +9,13 @@
 
 use super::pulled::{POLICY, example, pull_report, push, until_serving, vigil_policy};
 use super::*;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use vigil::policy::Digest;
-use vigil_testbed::OciRegistry;
+use vigil_testbed::{OciRegistry, cli};
 
 /// Runs `vigil ARGS`, which must succeed; answers what it printed.
 fn vigil(args: &[&str]) -> String {
-    let output = Command::new(env!("CARGO_BIN_EXE_vigil"))
-        .args(args)
-        .output()
-        .expect("vigil runs");
-    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
-    assert!(
-        output.status.success(),
-        "vigil {args:?}: {stdout}{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    stdout
-}
-
-/// A P-256 key pair made by openssl in `dir`: (private PEM, public PEM).
-fn key_pair(dir: &Path, name: &str) -> (PathBuf, PathBuf) {
-    let (private, public) = (
-        dir.join(format!("{name}.key")),
-        dir.join(format!("{name}.pub")),
-    );
-    for args in [
-        vec![
-            "genpkey",
-            "-algorithm",
-            "EC",
-            "-pkeyopt",
-            "ec_paramgen_curve:P-256",
-            "-out",
-        ],
-        vec!["pkey", "-pubout", "-in"],
-    ] {
-        let mut command = Command::new("openssl");
-        command.args(&args).arg(&private);
-        if args[0] == "pkey" {
-            command.arg("-out").arg(&public);
-        }
-        let status = command
-            .status()
-            .expect("openssl runs (examples/policies/build.sh installs it)");
-        assert!(status.success());
-    }
-    (private, public)
-}
-
-/// A value of `field:` in `vigil policy precompile`'s output.
-fn printed(out: &str, field: &str) -> String {
-    out.lines()
-        .find_map(|l| l.trim().strip_prefix(field))
-        .map(|v| v.trim().to_owned())
-        .unwrap_or_else(|| panic!("no {field} in {out}"))
+    cli::run(Path::new(env!("CARGO_BIN_EXE_vigil")), args)
 }
 
 /// Precompiles `file` for `baseline` into `dir` and publishes the same
@@ -103,15 +55,9 @@ fn precompiled(
         "--cache-dir",
         cache,
     ]);
-    let reference = pushed
-        .lines()
-        .next()
-        .and_then(|l| l.rsplit(' ').next())
-        .unwrap()
-        .to_owned();
     (
-        printed(&out, "engineKey:"),
-        reference,
+        cli::printed(&out, "engineKey:"),
+        cli::published(&pushed),
         Digest::of(&artifact).hex(),
     )
 }
@@ -138,8 +84,8 @@ fn with_artifact(component: &str, engine_key: &str, artifact: &str) -> Value {
 async fn a_node_that_never_compiles_serves_signed_native_code_and_refuses_what_it_cannot_trust() {
     let registry = OciRegistry::start();
     let work = tempfile::tempdir().unwrap();
-    let (native_key, native_pub) = key_pair(work.path(), "native");
-    let (component_key, component_pub) = key_pair(work.path(), "component");
+    let (native_key, native_pub) = cli::key_pair(work.path(), "native");
+    let (component_key, component_pub) = cli::key_pair(work.path(), "component");
     let (c_file, c_bytes) = example("c-sorter");
     let v1 = push(&registry, &c_file, "1", work.path());
     let (engine_key, a1, a1_layer) =

@@ -58,11 +58,7 @@ fn push_with(
         "{stdout}{}",
         String::from_utf8_lossy(&output.stderr)
     );
-    stdout
-        .lines()
-        .find_map(|l| l.strip_prefix("pin:"))
-        .map(|p| p.trim().to_owned())
-        .unwrap_or_else(|| panic!("no pin line: {stdout}"))
+    vigil_testbed::cli::printed(&stdout, "pin:")
 }
 
 /// A `VigilPolicy` for [`POLICY`] at `reference`, rolled out to `percent`
