@@ -214,6 +214,12 @@ struct AgentArgs {
     /// Without a fresh saved config, start on the defaults rather than the last-known-good.
     #[arg(long)]
     config_start_on_defaults: bool,
+    /// The window over which a fleet applies a `VigilConfig` change: each node
+    /// waits a stable offset within it (a hash of its name), so the fleet's
+    /// writes do not land together. `0s`: at once. The last one given counts.
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = duration,
+          overrides_with = "config_spread")]
+    config_spread: std::time::Duration,
     /// Where to serve /metrics, /healthz and /readyz.
     #[arg(long, default_value = "0.0.0.0:9464")]
     metrics_addr: std::net::SocketAddr,
@@ -321,6 +327,7 @@ impl AgentArgs {
             native_code_key,
             config_file: self.config,
             config_grace: self.config_grace,
+            config_spread: self.config_spread,
             config_start_on_defaults: self.config_start_on_defaults,
             dry_run: self.dry_run,
             metrics_addr: self.metrics_addr,

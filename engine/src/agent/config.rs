@@ -3,8 +3,13 @@
 //! (one watch each: [`ObjectWatches`]); hands what applies to the node to
 //! the config state ([`Assignment`]), and carries out what it decides — new settings to the
 //! eviction loop and new call limits to the registry (no policy is
-//! recompiled), the checkpoint saved, the `VigilConfigOK` condition, an
-//! Event on each transition, and metrics.
+//! recompiled), the checkpoint saved, the `VigilConfigOK` condition, a
+//! Warning Event on each transition to a failed state, and metrics.
+//!
+//! A change of what applies waits for this node's turn ([`Spread`]): a
+//! `VigilConfig` edit seen by a whole fleet at once is applied, and its
+//! condition, Event and status writes made, over `--config-spread`
+//! rather than in the same second.
 
 use crate::cluster::object_watches::{Lookup, ObjectKey, ObjectWatches};
 use crate::cluster::publisher::node_recorder;
@@ -45,6 +50,8 @@ pub struct ConfigOptions {
     pub start_on_defaults: bool,
     /// Decide and report, evict nothing, whatever the config says.
     pub dry_run: bool,
+    /// The window over which a fleet applies one config change.
+    pub spread: Duration,
 }
 
 /// Follows the cluster's config for this node and carries out what it decides.
@@ -64,6 +71,8 @@ pub struct ConfigController {
     /// source and JSON) and the references its merge names: an unchanged
     /// selection is not merged again on every pass to find them.
     references: Option<(ReferencesKey, Vec<(String, references::ConfigRef)>)>,
+    /// When a changed selection is applied.
+    spread: Spread,
 }
 
 type ReferencesKey = (Option<String>, Vec<(String, String)>);
@@ -120,6 +129,7 @@ impl ConfigController {
             report,
             faults_at_trial: BTreeMap::new(),
             references: None,
+            spread: Spread::default(),
         };
         this.registry.set_limits(this.assignment.config().limits());
         this.metrics
@@ -156,6 +166,7 @@ impl ConfigController {
         stop: CancellationToken,
     ) {
         let events = node_recorder(client, node_name);
+        self.spread.offset = turn(node_name, self.options.spread);
         let mut config_progress = configs.progress.clone();
         let mut node_progress = node.progress.clone();
         let mut object_changes = objects.changes();
@@ -172,6 +183,7 @@ impl ConfigController {
             let current = progress.events > 0 && progress.errors == seen.errors;
             let now = Timestamp::now();
             let mut next_expiry = None;
+            let mut next_turn = None;
             if current && let Some(labels) = node_labels(node) {
                 let listed = configs.store.state();
                 let selection =
@@ -182,7 +194,11 @@ impl ConfigController {
                 next_expiry = selection.next_expiry;
                 // While a referenced ConfigMap is not listed yet, its watch wakes this.
                 if let Some((layers, problems)) = self.resolve(selection.layers, objects) {
-                    self.assign(layers, &problems, now, &events).await;
+                    let selected = fingerprint(&layers, &problems);
+                    next_turn = self.spread.wait(selected, tokio::time::Instant::now());
+                    if next_turn.is_none() {
+                        self.assign(layers, &problems, now, &events).await;
+                    }
                 }
             }
             self.tick(&events).await;
@@ -190,7 +206,10 @@ impl ConfigController {
                 .into_iter()
                 .flatten()
                 .min()
-                .map(|at| tokio::time::Instant::now() + now.duration_until(at).unsigned_abs());
+                .map(|at| tokio::time::Instant::now() + now.duration_until(at).unsigned_abs())
+                .into_iter()
+                .chain(next_turn)
+                .min();
             let check = if self.assignment.trial_end().is_some() || self.assignment.retrying() {
                 FAULT_CHECK
             } else {
@@ -326,7 +345,9 @@ impl ConfigController {
         }
         if status != before.1 {
             self.metrics.config_reason(status.reason.as_str());
-            if status.reason != before.1.reason {
+            // A fleet's config change is one condition and one status write
+            // per node; only a node that needs a look adds an Event.
+            if status.reason != before.1.reason && !status.reason.ok() {
                 record(events, &status).await;
             }
             self.status.send_replace(status);
@@ -396,15 +417,63 @@ impl ConfigController {
     }
 }
 
+/// When this node applies a changed selection of layers: at once for the
+/// first one (the agent starting), else `offset` after it first saw the
+/// change. A further change while waiting keeps the turn; going back to
+/// what applies cancels it.
+#[derive(Debug, Default)]
+struct Spread {
+    offset: Duration,
+    /// The fingerprint of the selection last applied.
+    applied: Option<u64>,
+    /// A changed selection and when it is applied.
+    pending: Option<(u64, tokio::time::Instant)>,
+}
+
+impl Spread {
+    /// `None` when `selected` (a [`fingerprint`]) may be applied `now`,
+    /// else when.
+    fn wait(&mut self, selected: u64, now: tokio::time::Instant) -> Option<tokio::time::Instant> {
+        if self.applied.is_some_and(|applied| applied != selected) {
+            let due = self.pending.map_or(now + self.offset, |(_, due)| due);
+            self.pending = Some((selected, due));
+            if now < due {
+                return Some(due);
+            }
+        }
+        self.applied = Some(selected);
+        self.pending = None;
+        None
+    }
+}
+
+/// This node's offset in a window of `spread`: stable (a hash of its name),
+/// and spread evenly over a fleet.
+pub fn turn(node: &str, spread: Duration) -> Duration {
+    let hash = crate::policy::Digest::of(format!("config-spread/{node}").as_bytes());
+    let head = u64::from_be_bytes(hash.as_bytes()[..8].try_into().expect("eight bytes"));
+    // The top 53 bits, as a fraction in [0, 1).
+    spread.mul_f64((head >> 11) as f64 / (1u64 << 53) as f64)
+}
+
+/// What identifies a selection: its layers and the references they could not resolve.
+fn fingerprint(layers: &[Layer], problems: &BTreeMap<String, Unresolved>) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    for layer in layers {
+        (&layer.source, &layer.json).hash(&mut hasher);
+    }
+    for (source, problem) in problems {
+        (source, &problem.why, problem.transient).hash(&mut hasher);
+    }
+    hasher.finish()
+}
+
 type Events = (Recorder, ObjectReference);
 
 async fn record((recorder, node): &Events, status: &Status) {
     let event = Event {
-        type_: if status.reason.ok() {
-            EventType::Normal
-        } else {
-            EventType::Warning
-        },
+        type_: EventType::Warning,
         reason: format!("Config{}", status.reason),
         note: Some(crate::policy::text::bounded(&status.message, 1024)),
         action: "Configure".into(),
@@ -458,4 +527,60 @@ fn settings_of(config: &VigilConfig, options: &ConfigOptions) -> EvictionSetting
     let mut settings = EvictionSettings::from(config);
     settings.dry_run |= options.dry_run;
     settings
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::time::Instant;
+
+    #[test]
+    fn a_changed_selection_waits_for_the_nodes_turn() {
+        let start = Instant::now();
+        let offset = Duration::from_secs(12);
+        let mut spread = Spread {
+            offset,
+            ..Spread::default()
+        };
+        assert_eq!(
+            spread.wait(1, start),
+            None,
+            "the first selection applies at once"
+        );
+        assert_eq!(spread.wait(1, start), None, "unchanged");
+        let due = start + Duration::from_secs(5) + offset;
+        let at = start + Duration::from_secs(5);
+        assert_eq!(spread.wait(2, at), Some(due), "a change waits");
+        let later = at + Duration::from_secs(6);
+        assert_eq!(
+            spread.wait(3, later),
+            Some(due),
+            "another change keeps the turn"
+        );
+        assert_eq!(spread.wait(3, due), None, "applied at its turn");
+        assert_eq!(spread.wait(4, due), Some(due + offset));
+        assert_eq!(spread.wait(3, due), None, "back to what applies: no wait");
+        assert_eq!(
+            spread.wait(4, due + offset),
+            Some(due + offset * 2),
+            "a new wait"
+        );
+    }
+
+    #[test]
+    fn turns_are_stable_and_cover_the_window() {
+        let spread = Duration::from_secs(30);
+        let turns: Vec<Duration> = (0..1000)
+            .map(|i| turn(&format!("node-{i}"), spread))
+            .collect();
+        assert!(turns.iter().all(|t| *t < spread));
+        assert_eq!(turn("node-7", spread), turns[7]);
+        // About a tenth of the fleet in each tenth of the window.
+        for tenth in 0..10u32 {
+            let (from, to) = (spread * tenth / 10, spread * (tenth + 1) / 10);
+            let count = turns.iter().filter(|t| (from..to).contains(*t)).count();
+            assert!((60..=140).contains(&count), "{count} in [{from:?}, {to:?})");
+        }
+        assert_eq!(turn("node-7", Duration::ZERO), Duration::ZERO);
+    }
 }

@@ -83,6 +83,8 @@ pub struct AgentConfig {
     pub config_file: Option<PathBuf>,
     /// How old the config checkpoint may be and still run without the API server.
     pub config_grace: std::time::Duration,
+    /// The window over which a fleet applies one config change.
+    pub config_spread: std::time::Duration,
     /// Without a fresh checkpoint, start on the defaults, not the last-known-good.
     pub config_start_on_defaults: bool,
     /// Decide and report, evict nothing (dry-run requests only).
@@ -147,6 +149,7 @@ pub async fn run(config: AgentConfig, shutdown: impl Future<Output = ()>) -> any
             grace: config.config_grace,
             start_on_defaults: config.config_start_on_defaults,
             dry_run: config.dry_run,
+            spread: config.config_spread,
         },
         Arc::clone(&metrics),
     );

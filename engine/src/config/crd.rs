@@ -59,6 +59,10 @@ pub struct ConfigLayerSpec {
     /// priorities go by name.
     #[serde(default)]
     pub priority: i32,
+    /// A staged rollout: the layer applies only to a share of the nodes its
+    /// target selects; absent: to all of them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollout: Option<LayerRollout>,
     /// The settings this layer sets, in vigil's config shape; `null`
     /// removes a setting of an earlier layer.
     #[serde(default = "empty_object")]
@@ -86,6 +90,17 @@ pub struct Target {
     /// a temporary override that undoes itself.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expires_after: Option<Time>,
+}
+
+/// The share of the targeted nodes a layer applies to.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct LayerRollout {
+    /// The share of nodes, by a stable hash of this object's name and the
+    /// node's name (as `VigilPolicy` rollouts choose): raising it only adds
+    /// nodes.
+    #[schemars(range(min = 0, max = 100))]
+    pub percent: u8,
 }
 
 fn empty_object() -> Value {
@@ -200,6 +215,7 @@ mod tests {
             ConfigLayerSpec {
                 target: None,
                 priority: 0,
+                rollout: None,
                 config: empty_object(),
             },
         );

@@ -2,9 +2,11 @@
 //! agent matches every object against its own Node (no central
 //! controller). Order, base first: cluster-wide layers, then node-selector
 //! layers, then node-name layers (each group by priority ascending, then
-//! name); a node-name layer past its `expiresAfter` is dropped.
+//! name); a node-name layer past its `expiresAfter` is dropped, and so is a
+//! layer whose `rollout.percent` does not reach this node's bucket.
 
 use super::crd::ConfigLayer;
+use crate::distribution::rollout::bucket;
 use crate::model::Layer;
 use jiff::Timestamp;
 use kube::core::{Selector, SelectorExt};
@@ -44,6 +46,11 @@ pub fn select<'a>(
             continue;
         }
         let object_name = object.metadata.name.clone().unwrap_or_default();
+        if let Some(rollout) = &object.spec.rollout
+            && bucket(&object_name, name) >= rollout.percent
+        {
+            continue;
+        }
         let target = object.spec.target.clone().unwrap_or_default();
         let kind = match (&target.node_selector, &target.node_names) {
             (Some(_), Some(_)) => {
@@ -95,7 +102,7 @@ pub fn select<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::crd::{ConfigLayerSpec, Target};
+    use crate::config::crd::{ConfigLayerSpec, LayerRollout, Target};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
         LabelSelector, LabelSelectorRequirement, Time,
     };
@@ -106,6 +113,7 @@ mod tests {
             ConfigLayerSpec {
                 target,
                 priority,
+                rollout: None,
                 config: serde_json::json!({"evictionBurst": priority.unsigned_abs().max(1)}),
             },
         );
@@ -212,5 +220,34 @@ mod tests {
             skipped,
             ["VigilConfig/bad-operator@1", "VigilConfig/both@1"]
         );
+    }
+
+    #[test]
+    fn a_rollout_applies_a_layer_to_about_its_share_of_nodes_and_raising_it_only_adds() {
+        let nodes: Vec<String> = (0..1000).map(|i| format!("node-{i}")).collect();
+        let labels = BTreeMap::new();
+        let mut before: Vec<&String> = Vec::new();
+        for percent in [0, 10, 50, 100] {
+            let mut layer = object("pool-a-v2", 0, None);
+            layer.spec.rollout = Some(LayerRollout { percent });
+            let taking: Vec<&String> = nodes
+                .iter()
+                .filter(|n| {
+                    let selection = select([&layer], n, &labels, NOW.parse().unwrap());
+                    !selection.layers.is_empty()
+                })
+                .collect();
+            let expected = 10 * usize::from(percent);
+            assert!(
+                taking.len().abs_diff(expected) <= 60,
+                "{percent}%: {} nodes",
+                taking.len()
+            );
+            assert!(
+                before.iter().all(|n| taking.contains(n)),
+                "raising to {percent}% dropped a node"
+            );
+            before = taking;
+        }
     }
 }

@@ -33,6 +33,8 @@ pub fn node(config: &ConfigReport, activity: &Activity) -> NodeReport {
         last_evictions: activity.last_evictions.iter().cloned().collect(),
         last_eviction_time: activity.last_evictions.back().map(|e| e.time.clone()),
         evictions: activity.evictions.clone(),
+        // The publisher's own record.
+        policies: None,
     }
 }
 

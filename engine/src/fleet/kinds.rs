@@ -4,9 +4,9 @@
 //!
 //! - [`VigilNodeStatus`], named after the node: the config state, the
 //!   pressure conditions that hold, the last evictions and their counts;
-//! - [`VigilPolicyStatus`], one per node and policy (labels
-//!   [`NODE_LABEL`], [`POLICY_LABEL`]): the version serving, its state,
-//!   its faults.
+//! - [`VigilPolicyStatus`], one per node and policy, named `NODE.POLICY`
+//!   (labels [`NODE_LABEL`], [`POLICY_LABEL`]): the version serving, its
+//!   state, its faults.
 //!
 //! Their `status` is an ordinary field (no status subresource): the agent is
 //! the only writer, and one write carries a whole change.
@@ -89,6 +89,11 @@ pub struct NodeReport {
     /// (`accepted`, `dry-run`, `refused`, `failed`, `gone`).
     #[serde(default)]
     pub evictions: BTreeMap<String, u64>,
+    /// The policies that have a `VigilPolicyStatus` of this node (named
+    /// `NODE.POLICY`, or hashed when that is no valid name). Absent when
+    /// written by an agent before 0.2, which named them `NODE-xxxxx`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policies: Option<Vec<String>>,
 }
 
 /// The config state of a node.

@@ -6,11 +6,20 @@
 //! what is no longer wanted. A failed sync, or a panic in one, is retried
 //! with jittered backoff; each object is written at most once per spacing.
 //!
-//! The agent is the only writer of its objects, so it lists them (from the
+//! Every object has a name the agent can compute ([`policy_object_name`]:
+//! node and policy), so it reads them by name — never a LIST, which at
+//! fleet scale filters every node's objects for each caller. The
+//! `VigilNodeStatus` records which policies have objects, so an object whose
+//! policy went away while the agent was down is found and deleted too.
+//!
+//! The agent is the only writer of its objects, so it reads them (from the
 //! watch cache) at start, about every [`RESYNC`] (jittered) and after a
 //! failed write, and otherwise trusts the answers to its own writes: no
-//! watch is kept open for them. The next list repairs anything changed behind its back (a deleted object, a Node
-//! recreated with a new UID whose old objects were garbage-collected).
+//! watch is kept open for them. The next read repairs anything changed
+//! behind its back (a deleted object, a Node recreated with a new UID whose
+//! old objects were garbage-collected). Objects named by an earlier release
+//! (`generateName`) are found by one label LIST, once, when the node's
+//! object does not record its policies yet.
 
 use super::activity::Activity;
 use super::desired;
@@ -25,7 +34,7 @@ use crate::report::Chain;
 use futures::FutureExt;
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
-use kube::api::{DeleteParams, ListParams, PostParams};
+use kube::api::{DeleteParams, GetParams, ListParams, PostParams};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Api, Client, Resource, ResourceExt};
 use std::collections::{BTreeMap, BTreeSet};
@@ -36,11 +45,12 @@ use thiserror::Error;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-/// How often, on average, the objects are listed again to repair what
-/// changed behind the agent's back. Each wait is jittered (half to one and
-/// a half times this), so a fleet that started together does not list
-/// together: at 5000 nodes, some 3 lists a second, from the watch cache.
-pub const RESYNC: Duration = Duration::from_secs(30 * 60);
+/// How often, on average, the objects are read again to repair what
+/// changed behind the agent's back: one GET per object, from the watch
+/// cache. Each wait is jittered (half to one and a half times this), so a
+/// fleet that started together does not read together: at 5000 nodes with
+/// three policies each, some 6 GETs a second.
+pub const RESYNC: Duration = Duration::from_secs(60 * 60);
 
 /// The wait before the next resync: [`RESYNC`] times a random factor in [0.5, 1.5).
 fn next_resync() -> Duration {
@@ -50,8 +60,8 @@ fn next_resync() -> Duration {
 /// What a key names.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Key {
-    /// List the objects that exist, then sync every key.
-    List,
+    /// Read the objects that exist, then sync every key.
+    Read,
     /// The node's `VigilNodeStatus`.
     Node,
     /// The `VigilPolicyStatus` of one policy.
@@ -61,9 +71,9 @@ pub enum Key {
 /// Why a sync failed.
 #[derive(Debug, Error)]
 pub enum SyncError {
-    /// The objects are not listed yet (or a write failed since).
-    #[error("the status objects are not listed yet")]
-    NotListed,
+    /// The objects are not read yet (or a write failed since).
+    #[error("the status objects are not read yet")]
+    NotRead,
     /// The Node is not known yet: its objects need its UID.
     #[error("the Node {0} is not known yet")]
     NoNode(String),
@@ -99,12 +109,12 @@ pub struct Inputs {
     pub pulls: watch::Receiver<BTreeMap<String, PullReport>>,
 }
 
-/// The objects that exist, as last listed or written.
+/// The objects that exist, as last read or written.
 #[derive(Debug, Default)]
 struct Actual {
-    listed: bool,
+    read: bool,
     node: Option<VigilNodeStatus>,
-    /// By object name.
+    /// By policy name.
     policies: BTreeMap<String, VigilPolicyStatus>,
 }
 
@@ -135,7 +145,7 @@ impl Reconciler {
     }
 
     /// Publishes until `stop`: waits for the Node (its objects need its
-    /// UID), lists, then syncs every key whose input changed.
+    /// UID), reads, then syncs every key whose input changed.
     pub async fn run(mut self, stop: CancellationToken) {
         let mut node = self.inputs.node_changes.clone();
         while self.owner().is_err() {
@@ -148,7 +158,7 @@ impl Reconciler {
         let mut registry = self.inputs.registry.subscribe();
         let (mut config, mut activity) = (self.inputs.config.clone(), self.inputs.activity.clone());
         let mut pulls = self.inputs.pulls.clone();
-        self.queue.add(Key::List);
+        self.queue.add(Key::Read);
         let resync = tokio::time::sleep(next_resync());
         tokio::pin!(resync);
         let mut open = [true; 4];
@@ -177,7 +187,7 @@ impl Reconciler {
                 },
                 () = &mut resync => {
                     resync.as_mut().reset(tokio::time::Instant::now() + next_resync());
-                    self.queue.add(Key::List);
+                    self.queue.add(Key::Read);
                 }
                 key = self.queue.next() => {
                     tokio::select! {
@@ -193,10 +203,10 @@ impl Reconciler {
     async fn sync_caught(&mut self, key: &Key) -> Done {
         match caught(self.sync(key)).await {
             Ok(done) => done,
-            Err(SyncError::NotListed) => Done::Failed,
+            Err(SyncError::NotRead) => Done::Failed,
             Err(error) => {
                 if matches!(error, SyncError::Panic(_)) {
-                    self.relist();
+                    self.reread();
                 }
                 let failures = self.queue.failures(key) + 1;
                 tracing::warn!(?key, failures, error = %Chain(&error), "status object not synced; retrying with backoff");
@@ -207,7 +217,7 @@ impl Reconciler {
 
     async fn sync(&mut self, key: &Key) -> Result<Done, SyncError> {
         match key {
-            Key::List => self.list().await,
+            Key::Read => self.read().await,
             Key::Node => self.sync_node().await,
             Key::Policy(name) => self.sync_policy(name).await,
         }
@@ -216,55 +226,83 @@ impl Reconciler {
     /// Queues every policy known to the registry or to the API server.
     fn policies_changed(&self) {
         let wanted = desired::policies(&self.inputs.registry, &self.inputs.pulls.borrow());
-        let existing = self.actual.policies.values().map(|o| &o.spec.policy);
-        let names: BTreeSet<&String> = wanted.keys().chain(existing).collect();
+        let names: BTreeSet<&String> = wanted.keys().chain(self.actual.policies.keys()).collect();
         for name in names {
             self.queue.add(Key::Policy(name.clone()));
         }
     }
 
     /// A Node with another UID (deleted and recreated) owns none of the
-    /// objects (the garbage collector deletes them): list again.
+    /// objects (the garbage collector deletes them): read again.
     fn node_changed(&mut self) {
         let uid = self.owner().ok().map(|o| o.uid);
         if uid.is_some() && uid != self.owner_uid {
             self.owner_uid = uid;
-            self.queue.add(Key::List);
+            self.queue.add(Key::Read);
         }
     }
 
-    /// Forgets what exists; the next sync lists first.
-    fn relist(&mut self) {
-        self.actual.listed = false;
-        self.queue.add(Key::List);
+    /// Forgets what exists; the next sync reads first.
+    fn reread(&mut self) {
+        self.actual.read = false;
+        self.queue.add(Key::Read);
     }
 
-    async fn list(&mut self) -> Result<Done, SyncError> {
-        let selector = format!("{NODE_LABEL}={}", self.node_name);
-        let listed = self
-            .policies
-            // From the watch cache: a write that finds it stale fails
-            // (conflict, already exists) and lists again.
-            .list(&ListParams::default().labels(&selector).match_any())
-            .await
-            .map_err(|source| api("list", "VigilPolicyStatuses", source))?;
-        let node = self
-            .nodes
-            .get_opt(&self.node_name)
+    /// Reads this node's objects by name: the node's, then one per policy
+    /// it records or the registry has.
+    async fn read(&mut self) -> Result<Done, SyncError> {
+        let node = cached(&self.nodes, &self.node_name)
             .await
             .map_err(|source| api("get", "VigilNodeStatus", source))?;
+        let recorded = node
+            .as_ref()
+            .and_then(|n| n.status.as_ref())
+            .map(|s| s.policies.clone());
+        if let (Some(_), None | Some(None)) = (&node, &recorded) {
+            self.delete_unnamed().await?;
+        }
+        let wanted = desired::policies(&self.inputs.registry, &self.inputs.pulls.borrow());
+        let known: BTreeSet<String> = wanted
+            .into_keys()
+            .chain(recorded.flatten().unwrap_or_default())
+            .chain(self.actual.policies.keys().cloned())
+            .collect();
+        let mut policies = BTreeMap::new();
+        for policy in known {
+            let name = policy_object_name(&self.node_name, &policy);
+            let object = cached(&self.policies, &name)
+                .await
+                .map_err(|source| api("get", &format!("VigilPolicyStatus {name}"), source))?;
+            policies.extend(object.map(|o| (policy, o)));
+        }
         self.actual = Actual {
-            listed: true,
+            read: true,
             node,
-            policies: listed
-                .items
-                .into_iter()
-                .map(|o| (o.name_any(), o))
-                .collect(),
+            policies,
         };
         self.queue.add(Key::Node);
         self.policies_changed();
         Ok(Done::Unchanged)
+    }
+
+    /// Deletes the objects an earlier release named by `generateName`,
+    /// found by their node label (once: the node's object then records its
+    /// policies).
+    async fn delete_unnamed(&mut self) -> Result<(), SyncError> {
+        let selector = format!("{NODE_LABEL}={}", self.node_name);
+        let listed = self
+            .policies
+            .list(&ListParams::default().labels(&selector).match_any())
+            .await
+            .map_err(|source| api("list", "VigilPolicyStatuses", source))?;
+        for object in listed.items {
+            let name = object.name_any();
+            if name != policy_object_name(&self.node_name, &object.spec.policy) {
+                tracing::info!(%name, "deleting a status object named by an earlier release");
+                self.delete(&name).await?;
+            }
+        }
+        Ok(())
     }
 
     /// The owner reference to this Node.
@@ -279,11 +317,19 @@ impl Reconciler {
     }
 
     async fn sync_node(&mut self) -> Result<Done, SyncError> {
-        if !self.actual.listed {
-            return Err(SyncError::NotListed);
+        if !self.actual.read {
+            return Err(SyncError::NotRead);
         }
         let owner = self.owner()?;
-        let report = desired::node(&self.inputs.config.borrow(), &self.inputs.activity.borrow());
+        let mut report =
+            desired::node(&self.inputs.config.borrow(), &self.inputs.activity.borrow());
+        // Every policy with an object, or about to have one.
+        let wanted = desired::policies(&self.inputs.registry, &self.inputs.pulls.borrow());
+        let policies: BTreeSet<String> = wanted
+            .into_keys()
+            .chain(self.actual.policies.keys().cloned())
+            .collect();
+        report.policies = Some(policies.into_iter().collect());
         let wanted = VigilNodeStatus {
             metadata: ObjectMeta {
                 name: Some(self.node_name.clone()),
@@ -316,83 +362,59 @@ impl Reconciler {
         Ok(Done::Wrote)
     }
 
-    async fn sync_policy(&mut self, name: &str) -> Result<Done, SyncError> {
-        if !self.actual.listed {
-            return Err(SyncError::NotListed);
+    async fn sync_policy(&mut self, policy: &str) -> Result<Done, SyncError> {
+        if !self.actual.read {
+            return Err(SyncError::NotRead);
         }
         let wanted = desired::policies(&self.inputs.registry, &self.inputs.pulls.borrow());
-        let objects_of = |actual: &Actual, policy: &str| -> Vec<String> {
-            actual
-                .policies
-                .iter()
-                .filter(|(_, o)| o.spec.policy == policy)
-                .map(|(n, _)| n.clone())
-                .collect()
-        };
-        let mut mine = objects_of(&self.actual, name);
-        // The objects of a policy no longer wanted go first to a wanted
-        // policy that has none (whichever key syncs first), else away.
-        let name = match wanted.get(name) {
-            Some(_) => name.to_owned(),
-            None => {
-                let homeless = wanted
-                    .keys()
-                    .find(|p| objects_of(&self.actual, p).is_empty());
-                match homeless {
-                    Some(homeless) if !mine.is_empty() => {
-                        mine = Vec::new();
-                        homeless.clone()
-                    }
-                    _ => return self.delete_all(&mine).await,
-                }
+        let name = policy_object_name(&self.node_name, policy);
+        let Some(report) = wanted.get(policy) else {
+            if !self.actual.policies.contains_key(policy) {
+                return Ok(Done::Unchanged);
             }
+            self.delete(&name).await?;
+            self.actual.policies.remove(policy);
+            // The node's object no longer records it.
+            self.queue.add(Key::Node);
+            return Ok(Done::Wrote);
         };
-        let report = &wanted[&name];
         let owner = self.owner()?;
-        let current = mine.iter().position(|n| {
-            let object = &self.actual.policies[n];
-            object.metadata.owner_references.as_deref() == Some(std::slice::from_ref(&owner))
-                && object.status.as_ref().is_some_and(|s| s == report)
-        });
-        if let Some(index) = current {
-            mine.remove(index);
-            return self.delete_all(&mine).await;
-        }
-        // Update this policy's object, else reuse one no policy wants any
-        // more, before creating one.
-        let reused = if mine.is_empty() {
-            self.actual
-                .policies
-                .iter()
-                .find(|(_, o)| !wanted.contains_key(&o.spec.policy))
-                .map(|(n, _)| n.clone())
-        } else {
-            Some(mine.remove(0))
-        };
-        let object = self.policy_object(&name, report.clone(), owner);
-        let written = match reused {
+        let mut object = self.policy_object(policy, report.clone(), owner);
+        let written = match self.actual.policies.get(policy) {
+            Some(existing)
+                if existing.metadata.owner_references == object.metadata.owner_references
+                    && existing.status == object.status =>
+            {
+                return Ok(Done::Unchanged);
+            }
             Some(existing) => {
-                let mut object = object;
-                object.metadata.name = Some(existing.clone());
-                object.metadata.resource_version = self.actual.policies[&existing]
-                    .metadata
-                    .resource_version
-                    .clone();
-                self.actual.policies.remove(&existing);
+                object.metadata.resource_version = existing.metadata.resource_version.clone();
                 let written = self
                     .policies
-                    .replace(&existing, &PostParams::default(), &object)
+                    .replace(&name, &PostParams::default(), &object)
                     .await;
-                self.written(written, "update", &format!("VigilPolicyStatus {existing}"))?
+                self.written(written, "update", &format!("VigilPolicyStatus {name}"))?
             }
             None => {
+                // Recorded on the node's object first, so that a restart
+                // finds the object should its policy go meanwhile.
+                if !self.recorded(policy) {
+                    self.sync_node().await?;
+                }
                 let written = self.policies.create(&PostParams::default(), &object).await;
-                self.written(written, "create", &format!("VigilPolicyStatus for {name}"))?
+                self.written(written, "create", &format!("VigilPolicyStatus {name}"))?
             }
         };
-        self.actual.policies.insert(written.name_any(), written);
-        self.delete_all(&mine).await?;
+        self.actual.policies.insert(policy.to_owned(), written);
         Ok(Done::Wrote)
+    }
+
+    /// Whether the node's object records `policy` as having an object.
+    fn recorded(&self, policy: &str) -> bool {
+        let recorded = self.actual.node.as_ref().and_then(|n| n.status.as_ref());
+        recorded
+            .and_then(|s| s.policies.as_ref())
+            .is_some_and(|p| p.iter().any(|p| p == policy))
     }
 
     fn policy_object(
@@ -407,7 +429,7 @@ impl Reconciler {
         }
         VigilPolicyStatus {
             metadata: ObjectMeta {
-                generate_name: Some(format!("{}-", self.node_name)),
+                name: Some(policy_object_name(&self.node_name, policy)),
                 labels: Some(labels),
                 owner_references: Some(vec![owner]),
                 ..ObjectMeta::default()
@@ -420,27 +442,20 @@ impl Reconciler {
         }
     }
 
-    async fn delete_all(&mut self, names: &[String]) -> Result<Done, SyncError> {
-        for name in names {
-            match self.policies.delete(name, &DeleteParams::default()).await {
-                Ok(_) => {}
-                Err(kube::Error::Api(status)) if status.code == 404 => {}
-                Err(source) => {
-                    self.relist();
-                    return Err(api("delete", &format!("VigilPolicyStatus {name}"), source));
-                }
+    /// Deletes the policy object `name`; one already gone is fine.
+    async fn delete(&mut self, name: &str) -> Result<(), SyncError> {
+        match self.policies.delete(name, &DeleteParams::default()).await {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+            Err(source) => {
+                self.reread();
+                Err(api("delete", &format!("VigilPolicyStatus {name}"), source))
             }
-            self.actual.policies.remove(name);
         }
-        Ok(if names.is_empty() {
-            Done::Unchanged
-        } else {
-            Done::Wrote
-        })
     }
 
     /// The object a write answered, or the error (after which the objects
-    /// are listed again: the write may have found them changed).
+    /// are read again: the write may have found them changed).
     fn written<K>(
         &mut self,
         written: Result<K, kube::Error>,
@@ -448,10 +463,54 @@ impl Reconciler {
         what: &str,
     ) -> Result<K, SyncError> {
         written.map_err(|source| {
-            self.relist();
+            self.reread();
             api(action, what, source)
         })
     }
+}
+
+/// The object `name`, from the API server's watch cache (`resourceVersion=0`).
+async fn cached<K>(objects: &Api<K>, name: &str) -> Result<Option<K>, kube::Error>
+where
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    match objects.get_with(name, &GetParams::any()).await {
+        Ok(object) => Ok(Some(object)),
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(None),
+        Err(error) => Err(error),
+    }
+}
+
+/// The name of the `VigilPolicyStatus` of `policy` on `node`:
+/// `NODE.POLICY` when that is a valid object name, else the node's name
+/// (shortened if need be) and a hash of both.
+pub fn policy_object_name(node: &str, policy: &str) -> String {
+    let plain = format!("{node}.{policy}");
+    if is_subdomain(&plain) {
+        return plain;
+    }
+    let hash = crate::policy::Digest::of(format!("{node}/{policy}").as_bytes()).hex();
+    let prefix = node[..node.len().min(MAX_NAME - 17)]
+        .trim_end_matches(|c: char| !c.is_ascii_alphanumeric());
+    format!("{prefix}.{}", &hash[..16])
+}
+
+/// The longest object name (a DNS subdomain).
+const MAX_NAME: usize = 253;
+
+/// Whether `name` is a DNS subdomain, as object names must be: at most 253
+/// characters, dot-separated labels of lower-case alphanumerics and `-`,
+/// alphanumeric at both ends.
+fn is_subdomain(name: &str) -> bool {
+    let label = |l: &str| {
+        let ends =
+            |c: Option<char>| c.is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
+        ends(l.chars().next())
+            && ends(l.chars().last())
+            && l.chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+    };
+    name.len() <= MAX_NAME && name.split('.').all(label)
 }
 
 fn api(action: &'static str, what: &str, source: kube::Error) -> SyncError {
@@ -508,6 +567,30 @@ mod tests {
         assert!(!is_label_value("a b"));
         assert!(!is_label_value(""));
         assert!(!is_label_value(&"a".repeat(64)));
+    }
+
+    #[test]
+    fn policy_object_names_are_valid_and_distinct() {
+        assert_eq!(
+            policy_object_name("pool-a-1", "my-sorter"),
+            "pool-a-1.my-sorter"
+        );
+        let long_node = format!("n{}", "-x".repeat(125));
+        let hashed = [
+            policy_object_name("pool-a-1", "My_Sorter"),
+            policy_object_name("pool-a-1", "My_Sorter2"),
+            policy_object_name(&long_node, "my-sorter"),
+            policy_object_name(&long_node, "my-sorter2"),
+        ];
+        for name in &hashed {
+            assert!(is_subdomain(name), "{name}");
+        }
+        assert!(hashed[0].starts_with("pool-a-1."), "{}", hashed[0]);
+        let distinct: BTreeSet<&String> = hashed.iter().collect();
+        assert_eq!(distinct.len(), hashed.len(), "{hashed:?}");
+        assert!(!is_subdomain("a..b"));
+        assert!(!is_subdomain("-a"));
+        assert!(!is_subdomain(&"a".repeat(254)));
     }
 
     #[tokio::test]

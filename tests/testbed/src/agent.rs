@@ -57,6 +57,8 @@ impl AgentProcess {
                 &arg("policies"),
             ])
             .args(["--config", &arg("config.yaml"), "--metrics-addr", &metrics])
+            // Config changes at once; a test of the spread gives its own.
+            .arg("--config-spread=0s")
             .args(extra)
             .env("RUST_LOG", "info,vigil=debug")
             .stdout(Stdio::null())

@@ -145,6 +145,7 @@ async fn status_objects_appear_follow_the_policies_and_the_loop_and_disappear() 
         .await;
     for object in fleet.server.list(POLICIES) {
         let policy = object["spec"]["policy"].as_str().unwrap();
+        assert_eq!(object["metadata"]["name"], format!("{NODE}.{policy}"));
         assert_eq!(object["metadata"]["labels"]["vigil.dev/node"], NODE);
         assert_eq!(object["metadata"]["labels"]["vigil.dev/policy"], policy);
         assert_eq!(object["metadata"]["ownerReferences"][0]["kind"], "Node");
@@ -166,6 +167,7 @@ async fn status_objects_appear_follow_the_policies_and_the_loop_and_disappear() 
         .await;
     let node = fleet.node_status().unwrap();
     assert_eq!(node["status"]["config"]["state"], "Defaults");
+    assert_eq!(recorded(&node).len(), builtins, "{node}");
     assert_eq!(node["metadata"]["ownerReferences"][0]["name"], NODE);
 
     // A new version on trial, and a new policy.
@@ -228,6 +230,14 @@ async fn status_objects_appear_follow_the_policies_and_the_loop_and_disappear() 
             of_policy(objects, "reverse-sorter").is_empty() && objects.len() == builtins
         })
         .await;
+    fleet
+        .server
+        .until(LIMIT, "the node's record without it", |_| {
+            fleet
+                .node_status()
+                .is_some_and(|n| recorded(&n).len() == builtins)
+        })
+        .await;
 
     // The loop's activity and the config's state reach the node's status.
     fleet.activity.send_modify(|activity| {
@@ -257,37 +267,131 @@ async fn status_objects_appear_follow_the_policies_and_the_loop_and_disappear() 
     assert_eq!(node["status"]["lastEvictions"][0]["urgency"], "hard");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_obsolete_object_is_reused_before_one_is_created() {
-    let fleet = Fleet::start(Duration::from_millis(50), |_| {}).await;
-    let first = version(&fleet.registry, "a-sorter", REVERSE_SORTER);
-    fleet.registry.install(first);
-    let all = fleet.registry.status().len();
-    // Every status written (the built-ins' too), so only the change's writes follow.
-    fleet
-        .until_policies("every status, a-sorter's included", |objects| {
-            objects.len() == all && of_policy(objects, "a-sorter").len() == 1
-        })
-        .await;
-    let name = of_policy(&fleet.server.list(POLICIES), "a-sorter")[0]["metadata"]["name"].clone();
-    let before = writes(&fleet.server).len();
+/// The policies the node's status object records as having objects.
+fn recorded(node: &Value) -> Vec<&str> {
+    let policies = node["status"]["policies"].as_array();
+    policies
+        .map(|p| p.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default()
+}
 
-    // One change: a-sorter goes, z-sorter comes.
-    let second = version(&fleet.registry, "z-sorter", REVERSE_SORTER);
-    fleet.registry.apply(vec![second], &["a-sorter".into()]);
+/// A `VigilPolicyStatus` of `policy` on `node` named `name`.
+fn policy_status(name: &str, node: &str, policy: &str) -> Value {
+    serde_json::json!({
+        "apiVersion": "vigil.dev/v1alpha1",
+        "kind": "VigilPolicyStatus",
+        "metadata": {
+            "name": name,
+            "labels": {"vigil.dev/node": node, "vigil.dev/policy": policy},
+        },
+        "spec": {"node": node, "policy": policy},
+        "status": {"state": "Active", "since": "2026-01-01T00:00:00Z", "faults": 0},
+    })
+}
+
+/// This node's `VigilNodeStatus` as an agent left it, recording `policies`
+/// (absent: an agent before 0.2).
+fn node_status(policies: Option<&[&str]>) -> Value {
+    let mut status = serde_json::json!({"config": {"state": "Defaults", "message": "old"}});
+    if let Some(policies) = policies {
+        status["policies"] = policies.into();
+    }
+    serde_json::json!({
+        "apiVersion": "vigil.dev/v1alpha1",
+        "kind": "VigilNodeStatus",
+        "metadata": {"name": NODE},
+        "spec": {"node": NODE},
+        "status": status,
+    })
+}
+
+/// The names of the policy status objects on the server.
+fn names(server: &ApiServer) -> Vec<String> {
+    let mut names: Vec<String> = server
+        .list(POLICIES)
+        .iter()
+        .map(|o| o["metadata"]["name"].as_str().unwrap().to_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn objects_of_a_policy_gone_while_the_agent_was_down_are_found_by_name() {
+    // The agent stopped with `gone-sorter` running; its file went meanwhile.
+    let fleet = Fleet::start(Duration::from_millis(50), |server| {
+        server.put(
+            "vigilnodestatuses",
+            "",
+            node_status(Some(&["default-sorter", "gone-sorter"])),
+        );
+        let gone = format!("{NODE}.gone-sorter");
+        server.put(POLICIES, "", policy_status(&gone, NODE, "gone-sorter"));
+    })
+    .await;
+    let mut wanted: Vec<String> = (fleet.registry.status().into_iter())
+        .map(|s| format!("{NODE}.{}", s.name))
+        .collect();
+    wanted.sort();
     fleet
-        .until_policies("z-sorter's status in a-sorter's object", |objects| {
-            of_policy(objects, "a-sorter").is_empty() && of_policy(objects, "z-sorter").len() == 1
+        .server
+        .until(
+            LIMIT,
+            "the built-ins' objects, gone-sorter's deleted",
+            |s| names(s) == wanted,
+        )
+        .await;
+    let requests = fleet.server.requests();
+    let reads: Vec<_> = requests
+        .iter()
+        .filter(|r| r.uri.contains("vigil") && r.method == "GET")
+        .collect();
+    assert!(reads.iter().all(|r| !r.is_list()), "no LIST: {reads:?}");
+    assert!(
+        reads.iter().all(|r| r.from_cache()),
+        "every read from the cache: {reads:?}"
+    );
+    let read_gone = reads.iter().any(|r| r.uri.contains("node-1.gone-sorter"));
+    assert!(read_gone, "the recorded policy's object was read by name");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn objects_named_by_an_earlier_release_are_replaced_after_one_list() {
+    let fleet = Fleet::start(Duration::from_millis(50), |server| {
+        server.put("vigilnodestatuses", "", node_status(None));
+        let earlier = policy_status("node-1-x7k2q", NODE, "default-sorter");
+        server.put(POLICIES, "", earlier);
+        let other_node = policy_status("node-2-q2c9m", "node-2", "default-sorter");
+        server.put(POLICIES, "", other_node);
+    })
+    .await;
+    let mut wanted: Vec<String> = (fleet.registry.status().into_iter())
+        .map(|s| format!("{NODE}.{}", s.name))
+        .chain(["node-2-q2c9m".to_owned()])
+        .collect();
+    wanted.sort();
+    fleet
+        .server
+        .until(LIMIT, "the earlier release's object replaced", |s| {
+            names(s) == wanted
         })
         .await;
-    let objects = fleet.server.list(POLICIES);
-    let reused = of_policy(&objects, "z-sorter")[0];
-    assert_eq!(reused["metadata"]["name"], name, "the object was reused");
-    assert_eq!(reused["metadata"]["labels"]["vigil.dev/policy"], "z-sorter");
-    assert_eq!(
-        writes(&fleet.server)[before..],
-        [("PUT".to_owned(), 200)],
-        "one update, no create or delete"
+    fleet
+        .server
+        .until(LIMIT, "the node's record", |_| {
+            fleet
+                .node_status()
+                .is_some_and(|n| recorded(&n).len() == wanted.len() - 1)
+        })
+        .await;
+    let lists: Vec<_> = (fleet.server.requests().into_iter())
+        .filter(|r| r.uri.contains("vigil") && r.is_list())
+        .map(|r| r.uri)
+        .collect();
+    assert_eq!(lists.len(), 1, "{lists:?}");
+    assert!(
+        lists[0].contains("labelSelector=vigil.dev%2Fnode%3Dnode-1"),
+        "{lists:?}"
     );
 }
 

@@ -527,6 +527,7 @@ async fn the_agent_evicts_past_a_hostile_policies_directory_and_a_sleeping_sorte
         native_code_key: None,
         config_file: Some(files.path("config.yaml")),
         config_grace: std::time::Duration::from_secs(86_400),
+        config_spread: Duration::ZERO,
         config_start_on_defaults: false,
         dry_run: false,
         metrics_addr: "127.0.0.1:0".parse().unwrap(),
