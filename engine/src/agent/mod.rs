@@ -13,7 +13,7 @@
 //! starts, calls in flight finish within their timeout, watches stop, and
 //! `run` returns.
 
-mod config;
+pub mod config;
 mod http;
 mod pulled;
 mod unknown;

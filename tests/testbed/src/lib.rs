@@ -4,12 +4,14 @@
 //! (procfs and a cgroup v2 hierarchy) laid out in a temporary directory;
 //! [`objects`] to build the Pods and Node the agent sees; [`AgentProcess`],
 //! a `vigil agent` process wired to all of them; [`OciRegistry`], a real
-//! OCI registry on loopback to publish policies to; and [`cli`], the
-//! binary's other commands and the keys they sign with.
+//! OCI registry on loopback to publish policies to; [`cli`], the
+//! binary's other commands and the keys they sign with; and [`fleet`], a
+//! simulated fleet of agents whose API cost is counted phase by phase.
 
 mod agent;
 mod apiserver;
 pub mod cli;
+pub mod fleet;
 mod node;
 pub mod objects;
 mod registry;

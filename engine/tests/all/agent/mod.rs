@@ -14,6 +14,7 @@ mod config;
 mod eviction;
 mod eviction_api;
 mod fleet;
+mod fleet_scale;
 mod precompiled;
 mod pulled;
 mod scenario_replay;

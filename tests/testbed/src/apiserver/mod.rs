@@ -54,6 +54,8 @@ pub struct Request {
     pub status: u16,
     /// The body, if it was JSON.
     pub body: Option<Value>,
+    /// When it arrived.
+    pub at: std::time::Instant,
 }
 
 impl Request {
@@ -312,7 +314,24 @@ impl ApiServer {
 
     /// Every request so far.
     pub fn requests(&self) -> Vec<Request> {
-        self.shared.requests.lock().unwrap().clone()
+        self.requests_since(0)
+    }
+
+    /// How many requests have arrived: a mark for [`Self::requests_since`].
+    pub fn request_count(&self) -> usize {
+        self.shared.requests.lock().unwrap().len()
+    }
+
+    /// How many requests since `mark` `matching` holds for (nothing is copied).
+    pub fn count_since(&self, mark: usize, matching: impl Fn(&Request) -> bool) -> usize {
+        let requests = self.shared.requests.lock().unwrap();
+        requests.iter().skip(mark).filter(|r| matching(r)).count()
+    }
+
+    /// The requests since `mark`, in order.
+    pub fn requests_since(&self, mark: usize) -> Vec<Request> {
+        let requests = self.shared.requests.lock().unwrap();
+        requests.iter().skip(mark).cloned().collect()
     }
 
     /// The path and query of every request that arrived, answered or not.

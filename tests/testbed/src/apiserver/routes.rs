@@ -85,6 +85,7 @@ async fn handle(State(shared): State<Arc<Shared>>, request: axum::extract::Reque
         uri: uri.clone(),
         status,
         body: body.clone(),
+        at: std::time::Instant::now(),
     };
     if let Some(injected) = injected {
         shared.record(record(injected.status));

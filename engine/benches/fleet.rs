@@ -1,0 +1,103 @@
+//! The fleet simulation at full size (not a test: it prints figures and
+//! asserts nothing; `agent::fleet_scale` runs it small in CI with the
+//! targets asserted). Run with `cargo bench -p vigil --bench fleet`;
+//! `VIGIL_FLEET_NODES` (default 200) and `VIGIL_FLEET_REST_SECONDS` (default
+//! 120) size it. One test API server and that many release `vigil agent`
+//! processes, each with its own node files, Node and 4 pods, go through the
+//! phases of [`vigil_testbed::fleet`]; for each it prints what the API
+//! server saw, per node, and extrapolates to 1000 and 5000 nodes (per-node
+//! figures times the fleet: every agent acts alone, on its own node's
+//! objects, so its cost does not grow with the fleet).
+
+use std::path::Path;
+use std::time::Duration;
+use vigil_testbed::fleet::{Fleet, FleetOptions, Phase};
+
+fn env_or(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn main() {
+    let nodes = usize::try_from(env_or("VIGIL_FLEET_NODES", 200)).expect("a count");
+    let rest = Duration::from_secs(env_or("VIGIL_FLEET_REST_SECONDS", 120));
+    let c_sorter =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/policies/c-sorter/c-sorter.wasm");
+    let options = FleetOptions {
+        binary: env!("CARGO_BIN_EXE_vigil").into(),
+        nodes,
+        rest,
+        config_spread: Duration::from_secs(30),
+        policy: c_sorter.exists().then_some(c_sorter),
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    let (_, phases) = runtime.block_on(Fleet::simulate(options));
+    println!("{nodes} agents, one test API server; per node unless said\n");
+    println!(
+        "| phase | took | non-watch requests | writes | LISTs (from cache) | watch requests | writes spread over |"
+    );
+    println!("|---|---|---|---|---|---|---|");
+    for phase in &phases {
+        print_row(phase);
+    }
+    let rest = phases
+        .iter()
+        .find(|p| p.name == "at rest")
+        .expect("at rest");
+    let open = rest.open_watches.unwrap_or_default();
+    let per_minute = rest.per_node_minute(rest.non_watch().count());
+    println!(
+        "\nat rest: {:.1} watches open per node; {per_minute:.3} non-watch requests per node per minute over {:?}",
+        open as f64 / nodes as f64,
+        rest.elapsed
+    );
+    println!(
+        "\n| nodes | at rest: watches open | config change: writes (per second over the spread) | restart of every agent: LISTs |"
+    );
+    println!("|---|---|---|---|");
+    let change = phases
+        .iter()
+        .find(|p| p.name == "VigilConfig change")
+        .expect("change");
+    let restart = phases
+        .iter()
+        .find(|p| p.name == "restart every agent")
+        .expect("restart");
+    for fleet in [nodes, 1000, 5000] {
+        let scale = fleet as f64 / nodes as f64;
+        let writes = change.writes().count() as f64 * scale;
+        let span = change.write_span().as_secs_f64().max(1.0);
+        println!(
+            "| {fleet} | {:.0} | {writes:.0} ({:.0}/s) | {:.0} |",
+            open as f64 * scale,
+            writes / span,
+            restart.lists().count() as f64 * scale,
+        );
+    }
+    for phase in &phases {
+        println!("\n{} ({:?}):", phase.name, phase.elapsed);
+        for (kind, count) in phase.by_kind() {
+            println!("  {kind}: {count} ({:.2} per node)", phase.per_node(count));
+        }
+    }
+}
+
+fn print_row(phase: &Phase) {
+    let lists = phase.lists().count();
+    let cached = phase.lists().filter(|r| r.from_cache()).count();
+    println!(
+        "| {} | {:.1} s | {:.2} | {:.2} | {:.2} ({cached} of {lists}) | {:.2} | {:.1} s |",
+        phase.name,
+        phase.elapsed.as_secs_f64(),
+        phase.per_node(phase.non_watch().count()),
+        phase.per_node(phase.writes().count()),
+        phase.per_node(lists),
+        phase.per_node(phase.watches().count()),
+        phase.write_span().as_secs_f64(),
+    );
+}
