@@ -8,7 +8,7 @@ use std::time::Duration;
 use vigil::agent::config::turn;
 use vigil_testbed::fleet::{Fleet, FleetOptions, Phase};
 
-const NODES: usize = 6;
+const NODES: usize = 4;
 const SPREAD: Duration = Duration::from_secs(6);
 
 fn phase<'a>(phases: &'a [Phase], name: &str) -> &'a Phase {
