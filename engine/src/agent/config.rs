@@ -33,6 +33,9 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
+/// Merges of the agent's own layers tried at start-up before it gives up.
+const START_MERGES: u32 = 6;
+
 /// How often a trial's policy faults are counted.
 const FAULT_CHECK: Duration = Duration::from_secs(5);
 /// How often an uninterrupted config watch confirms what it holds (the
@@ -44,6 +47,9 @@ const CONFIRM_EVERY: Duration = Duration::from_secs(300);
 pub struct ConfigOptions {
     /// Layers under every cluster layer (`--config`).
     pub base: Vec<Layer>,
+    /// `base` merged over the built-in defaults ([`defaults`]): what runs
+    /// when no cluster layer applies or can.
+    pub defaults: VigilConfig,
     /// How old a checkpoint may be and still run without the API server.
     pub grace: Duration,
     /// Without a fresh checkpoint, run the defaults rather than the last-known-good.
@@ -111,6 +117,7 @@ impl ConfigController {
             options.grace,
             options.start_on_defaults,
             now,
+            options.defaults.clone(),
             &merger(&registry, &options.base, &BTreeMap::new()),
         );
         tracing::info!(reason = %assignment.status().reason, "{}", assignment.status().message);
@@ -522,6 +529,38 @@ fn merger<'a>(
     }
 }
 
+/// The config `base` (the agent's own `--config` layers) makes over the
+/// built-in defaults, merged by the merger policy. A fault is not the
+/// layer's doing (a CPU starved at start-up can push the merger past its
+/// deadline): it is tried again after 1, 2, 4, 8 and 16 s, so a slow start
+/// does not become a crash loop. A layer that does not merge fails at once.
+///
+/// # Errors
+/// The layer does not merge, or the merger faulted [`START_MERGES`] times.
+pub async fn defaults(registry: &Registry, base: &[Layer]) -> Result<VigilConfig, ConfigError> {
+    retried_at_start(|| merged(registry, base, &[])).await
+}
+
+/// Calls `merge` until it succeeds, fails for a reason of the layers, or
+/// has faulted [`START_MERGES`] times, waiting twice as long after each fault.
+async fn retried_at_start(
+    merge: impl Fn() -> Result<VigilConfig, ConfigError>,
+) -> Result<VigilConfig, ConfigError> {
+    let mut wait = Duration::from_secs(1);
+    let mut attempt = 1;
+    loop {
+        match merge() {
+            Err(error) if error.is_transient() && attempt < START_MERGES => {
+                tracing::warn!(error = %crate::report::Chain(&error), attempt, retry_in = ?wait, "the agent's own config did not merge; trying again");
+                tokio::time::sleep(wait).await;
+                wait *= 2;
+                attempt += 1;
+            }
+            result => return result,
+        }
+    }
+}
+
 /// The eviction manager's settings for `config`.
 fn settings_of(config: &VigilConfig, options: &ConfigOptions) -> EvictionSettings {
     let mut settings = EvictionSettings::from(config);
@@ -532,7 +571,66 @@ fn settings_of(config: &VigilConfig, options: &ConfigOptions) -> EvictionSetting
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::cell::Cell;
     use tokio::time::Instant;
+
+    fn deadline() -> ConfigError {
+        ConfigError::MergerFault(crate::policy::Fault::Deadline { deadline_ms: 100 })
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_merger_fault_at_start_up_is_tried_again_with_backoff() {
+        let start = Instant::now();
+        let calls = Cell::new(0);
+        let merged = retried_at_start(|| {
+            calls.set(calls.get() + 1);
+            if calls.get() < 3 {
+                Err(deadline())
+            } else {
+                Ok(VigilConfig {
+                    eviction_burst: 7,
+                    ..VigilConfig::default()
+                })
+            }
+        })
+        .await
+        .expect("the third merge succeeds");
+        assert_eq!((merged.eviction_burst, calls.get()), (7, 3));
+        assert_eq!(start.elapsed(), Duration::from_secs(1 + 2), "1 s, then 2 s");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_merger_that_faults_every_time_fails_start_up_after_a_bounded_wait() {
+        let start = Instant::now();
+        let calls = Cell::new(0);
+        let result = retried_at_start(|| {
+            calls.set(calls.get() + 1);
+            Err(deadline())
+        })
+        .await;
+        assert!(
+            matches!(result, Err(ConfigError::MergerFault(_))),
+            "{result:?}"
+        );
+        assert_eq!(calls.get(), START_MERGES);
+        assert_eq!(start.elapsed(), Duration::from_secs(1 + 2 + 4 + 8 + 16));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_layer_that_does_not_merge_fails_start_up_at_once() {
+        let start = Instant::now();
+        let calls = Cell::new(0);
+        let result = retried_at_start(|| {
+            calls.set(calls.get() + 1);
+            Err(ConfigError::Rejected(crate::model::Rejections(Vec::new())))
+        })
+        .await;
+        assert!(
+            matches!(result, Err(ConfigError::Rejected(_))),
+            "{result:?}"
+        );
+        assert_eq!((calls.get(), start.elapsed()), (1, Duration::ZERO));
+    }
 
     #[test]
     fn a_changed_selection_waits_for_the_nodes_turn() {

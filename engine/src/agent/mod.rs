@@ -138,7 +138,7 @@ pub async fn run(config: AgentConfig, shutdown: impl Future<Output = ()>) -> any
         LimitsTable::default(),
         Some(config.state_dir.clone()),
     )?;
-    let base = base_layer(&config, &registry)?;
+    let (base, defaults) = base_config(&config, &registry).await?;
     let registry = Arc::new(registry);
     let metrics = Arc::new(Metrics::default());
     let controller = ConfigController::start(
@@ -146,6 +146,7 @@ pub async fn run(config: AgentConfig, shutdown: impl Future<Output = ()>) -> any
         &config.state_dir,
         ConfigOptions {
             base,
+            defaults,
             grace: config.config_grace,
             start_on_defaults: config.config_start_on_defaults,
             dry_run: config.dry_run,
@@ -362,23 +363,27 @@ pub async fn run(config: AgentConfig, shutdown: impl Future<Output = ()>) -> any
     Ok(())
 }
 
-/// The `--config` layer, if any, checked by merging it over the defaults
-/// with `registry`'s merger: a bad file stops the start-up.
-fn base_layer(config: &AgentConfig, registry: &Registry) -> anyhow::Result<Vec<Layer>> {
+/// The `--config` layer, if any, and the defaults it makes, merged with
+/// `registry`'s merger ([`config::defaults`]): a bad file stops the start-up.
+async fn base_config(
+    config: &AgentConfig,
+    registry: &Registry,
+) -> anyhow::Result<(Vec<Layer>, VigilConfig)> {
     let Some(path) = &config.config_file else {
-        return Ok(Vec::new());
+        return Ok((Vec::new(), VigilConfig::default()));
     };
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("cannot read the config {}", path.display()))?;
     let value: serde_json::Value = serde_norway::from_str(&text)
         .with_context(|| format!("the config {} is not YAML or JSON", path.display()))?;
-    let layer = Layer {
+    let base = vec![Layer {
         source: path.display().to_string(),
         json: value.to_string(),
-    };
-    VigilConfig::merge(registry, vec![layer.clone()])
+    }];
+    let defaults = config::defaults(registry, &base)
+        .await
         .with_context(|| format!("the config {}", path.display()))?;
-    Ok(vec![layer])
+    Ok((base, defaults))
 }
 
 /// Wakes the loop on every change of the kubepods cgroup's `memory.events`

@@ -172,29 +172,34 @@ pub struct Assignment {
     status: Status,
     /// The assigned layers could not be computed for a passing reason: try again soon.
     retrying: bool,
+    /// The defaults (the agent's `--config` over the built-in ones), merged
+    /// at start-up: what runs when no layer set can.
+    defaults: VigilConfig,
 }
 
 impl Assignment {
     /// The state at start-up, before the API server answers: counts this
     /// start against a trial under way (a crash loop is rolled back), then
     /// runs the checkpoint if `load` found it fresh, else the
-    /// last-known-good (unless `start_on_defaults`), else the defaults.
+    /// last-known-good (unless `start_on_defaults`), else `defaults`.
     pub fn resume(
         saved: Option<Checkpoint>,
         load: CheckpointLoad,
         grace: Duration,
         start_on_defaults: bool,
         now: Timestamp,
+        defaults: VigilConfig,
         merge: Merge<'_>,
     ) -> Self {
         let mut this = Self {
             checkpoint: saved.unwrap_or_default(),
-            running: (None, defaults(merge)),
+            running: (None, defaults.clone()),
             status: Status {
                 reason: Reason::Defaults,
                 message: "no config saved on this node; running the defaults".into(),
             },
             retrying: false,
+            defaults,
         };
         if let Some(trial) = &mut this.checkpoint.trial {
             trial.starts += 1;
@@ -470,7 +475,7 @@ impl Assignment {
         let good = self.checkpoint.last_known_good.clone();
         let restored = good.filter(|g| self.run(g, merge).is_ok());
         if restored.is_none() {
-            self.running = (None, defaults(merge));
+            self.running = (None, self.defaults.clone());
         }
         self.status = Status {
             reason: Reason::RolledBack,
@@ -487,12 +492,6 @@ impl Assignment {
             None => "running the defaults".into(),
         }
     }
-}
-
-/// The defaults: no cluster layer (the agent's own `--config` still applies;
-/// it merged at start-up, so only a faulting merger falls back further).
-fn defaults(merge: Merge<'_>) -> VigilConfig {
-    merge(&[]).unwrap_or_default()
 }
 
 /// A duration for people, to the second (`1h 2m 3s`).

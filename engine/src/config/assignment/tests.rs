@@ -40,7 +40,15 @@ fn settled_on_burst_2() -> Assignment {
 }
 
 fn fresh() -> Assignment {
-    Assignment::resume(None, CheckpointLoad::Missing, DAY, false, at(0), &merge)
+    Assignment::resume(
+        None,
+        CheckpointLoad::Missing,
+        DAY,
+        false,
+        at(0),
+        VigilConfig::default(),
+        &merge,
+    )
 }
 
 #[test]
@@ -174,6 +182,7 @@ fn restarting_again_and_again_within_a_trial_rolls_it_back() {
             DAY,
             false,
             at(20),
+            VigilConfig::default(),
             &merge,
         );
         saved = resumed.checkpoint().clone();
@@ -206,6 +215,7 @@ fn without_the_api_server_a_checkpoint_runs_until_its_grace_time_is_over() {
         DAY,
         false,
         at(day - 1),
+        VigilConfig::default(),
         &merge,
     );
     assert_eq!(
@@ -221,6 +231,7 @@ fn without_the_api_server_a_checkpoint_runs_until_its_grace_time_is_over() {
         DAY,
         false,
         at(day + 1),
+        VigilConfig::default(),
         &merge,
     );
     assert_eq!(old.status().reason, Reason::CheckpointInUse);
@@ -240,13 +251,22 @@ fn without_the_api_server_a_checkpoint_runs_until_its_grace_time_is_over() {
         DAY,
         true,
         at(day + 1),
+        VigilConfig::default(),
         &merge,
     );
     assert_eq!(
         (defaults.status().reason, defaults.config().eviction_burst),
         (Reason::Defaults, 3)
     );
-    let corrupt = Assignment::resume(None, CheckpointLoad::Corrupt, DAY, false, at(0), &merge);
+    let corrupt = Assignment::resume(
+        None,
+        CheckpointLoad::Corrupt,
+        DAY,
+        false,
+        at(0),
+        VigilConfig::default(),
+        &merge,
+    );
     assert!(corrupt.status().message.contains("damaged"));
 }
 
@@ -264,6 +284,7 @@ fn when_the_api_server_confirms_the_checkpoint_nothing_is_applied_twice() {
         DAY,
         false,
         at(100),
+        VigilConfig::default(),
         &merge,
     );
     assert_eq!(resumed.status().reason, Reason::CheckpointInUse);
@@ -279,4 +300,32 @@ fn when_the_api_server_confirms_the_checkpoint_nothing_is_applied_twice() {
     assert_eq!(resumed.assign(layers, at(300), &merge), Update::Unchanged);
     assert_eq!(resumed.assign(Vec::new(), at(400), &merge), Update::Applied);
     assert_eq!(resumed.status().reason, Reason::Defaults);
+}
+
+#[test]
+fn the_defaults_merged_at_start_up_run_when_the_merger_faults() {
+    let faulty = |_: &[Layer]| -> Result<VigilConfig, ConfigError> {
+        Err(ConfigError::MergerFault(crate::policy::Fault::Deadline {
+            deadline_ms: 100,
+        }))
+    };
+    // The agent's own `--config` made these defaults at start-up.
+    let own = VigilConfig {
+        eviction_burst: 5,
+        ..VigilConfig::default()
+    };
+    let state = Assignment::resume(
+        None,
+        CheckpointLoad::Missing,
+        DAY,
+        false,
+        at(0),
+        own,
+        &faulty,
+    );
+    assert_eq!(
+        (state.status().reason, state.config().eviction_burst),
+        (Reason::Defaults, 5),
+        "the agent's own config, not the built-in defaults"
+    );
 }
