@@ -1,8 +1,12 @@
 //! The fleet simulation at full size (not a test: it prints figures and
 //! asserts nothing; `agent::fleet_scale` runs it small in CI with the
 //! targets asserted). Run with `cargo bench -p vigil --bench fleet`;
-//! `VIGIL_FLEET_NODES` (default 200) and `VIGIL_FLEET_REST_SECONDS` (default
-//! 120) size it. One test API server and that many release `vigil agent`
+//! `VIGIL_FLEET_NODES` (default 200), `VIGIL_FLEET_REST_SECONDS` (default
+//! 120) and `VIGIL_FLEET_WAVE` (agents started together, default a tenth of
+//! the fleet: the DaemonSet's `maxUnavailable`) size it. Each agent takes
+//! inotify instances: past ~120 agents raise
+//! `/proc/sys/fs/inotify/max_user_instances` (128 on Debian), or the agents
+//! fall back to polling (they log it). One test API server and that many release `vigil agent`
 //! processes, each with its own node files, Node and 4 pods, go through the
 //! phases of [`vigil_testbed::fleet`]; for each it prints what the API
 //! server saw, per node, and extrapolates to 1000 and 5000 nodes (per-node
@@ -23,6 +27,8 @@ fn env_or(name: &str, default: u64) -> u64 {
 fn main() {
     let nodes = usize::try_from(env_or("VIGIL_FLEET_NODES", 200)).expect("a count");
     let rest = Duration::from_secs(env_or("VIGIL_FLEET_REST_SECONDS", 120));
+    let wave =
+        usize::try_from(env_or("VIGIL_FLEET_WAVE", nodes.div_ceil(10) as u64)).expect("a count");
     let c_sorter =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/policies/c-sorter/c-sorter.wasm");
     let options = FleetOptions {
@@ -31,13 +37,16 @@ fn main() {
         rest,
         config_spread: Duration::from_secs(30),
         policy: c_sorter.exists().then_some(c_sorter),
+        wave,
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .expect("a runtime");
     let (_, phases) = runtime.block_on(Fleet::simulate(options));
-    println!("{nodes} agents, one test API server; per node unless said\n");
+    println!(
+        "{nodes} agents started {wave} at a time, one test API server; per node unless said\n"
+    );
     println!(
         "| phase | took | non-watch requests | writes | LISTs (from cache) | watch requests | writes spread over |"
     );
@@ -55,6 +64,16 @@ fn main() {
         "\nat rest: {:.1} watches open per node; {per_minute:.3} non-watch requests per node per minute over {:?}",
         open as f64 / nodes as f64,
         rest.elapsed
+    );
+    let resident: Vec<u64> = rest.agents.iter().map(|a| a.resident_kib).collect();
+    let cpu: Vec<f64> = rest.agents.iter().map(|a| a.cpu.as_secs_f64()).collect();
+    let minutes = rest.elapsed.as_secs_f64() / 60.0;
+    println!(
+        "at rest: resident memory per agent {:.1} MiB mean, {:.1} MiB max; CPU per agent {:.0} ms a minute mean, {:.0} ms max",
+        resident.iter().sum::<u64>() as f64 / resident.len().max(1) as f64 / 1024.0,
+        resident.iter().max().copied().unwrap_or_default() as f64 / 1024.0,
+        cpu.iter().sum::<f64>() / cpu.len().max(1) as f64 / minutes * 1000.0,
+        cpu.iter().copied().fold(0.0, f64::max) / minutes * 1000.0,
     );
     println!(
         "\n| nodes | at rest: watches open | config change: writes (per second over the spread) | restart of every agent: LISTs |"

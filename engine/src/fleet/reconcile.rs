@@ -379,7 +379,11 @@ impl Reconciler {
             return Ok(Done::Wrote);
         };
         let owner = self.owner()?;
-        let mut object = self.policy_object(policy, report.clone(), owner);
+        let mut report = report.clone();
+        if let Some(existing) = self.actual.policies.get(policy) {
+            keep_since(&mut report, existing.status.as_ref());
+        }
+        let mut object = self.policy_object(policy, report, owner);
         let written = match self.actual.policies.get(policy) {
             Some(existing)
                 if existing.metadata.owner_references == object.metadata.owner_references
@@ -522,6 +526,29 @@ fn api(action: &'static str, what: &str, source: kube::Error) -> SyncError {
 }
 
 /// Whether `existing` already says what `wanted` says.
+/// Keeps the object's `since` when the policy is in the same state with
+/// the same version (and the same trial end), and its pull's when that is
+/// in the same state for the same reference: only the agent restarted (a
+/// built-in is `Active`, a pulled version `Pulled`, since its process
+/// started), and a rollout of the agent must not rewrite every policy
+/// object of the fleet.
+fn keep_since(report: &mut PolicyReport, existing: Option<&PolicyReport>) {
+    let Some(existing) = existing else {
+        return;
+    };
+    if existing.state == report.state
+        && existing.digest == report.digest
+        && existing.trial_end == report.trial_end
+    {
+        report.since = existing.since.clone();
+    }
+    if let (Some(pull), Some(before)) = (&mut report.pull, &existing.pull)
+        && (&pull.state, &pull.reference) == (&before.state, &before.reference)
+    {
+        pull.since = before.since.clone();
+    }
+}
+
 fn same_node(existing: &VigilNodeStatus, wanted: &VigilNodeStatus) -> bool {
     existing.metadata.owner_references == wanted.metadata.owner_references
         && existing.spec == wanted.spec
@@ -558,6 +585,39 @@ async fn caught<T>(sync: impl Future<Output = Result<T, SyncError>>) -> Result<T
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn report(state: &str, since: &str, pulled_since: &str) -> PolicyReport {
+        serde_json::from_value(serde_json::json!({
+            "state": state, "since": since, "digest": "d1", "faults": 0,
+            "pull": {"reference": "r@sha256:1", "stage": "newest", "state": "Pulled", "since": pulled_since},
+        }))
+        .expect("a report")
+    }
+
+    #[test]
+    fn a_restart_keeps_the_times_of_states_that_did_not_change() {
+        let before = report("Active", "2026-01-01T00:00:00Z", "2026-01-01T00:00:01Z");
+        let mut after = report("Active", "2026-11-25T10:00:00Z", "2026-11-25T10:00:01Z");
+        keep_since(&mut after, Some(&before));
+        assert_eq!(after, before, "the same state and pull: nothing to write");
+        let mut rolled_back = report("RolledBack", "2026-11-25T10:00:00Z", "2026-11-25T10:00:01Z");
+        keep_since(&mut rolled_back, Some(&before));
+        assert_eq!(rolled_back.since.0.to_string(), "2026-11-25T10:00:00Z");
+        assert_eq!(
+            rolled_back.pull.as_ref().unwrap().since,
+            before.pull.as_ref().unwrap().since,
+            "the pull is as it was"
+        );
+        let mut repulled = report("Active", "2026-11-25T10:00:00Z", "2026-11-25T10:00:01Z");
+        repulled.pull.as_mut().unwrap().reference = "r@sha256:2".into();
+        keep_since(&mut repulled, Some(&before));
+        assert_eq!(repulled.since, before.since);
+        assert_ne!(
+            repulled.pull.unwrap().since,
+            before.pull.unwrap().since,
+            "another version pulled"
+        );
+    }
 
     #[test]
     fn label_values_are_checked_as_the_api_server_does() {

@@ -2,7 +2,8 @@
 //! [`ApiServer`] and N real `vigil agent` processes, each with its own node
 //! files, Node object and pods, taken through the phases a fleet lives
 //! through — start, at rest, a `VigilConfig` change, a policy rollout from
-//! a registry, every agent restarting (a DaemonSet rollout), the API server
+//! a registry, every agent restarting (a DaemonSet rollout) and a window at
+//! rest after it, the API server
 //! dropping every watch and forgetting its history (a restart). Each
 //! [`Phase`] holds the requests the server saw while it lasted.
 
@@ -36,6 +37,10 @@ pub struct FleetOptions {
     pub config_spread: Duration,
     /// A policy component to publish and roll out (skipped when `None`).
     pub policy: Option<PathBuf>,
+    /// Agents started, and restarted, together; each wave waits until the
+    /// one before has started (a DaemonSet's rolling update). `nodes`: all
+    /// at once.
+    pub wave: usize,
 }
 
 /// One phase: when it began, how long it lasted, what the server saw.
@@ -53,6 +58,44 @@ pub struct Phase {
     pub requests: Vec<Request>,
     /// Watch streams open at its end (counted at rest only).
     pub open_watches: Option<usize>,
+    /// Each agent's resident memory at its end, and the CPU time it used
+    /// while it lasted (at rest only).
+    pub agents: Vec<AgentUse>,
+}
+
+/// What one agent process used.
+#[derive(Debug, Clone, Copy)]
+pub struct AgentUse {
+    /// Resident memory (`VmRSS`), in KiB.
+    pub resident_kib: u64,
+    /// User and system CPU time.
+    pub cpu: Duration,
+}
+
+impl AgentUse {
+    /// What process `pid` has used so far, from `/proc`.
+    fn of(pid: u32) -> Self {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("its status");
+        let resident_kib = status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .expect("VmRSS");
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("its stat");
+        // Fields after the command's closing parenthesis; utime and stime
+        // are the 14th and 15th of the line, in clock ticks (100 a second).
+        let after = &stat[stat.rfind(')').expect("a command") + 2..];
+        let ticks: u64 = after
+            .split(' ')
+            .skip(11)
+            .take(2)
+            .map(|t| t.parse::<u64>().expect("ticks"))
+            .sum();
+        Self {
+            resident_kib,
+            cpu: Duration::from_millis(ticks * 10),
+        }
+    }
 }
 
 impl Phase {
@@ -156,12 +199,13 @@ impl Fleet {
             options,
             nodes: Vec::new(),
         };
-        let mut phases = vec![fleet.start().await, fleet.at_rest().await];
+        let mut phases = vec![fleet.start().await, fleet.at_rest("at rest").await];
         phases.push(fleet.config_change().await);
         if let Some(policy) = fleet.options.policy.clone() {
             phases.push(fleet.policy_rollout(policy).await);
         }
         phases.push(fleet.restart_all().await);
+        phases.push(fleet.at_rest("after the restart").await);
         phases.push(fleet.api_restart().await);
         let names = fleet.node_names();
         for node in &mut fleet.nodes {
@@ -179,6 +223,7 @@ impl Fleet {
             elapsed: began.elapsed(),
             requests: self.server.requests_since(mark),
             open_watches: None,
+            agents: Vec::new(),
         }
     }
 
@@ -197,10 +242,9 @@ impl Fleet {
         )
     }
 
-    /// Waits until every agent since `mark` has opened its pod watch (its
-    /// first pod list is done) and read its `VigilNodeStatus`.
-    async fn until_every_agent_started(&self, what: &str, mark: usize) {
-        let n = self.nodes.len();
+    /// Waits until `n` agents since `mark` have opened their pod watch (the
+    /// first pod list is done) and read their `VigilNodeStatus`.
+    async fn until_started(&self, what: &str, mark: usize, n: usize) {
         self.server
             .until(LIMIT, what, |s| {
                 let pod_watches =
@@ -213,11 +257,14 @@ impl Fleet {
             .await;
     }
 
-    /// Nodes, pods and agents appear; ends once every agent has published
-    /// its status objects.
+    /// Nodes, pods and agents appear, wave by wave; ends once every agent
+    /// has published its status objects.
     async fn start(&mut self) -> Phase {
         let (began, mark) = (Instant::now(), self.server.request_count());
         for i in 0..self.options.nodes {
+            if i > 0 && i % self.wave() == 0 {
+                self.until_started("a wave started", mark, i).await;
+            }
             let name = format!("sim-{i:04}");
             self.server.put("nodes", "", objects::node(&name));
             for p in 0..PODS {
@@ -233,7 +280,7 @@ impl Fleet {
             node.agent = Some(self.spawn(&node));
             self.nodes.push(node);
         }
-        self.until_every_agent_started("every agent started", mark)
+        self.until_started("every agent started", mark, self.nodes.len())
             .await;
         let names = self.node_names();
         self.server
@@ -255,14 +302,27 @@ impl Fleet {
         self.phase("start", began, mark)
     }
 
-    /// Nothing happens for `rest`: what a fleet at rest costs.
-    async fn at_rest(&mut self) -> Phase {
+    /// Nothing happens for `rest`: what a fleet at rest costs (and what
+    /// the phase before left to do).
+    async fn at_rest(&mut self, name: &'static str) -> Phase {
         let (began, mark) = (Instant::now(), self.server.request_count());
+        let before: Vec<AgentUse> = self.agents().map(AgentUse::of).collect();
         // A measurement window, not a wait for an event.
         tokio::time::sleep(self.options.rest).await;
         let open = self.server.open_watches("");
-        let mut phase = self.phase("at rest", began, mark);
+        let mut phase = self.phase(name, began, mark);
         phase.open_watches = Some(open);
+        phase.agents = self
+            .agents()
+            .zip(before)
+            .map(|(pid, before)| {
+                let after = AgentUse::of(pid);
+                AgentUse {
+                    cpu: after.cpu.saturating_sub(before.cpu),
+                    ..after
+                }
+            })
+            .collect();
         phase
     }
 
@@ -326,32 +386,45 @@ impl Fleet {
         self.phase("policy rollout", began, mark)
     }
 
-    /// Every agent is killed and started again on its node's state (a
-    /// DaemonSet rollout, all at once: the worst case).
+    /// Every agent is killed and started again on its node's state, wave
+    /// by wave (a DaemonSet rollout).
     async fn restart_all(&mut self) -> Phase {
         let (began, mark) = (Instant::now(), self.server.request_count());
-        for node in &mut self.nodes {
-            node.agent = None;
+        let wave = self.wave();
+        for first in (0..self.nodes.len()).step_by(wave) {
+            let last = (first + wave).min(self.nodes.len());
+            for node in &mut self.nodes[first..last] {
+                node.agent = None;
+            }
+            for i in first..last {
+                let agent = self.spawn(&self.nodes[i]);
+                self.nodes[i].agent = Some(agent);
+            }
+            self.until_started("a wave restarted", mark, last).await;
         }
-        for i in 0..self.nodes.len() {
-            let agent = self.spawn(&self.nodes[i]);
-            self.nodes[i].agent = Some(agent);
-        }
-        self.until_every_agent_started("every agent restarted", mark)
-            .await;
         self.phase("restart every agent", began, mark)
+    }
+
+    fn wave(&self) -> usize {
+        self.options.wave.max(1)
+    }
+
+    /// The process ids of the running agents.
+    fn agents(&self) -> impl Iterator<Item = u32> + '_ {
+        self.nodes
+            .iter()
+            .filter_map(|n| n.agent.as_ref())
+            .map(AgentProcess::pid)
     }
 
     /// The API server forgets its history and drops every watch, as a
     /// restarted API server does; ends when every watch is open again.
     async fn api_restart(&mut self) -> Phase {
         let (began, mark) = (Instant::now(), self.server.request_count());
-        self.server.compact();
-        self.server.drop_watches();
-        // A watch resuming from before the compaction is told its version
-        // is gone (410), lists and watches again: the phase ends when every
-        // agent watches its pods again after a LIST, and its Node again
-        // (which may resume: the agent's own writes keep its version new).
+        self.server.restart();
+        // Every watch resuming is told its version is gone (410), lists and
+        // watches again: the phase ends when every agent watches its pods
+        // again after a LIST, and its Node again.
         let names = self.node_names();
         self.server
             .until(LIMIT, "every agent watching again", |s| {

@@ -425,6 +425,62 @@ async fn a_busy_policy_costs_no_write_however_long_it_runs() {
     assert!(sorter.get("calls").is_none(), "{sorter}");
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_agent_rewrites_no_object_that_says_the_same() {
+    let first = Fleet::start(Duration::from_millis(50), |_| {}).await;
+    let all = first.registry.status().len();
+    first
+        .until_policies("every status", |objects| objects.len() == all)
+        .await;
+    first
+        .server
+        .until(LIMIT, "the node's record", |_| {
+            first
+                .node_status()
+                .is_some_and(|n| recorded(&n).len() == all)
+        })
+        .await;
+    let (node, objects) = (first.node_status().unwrap(), first.server.list(POLICIES));
+    drop(first);
+    // The agent restarts: its earlier process had started a day before, so
+    // its objects say the built-ins are Active since then.
+    let second = Fleet::start(Duration::from_millis(50), |server| {
+        server.put("vigilnodestatuses", "", node);
+        for mut object in objects {
+            object["status"]["since"] = "2026-01-01T00:00:00Z".into();
+            server.put(POLICIES, "", object);
+        }
+    })
+    .await;
+    // Another policy appears once the restarted agent has read its objects:
+    // every key has been synced before it.
+    second
+        .server
+        .until(LIMIT, "every object read", |s| {
+            s.requests()
+                .iter()
+                .filter(|r| r.method == "GET" && r.uri.contains(POLICIES))
+                .count()
+                >= all
+        })
+        .await;
+    let extra = version(&second.registry, "reverse-sorter", REVERSE_SORTER);
+    second.registry.install(extra);
+    second
+        .until_policies("the new policy's status", |objects| {
+            of_policy(objects, "reverse-sorter").len() == 1
+        })
+        .await;
+    assert_eq!(
+        writes(&second.server),
+        [("POST".to_owned(), 201)],
+        "only the new policy's object is written"
+    );
+    let objects = second.server.list(POLICIES);
+    let sorter = &of_policy(&objects, "default-sorter")[0]["status"];
+    assert_eq!(sorter["since"], "2026-01-01T00:00:00Z", "{sorter}");
+}
+
 /// `bytes` loaded as a version of `name` from the file `/p/NAME.wasm`.
 fn version(registry: &Registry, name: &str, bytes: &[u8]) -> Arc<Policy> {
     let path = format!("/p/{name}.wasm");

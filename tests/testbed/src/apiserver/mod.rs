@@ -372,6 +372,17 @@ impl ApiServer {
         self.shared.write(Store::compact);
     }
 
+    /// A restart that lost the history: no version a client holds can be
+    /// resumed from (every watch resuming gets `410 Gone` and lists again,
+    /// even one a bookmark brought up to date), and every watch ends.
+    pub fn restart(&self) {
+        self.shared.write(|s| {
+            s.rv += 1;
+            s.compact();
+        });
+        self.drop_watches();
+    }
+
     /// Ends every open watch stream now (clients must resume).
     pub fn drop_watches(&self) {
         self.shared.drop_watches.send_modify(|n| *n += 1);
