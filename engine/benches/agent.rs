@@ -117,27 +117,6 @@ async fn signal_to_eviction() {
     );
 }
 
-/// RSS in KiB and cumulative cpu time of `pid`, from procfs.
-fn usage(pid: u32) -> (u64, Duration) {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
-    let rss = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches(" kB").trim().parse().ok())
-        .expect("VmRSS");
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("stat");
-    let fields: Vec<&str> = stat
-        .rsplit(')')
-        .next()
-        .expect("fields")
-        .split_whitespace()
-        .collect();
-    let ticks: u64 =
-        fields[11].parse::<u64>().expect("utime") + fields[12].parse::<u64>().expect("stime");
-    let hz = 100; // USER_HZ on Linux
-    (rss, Duration::from_millis(ticks * 1000 / hz))
-}
-
 /// Memory of a process, in MiB, from `/proc/PID/status`.
 struct Memory {
     resident: f64,
@@ -286,10 +265,11 @@ async fn at_rest(pods: usize, config_maps: bool) {
             .await;
     }
     let requests_before = server.requests().len();
-    let (_, cpu_before) = usage(agent.pid());
+    let before = agent.usage();
     let start = Instant::now();
     tokio::time::sleep(REST).await;
-    let (rss, cpu_after) = usage(agent.pid());
+    let after = agent.usage();
+    let (rss, cpu_before, cpu_after) = (after.resident_kib, before.cpu, after.cpu);
     let wall = start.elapsed();
     let all = server.requests();
     let statuses = |requests: &[vigil_testbed::Request]| {

@@ -6,6 +6,7 @@
 use super::{ApiServer, NodeFiles};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::Duration;
 
 /// The running agent.
 #[derive(Debug)]
@@ -77,6 +78,11 @@ impl AgentProcess {
         self.child.id()
     }
 
+    /// Its resident memory and the CPU time it used so far.
+    pub fn usage(&self) -> AgentUse {
+        AgentUse::of(self.pid())
+    }
+
     /// Everything it logged so far.
     pub fn logs(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
@@ -124,5 +130,40 @@ impl AgentProcess {
             let _ = stream.read_to_string(&mut text);
         }
         text
+    }
+}
+
+/// What one agent process used.
+#[derive(Debug, Clone, Copy)]
+pub struct AgentUse {
+    /// Resident memory (`VmRSS`), in KiB.
+    pub resident_kib: u64,
+    /// User and system CPU time.
+    pub cpu: Duration,
+}
+
+impl AgentUse {
+    /// What process `pid` has used so far, from `/proc`.
+    pub fn of(pid: u32) -> Self {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("its status");
+        let resident_kib = status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .expect("VmRSS");
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("its stat");
+        // Fields after the command's closing parenthesis; utime and stime
+        // are the 14th and 15th of the line, in clock ticks (100 a second).
+        let after = &stat[stat.rfind(')').expect("a command") + 2..];
+        let ticks: u64 = after
+            .split(' ')
+            .skip(11)
+            .take(2)
+            .map(|t| t.parse::<u64>().expect("ticks"))
+            .sum();
+        Self {
+            resident_kib,
+            cpu: Duration::from_millis(ticks * 10),
+        }
     }
 }

@@ -7,7 +7,7 @@
 //! dropping every watch and forgetting its history (a restart). Each
 //! [`Phase`] holds the requests the server saw while it lasted.
 
-use crate::{AgentProcess, ApiServer, NodeFiles, OciRegistry, Request, cli, objects};
+use crate::{AgentProcess, AgentUse, ApiServer, NodeFiles, OciRegistry, Request, cli, objects};
 use serde_json::{Value, json};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -61,41 +61,6 @@ pub struct Phase {
     /// Each agent's resident memory at its end, and the CPU time it used
     /// while it lasted (at rest only).
     pub agents: Vec<AgentUse>,
-}
-
-/// What one agent process used.
-#[derive(Debug, Clone, Copy)]
-pub struct AgentUse {
-    /// Resident memory (`VmRSS`), in KiB.
-    pub resident_kib: u64,
-    /// User and system CPU time.
-    pub cpu: Duration,
-}
-
-impl AgentUse {
-    /// What process `pid` has used so far, from `/proc`.
-    fn of(pid: u32) -> Self {
-        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("its status");
-        let resident_kib = status
-            .lines()
-            .find_map(|l| l.strip_prefix("VmRSS:"))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-            .expect("VmRSS");
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("its stat");
-        // Fields after the command's closing parenthesis; utime and stime
-        // are the 14th and 15th of the line, in clock ticks (100 a second).
-        let after = &stat[stat.rfind(')').expect("a command") + 2..];
-        let ticks: u64 = after
-            .split(' ')
-            .skip(11)
-            .take(2)
-            .map(|t| t.parse::<u64>().expect("ticks"))
-            .sum();
-        Self {
-            resident_kib,
-            cpu: Duration::from_millis(ticks * 10),
-        }
-    }
 }
 
 impl Phase {
@@ -306,7 +271,7 @@ impl Fleet {
     /// the phase before left to do).
     async fn at_rest(&mut self, name: &'static str) -> Phase {
         let (began, mark) = (Instant::now(), self.server.request_count());
-        let before: Vec<AgentUse> = self.agents().map(AgentUse::of).collect();
+        let before: Vec<AgentUse> = self.agents().map(AgentProcess::usage).collect();
         // A measurement window, not a wait for an event.
         tokio::time::sleep(self.options.rest).await;
         let open = self.server.open_watches("");
@@ -315,8 +280,8 @@ impl Fleet {
         phase.agents = self
             .agents()
             .zip(before)
-            .map(|(pid, before)| {
-                let after = AgentUse::of(pid);
+            .map(|(agent, before)| {
+                let after = agent.usage();
                 AgentUse {
                     cpu: after.cpu.saturating_sub(before.cpu),
                     ..after
@@ -409,12 +374,9 @@ impl Fleet {
         self.options.wave.max(1)
     }
 
-    /// The process ids of the running agents.
-    fn agents(&self) -> impl Iterator<Item = u32> + '_ {
-        self.nodes
-            .iter()
-            .filter_map(|n| n.agent.as_ref())
-            .map(AgentProcess::pid)
+    /// The running agents.
+    fn agents(&self) -> impl Iterator<Item = &AgentProcess> + '_ {
+        self.nodes.iter().filter_map(|n| n.agent.as_ref())
     }
 
     /// The API server forgets its history and drops every watch, as a

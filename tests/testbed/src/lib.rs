@@ -16,7 +16,7 @@ mod node;
 pub mod objects;
 mod registry;
 
-pub use agent::AgentProcess;
+pub use agent::{AgentProcess, AgentUse};
 pub use apiserver::{Access, ApiServer, Key, Request, Selector};
 pub use node::NodeFiles;
 pub use registry::{OciRegistry, RegistryOptions};
