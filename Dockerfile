@@ -1,17 +1,26 @@
-# vigil's image: `docker build -t vigil .` at the repository root.
-# Build stage: the release binary, with the built-in policies compiled from
-# source to wasm32-wasip2 by engine/build.rs and embedded in it.
+# vigil's image for builders with internet access: `docker build -t vigil .` at
+# the repository root, for the builder's own architecture. Offline, and for
+# amd64 and arm64 in one index with SBOMs: release/image.sh, which makes the
+# same layout (a static binary at /vigil and the CA certificates, FROM scratch).
+#
+# Build stage: the static (musl) release binary, with the built-in policies
+# compiled from source to wasm32-wasip2 by engine/build.rs and embedded in it.
 FROM rust:1.95-bookworm AS build
-RUN rustup target add wasm32-wasip2
+RUN apt-get update && apt-get install -y --no-install-recommends musl-tools \
+ && rustup target add wasm32-wasip2 "$(uname -m)-unknown-linux-musl"
 WORKDIR /src
 COPY . .
-RUN cargo build --release --locked -p vigil \
- && install -D target/release/vigil /out/vigil
+RUN target="$(uname -m)-unknown-linux-musl" \
+ && cargo build --release --locked -p vigil --target "$target" \
+ && install -D -m 0555 "target/$target/release/vigil" /out/vigil
 
-# Runtime: glibc and nothing else (no shell, no package manager). The agent
-# runs as root only to write its hostPath state directory; the DaemonSet drops
-# every capability and mounts the root filesystem read-only.
-FROM gcr.io/distroless/cc-debian12
+# Runtime: the binary and the CA certificates, nothing else (no shell, no
+# package manager, no libc). The agent runs as root only to write its hostPath
+# state directory; the DaemonSet drops every capability and mounts the root
+# filesystem read-only.
+FROM scratch
 COPY --from=build /out/vigil /vigil
+COPY --from=build /etc/ssl/certs/ca-certificates.crt /etc/ssl/certs/ca-certificates.crt
+ENV SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt
 ENTRYPOINT ["/vigil"]
 CMD ["agent"]

@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# vigil's image, built with no internet access: a static (musl) release binary
+# and the CA certificates in an image FROM scratch (no shell, no package
+# manager), one per architecture, gathered in one OCI index, with a CycloneDX
+# SBOM of each binary beside it.
+#
+#   release/image.sh [--arch amd64|arm64|all] [--push REGISTRY/REPOSITORY[:TAG]] [--insecure]
+#
+# Writes target/image/: vigil-VERSION.oci/ (an OCI image layout holding the
+# index), vigil-VERSION-ARCH.cdx.json (the SBOMs) and digest (the index's
+# digest). With --push, also pushes the index (every architecture) and prints
+# the reference pinned by digest. Installs what it needs: buildah and
+# musl-tools (and gcc-aarch64-linux-gnu for arm64) from Debian's packages, the
+# Rust targets with rustup.
+# Images are kept in buildah's vfs storage under target/image/storage, not in
+# the machine's.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+# shellcheck source=../examples/policies/toolchain/toolchain.sh
+source examples/policies/toolchain/toolchain.sh
+
+arch=amd64
+push=
+tls=true
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --arch) arch=$2; shift 2 ;;
+        --push) push=$2; shift 2 ;;
+        --insecure) tls=false; shift ;;
+        *) echo "usage: $0 [--arch amd64|arm64|all] [--push REF] [--insecure]" >&2; exit 2 ;;
+    esac
+done
+case "$arch" in
+    all) arches="amd64 arm64" ;;
+    amd64|arm64) arches=$arch ;;
+    *) echo "unknown architecture $arch (amd64, arm64 or all)" >&2; exit 2 ;;
+esac
+
+need_debian_packages buildah musl-tools binutils
+case " $arches " in *" arm64 "*) need_debian_packages gcc-aarch64-linux-gnu ;; esac
+
+version=$(cargo metadata --locked --no-deps --format-version 1 |
+    python3 -c 'import json,sys; print(next(p["version"] for p in json.load(sys.stdin)["packages"] if p["name"] == "vigil"))')
+out=target/image
+storage=(--storage-driver vfs --root "$PWD/$out/storage/root" --runroot "$PWD/$out/storage/run")
+mkdir -p "$out"
+index="localhost/vigil:$version"
+buildah "${storage[@]}" manifest rm "$index" >/dev/null 2>&1 || true
+buildah "${storage[@]}" manifest create "$index" >/dev/null
+
+for a in $arches; do
+    case "$a" in
+        amd64) triple=x86_64-unknown-linux-musl ;;
+        arm64)
+            triple=aarch64-unknown-linux-musl
+            export CARGO_TARGET_AARCH64_UNKNOWN_LINUX_MUSL_LINKER=aarch64-linux-gnu-gcc
+            export CC_aarch64_unknown_linux_musl=aarch64-linux-gnu-gcc
+            ;;
+    esac
+    rustup target add "$triple" wasm32-wasip2 >/dev/null
+    echo "== vigil $version for $a ($triple)" >&2
+    cargo build --release --locked -p vigil --target "$triple"
+    binary=target/$triple/release/vigil
+    if readelf --program-headers "$binary" | grep -q INTERP; then
+        echo "$binary asks for a dynamic loader: it would not run FROM scratch" >&2
+        exit 1
+    fi
+    release/sbom.py "$triple" "$version" >"$out/vigil-$version-$a.cdx.json"
+
+    ctr=$(buildah "${storage[@]}" from --arch "$a" --os linux scratch)
+    buildah "${storage[@]}" copy --chmod 0555 "$ctr" "$binary" /vigil >/dev/null
+    buildah "${storage[@]}" copy --chmod 0444 "$ctr" /etc/ssl/certs/ca-certificates.crt \
+        /etc/ssl/certs/ca-certificates.crt >/dev/null
+    buildah "${storage[@]}" config --arch "$a" --os linux \
+        --entrypoint '["/vigil"]' --cmd agent \
+        --env SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt \
+        --label org.opencontainers.image.title=vigil \
+        --label org.opencontainers.image.version="$version" \
+        --label org.opencontainers.image.licenses=Apache-2.0 \
+        --label org.opencontainers.image.revision="$(git rev-parse HEAD)" \
+        "$ctr"
+    buildah "${storage[@]}" commit --quiet --format oci --rm "$ctr" "$index-$a" >/dev/null
+    buildah "${storage[@]}" manifest add "$index" "containers-storage:$index-$a" >/dev/null
+done
+
+rm -rf "$out/vigil-$version.oci"
+buildah "${storage[@]}" manifest push --quiet --all --format oci \
+    --digestfile "$out/digest" "$index" "oci:$out/vigil-$version.oci:$version"
+echo "== $out/vigil-$version.oci ($(cat "$out/digest")), SBOMs in $out" >&2
+if [ -n "$push" ]; then
+    buildah "${storage[@]}" manifest push --quiet --all --format oci --tls-verify="$tls" \
+        --digestfile "$out/pushed" "$index" "docker://$push"
+    repository=$push
+    case "${push##*/}" in *:*) repository=${push%:*} ;; esac
+    echo "pin: $repository@$(cat "$out/pushed")"
+fi

@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# The image test: builds vigil's amd64 image (release/image.sh), pushes it to a
+# registry on loopback (Debian's docker-registry), pulls it back by digest and
+# runs `vigil --version` and `vigil agent --help` in it with podman, as the
+# DaemonSet runs it: read-only root, every capability dropped, no new
+# privileges, no network. Then checks the image holds nothing but the binary
+# and the CA certificates (no shell), and that its index names the
+# architecture. Installs what it needs from Debian's packages when missing
+# (podman runs here only with runc: crun refuses this kernel's hybrid cgroups).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+# shellcheck source=../examples/policies/toolchain/toolchain.sh
+source examples/policies/toolchain/toolchain.sh
+need_debian_packages buildah podman runc musl-tools binutils curl
+need_registry_tools
+
+work=$(mktemp -d)
+registry_pid=
+cleanup() {
+    [ -n "$registry_pid" ] && kill "$registry_pid" 2>/dev/null || true
+    rm -rf "$work"
+}
+trap cleanup EXIT
+
+# A registry on loopback only (the packaged config listens on every interface).
+cat >"$work/registry.yml" <<EOF
+version: 0.1
+log:
+  level: info
+storage:
+  filesystem:
+    rootdirectory: $work/registry
+http:
+  addr: 127.0.0.1:0
+EOF
+docker-registry serve "$work/registry.yml" >"$work/registry.log" 2>&1 &
+registry_pid=$!
+addr=
+for _ in $(seq 1 100); do
+    addr=$(sed -n 's/.*msg="listening on \([^"]*\)".*/\1/p' "$work/registry.log" | head -n1)
+    [ -n "$addr" ] && break
+    kill -0 "$registry_pid" 2>/dev/null || { cat "$work/registry.log" >&2; exit 1; }
+    sleep 0.1
+done
+[ -n "$addr" ] || { echo "the registry did not start" >&2; cat "$work/registry.log" >&2; exit 1; }
+
+pin=$(release/image.sh --arch amd64 --push "$addr/vigil:test" --insecure | sed -n 's/^pin: //p')
+[ -n "$pin" ] || { echo "image.sh printed no pinned reference" >&2; exit 1; }
+echo "pushed $pin"
+
+# The index, read back from the registry by digest: one image, linux/amd64.
+digest=${pin##*@}
+curl -fsS -H 'Accept: application/vnd.oci.image.index.v1+json' \
+    "http://$addr/v2/vigil/manifests/$digest" >"$work/index.json"
+python3 - "$work/index.json" <<'EOF'
+import json, sys
+index = json.load(open(sys.argv[1]))
+assert index["mediaType"] == "application/vnd.oci.image.index.v1+json", index
+platforms = [(m["platform"]["os"], m["platform"]["architecture"]) for m in index["manifests"]]
+assert platforms == [("linux", "amd64")], platforms
+EOF
+
+podman=(podman --storage-driver vfs --root "$work/podman/root" --runroot "$work/podman/run")
+"${podman[@]}" pull --quiet --tls-verify=false "$pin" >/dev/null
+run=("${podman[@]}" run --rm --runtime runc --read-only --cap-drop ALL
+    --security-opt no-new-privileges --network none
+    --ulimit nofile=1024:20000 --ulimit nproc=4096:4096)
+
+out=$("${run[@]}" "$pin" --version)
+echo "$out"
+case "$out" in
+    "vigil "*) ;;
+    *) echo "unexpected --version: $out" >&2; exit 1 ;;
+esac
+help=$("${run[@]}" "$pin" agent --help)
+grep -q -- '--node-name' <<<"$help" || { echo "agent --help does not name --node-name" >&2; exit 1; }
+
+# Nothing but the binary and the certificates: no shell to run.
+if "${run[@]}" --entrypoint /bin/sh "$pin" -c true >/dev/null 2>&1; then
+    echo "the image has a shell" >&2
+    exit 1
+fi
+ctr=$("${podman[@]}" create --runtime runc "$pin")
+"${podman[@]}" export "$ctr" | tar -t >"$work/files"
+"${podman[@]}" rm "$ctr" >/dev/null
+expected=$(printf '%s\n' etc/ etc/ssl/ etc/ssl/certs/ etc/ssl/certs/ca-certificates.crt vigil | sort)
+actual=$(grep -v '^\(dev\|proc\|sys\|run\)/\?' "$work/files" | grep -v '^etc/\(hosts\|hostname\|resolv.conf\)$' | sort)
+if [ "$actual" != "$expected" ]; then
+    echo "the image holds more than the binary and the certificates:" >&2
+    echo "$actual" >&2
+    exit 1
+fi
+echo "image test passed: $pin"
