@@ -457,8 +457,7 @@ impl Spread {
 /// This node's offset in a window of `spread`: stable (a hash of its name),
 /// and spread evenly over a fleet.
 pub fn turn(node: &str, spread: Duration) -> Duration {
-    let hash = crate::policy::Digest::of(format!("config-spread/{node}").as_bytes());
-    let head = u64::from_be_bytes(hash.as_bytes()[..8].try_into().expect("eight bytes"));
+    let head = crate::distribution::rollout::node_hash("config-spread", node);
     // The top 53 bits, as a fraction in [0, 1).
     spread.mul_f64((head >> 11) as f64 / (1u64 << 53) as f64)
 }

@@ -379,12 +379,11 @@ impl Reconciler {
             return Ok(Done::Wrote);
         };
         let owner = self.owner()?;
+        let existing = self.actual.policies.get(policy);
         let mut report = report.clone();
-        if let Some(existing) = self.actual.policies.get(policy) {
-            keep_since(&mut report, existing.status.as_ref());
-        }
+        keep_since(&mut report, existing.and_then(|e| e.status.as_ref()));
         let mut object = self.policy_object(policy, report, owner);
-        let written = match self.actual.policies.get(policy) {
+        let written = match existing {
             Some(existing)
                 if existing.metadata.owner_references == object.metadata.owner_references
                     && existing.status == object.status =>
