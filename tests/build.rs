@@ -11,6 +11,16 @@ fn sorter(features: &'static [&'static str]) -> Guest<'static> {
     }
 }
 
+/// A policy built from the previous contract (`wit/0.1.0/`).
+fn contract_0_1(features: &'static [&'static str]) -> Guest<'static> {
+    Guest {
+        dir: "tests/guests/contract-0-1",
+        package: "contract-0-1",
+        is_bin: false,
+        features,
+    }
+}
+
 fn main() {
     let guests = [
         ("VIGIL_GUEST_REVERSE_SORTER", sorter(&[])),
@@ -32,6 +42,8 @@ fn main() {
                 features: &[],
             },
         ),
+        ("VIGIL_GUEST_0_1_STRATEGY", contract_0_1(&["strategy"])),
+        ("VIGIL_GUEST_0_1_SORTER", contract_0_1(&["sorter"])),
         (
             "VIGIL_GUEST_NOT_A_POLICY",
             Guest {

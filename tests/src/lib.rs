@@ -33,6 +33,10 @@ pub const VERBOSE_SORTER: &[u8] = include_bytes!(env!("VIGIL_GUEST_VERBOSE_SORTE
 pub const REMEMBERING_SORTER: &[u8] = include_bytes!(env!("VIGIL_GUEST_REMEMBERING_SORTER"));
 /// An eviction strategy that answers what its config says (see its crate docs).
 pub const SCRIPTED_STRATEGY: &[u8] = include_bytes!(env!("VIGIL_GUEST_SCRIPTED_STRATEGY"));
+/// An eviction strategy built from the previous contract, `vigil:policy@0.1.0`.
+pub const STRATEGY_0_1: &[u8] = include_bytes!(env!("VIGIL_GUEST_0_1_STRATEGY"));
+/// A candidate sorter built from the previous contract, `vigil:policy@0.1.0`.
+pub const SORTER_0_1: &[u8] = include_bytes!(env!("VIGIL_GUEST_0_1_SORTER"));
 /// A WASI command component: no policy world at all.
 pub const NOT_A_POLICY: &[u8] = include_bytes!(env!("VIGIL_GUEST_NOT_A_POLICY"));
 

@@ -2,7 +2,8 @@
 //! (format, world, imports, canary call) and describes each one.
 
 use crate::policy::{
-    CacheOutcome, Digest, Host, Limits, LoadError, Policy, Source, WasmBytes, World, canary,
+    CONTRACT_VERSION, CacheOutcome, Contract, Digest, Host, Limits, LoadError, Policy, Source,
+    WasmBytes, World, canary,
 };
 use std::fmt;
 use std::path::Path;
@@ -15,6 +16,8 @@ pub struct CheckReport {
     pub origin: String,
     /// The world it implements.
     pub world: World,
+    /// The contract version it was built for.
+    pub contract: Contract,
     /// Its exports.
     pub exports: Vec<String>,
     /// Its imports.
@@ -36,6 +39,7 @@ impl CheckReport {
         Self {
             origin,
             world: policy.world(),
+            contract: policy.contract(),
             exports: policy.exports().to_vec(),
             imports: policy.imports().to_vec(),
             size: policy.size(),
@@ -54,8 +58,17 @@ impl fmt::Display for CheckReport {
             f,
             "  world:    vigil:policy/{}@{}",
             self.world,
-            crate::policy::CONTRACT_VERSION
+            self.contract.version()
         )?;
+        if self.contract.is_adapted() {
+            writeln!(
+                f,
+                "  contract: {} (an earlier one: this agent adapts it to {CONTRACT_VERSION}; rebuild against wit/ to move on)",
+                self.contract
+            )?;
+        } else {
+            writeln!(f, "  contract: {} (current)", self.contract)?;
+        }
         writeln!(f, "  exports:  {}", self.exports.join(", "))?;
         writeln!(
             f,

@@ -3,6 +3,7 @@
 //! see [`super::pool`]), an epoch deadline and a memory cap;
 //! its answer is validated against the contract before anyone sees it.
 
+use super::adapter::{MergerPre, SorterPre, StrategyPre};
 use super::cache::CacheOutcome;
 use super::error::{Cause, cause};
 use super::guest_env::GuestClock;
@@ -15,9 +16,8 @@ use super::sandbox::{
 };
 use super::trap;
 use super::validate::Declined;
-use super::{Digest, Fault, Limits, World};
+use super::{Contract, Digest, Fault, Limits, World};
 use crate::clock::Clock;
-use crate::model::bindings::{merger, sorter, strategy};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -35,11 +35,12 @@ pub enum Source {
     LastKnownGood(PathBuf),
 }
 
-/// The pre-instantiated component, typed by world.
+/// The pre-instantiated component, typed by world (and, within it, by the
+/// contract it speaks: see [`super::adapter`]).
 pub(crate) enum Pre {
-    Strategy(strategy::EvictionStrategyPre<Sandbox>),
-    Sorter(sorter::CandidateSorterPre<Sandbox>),
-    Merger(merger::ConfigMergerPre<Sandbox>),
+    Strategy(StrategyPre),
+    Sorter(SorterPre),
+    Merger(MergerPre),
 }
 
 /// Everything [`super::Host::load`] hands to [`Policy::new`].
@@ -47,6 +48,8 @@ pub(crate) struct Parts {
     pub(crate) name: String,
     pub(crate) digest: Digest,
     pub(crate) world: World,
+    /// The contract version it was built for.
+    pub(crate) contract: Contract,
     pub(crate) source: Source,
     /// The component's size in bytes (the bytes themselves are not kept).
     pub(crate) size: usize,
@@ -117,6 +120,10 @@ impl Policy {
     /// The world it implements.
     pub fn world(&self) -> World {
         self.parts.world
+    }
+    /// The contract version it was built for (an earlier one is adapted).
+    pub fn contract(&self) -> Contract {
+        self.parts.contract
     }
     /// Where its bytes came from.
     pub fn source(&self) -> &Source {

@@ -80,15 +80,14 @@ pub enum LoadError {
         engine_key: String,
     },
     /// The component exports none of the policy interfaces.
-    #[error("exports none of the vigil:policy@0.2.0 worlds (its exports: {exports})")]
+    #[error("exports none of the vigil:policy worlds, 0.1.0 or 0.2.0 (its exports: {exports})")]
     NoWorld {
         /// What it exports instead.
         exports: String,
     },
     /// The component speaks another version of the contract.
     #[error(
-        "built for vigil:policy@{version}, this agent speaks {} (it exports {found}); rebuild it against this agent's wit/",
-        super::world::CONTRACT_VERSION
+        "built for vigil:policy@{version}, this agent serves 0.1.0 and 0.2.0 (it exports {found}); rebuild it against this agent's wit/"
     )]
     UnsupportedVersion {
         /// The contract version it was built for (what follows `@`).
@@ -106,10 +105,12 @@ pub enum LoadError {
     #[error("has an import the sandbox cannot satisfy")]
     UnsatisfiedImport(#[source] Cause),
     /// The world's exports do not have the expected types.
-    #[error("its exports do not match the {world} world")]
+    #[error("its exports do not match the {world} world of {contract}")]
     WrongExports {
         /// The world it claimed.
         world: &'static str,
+        /// The contract version it claimed.
+        contract: super::Contract,
         /// What did not match.
         #[source]
         source: Cause,

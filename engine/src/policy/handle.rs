@@ -13,13 +13,12 @@
 
 // A deliberate cycle with `component`: a `Policy` hands out these typed
 // handles (`as_strategy`…), and each handle calls back into its `Policy`.
+use super::adapter::{MergerPre, SorterPre, StrategyPre};
 use super::component::Outcome;
 use super::interest::{Declared, narrow, restore};
-use super::sandbox::Sandbox;
 use super::{Fault, Policy, validate};
 use crate::model::bindings::{
-    Candidate, Decision, Eviction, Layer, MergeRejection, Snapshot, Sorted, merger, sorter,
-    strategy,
+    Candidate, Decision, Eviction, Layer, MergeRejection, Snapshot, Sorted,
 };
 use std::sync::Arc;
 
@@ -27,7 +26,7 @@ use std::sync::Arc;
 #[derive(Clone, Copy)]
 pub struct Strategy<'a> {
     policy: &'a Policy,
-    pre: &'a strategy::EvictionStrategyPre<Sandbox>,
+    pre: &'a StrategyPre,
     supervisor: Option<&'a dyn Supervisor>,
 }
 
@@ -35,7 +34,7 @@ pub struct Strategy<'a> {
 #[derive(Clone, Copy)]
 pub struct Sorter<'a> {
     policy: &'a Policy,
-    pre: &'a sorter::CandidateSorterPre<Sandbox>,
+    pre: &'a SorterPre,
     supervisor: Option<&'a dyn Supervisor>,
 }
 
@@ -43,7 +42,7 @@ pub struct Sorter<'a> {
 #[derive(Clone, Copy)]
 pub struct Merger<'a> {
     policy: &'a Policy,
-    pre: &'a merger::ConfigMergerPre<Sandbox>,
+    pre: &'a MergerPre,
     supervisor: Option<&'a dyn Supervisor>,
 }
 
@@ -67,7 +66,7 @@ fn supervise<T, E>(
 }
 
 impl<'a> Strategy<'a> {
-    pub(super) fn new(policy: &'a Policy, pre: &'a strategy::EvictionStrategyPre<Sandbox>) -> Self {
+    pub(super) fn new(policy: &'a Policy, pre: &'a StrategyPre) -> Self {
         Self {
             policy,
             pre,
@@ -91,11 +90,7 @@ impl<'a> Strategy<'a> {
         self.policy.interest(
             config,
             |store| self.pre.instantiate(store),
-            |instance, store| {
-                instance
-                    .vigil_policy_strategy()
-                    .call_declare_interest(store, config)
-            },
+            |instance, store| instance.declare_interest(store, config),
         )
     }
 
@@ -113,11 +108,7 @@ impl<'a> Strategy<'a> {
             let aside = narrow(snapshot.pods.iter_mut(), &declared.keys);
             let outcome = self.policy.call(
                 |store| self.pre.instantiate(store),
-                |instance, store| {
-                    instance
-                        .vigil_policy_strategy()
-                        .call_evaluate(store, snapshot)
-                },
+                |instance, store| instance.evaluate(store, snapshot),
             );
             let answer = self
                 .policy
@@ -146,11 +137,7 @@ impl<'a> Strategy<'a> {
             let aside = narrow(snapshot.pods.iter_mut(), &declared.keys);
             let outcome = self.policy.call(
                 |store| self.pre.instantiate(store),
-                |instance, store| {
-                    instance
-                        .vigil_policy_strategy()
-                        .call_top_victims(store, snapshot, scope, n)
-                },
+                |instance, store| instance.top_victims(store, snapshot, scope, n),
             );
             restore(snapshot.pods.iter_mut(), aside);
             self.policy
@@ -160,7 +147,7 @@ impl<'a> Strategy<'a> {
 }
 
 impl<'a> Sorter<'a> {
-    pub(super) fn new(policy: &'a Policy, pre: &'a sorter::CandidateSorterPre<Sandbox>) -> Self {
+    pub(super) fn new(policy: &'a Policy, pre: &'a SorterPre) -> Self {
         Self {
             policy,
             pre,
@@ -185,11 +172,7 @@ impl<'a> Sorter<'a> {
         self.policy.interest(
             config,
             |store| self.pre.instantiate(store),
-            |instance, store| {
-                instance
-                    .vigil_policy_sorter()
-                    .call_declare_interest(store, config)
-            },
+            |instance, store| instance.declare_interest(store, config),
         )
     }
 
@@ -212,11 +195,7 @@ impl<'a> Sorter<'a> {
             let aside = narrow(candidates.iter_mut().map(|c| &mut c.pod), &declared.keys);
             let outcome = self.policy.call(
                 |store| self.pre.instantiate(store),
-                |instance, store| {
-                    instance
-                        .vigil_policy_sorter()
-                        .call_sort(store, strategies, candidates, config)
-                },
+                |instance, store| instance.sort(store, strategies, candidates, config),
             );
             restore(candidates.iter_mut().map(|c| &mut c.pod), aside);
             self.policy
@@ -226,7 +205,7 @@ impl<'a> Sorter<'a> {
 }
 
 impl<'a> Merger<'a> {
-    pub(super) fn new(policy: &'a Policy, pre: &'a merger::ConfigMergerPre<Sandbox>) -> Self {
+    pub(super) fn new(policy: &'a Policy, pre: &'a MergerPre) -> Self {
         Self {
             policy,
             pre,
@@ -254,7 +233,7 @@ impl<'a> Merger<'a> {
             let answer = self.policy.checked(
                 self.policy.call(
                     |store| self.pre.instantiate(store),
-                    |instance, store| instance.vigil_policy_merger().call_merge(store, layers),
+                    |instance, store| instance.merge(store, layers),
                 ),
                 |_: &mut String| Ok(()),
             )?;

@@ -7,6 +7,7 @@
 //! it off the async runtime. Whether it compiles at all is its
 //! [`CompileMode`].
 
+use super::adapter::{MergerPre, SorterPre, StrategyPre};
 use super::cache::{ArtifactCache, CacheOutcome, Collected};
 use super::compiler::{ChildCompiler, CompileError, Compiled};
 use super::component::{Policy, Pre, Source};
@@ -16,9 +17,10 @@ use super::guest_env;
 use super::limits::EPOCH_TICK;
 use super::pool::{self, CallSlots};
 use super::sandbox::Sandbox;
-use super::{Digest, Limits, LoadError, WasmBytes, World};
+use super::{Contract, Digest, Limits, LoadError, WasmBytes, World};
 use crate::clock::{Clock, SystemClock};
 use crate::model::bindings::{merger, sorter, strategy};
+use crate::model::v0_1;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
@@ -180,6 +182,11 @@ impl Host {
             .map_err(|e| HostError::Engine(cause(e)))?;
         strategy::vigil::policy::log::add_to_linker::<_, HasSelf<Sandbox>>(&mut linker, |s| s)
             .map_err(|e| HostError::Engine(cause(e)))?;
+        crate::model::v0_1::strategy::vigil::policy::log::add_to_linker::<_, HasSelf<Sandbox>>(
+            &mut linker,
+            |s| s,
+        )
+        .map_err(|e| HostError::Engine(cause(e)))?;
         guest_env::link(&mut linker).map_err(|e| HostError::Engine(cause(e)))?;
         let cache = cache_dir
             .map(|dir| {
@@ -314,30 +321,44 @@ impl Host {
             .imports(&self.engine)
             .map(|(n, _)| n.to_owned())
             .collect();
-        let world = World::from_exports(exports.iter().map(String::as_str))?;
+        let (world, contract) = World::from_exports(exports.iter().map(String::as_str))?;
         let instance_pre = self
             .linker
             .instantiate_pre(&component)
             .map_err(|e| LoadError::UnsatisfiedImport(cause(e)))?;
         let wrong = |e| LoadError::WrongExports {
             world: world.name(),
+            contract,
             source: cause(e),
         };
-        let pre = match world {
-            World::EvictionStrategy => {
-                Pre::Strategy(strategy::EvictionStrategyPre::new(instance_pre).map_err(wrong)?)
-            }
-            World::CandidateSorter => {
-                Pre::Sorter(sorter::CandidateSorterPre::new(instance_pre).map_err(wrong)?)
-            }
-            World::ConfigMerger => {
-                Pre::Merger(merger::ConfigMergerPre::new(instance_pre).map_err(wrong)?)
-            }
+        let pre = match (world, contract) {
+            (World::EvictionStrategy, Contract::V0_2) => Pre::Strategy(StrategyPre::Current(
+                strategy::EvictionStrategyPre::new(instance_pre).map_err(wrong)?,
+            )),
+            (World::EvictionStrategy, Contract::V0_1) => Pre::Strategy(StrategyPre::V0_1(
+                v0_1::strategy::EvictionStrategyPre::new(instance_pre).map_err(wrong)?,
+            )),
+            (World::CandidateSorter, Contract::V0_2) => Pre::Sorter(SorterPre::Current(
+                sorter::CandidateSorterPre::new(instance_pre).map_err(wrong)?,
+            )),
+            (World::CandidateSorter, Contract::V0_1) => Pre::Sorter(SorterPre::V0_1(
+                v0_1::sorter::CandidateSorterPre::new(instance_pre).map_err(wrong)?,
+            )),
+            (World::ConfigMerger, Contract::V0_2) => Pre::Merger(MergerPre::Current(
+                merger::ConfigMergerPre::new(instance_pre).map_err(wrong)?,
+            )),
+            (World::ConfigMerger, Contract::V0_1) => Pre::Merger(MergerPre::V0_1(
+                v0_1::merger::ConfigMergerPre::new(instance_pre).map_err(wrong)?,
+            )),
         };
+        if contract.is_adapted() {
+            tracing::info!(policy = name, %contract, "component built for an earlier contract; served through the host's adapter");
+        }
         Ok(Policy::new(super::component::Parts {
             name: name.to_owned(),
             digest,
             world,
+            contract,
             source,
             size: bytes.len(),
             limits,

@@ -20,6 +20,7 @@
 //! The author's tools built on it (`vigil policy check`, `test`, `new`) live
 //! in [`crate::authoring`], above the host.
 
+mod adapter;
 pub mod builtin;
 mod cache;
 pub(crate) mod canary;
@@ -55,4 +56,4 @@ pub use host::{CompileMode, Host, HostError};
 pub use interest::Declared;
 pub use limits::{Limits, LimitsTable};
 pub use registry::{Incident, Phase, PolicyStatus, RefusedVersion, Registry, RegistryError};
-pub use world::{CONTRACT_VERSION, World};
+pub use world::{CONTRACT_VERSION, Contract, World};

@@ -284,6 +284,16 @@ impl log::Host for Sandbox {
     }
 }
 
+impl crate::model::v0_1::strategy::vigil::policy::log::Host for Sandbox {
+    fn log(
+        &mut self,
+        level: crate::model::v0_1::strategy::vigil::policy::log::Level,
+        message: String,
+    ) {
+        self.emit(super::adapter::level(level), None, &message);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

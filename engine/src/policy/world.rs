@@ -1,11 +1,48 @@
-//! The three worlds of the contract, and how a component's world is found
-//! from its exports.
+//! The three worlds of the contract, the contract versions this host
+//! serves, and how a component's world and version are found from its
+//! exports.
 
 use super::LoadError;
 use std::fmt;
 
 /// Version of the `vigil:policy` package this host implements.
 pub const CONTRACT_VERSION: &str = "0.2.0";
+
+/// A version of the `vigil:policy` contract this host serves: the current
+/// one, and the previous one through an adapter (see `wit/0.1.0/`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Contract {
+    /// `vigil:policy@0.1.0`: no interest is declared (every label and
+    /// annotation is passed), sorter candidates name their strategy and
+    /// reason, an owner's kind is a string.
+    V0_1,
+    /// `vigil:policy@0.2.0`, the current contract.
+    V0_2,
+}
+
+impl Contract {
+    /// Every contract served, oldest first.
+    pub const ALL: [Contract; 2] = [Self::V0_1, Self::V0_2];
+
+    /// The package version, e.g. `0.2.0`.
+    pub fn version(self) -> &'static str {
+        match self {
+            Self::V0_1 => "0.1.0",
+            Self::V0_2 => CONTRACT_VERSION,
+        }
+    }
+
+    /// Whether the host adapts this contract to the current one.
+    pub fn is_adapted(self) -> bool {
+        self != Self::V0_2
+    }
+}
+
+impl fmt::Display for Contract {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "vigil:policy@{}", self.version())
+    }
+}
 
 /// The kind of policy a component is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -44,23 +81,28 @@ impl World {
         }
     }
 
-    /// The fully qualified export name, e.g. `vigil:policy/sorter@0.2.0`.
-    pub fn export_name(self) -> String {
-        format!("vigil:policy/{}@{CONTRACT_VERSION}", self.interface())
+    /// The fully qualified export name under `contract`, e.g.
+    /// `vigil:policy/sorter@0.2.0`.
+    pub fn export_name(self, contract: Contract) -> String {
+        format!("vigil:policy/{}@{}", self.interface(), contract.version())
     }
 
-    /// Finds the world from a component's export names.
+    /// Finds the world, and the contract it is spoken in, from a
+    /// component's export names.
     ///
     /// # Errors
-    /// No policy export, several, or one of another contract version.
-    pub fn from_exports<'a>(exports: impl IntoIterator<Item = &'a str>) -> Result<Self, LoadError> {
+    /// No policy export, several, or one of a contract version not served.
+    pub fn from_exports<'a>(
+        exports: impl IntoIterator<Item = &'a str>,
+    ) -> Result<(Self, Contract), LoadError> {
         let exports: Vec<&str> = exports.into_iter().collect();
-        let found: Vec<World> = Self::ALL
+        let found: Vec<(World, Contract)> = Self::ALL
             .into_iter()
-            .filter(|w| exports.contains(&w.export_name().as_str()))
+            .flat_map(|w| Contract::ALL.map(|c| (w, c)))
+            .filter(|(w, c)| exports.contains(&w.export_name(*c).as_str()))
             .collect();
         match found.as_slice() {
-            [world] => Ok(*world),
+            [spoken] => Ok(*spoken),
             [] => match exports.iter().find(|e| e.starts_with("vigil:policy/")) {
                 Some(other) => Err(LoadError::UnsupportedVersion {
                     version: other.rsplit_once('@').map_or("?", |(_, v)| v).to_owned(),
@@ -73,7 +115,7 @@ impl World {
             several => Err(LoadError::SeveralWorlds {
                 exports: several
                     .iter()
-                    .map(|w| w.export_name())
+                    .map(|(w, c)| w.export_name(*c))
                     .collect::<Vec<_>>()
                     .join(", "),
             }),
@@ -100,27 +142,36 @@ mod tests {
     use super::*;
 
     #[test]
-    fn finds_the_world_from_exports() {
-        let world =
+    fn finds_the_world_and_contract_from_exports() {
+        let spoken =
             World::from_exports(["wasi:cli/run@0.2.0", "vigil:policy/sorter@0.2.0"]).unwrap();
-        assert_eq!(world, World::CandidateSorter);
+        assert_eq!(spoken, (World::CandidateSorter, Contract::V0_2));
+        let previous = World::from_exports(["vigil:policy/strategy@0.1.0"]).unwrap();
+        assert_eq!(previous, (World::EvictionStrategy, Contract::V0_1));
+        assert!(previous.1.is_adapted() && !spoken.1.is_adapted());
+        assert_eq!(previous.1.to_string(), "vigil:policy@0.1.0");
         assert!(matches!(
             World::from_exports(["wasi:cli/run@0.2.6"]),
             Err(LoadError::NoWorld { exports }) if exports == "wasi:cli/run@0.2.6"
         ));
-        let old = World::from_exports(["vigil:policy/sorter@0.1.0"]).unwrap_err();
+        let future = World::from_exports(["vigil:policy/sorter@0.3.0"]).unwrap_err();
         assert!(matches!(
-            &old,
+            &future,
             LoadError::UnsupportedVersion { version, found }
-                if version == "0.1.0" && found == "vigil:policy/sorter@0.1.0"
+                if version == "0.3.0" && found == "vigil:policy/sorter@0.3.0"
         ));
         assert!(
-            old.to_string()
-                .starts_with("built for vigil:policy@0.1.0, this agent speaks 0.2.0"),
-            "{old}"
+            future
+                .to_string()
+                .starts_with("built for vigil:policy@0.3.0, this agent serves 0.1.0 and 0.2.0"),
+            "{future}"
         );
         assert!(matches!(
             World::from_exports(["vigil:policy/sorter@0.2.0", "vigil:policy/merger@0.2.0"]),
+            Err(LoadError::SeveralWorlds { .. })
+        ));
+        assert!(matches!(
+            World::from_exports(["vigil:policy/sorter@0.1.0", "vigil:policy/sorter@0.2.0"]),
             Err(LoadError::SeveralWorlds { .. })
         ));
     }

@@ -45,15 +45,23 @@ fn invalid_files_fail_the_check_naming_file_and_reason() {
     };
     let garbage = write("garbage.wasm", b"this is not wasm");
     let module = write("module.wasm", &wat::parse_str("(module)").unwrap());
-    // What a sorter built against the previous contract exports.
-    let old = write(
-        "old.wasm",
+    // What a sorter built against a contract this agent does not know exports.
+    let future = write(
+        "future.wasm",
+        &wat::parse_str(
+            r#"(component (instance $i) (export "vigil:policy/sorter@0.3.0" (instance $i)))"#,
+        )
+        .unwrap(),
+    );
+    // A 0.1.0 sorter's export name, without the sorter behind it.
+    let hollow = write(
+        "hollow.wasm",
         &wat::parse_str(
             r#"(component (instance $i) (export "vigil:policy/sorter@0.1.0" (instance $i)))"#,
         )
         .unwrap(),
     );
-    let (ok, text) = vigil(&["policy", "check", &garbage, &module, &old]);
+    let (ok, text) = vigil(&["policy", "check", &garbage, &module, &future, &hollow]);
     assert!(!ok, "{text}");
     assert!(
         text.contains(&format!("{garbage}: INVALID: not a WebAssembly file")),
@@ -67,11 +75,17 @@ fn invalid_files_fail_the_check_naming_file_and_reason() {
     );
     assert!(
         text.contains(&format!(
-            "{old}: INVALID: built for vigil:policy@0.1.0, this agent speaks 0.2.0"
+            "{future}: INVALID: built for vigil:policy@0.3.0, this agent serves 0.1.0 and 0.2.0"
         )),
         "{text}"
     );
-    assert!(text.contains("3 problem(s) found by the check"), "{text}");
+    assert!(
+        text.contains(&format!(
+            "{hollow}: INVALID: its exports do not match the candidate-sorter world of vigil:policy@0.1.0"
+        )),
+        "{text}"
+    );
+    assert!(text.contains("4 problem(s) found by the check"), "{text}");
 }
 
 #[test]
@@ -107,7 +121,9 @@ fn the_example_policies_in_c_javascript_and_python_pass_and_name_their_world() {
     let (ok, text) = vigil(&args);
     assert!(ok, "{text}");
     for (path, (_, world)) in paths.iter().zip(examples) {
-        let report = format!("{path}: ok\n  world:    vigil:policy/{world}@0.2.0\n");
+        let report = format!(
+            "{path}: ok\n  world:    vigil:policy/{world}@0.2.0\n  contract: vigil:policy@0.2.0 (current)\n"
+        );
         assert!(text.contains(&report), "{report} in {text}");
     }
     assert_eq!(text.matches("canary call passed").count(), examples.len());

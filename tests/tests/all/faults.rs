@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 use vigil::clock::ManualClock;
 use vigil::model::bindings::{MetLevel, Snapshot};
-use vigil::policy::{Fault, Host, Limits, LoadError, Source};
+use vigil::policy::{Contract, Fault, Host, Limits, LoadError, Source};
 use vigil_tests::*;
 
 fn load(bytes: &[u8]) -> Result<vigil::policy::Policy, LoadError> {
@@ -112,11 +112,25 @@ fn components_that_cannot_be_policies_are_refused_with_the_reason() {
             |e| matches!(e, LoadError::UnsatisfiedImport(_)),
         ),
         (
-            "built for the previous contract",
-            hollow_sorter_wat(None, "0.1.0"),
+            "built for a contract this agent does not know",
+            hollow_sorter_wat(None, "0.3.0"),
             |e| {
                 e.to_string()
-                    .starts_with("built for vigil:policy@0.1.0, this agent speaks 0.2.0")
+                    .starts_with("built for vigil:policy@0.3.0, this agent serves 0.1.0 and 0.2.0")
+            },
+        ),
+        (
+            "the previous contract's export without its functions",
+            hollow_sorter_wat(None, "0.1.0"),
+            |e| {
+                matches!(
+                    e,
+                    LoadError::WrongExports {
+                        world: "candidate-sorter",
+                        contract: Contract::V0_1,
+                        ..
+                    }
+                )
             },
         ),
         (
@@ -127,6 +141,7 @@ fn components_that_cannot_be_policies_are_refused_with_the_reason() {
                     e,
                     LoadError::WrongExports {
                         world: "candidate-sorter",
+                        contract: Contract::V0_2,
                         ..
                     }
                 )

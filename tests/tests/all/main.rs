@@ -3,6 +3,7 @@
 //! Run one suite with `cargo test -p vigil-tests --test all SUITE::`.
 
 mod cache;
+mod contracts;
 mod distribution;
 mod eviction;
 mod faults;
