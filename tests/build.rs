@@ -44,6 +44,7 @@ fn main() {
         ),
         ("VIGIL_GUEST_0_1_STRATEGY", contract_0_1(&["strategy"])),
         ("VIGIL_GUEST_0_1_SORTER", contract_0_1(&["sorter"])),
+        ("VIGIL_GUEST_0_1_MERGER", contract_0_1(&["merger"])),
         (
             "VIGIL_GUEST_NOT_A_POLICY",
             Guest {

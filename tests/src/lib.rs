@@ -37,6 +37,8 @@ pub const SCRIPTED_STRATEGY: &[u8] = include_bytes!(env!("VIGIL_GUEST_SCRIPTED_S
 pub const STRATEGY_0_1: &[u8] = include_bytes!(env!("VIGIL_GUEST_0_1_STRATEGY"));
 /// A candidate sorter built from the previous contract, `vigil:policy@0.1.0`.
 pub const SORTER_0_1: &[u8] = include_bytes!(env!("VIGIL_GUEST_0_1_SORTER"));
+/// A config merger built from the previous contract, `vigil:policy@0.1.0`.
+pub const MERGER_0_1: &[u8] = include_bytes!(env!("VIGIL_GUEST_0_1_MERGER"));
 /// A WASI command component: no policy world at all.
 pub const NOT_A_POLICY: &[u8] = include_bytes!(env!("VIGIL_GUEST_NOT_A_POLICY"));
 

@@ -5,7 +5,9 @@
 //! real eviction manager.
 
 use vigil::authoring::check::check_bytes;
-use vigil::model::{Candidate, CandidateUrgency, KeyValue, OwnerKind, Pod, Signal, Snapshot};
+use vigil::model::{
+    Candidate, CandidateUrgency, KeyValue, Layer, OwnerKind, Pod, Signal, Snapshot,
+};
 use vigil::policy::{Contract, Host, Limits, Policy, Source, World};
 use vigil::simulate::{RunOptions, Scenario, run};
 use vigil_tests::*;
@@ -235,6 +237,37 @@ fn a_0_1_0_sorter_is_told_strategy_and_reason_and_its_order_counts_where_0_1_0_l
             "{urgency:?}: the strategy's name and why it proposed the pod"
         );
     }
+}
+
+#[test]
+fn a_0_1_0_merger_merges_and_its_rejections_name_the_layer() {
+    let policy = load("legacy", MERGER_0_1);
+    assert_eq!(
+        (policy.world(), policy.contract()),
+        (World::ConfigMerger, Contract::V0_1)
+    );
+    let merger = policy.as_merger().expect("a merger");
+    let layer = |source: &str, json: &str| Layer {
+        source: source.into(),
+        json: json.into(),
+    };
+    let merged = merger
+        .merge(&[
+            layer("defaults", r#"{"evictionPeriodSeconds": 10}"#),
+            layer("VigilConfig/pool-a", r#"{"evictionPeriodSeconds": 5}"#),
+        ])
+        .unwrap()
+        .unwrap();
+    assert_eq!(merged["evictionPeriodSeconds"], 5);
+    let rejections = merger
+        .merge(&[layer("defaults", "{}"), layer("VigilConfig/bad", "[1]")])
+        .unwrap()
+        .unwrap_err();
+    let rejections: Vec<(&str, &str, &str)> = rejections
+        .iter()
+        .map(|r| (r.source.as_str(), r.field.as_str(), r.reason.as_str()))
+        .collect();
+    assert_eq!(rejections, [("VigilConfig/bad", "$", "not a JSON object")]);
 }
 
 /// Hard memory pressure with the 0.1.0 strategy and sorter in the policies

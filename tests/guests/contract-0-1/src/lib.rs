@@ -11,6 +11,8 @@
 //!   the snapshot's order, and logs what it saw through the 0.1.0 `log`;
 //! - `sorter`: refuses pods labelled `legacy.vigil.dev/keep`, saying which
 //!   strategy proposed them and why; orders the rest by name, last first.
+//! - `merger`: the last layer wins whole; a layer that is not a JSON object
+//!   (by its first character) is rejected, naming its source.
 
 #[cfg(feature = "strategy")]
 mod strategy {
@@ -156,4 +158,40 @@ mod sorter {
     }
 
     bindings::export!(LegacySorter with_types_in bindings);
+}
+
+#[cfg(feature = "merger")]
+mod merger {
+    /// Bindings generated from the 0.1.0 `config-merger` world.
+    #[allow(missing_docs)]
+    pub mod bindings {
+        wit_bindgen::generate!({ path: "../../../wit/0.1.0", world: "config-merger" });
+    }
+
+    use bindings::exports::vigil::policy::merger::{Guest, Layer, Rejection};
+
+    /// The merger; exported only when built as a component.
+    pub struct LegacyMerger;
+
+    impl Guest for LegacyMerger {
+        fn merge(layers: Vec<Layer>) -> Result<String, Vec<Rejection>> {
+            let rejected: Vec<Rejection> = layers
+                .iter()
+                .filter(|l| !l.json.trim_start().starts_with('{'))
+                .map(|l| Rejection {
+                    source: l.source.clone(),
+                    field: "$".into(),
+                    reason: "not a JSON object".into(),
+                })
+                .collect();
+            if !rejected.is_empty() {
+                return Err(rejected);
+            }
+            Ok(layers
+                .last()
+                .map_or_else(|| "{}".into(), |l| l.json.clone()))
+        }
+    }
+
+    bindings::export!(LegacyMerger with_types_in bindings);
 }
