@@ -2,22 +2,53 @@
 //! and `deploy/crds.yaml` installs them: `VigilConfig` (the config layers),
 //! `VigilPolicy` (where a policy's component is published) and the status
 //! kinds of the fleet view.
+//!
+//! Each kind is a list of API versions merged into one definition, served
+//! all, stored in [`STORAGE_VERSION`]. Today the list is `v1alpha1` alone; a
+//! later `v1beta1` is a second Rust type (its own `#[kube(version)]`) added
+//! to its kind's list, and the storage version moves only once every agent
+//! reads it. The versions convert with `strategy: None` (the API server
+//! rewrites `apiVersion` only), so a new version may add optional fields but
+//! never rename or retype one (docs/operating.md, "CRD versions").
 
 use crate::config::crd::ConfigLayer;
 use crate::distribution::crd::VigilPolicy;
 use crate::fleet::kinds::{VigilNodeStatus, VigilPolicyStatus};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
+    CustomResourceConversion, CustomResourceDefinition,
+};
 use kube::CustomResourceExt;
+use kube::core::crd::merge_crds;
 use serde_json::Value;
+
+/// The API version every kind is stored in.
+pub const STORAGE_VERSION: &str = "v1alpha1";
+
+/// Each kind's definition: its versions, merged.
+fn kinds() -> Vec<CustomResourceDefinition> {
+    [
+        vec![ConfigLayer::crd()],
+        vec![VigilPolicy::crd()],
+        vec![VigilNodeStatus::crd()],
+        vec![VigilPolicyStatus::crd()],
+    ]
+    .into_iter()
+    .map(|versions| {
+        let mut crd = merge_crds(versions, STORAGE_VERSION)
+            .expect("every kind has one definition per version, the storage version among them");
+        crd.spec.conversion = Some(CustomResourceConversion {
+            strategy: "None".into(),
+            webhook: None,
+        });
+        crd
+    })
+    .collect()
+}
 
 /// The definitions, as a YAML stream.
 pub fn definitions() -> String {
     let mut yaml = String::new();
-    for crd in [
-        ConfigLayer::crd(),
-        VigilPolicy::crd(),
-        VigilNodeStatus::crd(),
-        VigilPolicyStatus::crd(),
-    ] {
+    for crd in kinds() {
         let mut crd = serde_json::to_value(crd).expect("a CRD serialises");
         plain_status(&mut crd);
         yaml.push_str("---\n");
@@ -49,6 +80,42 @@ mod tests {
             "deploy/crds.yaml is not what `vigil crd` prints; regenerate it with \
              `cargo run -p vigil -- crd > deploy/crds.yaml`"
         );
+    }
+
+    #[test]
+    fn each_kind_stores_one_version_and_serves_the_one_the_agent_reads() {
+        use kube::Resource;
+        let read = [
+            ConfigLayer::version(&()),
+            VigilPolicy::version(&()),
+            VigilNodeStatus::version(&()),
+            VigilPolicyStatus::version(&()),
+        ];
+        for (crd, read) in kinds().iter().zip(read) {
+            let kind = &crd.spec.names.kind;
+            let stored: Vec<&str> = crd
+                .spec
+                .versions
+                .iter()
+                .filter(|v| v.storage)
+                .map(|v| v.name.as_str())
+                .collect();
+            assert_eq!(
+                stored,
+                [STORAGE_VERSION],
+                "{kind}: exactly one storage version"
+            );
+            assert!(
+                crd.spec.versions.iter().all(|v| v.served),
+                "{kind}: every version is served"
+            );
+            assert!(
+                crd.spec.versions.iter().any(|v| v.name == read),
+                "{kind}: the agent reads {read}, which is not served"
+            );
+            let conversion = crd.spec.conversion.as_ref().expect("a conversion");
+            assert_eq!(conversion.strategy, "None", "{kind}");
+        }
     }
 
     #[test]
