@@ -39,5 +39,14 @@ if command -v kubectl > /dev/null; then
     echo "deploy/: components/compile-on-node does not make the agent compile with 640Mi" >&2
     exit 1
   fi
+  # The cleanup (docs/operating.md, "Uninstalling") renders and runs the
+  # release's image (its RBAC is checked against its requests by cargo test).
+  kubectl kustomize cleanup > "$rendered"
+  validate "$rendered"
+  image() { sed -n '/^images:/,$p' "$1"; }
+  if [ "$(image kustomization.yaml)" != "$(image cleanup/kustomization.yaml)" ]; then
+    echo "deploy/cleanup/: its images entry differs from deploy/'s (release/pin.sh pins both)" >&2
+    exit 1
+  fi
 fi
 echo "deploy/: manifests valid"

@@ -10,7 +10,8 @@
 # index), vigil-VERSION-ARCH.cdx.json (the SBOMs) and digest (the index's
 # digest). With --push, also pushes the index (every architecture) and prints
 # the reference pinned by digest. Installs what it needs: buildah and
-# musl-tools (and gcc-aarch64-linux-gnu for arm64) from Debian's packages, the
+# musl-tools (and gcc-aarch64-linux-gnu with libc6-dev-arm64-cross, whose C
+# headers ring compiles against, for arm64) from Debian's packages, the
 # Rust targets with rustup.
 # Images are kept in buildah's vfs storage under target/image/storage, not in
 # the machine's.
@@ -37,7 +38,7 @@ case "$arch" in
 esac
 
 need_debian_packages buildah musl-tools binutils
-case " $arches " in *" arm64 "*) need_debian_packages gcc-aarch64-linux-gnu ;; esac
+case " $arches " in *" arm64 "*) need_debian_packages gcc-aarch64-linux-gnu libc6-dev-arm64-cross ;; esac
 
 version=$(cargo metadata --locked --no-deps --format-version 1 |
     python3 -c 'import json,sys; print(next(p["version"] for p in json.load(sys.stdin)["packages"] if p["name"] == "vigil"))')

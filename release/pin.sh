@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Points deploy/kustomization.yaml at an image pinned by digest, as
+# Points deploy/kustomization.yaml and deploy/cleanup/'s at an image pinned by digest, as
 # release/image.sh --push prints it:
 #
 #   release/pin.sh REGISTRY/REPOSITORY@sha256:HEX
@@ -17,14 +17,15 @@ if [ "$repository" = "$reference" ] || ! [[ "$digest" =~ ^sha256:[0-9a-f]{64}$ ]
     echo "$reference is not pinned by a sha256 digest (REPOSITORY@sha256:HEX)" >&2
     exit 2
 fi
-python3 - deploy/kustomization.yaml "$repository" "$digest" <<'PY'
+python3 - "$repository" "$digest" deploy/kustomization.yaml deploy/cleanup/kustomization.yaml <<'PY'
 import re, sys
-path, repository, digest = sys.argv[1:]
-text = open(path).read()
+repository, digest, *paths = sys.argv[1:]
 entry = f"images:\n  - name: vigil\n    newName: {repository}\n    digest: {digest}\n"
-pinned, n = re.subn(r"images:\n  - name: vigil\n(    \w+: .*\n)+", entry, text)
-if n != 1:
-    sys.exit(f"{path}: no images entry for vigil to pin")
-open(path, "w").write(pinned)
+for path in paths:
+    text = open(path).read()
+    pinned, n = re.subn(r"images:\n  - name: vigil\n(    \w+: .*\n)+", entry, text)
+    if n != 1:
+        sys.exit(f"{path}: no images entry for vigil to pin")
+    open(path, "w").write(pinned)
 PY
-echo "deploy/kustomization.yaml runs $repository@$digest"
+echo "deploy/ and deploy/cleanup/ run $repository@$digest"

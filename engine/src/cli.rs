@@ -64,6 +64,9 @@ enum Command {
     /// Work with policy components.
     #[command(subcommand)]
     Policy(PolicyCommand),
+    /// Remove what vigil leaves behind when it is uninstalled (deploy/cleanup/ runs it).
+    #[command(subcommand)]
+    Cleanup(CleanupCommand),
     /// Print the custom resource definitions vigil reads (YAML), for `kubectl apply -f -`.
     Crd,
     /// Print the JSON Schema of vigil's config, for editors and CI checks of config files.
@@ -483,6 +486,38 @@ enum PolicyCommand {
     },
 }
 
+/// `vigil cleanup`'s two halves: the cluster's, run once, and each node's.
+#[derive(Debug, clap::Subcommand)]
+enum CleanupCommand {
+    /// Remove vigil's taints (`vigil.dev/…`) and conditions (`Vigil…`) from every node and
+    /// delete the fleet status objects; refused while an agent pod still runs.
+    Cluster {
+        /// The namespace the agents run in.
+        #[arg(long, env = "POD_NAMESPACE", default_value = "vigil-system")]
+        namespace: String,
+        /// The label selector of the agent pods.
+        #[arg(
+            long,
+            value_name = "SELECTOR",
+            default_value = "app.kubernetes.io/name=vigil"
+        )]
+        agent_selector: String,
+        /// A kubeconfig file; without it the in-cluster service account, else `$KUBECONFIG`.
+        #[arg(long, value_name = "FILE")]
+        kubeconfig: Option<PathBuf>,
+    },
+    /// Remove the agent's entries (checkpoint, last-known-good and pulled policies, compile
+    /// cache) from this node's state directory, leaving anything else.
+    Node {
+        /// The agent's state directory.
+        #[arg(long, value_name = "DIR", default_value = "/var/lib/vigil")]
+        state_dir: PathBuf,
+        /// Then wait for SIGTERM (as a DaemonSet's container, which must not exit).
+        #[arg(long)]
+        wait: bool,
+    },
+}
+
 /// Runs the command line.
 ///
 /// # Errors
@@ -555,6 +590,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             memory_limit_bytes,
             cache_dir,
         }) => compile(&digest, memory_limit_bytes, cache_dir),
+        Command::Cleanup(command) => cleanup(command).await,
         Command::Crd => {
             print!("{}", crate::crds::definitions());
             Ok(())
@@ -1012,6 +1048,62 @@ async fn simulate(args: SimulateArgs) -> anyhow::Result<()> {
 async fn agent(args: AgentArgs) -> anyhow::Result<()> {
     let config = args.into_config()?;
     crate::agent::run(config, shutdown_signal()?).await
+}
+
+/// `vigil cleanup cluster|node`.
+async fn cleanup(command: CleanupCommand) -> anyhow::Result<()> {
+    match command {
+        CleanupCommand::Cluster {
+            namespace,
+            agent_selector,
+            kubeconfig,
+        } => {
+            let metrics = std::sync::Arc::new(crate::metrics::Metrics::default());
+            let clients = crate::cluster::client::connect(
+                kubeconfig.as_deref(),
+                &metrics,
+                ClientOptions::default(),
+            )
+            .await
+            .context("cannot reach the cluster")?;
+            let done = crate::cleanup::cluster(clients.api, &namespace, &agent_selector).await?;
+            for node in &done.nodes {
+                println!("{node}: vigil's taints and conditions removed");
+            }
+            println!(
+                "{} of {} node(s) cleaned; {} VigilNodeStatus and {} VigilPolicyStatus object(s) deleted",
+                done.nodes.len(),
+                done.nodes_seen,
+                done.node_statuses,
+                done.policy_statuses
+            );
+            Ok(())
+        }
+        CleanupCommand::Node { state_dir, wait } => {
+            let terminated = shutdown_signal()?;
+            let done = crate::cleanup::state_dir(&state_dir)?;
+            println!(
+                "{}: removed {}",
+                state_dir.display(),
+                if done.removed.is_empty() {
+                    "nothing".to_owned()
+                } else {
+                    done.removed.join(", ")
+                }
+            );
+            if !done.left.is_empty() {
+                println!(
+                    "{}: left {} (not the agent's)",
+                    state_dir.display(),
+                    done.left.join(", ")
+                );
+            }
+            if wait {
+                terminated.await;
+            }
+            Ok(())
+        }
+    }
 }
 
 /// Installs the SIGTERM and SIGINT handlers now, so that a signal during

@@ -15,11 +15,13 @@
 //! - [`fleet`]: the status objects each agent publishes for its node;
 //! - [`simulate`]: scenarios on virtual time (`vigil simulate`);
 //! - [`authoring`]: the policy author's tools (`vigil policy check|test|new`);
+//! - [`cleanup`]: what an uninstall removes besides the manifests (`vigil cleanup`);
 //! - [`agent`]: `vigil agent`, the composition root of the DaemonSet process;
 //! - [`cli`]: the `vigil` command line (`main.rs` only calls [`cli::run`]).
 
 pub mod agent;
 pub mod authoring;
+pub mod cleanup;
 pub mod cli;
 pub mod clock;
 pub mod cluster;

@@ -131,16 +131,7 @@ impl NodeStatus {
                 })
             })
             .collect();
-        let patch = serde_json::json!({
-            "apiVersion": "v1",
-            "kind": "Node",
-            "metadata": {"name": self.node},
-            "status": {"conditions": conditions},
-        });
-        let params = PatchParams::apply(FIELD_MANAGER).force();
-        self.api
-            .patch_status(&self.node, &params, &Patch::Apply(&patch))
-            .await?;
+        apply_conditions(&self.api, &self.node, FIELD_MANAGER, conditions).await?;
         self.written = next;
         Ok(())
     }
@@ -212,26 +203,39 @@ impl LatestWriter<Status> for ConfigCondition {
             Some((before, since)) if before == holds => since,
             _ => now,
         };
-        let patch = serde_json::json!({
-            "apiVersion": "v1",
-            "kind": "Node",
-            "metadata": {"name": self.node},
-            "status": {"conditions": [{
-                "type": CONFIG_CONDITION,
-                "status": if holds { "True" } else { "False" },
-                "reason": status.reason.as_str(),
-                "message": status.message,
-                "lastHeartbeatTime": Time(now),
-                "lastTransitionTime": Time(since),
-            }]},
+        let condition = serde_json::json!({
+            "type": CONFIG_CONDITION,
+            "status": if holds { "True" } else { "False" },
+            "reason": status.reason.as_str(),
+            "message": status.message,
+            "lastHeartbeatTime": Time(now),
+            "lastTransitionTime": Time(since),
         });
-        let params = PatchParams::apply(CONFIG_FIELD_MANAGER).force();
-        self.api
-            .patch_status(&self.node, &params, &Patch::Apply(&patch))
-            .await?;
+        apply_conditions(&self.api, &self.node, CONFIG_FIELD_MANAGER, vec![condition]).await?;
         self.written = Some((holds, since));
         Ok(())
     }
+}
+
+/// Makes `node` show exactly `conditions` of those `manager` applies: by
+/// server-side apply, the conditions it applied before and lists no more are
+/// removed (an empty list removes them all).
+pub(crate) async fn apply_conditions(
+    api: &Api<Node>,
+    node: &str,
+    manager: &str,
+    conditions: Vec<serde_json::Value>,
+) -> Result<(), kube::Error> {
+    let patch = serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": node},
+        "status": {"conditions": conditions},
+    });
+    let params = PatchParams::apply(manager).force();
+    api.patch_status(node, &params, &Patch::Apply(&patch))
+        .await?;
+    Ok(())
 }
 
 /// The taints the node should carry: every taint vigil does not own as it

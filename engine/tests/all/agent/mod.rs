@@ -8,6 +8,7 @@
 
 mod api_cost;
 mod checkpoint;
+mod cleanup;
 mod compiler;
 mod conditions;
 mod config;
@@ -42,8 +43,13 @@ const CONFIG: &str = "evictionPeriodSeconds: 1\nconditionTransitionSeconds: 2\np
 /// resource, verb). (The Role's `resourceNames` are the operator's to
 /// extend: a test's Secret is named as the Role names it.)
 fn granted() -> BTreeSet<(String, String, String)> {
+    granted_by("rbac.yaml")
+}
+
+/// What the ClusterRole and Role of `deploy/FILE` grant, as [`granted`].
+fn granted_by(file: &str) -> BTreeSet<(String, String, String)> {
     use serde::Deserialize;
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy/rbac.yaml");
+    let path = format!("{}/../deploy/{file}", env!("CARGO_MANIFEST_DIR"));
     let text = std::fs::read_to_string(path).unwrap();
     let roles: Vec<Value> = serde_norway::Deserializer::from_str(&text)
         .map(|doc| Value::deserialize(doc).unwrap())
@@ -71,7 +77,12 @@ fn granted() -> BTreeSet<(String, String, String)> {
 
 /// What the requests the server received needed: (API group, resource, verb).
 fn used(server: &ApiServer) -> BTreeSet<(String, String, String)> {
-    let requests = server.requests();
+    used_since(server, 0)
+}
+
+/// What the requests since `mark` (see [`ApiServer::request_count`]) needed.
+fn used_since(server: &ApiServer, mark: usize) -> BTreeSet<(String, String, String)> {
+    let requests = server.requests_since(mark);
     assert!(!requests.is_empty());
     requests
         .iter()
