@@ -16,8 +16,10 @@
 //!   (cold artifact cache; the most the agent held while they compiled,
 //!   sampled, and the peaks of the child processes that compiled them, from
 //!   the agent's log), then restarted with the cache warm.
+//!
+//! `VIGIL_BINARY=PATH` measures another build of vigil, e.g. the image's.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 use vigil_testbed::{AgentProcess, ApiServer, NodeFiles, objects};
 
@@ -28,8 +30,12 @@ const REST: Duration = Duration::from_secs(20);
 /// The default period (5 s): events, not the period, must drive the loop.
 const CONFIG: &str = "policies:\n  memory-pressure:\n    config: {hard: 500Mi}\n";
 
-fn binary() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_vigil"))
+/// The binary measured: `$VIGIL_BINARY` if set (e.g. the image's static
+/// musl build, `target/x86_64-unknown-linux-musl/release/vigil`), else
+/// cargo's build of this bench.
+fn binary() -> PathBuf {
+    std::env::var_os("VIGIL_BINARY")
+        .map_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_vigil")), PathBuf::from)
 }
 
 fn pod(server: &ApiServer, files: &NodeFiles, name: &str, usage_mib: u64) {
@@ -78,7 +84,7 @@ async fn signal_to_eviction() {
             4000 - i as u64 * 10,
         );
     }
-    let agent = AgentProcess::start(binary(), NODE, &files, &server, CONFIG, &[]);
+    let agent = AgentProcess::start(&binary(), NODE, &files, &server, CONFIG, &[]);
     started(&server, &agent).await;
     let mut samples = Vec::new();
     for i in 0..EVENTS {
@@ -181,7 +187,7 @@ async fn memory_with_example_policies() {
     let server = ApiServer::start().await;
     server.put("nodes", "", objects::node(NODE));
     let files = NodeFiles::default();
-    let agent = AgentProcess::start(binary(), NODE, &files, &server, CONFIG, &[]);
+    let agent = AgentProcess::start(&binary(), NODE, &files, &server, CONFIG, &[]);
     started(&server, &agent).await;
     println!("memory, built-ins only: {}", memory(agent.pid()));
     let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/policies");
@@ -211,7 +217,7 @@ async fn memory_with_example_policies() {
         .collect();
     println!("  the compiler children's peaks (MiB, built-ins first): {children:?}");
     drop(agent);
-    let agent = AgentProcess::start(binary(), NODE, &files, &server, CONFIG, &[]);
+    let agent = AgentProcess::start(&binary(), NODE, &files, &server, CONFIG, &[]);
     started(&server, &agent).await;
     serving(&agent, &EXAMPLES).await;
     println!(
@@ -249,7 +255,7 @@ async fn at_rest(pods: usize, config_maps: bool) {
     for i in 0..pods {
         pod(&server, &files, &format!("pod-{i}"), 10 + (i as u64 % 200));
     }
-    let agent = AgentProcess::start(binary(), NODE, &files, &server, CONFIG, &[]);
+    let agent = AgentProcess::start(&binary(), NODE, &files, &server, CONFIG, &[]);
     started(&server, &agent).await;
     server
         .until(LIMIT, "the status objects published", |s| {
