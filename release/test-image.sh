@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The image test: builds vigil's amd64 image (release/image.sh), pushes it to a
 # registry on loopback (Debian's docker-registry), pulls it back by digest and
-# runs `vigil --version` and `vigil agent --help` in it with podman, as the
+# runs `vigil --version`, `vigil agent --help` and `vigil policy check
+# --builtin` (the policies compile and run) in it with podman, as the
 # DaemonSet runs it: read-only root, every capability dropped, no new
 # privileges, no network. Then checks the image holds nothing but the binary
 # and the CA certificates (no shell), and that its index names the
@@ -74,6 +75,18 @@ case "$out" in
 esac
 help=$("${run[@]}" "$pin" agent --help)
 grep -q -- '--node-name' <<<"$help" || { echo "agent --help does not name --node-name" >&2; exit 1; }
+# The policies run in it: the built-ins compile and pass their canary call
+# (wasmtime runs only code compiled for the binary's own triple, musl here),
+# with nothing writable but a tmpfs for the compile cache.
+check=$("${run[@]}" --tmpfs /tmp "$pin" policy check --builtin --cache-dir /tmp/cache 2>&1) || {
+    echo "the built-in policies do not load in the image:" >&2
+    echo "$check" >&2
+    exit 1
+}
+if [ "$(grep -c ': ok$' <<<"$check")" -lt 3 ]; then
+    echo "policy check --builtin in the image: $check" >&2
+    exit 1
+fi
 
 # Nothing but the binary and the certificates: no shell to run.
 if "${run[@]}" --entrypoint /bin/sh "$pin" -c true >/dev/null 2>&1; then

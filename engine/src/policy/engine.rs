@@ -3,8 +3,10 @@
 //!
 //! Left to itself, wasmtime compiles for the CPU it runs on, so an artifact
 //! would only fit nodes of the same CPU model. Here the engine is configured
-//! with a fixed [`Target`]: a Linux triple (whatever the libc of the vigil
-//! build) and a named CPU [`Baseline`] (a Cranelift preset, `x86-64-v2`
+//! with a fixed [`Target`]: a Linux triple (with the C library of this
+//! vigil build: wasmtime runs only code compiled for exactly the host's
+//! triple, so the image's static musl build and a glibc build do not share
+//! artifacts) and a named CPU [`Baseline`] (a Cranelift preset, `x86-64-v2`
 //! unless told otherwise), and artifacts are bound to this vigil build
 //! ([`BUILD`], wasmtime's module version). The [`EngineKey`] names all of
 //! it: SHA-256 over wasmtime's compatibility hash (triple, flags, tunables,
@@ -67,11 +69,14 @@ impl Baseline {
         }
     }
 
-    /// The triple of its architecture.
+    /// The triple of its architecture, with this build's C library.
     pub fn triple(self) -> &'static str {
-        match self {
-            Self::X86_64 | Self::X86_64V2 | Self::X86_64V3 => "x86_64-unknown-linux-gnu",
-            Self::Armv8 | Self::Armv81 => "aarch64-unknown-linux-gnu",
+        let x86 = matches!(self, Self::X86_64 | Self::X86_64V2 | Self::X86_64V3);
+        match (x86, cfg!(target_env = "musl")) {
+            (true, false) => "x86_64-unknown-linux-gnu",
+            (true, true) => "x86_64-unknown-linux-musl",
+            (false, false) => "aarch64-unknown-linux-gnu",
+            (false, true) => "aarch64-unknown-linux-musl",
         }
     }
 
