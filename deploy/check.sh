@@ -39,6 +39,18 @@ if command -v kubectl > /dev/null; then
     echo "deploy/: components/compile-on-node does not make the agent compile with 640Mi" >&2
     exit 1
   fi
+  # Moved into another namespace by an overlay, nothing still names the
+  # default one (RBAC subjects, FlowSchema subjects, the Namespace itself).
+  overlay=../target/deploy-check/other-namespace
+  mkdir -p "$overlay"
+  printf 'namespace: ops-vigil\nresources: [../../../deploy]\n' > "$overlay/kustomization.yaml"
+  kubectl kustomize "$overlay" > "$rendered"
+  validate "$rendered"
+  if grep -q 'vigil-system' "$rendered"; then
+    echo "deploy/: rendered into namespace ops-vigil, it still names vigil-system:" >&2
+    grep -n 'vigil-system' "$rendered" >&2
+    exit 1
+  fi
   # The cleanup (docs/operating.md, "Uninstalling") renders and runs the
   # release's image (its RBAC is checked against its requests by cargo test).
   kubectl kustomize cleanup > "$rendered"
