@@ -14,7 +14,7 @@ if [ ! -x "$venv/bin/kubernetes-validate" ]; then
   "$venv/bin/pip" install --quiet --disable-pip-version-check kubernetes-validate==1.37.0
 fi
 validate() { "$venv/bin/kubernetes-validate" --strict --quiet --kubernetes-version 1.37.0 "$@"; }
-validate namespace.yaml crds.yaml rbac.yaml flowcontrol.yaml daemonset.yaml service.yaml
+validate namespace.yaml crds.yaml rbac.yaml flowcontrol.yaml quota.yaml daemonset.yaml service.yaml
 if command -v kubectl > /dev/null; then
   rendered=$(mktemp)
   trap 'rm -f "$rendered"' EXIT
@@ -25,6 +25,11 @@ if command -v kubectl > /dev/null; then
     echo "deploy/: kustomize renders the vigil-policies ConfigMap; an upgrade would wipe policies" >&2
     exit 1
   fi
+  # Linux nodes only, at a priority some providers admit only under a quota
+  # naming it, listening dual-stack.
+  grep -q 'kubernetes.io/os: linux$' "$rendered"
+  grep -q -- '- --metrics-addr=\[::\]:9464$' "$rendered"
+  grep -A14 '^kind: ResourceQuota$' "$rendered" | grep -q -- '- system-node-critical$'
   # The default agent compiles nothing and is Guaranteed at 128Mi; the
   # compile-on-node component makes it compile, with room for it.
   grep -q -- '- --compile=never$' "$rendered"

@@ -223,8 +223,9 @@ struct AgentArgs {
     #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = duration,
           overrides_with = "config_spread")]
     config_spread: std::time::Duration,
-    /// Where to serve /metrics, /healthz and /readyz.
-    #[arg(long, default_value = "0.0.0.0:9464")]
+    /// Where to serve /metrics, /healthz and /readyz; `[::]` listens on IPv6 and IPv4
+    /// alike (IPv4 only on a node without IPv6).
+    #[arg(long, default_value = "[::]:9464")]
     metrics_addr: std::net::SocketAddr,
     /// Decide and report, evict nothing: evictions are sent as dry-run requests.
     #[arg(long)]
@@ -1209,7 +1210,8 @@ mod tests {
         }
         // The probes ask the paths the agent serves, on the port it listens on.
         let port = container["ports"][0]["containerPort"].as_u64().unwrap();
-        assert!(argv.contains(&format!("--metrics-addr=0.0.0.0:{port}")));
+        // Dual-stack: IPv6 and IPv4 alike.
+        assert!(argv.contains(&format!("--metrics-addr=[::]:{port}")));
         assert_eq!(container["livenessProbe"]["httpGet"]["path"], "/healthz");
         assert_eq!(container["readinessProbe"]["httpGet"]["path"], "/readyz");
     }

@@ -5,6 +5,9 @@
 //! store holds its first list and the loop has run, with the policies it
 //! loaded). Liveness never depends on the API server: during a brownout a
 //! restart would only add one more LIST to it.
+//!
+//! They listen where `--metrics-addr` says; `[::]` (the DaemonSet's) is
+//! dual-stack, IPv6 and IPv4 alike ([`listen`]).
 
 use crate::eviction::runner::Heartbeat;
 use crate::metrics::Metrics;
@@ -19,8 +22,10 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::reflector::Store;
 use prometheus_client::registry::Registry as PromRegistry;
 use std::future::Future;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
+use tokio::net::TcpListener;
 
 /// What the health endpoints look at.
 #[derive(Clone)]
@@ -72,7 +77,7 @@ struct Shared {
 
 /// Serves the endpoints on `listener` until `stop` resolves.
 pub async fn serve(
-    listener: tokio::net::TcpListener,
+    listener: TcpListener,
     metrics: Arc<Metrics>,
     policies: Arc<Registry>,
     health: Health,
@@ -135,4 +140,75 @@ async fn readyz(State(shared): State<Arc<Shared>>) -> impl IntoResponse {
         shared.health.ready(),
         "waiting for the pod list and the first cycle",
     )
+}
+
+/// Listens on `addr`. The IPv6 unspecified address (`[::]`) listens on IPv6
+/// and IPv4 alike, whatever the node's `net.ipv6.bindv6only`; on a node whose
+/// kernel has IPv6 disabled it falls back to `0.0.0.0` on the same port.
+///
+/// # Errors
+/// The address cannot be listened on.
+pub async fn listen(addr: SocketAddr) -> std::io::Result<TcpListener> {
+    if addr.ip() != IpAddr::V6(Ipv6Addr::UNSPECIFIED) {
+        return TcpListener::bind(addr).await;
+    }
+    match dual_stack(addr) {
+        Err(error) if error.raw_os_error() == Some(libc::EAFNOSUPPORT) => {
+            tracing::info!(
+                port = addr.port(),
+                "IPv6 is disabled on this node; listening on IPv4 only"
+            );
+            TcpListener::bind((Ipv4Addr::UNSPECIFIED, addr.port())).await
+        }
+        listener => listener,
+    }
+}
+
+/// A listener on `[::]` that takes IPv4 connections too.
+fn dual_stack(addr: SocketAddr) -> std::io::Result<TcpListener> {
+    use socket2::{Domain, Protocol, Socket, Type};
+    let socket = Socket::new(Domain::IPV6, Type::STREAM, Some(Protocol::TCP))?;
+    socket.set_only_v6(false)?;
+    socket.set_reuse_address(true)?;
+    socket.set_nonblocking(true)?;
+    socket.bind(&addr.into())?;
+    socket.listen(1024)?;
+    TcpListener::from_std(socket.into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn the_unspecified_ipv6_address_takes_ipv4_and_ipv6_connections() {
+        let listener = listen("[::]:0".parse().unwrap()).await.unwrap();
+        let local = listener.local_addr().unwrap();
+        let accept = tokio::spawn(async move {
+            for _ in 0..2 {
+                listener.accept().await.unwrap();
+            }
+        });
+        let port = local.port();
+        tokio::net::TcpStream::connect((Ipv4Addr::LOCALHOST, port))
+            .await
+            .expect("IPv4 connects");
+        if local.is_ipv6() {
+            tokio::net::TcpStream::connect((Ipv6Addr::LOCALHOST, port))
+                .await
+                .expect("IPv6 connects");
+        } else {
+            // IPv6 is disabled here: the fallback listens on IPv4 only.
+            tokio::net::TcpStream::connect((Ipv4Addr::LOCALHOST, port))
+                .await
+                .unwrap();
+        }
+        accept.await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn other_addresses_listen_as_given() {
+        let listener = listen("127.0.0.1:0".parse().unwrap()).await.unwrap();
+        assert!(listener.local_addr().unwrap().ip().is_loopback());
+    }
 }

@@ -174,7 +174,7 @@ pub async fn run(config: AgentConfig, shutdown: impl Future<Output = ()>) -> any
 
     let stop = CancellationToken::new();
     let tasks = TaskTracker::new();
-    let listener = tokio::net::TcpListener::bind(config.metrics_addr)
+    let listener = http::listen(config.metrics_addr)
         .await
         .with_context(|| format!("cannot listen on {}", config.metrics_addr))?;
     let heartbeat = Heartbeat::default();
