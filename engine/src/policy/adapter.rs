@@ -15,7 +15,9 @@
 //!   says why the candidate is proposed — see [`reason`]); and, as a 0.1.0
 //!   agent did, a hard threshold keeps its strategy's ranking and takes
 //!   only the sorter's refusals, while soft candidates and force evictions
-//!   follow the sorter's order.
+//!   follow the sorter's order. (A 0.1.0 agent kept the ranking for a soft
+//!   threshold's victim too; a `soft` candidate does not say which it is,
+//!   so there the sorter's order counts.)
 //!
 //! Adapting costs a copy of the records passed (the pods included) per
 //! call; current components are passed the host's records in place.
