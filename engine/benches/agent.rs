@@ -28,7 +28,11 @@ const NS: &str = "bench";
 const LIMIT: Duration = Duration::from_secs(60);
 const REST: Duration = Duration::from_secs(20);
 /// The default period (5 s): events, not the period, must drive the loop.
-const CONFIG: &str = "policies:\n  memory-pressure:\n    config: {hard: 500Mi}\n";
+/// The node's disk is this machine's own, so the disk strategy is off (on a
+/// machine whose disk is over 90 % full it would hold the node under disk
+/// pressure, and the bench would wait for a memory eviction forever).
+const CONFIG: &str =
+    "policies:\n  memory-pressure:\n    config: {hard: 500Mi}\n  disk-pressure: {enabled: false}\n";
 
 /// The binary measured: `$VIGIL_BINARY` if set (e.g. the image's static
 /// musl build, `target/x86_64-unknown-linux-musl/release/vigil`), else
