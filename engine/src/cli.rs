@@ -239,9 +239,16 @@ struct AgentArgs {
     /// The kubelet's cgroup driver.
     #[arg(long, value_enum, default_value = "systemd")]
     cgroup_driver: CgroupDriver,
-    /// The filesystem holding the kubelet's data, for `nodefs.*` signals.
+    /// A directory on the filesystem holding the kubelet's data, for
+    /// `nodefs.*` signals: only its filesystem's statistics are read, so the
+    /// DaemonSet mounts an empty directory made beside the kubelet's, never
+    /// the kubelet's own (which holds its keys and every pod's Secrets).
     #[arg(long, default_value = "/var/lib/kubelet")]
     nodefs: PathBuf,
+    /// A directory on the container runtime's image filesystem, for
+    /// `imagefs.*` signals (none: no `imagefs.*` signal).
+    #[arg(long)]
+    imagefs: Option<PathBuf>,
     /// The shortest time between two writes of one status object
     /// (`VigilNodeStatus`, `VigilPolicyStatus`): changes in between are
     /// coalesced into the next write.
@@ -342,6 +349,7 @@ impl AgentArgs {
                 CgroupDriver::Cgroupfs => Driver::Cgroupfs,
             },
             nodefs: self.nodefs,
+            imagefs: self.imagefs,
             status_interval: self.status_interval,
             api: ClientOptions {
                 qps: self.api_qps.max(0.01),

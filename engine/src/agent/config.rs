@@ -58,6 +58,9 @@ pub struct ConfigOptions {
     pub dry_run: bool,
     /// The window over which a fleet applies one config change.
     pub spread: Duration,
+    /// vigil's own namespace: the only one `configFrom` ConfigMaps are read
+    /// in (the agent's Role allows no other).
+    pub namespace: String,
 }
 
 /// Follows the cluster's config for this node and carries out what it decides.
@@ -262,10 +265,22 @@ impl ConfigController {
             namespace: r.namespace.clone(),
             name: r.name.clone(),
         };
-        objects.follow(wanted.iter().map(|(_, r)| key(r)));
+        let ours = |r: &references::ConfigRef| r.namespace == self.options.namespace;
+        objects.follow(wanted.iter().filter(|(_, r)| ours(r)).map(|(_, r)| key(r)));
         let mut resolved = Vec::new();
         let mut problems = BTreeMap::new();
         for (policy, reference) in &wanted {
+            if !ours(reference) {
+                let why = format!(
+                    "ConfigMaps are read only in vigil's namespace, {}",
+                    self.options.namespace
+                );
+                problems.insert(
+                    references::source(policy, reference),
+                    Unresolved::lasting(why),
+                );
+                continue;
+            }
             let problem = match objects.get(&key(reference))? {
                 Lookup::Pending => return None,
                 Lookup::Unavailable(why) => Unresolved {

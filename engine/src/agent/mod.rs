@@ -97,8 +97,10 @@ pub struct AgentConfig {
     pub cgroup_root: PathBuf,
     /// The kubelet's cgroup driver.
     pub cgroup_driver: Driver,
-    /// The filesystem holding the kubelet's data, for `nodefs.*`.
+    /// A directory on the filesystem holding the kubelet's data, for `nodefs.*`.
     pub nodefs: PathBuf,
+    /// A directory on the image filesystem, for `imagefs.*` (none: not read).
+    pub imagefs: Option<PathBuf>,
     /// The shortest time between two writes of one status object.
     pub status_interval: std::time::Duration,
     /// Rate limit and timeout of the API clients.
@@ -151,6 +153,7 @@ pub async fn run(config: AgentConfig, shutdown: impl Future<Output = ()>) -> any
             start_on_defaults: config.config_start_on_defaults,
             dry_run: config.dry_run,
             spread: config.config_spread,
+            namespace: config.namespace.clone(),
         },
         Arc::clone(&metrics),
     );
@@ -318,6 +321,7 @@ pub async fn run(config: AgentConfig, shutdown: impl Future<Output = ()>) -> any
             cgroup_root: config.cgroup_root.clone(),
             driver: config.cgroup_driver,
             nodefs: config.nodefs.clone(),
+            imagefs: config.imagefs.clone(),
             ..Sources::default()
         },
         pods: pods.store.clone(),

@@ -22,7 +22,8 @@ use std::fmt;
 )]
 #[serde(deny_unknown_fields)]
 pub struct ConfigRef {
-    /// The ConfigMap's namespace.
+    /// The ConfigMap's namespace: vigil's own (the agent reads ConfigMaps in
+    /// no other; a reference elsewhere refuses the config).
     #[schemars(length(min = 1, max = 63))]
     pub namespace: String,
     /// The ConfigMap's name.

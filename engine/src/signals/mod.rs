@@ -49,9 +49,11 @@ pub struct Sources {
     pub cgroup_root: PathBuf,
     /// The kubelet's cgroup driver (systemd).
     pub driver: Driver,
-    /// The filesystem holding the kubelet's data (`/var/lib/kubelet`).
+    /// A directory on the filesystem holding the kubelet's data
+    /// (`/var/lib/kubelet`): only its filesystem's statistics are read.
     pub nodefs: PathBuf,
-    /// The filesystem holding container images, if separate (none).
+    /// A directory on the filesystem holding container images (none: no
+    /// `imagefs.*` signal).
     pub imagefs: Option<PathBuf>,
     /// Allocatable memory, in bytes, if known (from the Node object).
     pub allocatable_memory: Option<u64>,
@@ -302,6 +304,47 @@ mod tests {
         assert!(value(&reading, "psi.cpu.some.avg60").is_some_and(|v| (v - 5.23).abs() < 1e-9));
         assert!(value(&reading, "psi.memory.full.avg10").is_some());
         assert!(value(&reading, "imagefs.inodesFree").is_some());
+    }
+
+    /// The DaemonSet's narrow mounts: an empty directory made beside the
+    /// kubelet's data (and one beside the runtime's images) reads as the
+    /// whole filesystem, nothing of the kubelet's own directory needed.
+    #[test]
+    fn filesystem_statistics_come_from_an_empty_directory_on_it() {
+        let node = tempfile::tempdir().unwrap();
+        let kubelet = node.path().join("var/lib/kubelet");
+        let images = node.path().join("var/lib/containerd");
+        for dir in [&kubelet, &images] {
+            std::fs::create_dir_all(dir.join("vigil-statfs")).unwrap();
+        }
+        std::fs::write(kubelet.join("kubelet.key"), "secret").unwrap();
+        let proc = proc_root();
+        let sources = Sources {
+            proc_root: proc.path().into(),
+            cgroup_root: proc.path().join("no-cgroups"),
+            nodefs: kubelet.join("vigil-statfs"),
+            imagefs: Some(images.join("vigil-statfs")),
+            ..Sources::default()
+        };
+        let reading = sources.read_node();
+        for (name, whole) in [("nodefs", &kubelet), ("imagefs", &images)] {
+            let fs = rustix::fs::statvfs(whole.as_path()).unwrap();
+            let found = |signal: &str| {
+                let signal = format!("{name}.{signal}");
+                let found = reading.signals.iter().find(|s| s.name == signal);
+                found.unwrap_or_else(|| panic!("{signal}: {:?}", reading.gaps))
+            };
+            let size = (fs.f_blocks * fs.f_frsize) as f64;
+            assert_eq!(found("available").capacity, Some(size), "{name}");
+            assert!(found("available").value <= size, "{name}");
+            assert_eq!(found("inodesFree").capacity, Some(fs.f_files as f64));
+        }
+        // Without the directory, a gap naming it rather than a zero.
+        std::fs::remove_dir(kubelet.join("vigil-statfs")).unwrap();
+        let gaps = sources.read_node().gaps;
+        let nodefs = gaps.iter().find(|g| g.signal == "nodefs.available");
+        let error = nodefs.expect("a gap for nodefs").error.to_string();
+        assert!(error.contains("vigil-statfs"), "{error}");
     }
 
     #[test]

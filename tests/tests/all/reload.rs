@@ -535,6 +535,7 @@ async fn the_agent_evicts_past_a_hostile_policies_directory_and_a_sleeping_sorte
         cgroup_root: files.path("cgroup"),
         cgroup_driver: vigil::signals::Driver::Cgroupfs,
         nodefs: files.path(""),
+        imagefs: None,
         status_interval: Duration::from_secs(15),
         api: vigil::cluster::client::ClientOptions::default(),
         condition_heartbeat: Duration::from_secs(60),

@@ -181,7 +181,7 @@ async fn after_an_interrupted_watch_a_node_relabel_applies_without_waiting_for_a
 /// Open watches on the ConfigMap `ops/NAME`.
 fn config_map_watches(server: &ApiServer, name: &str) -> usize {
     server.open_watches(&format!(
-        "/namespaces/ops/configmaps?fieldSelector=metadata.name={name}"
+        "/namespaces/{VIGIL_NS}/configmaps?fieldSelector=metadata.name={name}"
     ))
 }
 
@@ -199,7 +199,7 @@ async fn policy_config_from_a_config_map_applies_follows_it_and_its_watch_lives_
         let data = json!({"memory.yaml": format!("hard: {memory}\n"), "pids.yaml": "hard: 1%"});
         config_map("thresholds", data, false)
     };
-    server.put("configmaps", "ops", thresholds("800Mi"));
+    server.put("configmaps", VIGIL_NS, thresholds("800Mi"));
     let both = json!({"policies": {
         "memory-pressure": {"configFrom": config_from("thresholds", "memory.yaml")},
         "pid-pressure": {"configFrom": config_from("thresholds", "pids.yaml")},
@@ -208,7 +208,7 @@ async fn policy_config_from_a_config_map_applies_follows_it_and_its_watch_lives_
     let first = until_config(
         &server,
         "Trial",
-        "ConfigMap/ops/thresholds[memory.yaml] for memory-pressure",
+        "ConfigMap/vigil-system/thresholds[memory.yaml] for memory-pressure",
     )
     .await;
     server
@@ -223,7 +223,7 @@ async fn policy_config_from_a_config_map_applies_follows_it_and_its_watch_lives_
     );
 
     // A changed value is a new config on trial.
-    server.put("configmaps", "ops", thresholds("700Mi"));
+    server.put("configmaps", VIGIL_NS, thresholds("700Mi"));
     server
         .until(LIMIT, "the changed ConfigMap on trial", |s| {
             config_condition(s).is_some_and(|(_, r, m)| r == "Trial" && m != first)
@@ -238,20 +238,51 @@ async fn policy_config_from_a_config_map_applies_follows_it_and_its_watch_lives_
     server.put(
         "vigilconfigs",
         "",
-        vigil_config("fleet", Value::Null, missing),
+        vigil_config("fleet", Value::Null, missing.clone()),
     );
     let message = until_config(&server, "Rejected", "VigilConfig/fleet@2").await;
     assert!(
-        message.contains("ConfigMap/ops/later[pids.json]: the ConfigMap does not exist"),
+        message.contains("ConfigMap/vigil-system/later[pids.json]: the ConfigMap does not exist"),
         "{message}"
     );
+    // A ConfigMap outside vigil's namespace is never read: its Role allows
+    // no other.
+    server.put("configmaps", "ops", thresholds("100Mi"));
+    let elsewhere = json!({"policies": {"memory-pressure": {"configFrom":
+        [{"namespace": "ops", "name": "thresholds", "key": "memory.yaml"}]}}});
+    server.put(
+        "vigilconfigs",
+        "",
+        vigil_config("fleet", Value::Null, elsewhere),
+    );
+    let message = until_config(&server, "Rejected", "VigilConfig/fleet@3").await;
+    assert!(
+        message.contains(
+            "ConfigMap/ops/thresholds[memory.yaml]: ConfigMaps are read only in vigil's namespace, vigil-system"
+        ),
+        "{message}"
+    );
+    assert!(
+        !server
+            .requests()
+            .iter()
+            .any(|r| r.uri.contains("/namespaces/ops/")),
+        "nothing read in another namespace"
+    );
+    server.put(
+        "vigilconfigs",
+        "",
+        vigil_config("fleet", Value::Null, missing.clone()),
+    );
+    until_config(&server, "Rejected", "VigilConfig/fleet@4").await;
+
     // Once it exists, the config is tried; being immutable, it is read once.
     let later = config_map("later", json!({"pids.json": r#"{"hard": "1%"}"#}), true);
-    server.put("configmaps", "ops", later);
+    server.put("configmaps", VIGIL_NS, later);
     until_config(
         &server,
         "Trial",
-        "ConfigMap/ops/later[pids.json] for pid-pressure",
+        "ConfigMap/vigil-system/later[pids.json] for pid-pressure",
     )
     .await;
     server
@@ -267,7 +298,7 @@ async fn policy_config_from_a_config_map_applies_follows_it_and_its_watch_lives_
         "",
         vigil_config("fleet", Value::Null, json!({"evictionBurst": 2})),
     );
-    until_config(&server, "Trial", "VigilConfig/fleet@3 (").await;
+    until_config(&server, "Trial", "VigilConfig/fleet@5 (").await;
     server
         .until(LIMIT, "every ConfigMap watch stopped", |s| {
             s.open_watches("/configmaps") == 0

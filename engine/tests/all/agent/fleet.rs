@@ -1,19 +1,21 @@
-//! The fleet view: the node's and its policies' status objects, and the
-//! ClusterRole is exactly what the agent uses.
+//! The fleet view: the node's and its policies' status objects; the
+//! ClusterRole is exactly what the agent uses, and the admission policy
+//! admits all of it.
 
 use super::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn status_objects_show_the_node_and_its_policies_and_the_cluster_role_is_exactly_what_the_agent_uses()
+async fn status_objects_show_the_node_and_its_policies_and_rbac_and_admission_allow_exactly_what_the_agent_does()
  {
     let (server, fixture) = test_node().await;
     // The only pod is protected by its budget: under hard pressure it is
     // refused, then deleted once the override time (30 s) has passed.
     pod(&server, &fixture, "big", 900);
     server.put("poddisruptionbudgets", NS, objects::pdb(NS, "big", 0));
+    let pods = server.list("pods");
     server.put(
         "configmaps",
-        "ops",
+        VIGIL_NS,
         config_map(
             "limits",
             json!({"memory.json": "{\"hard\": \"500Mi\"}"}),
@@ -153,4 +155,6 @@ async fn status_objects_show_the_node_and_its_policies_and_the_cluster_role_is_e
         "deploy/rbac.yaml grants {unused:?} that the agent never used, and lacks {missing:?}\n{}",
         agent.logs()
     );
+    // And the admission policy admits each of its writes, and no forgery.
+    admission::assert_it_admits_the_agent_and_denies_forgeries(&server, &pods);
 }

@@ -6,6 +6,7 @@
 //! One file per topic; this one holds what they share: the test node, the
 //! agent process, and questions asked of the API server.
 
+mod admission;
 mod api_cost;
 mod checkpoint;
 mod cleanup;
@@ -239,16 +240,20 @@ fn node_report(server: &ApiServer) -> Value {
         .map_or(Value::Null, |o| o["status"].clone())
 }
 
-/// A ConfigMap in the namespace `ops`.
+/// vigil's own namespace, the agent's default: the only one it reads
+/// ConfigMaps in.
+const VIGIL_NS: &str = "vigil-system";
+
+/// A ConfigMap in vigil's namespace.
 fn config_map(name: &str, data: Value, immutable: bool) -> Value {
     json!({"apiVersion": "v1", "kind": "ConfigMap",
-           "metadata": {"name": name, "namespace": "ops"},
+           "metadata": {"name": name, "namespace": VIGIL_NS},
            "data": data, "immutable": immutable})
 }
 
-/// A `configFrom` entry naming `ops/NAME[KEY]`.
+/// A `configFrom` entry naming `vigil-system/NAME[KEY]`.
 fn config_from(name: &str, key: &str) -> Value {
-    json!([{"namespace": "ops", "name": name, "key": key}])
+    json!([{"namespace": VIGIL_NS, "name": name, "key": key}])
 }
 
 /// Waits until the agent watches the PodDisruptionBudgets of the test namespace.

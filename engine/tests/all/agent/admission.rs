@@ -1,0 +1,449 @@
+//! `deploy/admission.yaml`, evaluated as the API server evaluates a
+//! ValidatingAdmissionPolicy — resource rules, match conditions, variables,
+//! validations, each a CEL expression — on the requests the agent really
+//! made (every one admitted) and on forged ones (denied): another node's
+//! token, a token without a node, another node's pod or status object.
+
+use super::*;
+use cel::{Context, Program};
+use serde::Deserialize;
+use std::collections::BTreeMap;
+
+/// The agent's ServiceAccount in `deploy/` as rendered (kustomization's namespace).
+const NAMESPACE: &str = "vigil-system";
+
+/// Another node of the cluster.
+const OTHER: &str = "node-2";
+
+/// The policy's answer.
+#[derive(Debug, PartialEq)]
+enum Verdict {
+    /// Not for this policy: no rule or match condition matched.
+    Skipped,
+    /// Every validation held.
+    Admitted,
+    /// A validation failed (or an expression errored: the policy fails closed).
+    Denied(String),
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Spec {
+    match_constraints: Constraints,
+    match_conditions: Vec<Named>,
+    variables: Vec<Named>,
+    validations: Vec<Validation>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Constraints {
+    resource_rules: Vec<Rule>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Rule {
+    api_groups: Vec<String>,
+    operations: Vec<String>,
+    resources: Vec<String>,
+}
+
+#[derive(Deserialize)]
+struct Named {
+    name: String,
+    expression: String,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Validation {
+    expression: String,
+    message: Option<String>,
+    message_expression: Option<String>,
+}
+
+/// The policy, and its parameter: the agent's ServiceAccount.
+struct Policy {
+    spec: Spec,
+    params: Value,
+}
+
+impl Policy {
+    fn load() -> Self {
+        let path = format!("{}/../deploy/admission.yaml", env!("CARGO_MANIFEST_DIR"));
+        let text = std::fs::read_to_string(path).unwrap();
+        let docs: Vec<Value> = serde_norway::Deserializer::from_str(&text)
+            .map(|doc| Value::deserialize(doc).unwrap())
+            .collect();
+        let policy = docs
+            .iter()
+            .find(|d| d["kind"] == "ValidatingAdmissionPolicy")
+            .expect("a ValidatingAdmissionPolicy");
+        let binding = docs
+            .iter()
+            .find(|d| d["kind"] == "ValidatingAdmissionPolicyBinding")
+            .expect("its binding");
+        assert_eq!(binding["spec"]["policyName"], policy["metadata"]["name"]);
+        assert_eq!(binding["spec"]["validationActions"], json!(["Deny"]));
+        assert_eq!(policy["spec"]["failurePolicy"], "Fail");
+        assert_eq!(policy["spec"]["paramKind"]["kind"], "ServiceAccount");
+        let param = &binding["spec"]["paramRef"];
+        assert_eq!(param["name"], "vigil", "the ServiceAccount of rbac.yaml");
+        let params = json!({"apiVersion": "v1", "kind": "ServiceAccount",
+            "metadata": {"name": param["name"], "namespace": param["namespace"]}});
+        Self {
+            spec: serde_json::from_value(policy["spec"].clone()).unwrap(),
+            params,
+        }
+    }
+
+    /// What the API server would answer `review` (`request`, `object`, `oldObject`).
+    fn admit(&self, review: &Value) -> Verdict {
+        let request = &review["request"];
+        let resource = match request["subResource"].as_str() {
+            Some(sub) if !sub.is_empty() => format!("{}/{sub}", request["resource"]["resource"]),
+            _ => request["resource"]["resource"].as_str().unwrap().to_owned(),
+        };
+        let listed = |list: &[String], item: &str| list.iter().any(|i| i == item || i == "*");
+        let matched = self
+            .spec
+            .match_constraints
+            .resource_rules
+            .iter()
+            .any(|rule| {
+                listed(
+                    &rule.api_groups,
+                    request["resource"]["group"].as_str().unwrap(),
+                ) && listed(&rule.operations, request["operation"].as_str().unwrap())
+                    && listed(&rule.resources, &resource)
+            });
+        if !matched {
+            return Verdict::Skipped;
+        }
+        let mut context = Context::default();
+        for (name, value) in [
+            ("request", request),
+            ("object", &review["object"]),
+            ("oldObject", &review["oldObject"]),
+            ("params", &self.params),
+        ] {
+            context.add_variable(name, value.clone()).unwrap();
+        }
+        for condition in &self.spec.match_conditions {
+            match evaluate(&context, &condition.expression) {
+                Ok(Value::Bool(true)) => {}
+                Ok(Value::Bool(false)) => return Verdict::Skipped,
+                other => return Verdict::Denied(format!("{}: {other:?}", condition.name)),
+            }
+        }
+        let mut variables = serde_json::Map::new();
+        for variable in &self.spec.variables {
+            context.add_variable("variables", &variables).unwrap();
+            match evaluate(&context, &variable.expression) {
+                Ok(value) => variables.insert(variable.name.clone(), value),
+                Err(error) => return Verdict::Denied(format!("{}: {error}", variable.name)),
+            };
+        }
+        context.add_variable("variables", &variables).unwrap();
+        for validation in &self.spec.validations {
+            match evaluate(&context, &validation.expression) {
+                Ok(Value::Bool(true)) => {}
+                Ok(Value::Bool(false)) => {
+                    let message = match &validation.message_expression {
+                        Some(expression) => match evaluate(&context, expression) {
+                            Ok(Value::String(message)) => message,
+                            other => panic!("{expression}: {other:?}"),
+                        },
+                        None => validation.message.clone().expect("a message"),
+                    };
+                    return Verdict::Denied(message);
+                }
+                other => return Verdict::Denied(format!("{}: {other:?}", validation.expression)),
+            }
+        }
+        Verdict::Admitted
+    }
+}
+
+/// One CEL expression's value, as JSON.
+fn evaluate(context: &Context, expression: &str) -> Result<Value, String> {
+    let program = Program::compile(expression).map_err(|e| format!("{expression}: {e}"))?;
+    let value = program
+        .execute(context)
+        .map_err(|e| format!("{expression}: {e}"))?;
+    value.json().map_err(|e| format!("{expression}: {e:?}"))
+}
+
+/// Who sends a request: a username and the node its token was bound to.
+#[derive(Clone, Copy)]
+struct Caller<'a> {
+    username: &'a str,
+    node: Option<&'a str>,
+}
+
+impl Caller<'static> {
+    fn agent_on(node: &'static str) -> Self {
+        Caller {
+            username: "system:serviceaccount:vigil-system:vigil",
+            node: Some(node),
+        }
+    }
+}
+
+/// What a request acts on, as the API server's admission attributes say it.
+struct Target {
+    operation: &'static str,
+    group: String,
+    resource: String,
+    subresource: String,
+    namespace: String,
+    name: String,
+}
+
+impl Target {
+    /// The target of a recorded write; `None` for a read.
+    fn of(recorded: &Request) -> Option<Self> {
+        let operation = match recorded.method.as_str() {
+            "POST" => "CREATE",
+            "PUT" | "PATCH" => "UPDATE",
+            "DELETE" => "DELETE",
+            _ => return None,
+        };
+        let path = recorded.uri.split('?').next().unwrap_or_default();
+        let parts: Vec<&str> = path.trim_matches('/').split('/').collect();
+        let (group, rest) = match parts.as_slice() {
+            ["api", "v1", rest @ ..] => ("", rest),
+            ["apis", group, _version, rest @ ..] => (*group, rest),
+            _ => panic!("{}", recorded.uri),
+        };
+        let (namespace, rest) = match rest {
+            ["namespaces", namespace, rest @ ..] if !rest.is_empty() => (*namespace, rest),
+            rest => ("", rest),
+        };
+        let body_name = || recorded.body.as_ref().unwrap()["metadata"]["name"].clone();
+        let (resource, name, subresource) = match rest {
+            [resource] => (*resource, body_name().as_str().unwrap().to_owned(), ""),
+            [resource, name] => (*resource, (*name).to_owned(), ""),
+            [resource, name, sub] => (*resource, (*name).to_owned(), *sub),
+            _ => panic!("{}", recorded.uri),
+        };
+        Some(Self {
+            operation,
+            group: group.into(),
+            resource: resource.into(),
+            subresource: subresource.into(),
+            namespace: namespace.into(),
+            name,
+        })
+    }
+
+    /// Its path, naming the object (a POST names its collection) and the
+    /// subresource.
+    fn path(&self) -> String {
+        let group = match self.group.as_str() {
+            "" => "api/v1".to_owned(),
+            group => format!("apis/{group}"),
+        };
+        let namespace = match self.namespace.as_str() {
+            "" => String::new(),
+            namespace => format!("/namespaces/{namespace}"),
+        };
+        let object = format!("/{group}{namespace}/{}/{}", self.resource, self.name);
+        match self.subresource.as_str() {
+            "" => object,
+            sub => format!("{object}/{sub}"),
+        }
+    }
+
+    /// The review the API server hands the policy.
+    fn review(&self, caller: Caller, object: Value, old_object: Value) -> Value {
+        let mut extra = serde_json::Map::new();
+        if let Some(node) = caller.node {
+            extra.insert(
+                "authentication.kubernetes.io/node-name".into(),
+                json!([node]),
+            );
+        }
+        json!({
+            "request": {
+                "operation": self.operation,
+                "resource": {"group": self.group, "version": "v1", "resource": self.resource},
+                "subResource": self.subresource,
+                "namespace": self.namespace,
+                "name": self.name,
+                "userInfo": {"username": caller.username, "extra": extra},
+            },
+            "object": object,
+            "oldObject": old_object,
+        })
+    }
+}
+
+/// The agent's recorded writes as the policy sees them, each with the
+/// object as it was before (what the test put there, or the agent's last
+/// write of it) and after.
+fn recorded_writes(server: &ApiServer, before: &[Value]) -> Vec<(Target, Value, Value)> {
+    let mut known: BTreeMap<String, Value> = before
+        .iter()
+        .map(|object| {
+            let meta = &object["metadata"];
+            let path = format!(
+                "/api/v1/namespaces/{}/pods/{}",
+                meta["namespace"].as_str().unwrap(),
+                meta["name"].as_str().unwrap()
+            );
+            (path, object.clone())
+        })
+        .collect();
+    let mut writes = Vec::new();
+    for recorded in server.requests() {
+        let Some(target) = Target::of(&recorded) else {
+            continue;
+        };
+        let path = target.path();
+        let old = match target.operation {
+            "CREATE" => Value::Null,
+            _ => known.get(&path).cloned().unwrap_or(Value::Null),
+        };
+        let object = match (recorded.method.as_str(), &recorded.body) {
+            ("DELETE", _) => Value::Null,
+            ("PATCH", _) => server
+                .get(&target.resource, &target.namespace, &target.name)
+                .unwrap_or_else(|| json!({"metadata": {"name": target.name}})),
+            (_, Some(body)) => body.clone(),
+            (_, None) => panic!("a write without a body: {}", recorded.uri),
+        };
+        match target.operation {
+            "DELETE" => known.remove(&path),
+            _ => known.insert(path, object.clone()),
+        };
+        writes.push((target, object, old));
+    }
+    writes
+}
+
+/// Asserts that the policy admits every write the agent made on this test's
+/// node, that each of them it checks is denied when forged, and that it
+/// checked writes of every kind it guards.
+pub(super) fn assert_it_admits_the_agent_and_denies_forgeries(server: &ApiServer, pods: &[Value]) {
+    let policy = Policy::load();
+    assert_eq!(policy.params["metadata"]["namespace"], NAMESPACE);
+    let mut checked = BTreeSet::new();
+    for (target, object, old) in recorded_writes(server, pods) {
+        let review = |caller| target.review(caller, object.clone(), old.clone());
+        let what = format!("{} {}", target.operation, target.path());
+        match policy.admit(&review(Caller::agent_on(NODE))) {
+            Verdict::Skipped => continue,
+            Verdict::Admitted => {}
+            Verdict::Denied(why) => panic!("{what} of the agent denied: {why}"),
+        }
+        checked.insert(format!("{} {}", target.operation, target.resource));
+        let Verdict::Denied(why) = policy.admit(&review(Caller::agent_on(OTHER))) else {
+            panic!("{what} admitted from the agent on {OTHER}");
+        };
+        assert!(why.contains(OTHER), "{what}: {why}");
+        let nameless = Caller {
+            node: None,
+            ..Caller::agent_on(NODE)
+        };
+        let Verdict::Denied(why) = policy.admit(&review(nameless)) else {
+            panic!("{what} admitted from a token without a node");
+        };
+        assert!(why.contains("names no node"), "{what}: {why}");
+        let kubelet = Caller {
+            username: "system:node:node-1",
+            node: None,
+        };
+        assert_eq!(policy.admit(&review(kubelet)), Verdict::Skipped, "{what}");
+    }
+    let expected = [
+        "CREATE vigilnodestatuses",
+        "CREATE vigilpolicystatuses",
+        "DELETE pods",
+        "DELETE vigilpolicystatuses",
+        "UPDATE nodes",
+        "UPDATE vigilnodestatuses",
+        "UPDATE vigilpolicystatuses",
+    ];
+    assert_eq!(checked.iter().collect::<Vec<_>>(), expected);
+}
+
+/// A pod of `node`, as the API server holds it.
+fn bound_pod(node: &str, name: &str) -> Value {
+    objects::best_effort_pod(node, NS, name, 1)
+}
+
+fn delete_pod(name: &str) -> Target {
+    Target {
+        operation: "DELETE",
+        group: String::new(),
+        resource: "pods".into(),
+        subresource: String::new(),
+        namespace: NS.into(),
+        name: name.into(),
+    }
+}
+
+fn policy_status(operation: &'static str, name: &str) -> Target {
+    Target {
+        operation,
+        group: "vigil.dev".into(),
+        resource: "vigilpolicystatuses".into(),
+        subresource: String::new(),
+        namespace: String::new(),
+        name: name.into(),
+    }
+}
+
+/// A `VigilPolicyStatus` of `node`'s `policy`, by its label.
+fn status_of(node: &str, name: &str) -> Value {
+    json!({"apiVersion": "vigil.dev/v1alpha1", "kind": "VigilPolicyStatus",
+           "metadata": {"name": name, "labels": {"vigil.dev/node": node}}})
+}
+
+#[test]
+fn an_agent_deletes_only_pods_bound_to_its_node() {
+    let policy = Policy::load();
+    let agent = Caller::agent_on(NODE);
+    let own = delete_pod("here").review(agent, Value::Null, bound_pod(NODE, "here"));
+    assert_eq!(policy.admit(&own), Verdict::Admitted);
+    let elsewhere = delete_pod("there").review(agent, Value::Null, bound_pod(OTHER, "there"));
+    let Verdict::Denied(why) = policy.admit(&elsewhere) else {
+        panic!("another node's pod deleted");
+    };
+    assert!(
+        why.contains("may delete only pods bound to it, not there"),
+        "{why}"
+    );
+    let mut pending = bound_pod(NODE, "pending");
+    pending["spec"].as_object_mut().unwrap().remove("nodeName");
+    let unbound = delete_pod("pending").review(agent, Value::Null, pending);
+    assert!(matches!(policy.admit(&unbound), Verdict::Denied(_)));
+    // Anyone else, e.g. a controller, is not this policy's business.
+    let controller = Caller {
+        username: "system:serviceaccount:kube-system:replicaset-controller",
+        node: None,
+    };
+    let theirs = delete_pod("there").review(controller, Value::Null, bound_pod(OTHER, "there"));
+    assert_eq!(policy.admit(&theirs), Verdict::Skipped);
+}
+
+#[test]
+fn an_agent_cannot_take_over_another_nodes_status_object() {
+    let policy = Policy::load();
+    let agent = Caller::agent_on(NODE);
+    let name = "node-2.memory-pressure";
+    // Relabelled as its own, another node's object is still not its own.
+    let relabelled =
+        policy_status("UPDATE", name).review(agent, status_of(NODE, name), status_of(OTHER, name));
+    assert!(matches!(policy.admit(&relabelled), Verdict::Denied(_)));
+    let created = policy_status("CREATE", name).review(agent, status_of(OTHER, name), Value::Null);
+    assert!(matches!(policy.admit(&created), Verdict::Denied(_)));
+    let deleted = policy_status("DELETE", name).review(agent, Value::Null, status_of(OTHER, name));
+    assert!(matches!(policy.admit(&deleted), Verdict::Denied(_)));
+    let own = "node-1.memory-pressure";
+    let updated =
+        policy_status("UPDATE", own).review(agent, status_of(NODE, own), status_of(NODE, own));
+    assert_eq!(policy.admit(&updated), Verdict::Admitted);
+}
