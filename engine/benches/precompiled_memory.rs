@@ -307,7 +307,7 @@ async fn run(with_examples: bool) {
     );
     if with_examples {
         for (name, _) in EXAMPLES {
-            let calls = agent.metric(&format!("vigil_policy_calls{{name=\"{name}\"}}"));
+            let calls = agent.metric(&format!("vigil_policy_calls_total{{name=\"{name}\"}}"));
             println!("  {name}: {} calls", calls.unwrap_or(0.0));
         }
     }

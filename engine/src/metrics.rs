@@ -9,14 +9,15 @@
 use crate::eviction::runner::Report;
 use crate::eviction::{CycleReport, Victim};
 use crate::model::MetLevel;
-use crate::policy::{Phase, Registry};
+use crate::policy::{Phase, Policy, Registry};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry as PromRegistry;
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, Weak};
 
 /// Labels of an eviction.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -102,6 +103,13 @@ pub struct BuildLabels {
     pub contract: String,
 }
 
+/// One policy version's counts when they were last added to the counters.
+#[derive(Debug)]
+struct Counted {
+    version: Weak<Policy>,
+    counts: [u64; 3],
+}
+
 /// Every metric the agent exports.
 #[derive(Debug)]
 pub struct Metrics {
@@ -117,12 +125,14 @@ pub struct Metrics {
     pub cycle_seconds: Histogram,
     /// From a signal event to an accepted eviction, in seconds.
     pub signal_to_eviction_seconds: Histogram,
-    /// Policy calls, by policy (all versions of it this process loaded).
-    pub policy_calls: Family<NameLabel, Gauge>,
+    /// Policy calls, by policy (every version of it this process served).
+    pub policy_calls: Family<NameLabel, Counter>,
     /// Policy calls that faulted, by policy.
-    pub policy_faults: Family<NameLabel, Gauge>,
+    pub policy_faults: Family<NameLabel, Counter>,
     /// Log lines dropped because a call went over its budget, by policy.
-    pub policy_log_lines_dropped: Family<NameLabel, Gauge>,
+    pub policy_log_lines_dropped: Family<NameLabel, Counter>,
+    /// The version of each policy last counted, and its counts then.
+    policy_counted: Mutex<HashMap<String, Counted>>,
     /// Lifecycle state of each serving policy (1 for its current state).
     pub policy_state: Family<PolicyStateLabels, Gauge>,
     /// Candidates a sorter refused, by sorter (once per cycle it refused them).
@@ -172,6 +182,7 @@ impl Default for Metrics {
             policy_calls: Family::default(),
             policy_faults: Family::default(),
             policy_log_lines_dropped: Family::default(),
+            policy_counted: Mutex::default(),
             policy_state: Family::default(),
             sorter_refusals: Family::default(),
             config_unknown_policies: Gauge::default(),
@@ -462,19 +473,34 @@ impl Metrics {
                 })
                 .set(1);
         }
-        for policy in registry.serving() {
+        let serving = registry.serving();
+        let mut counted = self
+            .policy_counted
+            .lock()
+            .expect("policy counts lock poisoned");
+        counted.retain(|name, _| serving.iter().any(|p| p.name() == name));
+        for policy in serving {
+            let counts = [policy.calls(), policy.faults(), policy.log_lines_dropped()];
+            // A version counts from zero: what a new one did is all new.
+            let before = match counted.get(policy.name()) {
+                Some(seen) if Weak::ptr_eq(&seen.version, &Arc::downgrade(&policy)) => seen.counts,
+                _ => [0; 3],
+            };
             let name = NameLabel {
                 name: policy.name().to_owned(),
             };
-            self.policy_calls
-                .get_or_create(&name)
-                .set(i64::try_from(policy.calls()).unwrap_or(i64::MAX));
-            self.policy_faults
-                .get_or_create(&name)
-                .set(i64::try_from(policy.faults()).unwrap_or(i64::MAX));
-            self.policy_log_lines_dropped
-                .get_or_create(&name)
-                .set(i64::try_from(policy.log_lines_dropped()).unwrap_or(i64::MAX));
+            let families = [
+                &self.policy_calls,
+                &self.policy_faults,
+                &self.policy_log_lines_dropped,
+            ];
+            for ((family, now), before) in families.into_iter().zip(counts).zip(before) {
+                family
+                    .get_or_create(&name)
+                    .inc_by(now.saturating_sub(before));
+            }
+            let version = Arc::downgrade(&policy);
+            counted.insert(policy.name().to_owned(), Counted { version, counts });
         }
     }
 }
@@ -502,13 +528,13 @@ mod tests {
             level: text("hard"),
         };
         m.thresholds_met.get_or_create(&threshold).set(1);
+        m.conditions.get_or_create(&name).set(1);
         for family in [
-            &m.conditions,
             &m.policy_calls,
             &m.policy_faults,
             &m.policy_log_lines_dropped,
         ] {
-            family.get_or_create(&name).set(1);
+            family.get_or_create(&name).inc();
         }
         let state = PolicyStateLabels {
             policy: text("p"),
@@ -604,6 +630,48 @@ mod tests {
         for_: Option<String>,
         labels: BTreeMap<String, String>,
         annotations: BTreeMap<String, String>,
+    }
+
+    /// Calls, faults and dropped lines are counters: a new version of a
+    /// policy (counting from zero) adds to them rather than resetting them.
+    #[test]
+    fn policy_calls_count_on_across_a_new_version() {
+        use crate::clock::{Clock, ManualClock};
+        use crate::policy::{Host, LimitsTable, Source};
+        let clock: Arc<dyn Clock> = Arc::new(ManualClock::new(std::time::UNIX_EPOCH));
+        let host = Arc::new(Host::with_clock(None, Arc::clone(&clock)).unwrap());
+        let registry = Registry::new(Arc::clone(&host), clock, LimitsTable::default(), None);
+        let registry = registry.unwrap();
+        let m = Metrics::default();
+        let name = NameLabel {
+            name: "default-merger".into(),
+        };
+        let calls = || m.policy_calls.get_or_create(&name).get();
+        let call = |policy: &Policy| crate::policy::canary::run(policy, "{}").unwrap();
+
+        let first = registry.get("default-merger").unwrap();
+        call(&first);
+        call(&first);
+        m.policies(&registry);
+        assert_eq!(calls(), 2);
+        call(&first);
+        m.policies(&registry);
+        m.policies(&registry);
+        assert_eq!(calls(), 3, "a scrape counts only what is new");
+
+        let (merger, bytes) = crate::policy::builtin::BUILTINS[5];
+        assert_eq!(merger, "default-merger");
+        // Another version: the same component with a custom section `v2`.
+        let changed = [bytes, &[0, 3, 2, b'v', b'2']].concat();
+        let limits = registry.limits().for_policy(merger);
+        let second = host.load(merger, changed, Source::Builtin, limits);
+        let second = Arc::new(second.unwrap());
+        registry.install(Arc::clone(&second));
+        call(&second);
+        m.policies(&registry);
+        assert_eq!(second.calls(), 1);
+        assert_eq!(calls(), 4, "the new version's call adds to the old ones'");
+        assert_eq!(m.policy_faults.get_or_create(&name).get(), 0);
     }
 
     const OBSERVABILITY: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy/observability");

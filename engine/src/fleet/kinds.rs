@@ -224,7 +224,7 @@ pub struct PolicyReport {
     pub last_fault: Option<Fault>,
     /// Faults of the serving version on this node (each comes with its
     /// `lastFault`). How often a policy is called is a metric
-    /// (`vigil_policy_calls`), never written here: a busy policy costs the
+    /// (`vigil_policy_calls_total`), never written here: a busy policy costs the
     /// API server nothing.
     pub faults: u64,
     /// The registry version its `VigilPolicy` gives this node, if any.

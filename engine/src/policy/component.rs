@@ -225,7 +225,7 @@ impl Policy {
                 policy = %self.label,
                 dropped,
                 "policy logged more than {LOG_LINES_PER_CALL} lines or {LOG_BYTES_PER_CALL} bytes in one call; \
-                 the excess is dropped, and from now on only counted (vigil_policy_log_lines_dropped)"
+                 the excess is dropped, and from now on only counted (vigil_policy_log_lines_dropped_total)"
             );
         }
     }
