@@ -4,8 +4,12 @@
 # errors) against the OpenAPI schemas of Kubernetes 1.37, with the pinned
 # kubernetes-validate from PyPI in a venv under target/toolchains/.
 # The render holds no policies ConfigMap (an upgrade must not wipe policies).
-# The DaemonSet's flags and variables, the CRDs' drift and the example
-# VigilConfig are checked by `cargo test` (cli.rs, config/crd.rs).
+# check.py checks least privilege in the render (what the DaemonSet mounts,
+# runs as and listens on, RBAC, the admission policy) and the Prometheus
+# component against the operator's CRD schemas (deploy/schemas/).
+# The DaemonSet's flags and variables, the CRDs' drift, the example
+# VigilConfig and the admission policy's CEL are checked by `cargo test`
+# (cli.rs, config/crd.rs, agent::admission).
 set -euo pipefail
 cd "$(dirname "$0")"
 venv=../target/toolchains/deploy-check
@@ -14,7 +18,9 @@ if [ ! -x "$venv/bin/kubernetes-validate" ]; then
   "$venv/bin/pip" install --quiet --disable-pip-version-check kubernetes-validate==1.37.0
 fi
 validate() { "$venv/bin/kubernetes-validate" --strict --quiet --kubernetes-version 1.37.0 "$@"; }
-validate namespace.yaml crds.yaml rbac.yaml flowcontrol.yaml quota.yaml daemonset.yaml service.yaml
+validate namespace.yaml crds.yaml rbac.yaml admission.yaml flowcontrol.yaml quota.yaml daemonset.yaml \
+  service.yaml
+check() { "$venv/bin/python" check.py "$@"; }
 if command -v kubectl > /dev/null; then
   rendered=$(mktemp)
   trap 'rm -f "$rendered"' EXIT
@@ -25,11 +31,7 @@ if command -v kubectl > /dev/null; then
     echo "deploy/: kustomize renders the vigil-policies ConfigMap; an upgrade would wipe policies" >&2
     exit 1
   fi
-  # Linux nodes only, at a priority some providers admit only under a quota
-  # naming it, listening dual-stack.
-  grep -q 'kubernetes.io/os: linux$' "$rendered"
-  grep -q -- '- --metrics-addr=\[::\]:9464$' "$rendered"
-  grep -A14 '^kind: ResourceQuota$' "$rendered" | grep -q -- '- system-node-critical$'
+  check privilege "$rendered"
   # The default agent compiles nothing and is Guaranteed at 128Mi; the
   # compile-on-node component makes it compile, with room for it.
   grep -q -- '- --compile=never$' "$rendered"
@@ -51,11 +53,28 @@ if command -v kubectl > /dev/null; then
   printf 'namespace: ops-vigil\nresources: [../../../deploy]\n' > "$overlay/kustomization.yaml"
   kubectl kustomize "$overlay" > "$rendered"
   validate "$rendered"
+  check privilege "$rendered"
   if grep -q 'vigil-system' "$rendered"; then
     echo "deploy/: rendered into namespace ops-vigil, it still names vigil-system:" >&2
     grep -n 'vigil-system' "$rendered" >&2
     exit 1
   fi
+  # On CRI-O, the image filesystem from CRI-O's store.
+  overlay=../target/deploy-check/cri-o
+  mkdir -p "$overlay"
+  printf 'resources: [../../../deploy]\ncomponents: [../../../deploy/components/cri-o]\n' \
+    > "$overlay/kustomization.yaml"
+  kubectl kustomize "$overlay" > "$rendered"
+  validate "$rendered"
+  check privilege "$rendered"
+  grep -q 'path: /var/lib/containers/storage/vigil-statfs$' "$rendered"
+  # The Prometheus Operator's PodMonitor and PrometheusRule.
+  overlay=../target/deploy-check/prometheus
+  mkdir -p "$overlay"
+  printf 'resources: [../../../deploy]\ncomponents: [../../../deploy/components/prometheus]\n' \
+    > "$overlay/kustomization.yaml"
+  kubectl kustomize "$overlay" > "$rendered"
+  check prometheus "$rendered"
   # The cleanup (docs/operating.md, "Uninstalling") renders and runs the
   # release's image (its RBAC is checked against its requests by cargo test).
   kubectl kustomize cleanup > "$rendered"

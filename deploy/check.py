@@ -1,0 +1,206 @@
+"""What deploy/check.sh checks in kustomize's renders beyond schema validity:
+each item of least privilege and monitoring a manifest can show.
+
+    check.py privilege RENDER       the default render of deploy/
+    check.py prometheus RENDER      a render with components/prometheus
+
+Every failure names the object and what is wrong; the exit code is 1 then.
+"""
+
+import pathlib
+import sys
+
+import jsonschema
+import yaml
+
+DEPLOY = pathlib.Path(__file__).resolve().parent
+failures = []
+
+
+def fail(what, why):
+    failures.append(f"{what}: {why}")
+
+
+def load(path):
+    with open(path) as file:
+        return [doc for doc in yaml.safe_load_all(file) if doc]
+
+
+def one(docs, kind, name=None):
+    found = [d for d in docs if d["kind"] == kind and name in (None, d["metadata"]["name"])]
+    if len(found) != 1:
+        fail(kind, f"expected one{f' named {name}' if name else ''}, found {len(found)}")
+        return {}
+    return found[0]
+
+
+def check_privilege(docs):
+    daemonset = one(docs, "DaemonSet", "vigil")
+    pod = daemonset.get("spec", {}).get("template", {}).get("spec", {})
+    if pod.get("nodeSelector", {}).get("kubernetes.io/os") != "linux":
+        fail("DaemonSet", "no kubernetes.io/os: linux node selector")
+    if pod.get("securityContext", {}).get("seccompProfile", {}).get("type") != "RuntimeDefault":
+        fail("DaemonSet", "the pod's seccompProfile is not RuntimeDefault")
+    if pod.get("hostNetwork") or pod.get("hostPID") or pod.get("hostIPC"):
+        fail("DaemonSet", "shares a host namespace")
+    if pod.get("priorityClassName") == "system-node-critical":
+        quota = one(docs, "ResourceQuota")
+        scopes = quota.get("spec", {}).get("scopeSelector", {}).get("matchExpressions", [])
+        if not any("system-node-critical" in e.get("values", []) for e in scopes):
+            fail("ResourceQuota", "does not name the system-node-critical priority class")
+    for container in pod.get("containers", []):
+        where = f"DaemonSet container {container['name']}"
+        context = container.get("securityContext", {})
+        if context.get("privileged"):
+            fail(where, "privileged")
+        if context.get("allowPrivilegeEscalation") is not False:
+            fail(where, "allowPrivilegeEscalation is not false")
+        if context.get("readOnlyRootFilesystem") is not True:
+            fail(where, "the root filesystem is writable")
+        if context.get("capabilities", {}).get("drop") != ["ALL"] or context.get(
+            "capabilities", {}
+        ).get("add"):
+            fail(where, "capabilities are not all dropped, none added")
+        args = container.get("args", [])
+        if "--metrics-addr=[::]:9464" not in args:
+            fail(where, "does not listen dual-stack (--metrics-addr=[::]:9464)")
+        for flag in ("--nodefs=/host/nodefs", "--imagefs=/host/imagefs"):
+            if flag not in args:
+                fail(where, f"no {flag}")
+        if not any(a.startswith("--cgroup-driver=") for a in args):
+            fail(where, "the cgroup driver is not set (--cgroup-driver)")
+        writable = [m["name"] for m in container.get("volumeMounts", []) if not m.get("readOnly")]
+        if writable != ["state"]:
+            fail(where, f"writable mounts {writable}, only the state directory may be")
+    for volume in pod.get("volumes", []):
+        path = volume.get("hostPath", {}).get("path")
+        if path is None:
+            continue
+        where = f"DaemonSet volume {volume['name']} ({path})"
+        kubelet = path.rstrip("/") == "/var/lib/kubelet"
+        if kubelet or (path.startswith("/var/lib/kubelet/") and not path.endswith("/vigil-statfs")):
+            fail(where, "mounts the kubelet's directory (its keys, the pods' Secrets)")
+        if volume["name"] in ("nodefs", "imagefs"):
+            if not path.endswith("/vigil-statfs") or volume["hostPath"].get("type") != "DirectoryOrCreate":
+                fail(where, "not an empty vigil-statfs directory made by the kubelet (DirectoryOrCreate)")
+
+    # ConfigMaps only in vigil's namespace; no Secret but by name.
+    for role in (d for d in docs if d["kind"] in ("ClusterRole", "Role")):
+        where = f"{role['kind']} {role['metadata']['name']}"
+        for rule in role.get("rules", []):
+            resources = set(rule.get("resources", []))
+            if role["kind"] == "ClusterRole" and resources & {"configmaps", "secrets"}:
+                fail(where, f"grants {sorted(resources & {'configmaps', 'secrets'})} cluster-wide")
+            if "secrets" in resources and not rule.get("resourceNames"):
+                fail(where, "reads Secrets other than by name")
+            if "*" in resources or "*" in rule.get("verbs", []):
+                fail(where, "grants a wildcard")
+
+    # One node's agent acts on its own node only.
+    policy = one(docs, "ValidatingAdmissionPolicy")
+    binding = one(docs, "ValidatingAdmissionPolicyBinding")
+    account = one(docs, "ServiceAccount")
+    if policy and binding and account:
+        spec = policy["spec"]
+        if spec.get("failurePolicy") != "Fail":
+            fail("ValidatingAdmissionPolicy", "does not fail closed")
+        rules = {
+            (op, res)
+            for rule in spec["matchConstraints"]["resourceRules"]
+            for op in rule["operations"]
+            for res in rule["resources"]
+        }
+        for needed in [("UPDATE", "nodes"), ("UPDATE", "nodes/status"), ("DELETE", "pods")]:
+            if needed not in rules:
+                fail("ValidatingAdmissionPolicy", f"does not check {needed[0]} {needed[1]}")
+        if binding["spec"].get("policyName") != policy["metadata"]["name"]:
+            fail("ValidatingAdmissionPolicyBinding", "binds another policy")
+        if binding["spec"].get("validationActions") != ["Deny"]:
+            fail("ValidatingAdmissionPolicyBinding", "does not deny")
+        ref = binding["spec"].get("paramRef", {})
+        meta = account["metadata"]
+        if (ref.get("name"), ref.get("namespace")) != (meta["name"], meta.get("namespace")):
+            fail("ValidatingAdmissionPolicyBinding", f"its parameter {ref} is not the agent's ServiceAccount")
+        if "authentication.kubernetes.io/node-name" not in yaml.safe_dump(spec):
+            fail("ValidatingAdmissionPolicy", "does not read the token's node name")
+
+
+def schema_of(kind):
+    for path in (DEPLOY / "schemas").glob("*.yaml"):
+        crd = yaml.safe_load(path.read_text())
+        if crd["spec"]["names"]["kind"] == kind:
+            version = next(v for v in crd["spec"]["versions"] if v["storage"])
+            return version["schema"]["openAPIV3Schema"]
+    raise SystemExit(f"deploy/schemas has no CRD for {kind}")
+
+
+def unknown_fields(value, schema, path):
+    """Fields the structural schema does not know (the API server would prune or refuse them)."""
+    if isinstance(value, dict) and "properties" in schema:
+        if schema.get("x-kubernetes-preserve-unknown-fields"):
+            return
+        for key, item in value.items():
+            if key not in schema["properties"]:
+                yield f"{path}.{key}"
+            else:
+                yield from unknown_fields(item, schema["properties"][key], f"{path}.{key}")
+    elif isinstance(value, list) and "items" in schema:
+        for index, item in enumerate(value):
+            yield from unknown_fields(item, schema["items"], f"{path}[{index}]")
+
+
+def check_prometheus(docs):
+    for kind in ("PodMonitor", "PrometheusRule"):
+        resource = one(docs, kind)
+        if not resource:
+            continue
+        schema = schema_of(kind)
+        body = {k: v for k, v in resource.items() if k not in ("apiVersion", "kind", "metadata")}
+        for error in jsonschema.Draft7Validator(schema).iter_errors(body):
+            fail(kind, f"{'.'.join(map(str, error.absolute_path))}: {error.message}")
+        for field in unknown_fields(body, schema, ""):
+            fail(kind, f"unknown field {field.lstrip('.')}")
+
+    monitor = one(docs, "PodMonitor")
+    daemonset = one(docs, "DaemonSet", "vigil")
+    if monitor and daemonset:
+        labels = daemonset["spec"]["template"]["metadata"]["labels"]
+        wanted = monitor["spec"]["selector"]["matchLabels"]
+        if any(labels.get(k) != v for k, v in wanted.items()):
+            fail("PodMonitor", f"its selector {wanted} does not select the agent's pods")
+        ports = {p["name"] for c in daemonset["spec"]["template"]["spec"]["containers"] for p in c.get("ports", [])}
+        for endpoint in monitor["spec"]["podMetricsEndpoints"]:
+            if endpoint.get("port") not in ports:
+                fail("PodMonitor", f"scrapes port {endpoint.get('port')}, the agent has {sorted(ports)}")
+            relabelled = {
+                r["targetLabel"]
+                for r in endpoint.get("relabelings", [])
+                if r.get("sourceLabels") == ["__meta_kubernetes_pod_node_name"]
+            }
+            if relabelled != {"node", "instance"}:
+                fail("PodMonitor", "series are not labelled with the node (node and instance)")
+
+    rule = one(docs, "PrometheusRule")
+    alerts = yaml.safe_load((DEPLOY / "observability" / "alerts.yaml").read_text())
+    if rule and rule["spec"]["groups"] != alerts["groups"]:
+        fail("PrometheusRule", "its groups differ from deploy/observability/alerts.yaml")
+    names = {r.get("alert") for g in alerts["groups"] for r in g["rules"]}
+    if "VigilAgentMissing" not in names:
+        fail("alerts.yaml", "no alert for a node without a ready agent")
+    for group in alerts["groups"]:
+        for r in group["rules"]:
+            if "instance" in r["expr"]:
+                fail("alerts.yaml", f"{r['alert']} groups by instance, not node")
+
+
+def main():
+    mode, render = sys.argv[1:3]
+    docs = load(render)
+    {"privilege": check_privilege, "prometheus": check_prometheus}[mode](docs)
+    for failure in failures:
+        print(f"deploy/ ({mode}): {failure}", file=sys.stderr)
+    sys.exit(1 if failures else 0)
+
+
+if __name__ == "__main__":
+    main()
