@@ -48,7 +48,9 @@ def check_privilege(docs):
         scopes = quota.get("spec", {}).get("scopeSelector", {}).get("matchExpressions", [])
         if not any("system-node-critical" in e.get("values", []) for e in scopes):
             fail("ResourceQuota", "does not name the system-node-critical priority class")
-    for container in pod.get("containers", []):
+    # Root only to give the state directory to the agent's user, with two
+    # capabilities; every container confined.
+    for container in pod.get("initContainers", []) + pod.get("containers", []):
         where = f"DaemonSet container {container['name']}"
         context = container.get("securityContext", {})
         if context.get("privileged"):
@@ -57,10 +59,16 @@ def check_privilege(docs):
             fail(where, "allowPrivilegeEscalation is not false")
         if context.get("readOnlyRootFilesystem") is not True:
             fail(where, "the root filesystem is writable")
-        if context.get("capabilities", {}).get("drop") != ["ALL"] or context.get(
-            "capabilities", {}
-        ).get("add"):
-            fail(where, "capabilities are not all dropped, none added")
+        capabilities = context.get("capabilities", {})
+        if capabilities.get("drop") != ["ALL"]:
+            fail(where, "capabilities are not all dropped")
+        root = context.get("runAsUser") == 0 or not context.get("runAsNonRoot")
+        if root and container.get("args", [None])[0] != "own-state":
+            fail(where, "runs as root")
+        if set(capabilities.get("add", [])) - ({"CHOWN", "DAC_READ_SEARCH"} if root else set()):
+            fail(where, f"adds capabilities {capabilities.get('add')}")
+    for container in pod.get("containers", []):
+        where = f"DaemonSet container {container['name']}"
         args = container.get("args", [])
         if "--metrics-addr=[::]:9464" not in args:
             fail(where, "does not listen dual-stack (--metrics-addr=[::]:9464)")

@@ -67,6 +67,16 @@ enum Command {
     /// Remove what vigil leaves behind when it is uninstalled (deploy/cleanup/ runs it).
     #[command(subcommand)]
     Cleanup(CleanupCommand),
+    /// Give the state directory, and everything in it, to the agent's user (the
+    /// DaemonSet's init container: the only part of vigil that runs as root).
+    OwnState {
+        /// The agent's state directory.
+        #[arg(long, value_name = "DIR", default_value = "/var/lib/vigil")]
+        state_dir: PathBuf,
+        /// The agent's user and group, as numbers.
+        #[arg(long, value_name = "UID:GID", value_parser = user, default_value = "65532:65532")]
+        user: (u32, u32),
+    },
     /// Print the custom resource definitions vigil reads (YAML), for `kubectl apply -f -`.
     Crd,
     /// Print the JSON Schema of vigil's config, for editors and CI checks of config files.
@@ -182,8 +192,8 @@ struct AgentArgs {
     /// policies pulled from registries).
     #[arg(long, default_value = "/var/lib/vigil")]
     state_dir: PathBuf,
-    /// vigil's own namespace, where the pull Secrets `VigilPolicy` objects name are read
-    /// (the DaemonSet passes `metadata.namespace`).
+    /// vigil's own namespace, the only one where `configFrom` ConfigMaps and the pull
+    /// Secrets `VigilPolicy` objects name are read (the DaemonSet passes `metadata.namespace`).
     #[arg(long, env = "POD_NAMESPACE", default_value = "vigil-system")]
     namespace: String,
     /// Certificates (PEM) trusted for policy registries beside the system's roots: a
@@ -600,6 +610,17 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             cache_dir,
         }) => compile(&digest, memory_limit_bytes, cache_dir),
         Command::Cleanup(command) => cleanup(command).await,
+        Command::OwnState { state_dir, user } => {
+            let changed = crate::ownership::give(&state_dir, user.0, user.1)?;
+            println!(
+                "{}: owned by {}:{} ({changed} entr{} changed owner)",
+                state_dir.display(),
+                user.0,
+                user.1,
+                if changed == 1 { "y" } else { "ies" }
+            );
+            Ok(())
+        }
         Command::Crd => {
             print!("{}", crate::crds::definitions());
             Ok(())
@@ -1115,6 +1136,18 @@ async fn cleanup(command: CleanupCommand) -> anyhow::Result<()> {
     }
 }
 
+/// Parses `UID:GID`.
+fn user(text: &str) -> Result<(u32, u32), String> {
+    let parse = |part: &str| {
+        part.parse::<u32>()
+            .map_err(|_| format!("{text:?} is not UID:GID (two numbers)"))
+    };
+    match text.split_once(':') {
+        Some((uid, gid)) => Ok((parse(uid)?, parse(gid)?)),
+        None => Err(format!("{text:?} is not UID:GID (two numbers)")),
+    }
+}
+
 /// Installs the SIGTERM and SIGINT handlers now, so that a signal during
 /// start-up is not lost (it ends the agent once started), and resolves on
 /// either.
@@ -1184,12 +1217,73 @@ mod tests {
         );
     }
 
-    /// The DaemonSet's container in `deploy/daemonset.yaml`.
-    fn daemonset_container() -> serde_json::Value {
-        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy/daemonset.yaml");
+    /// The pod of the DaemonSet in `deploy/FILE`.
+    fn daemonset_pod(file: &str) -> serde_json::Value {
+        let path = format!("{}/../deploy/{file}", env!("CARGO_MANIFEST_DIR"));
         let text = std::fs::read_to_string(path).unwrap();
         let daemonset: serde_json::Value = serde_norway::from_str(&text).unwrap();
-        daemonset["spec"]["template"]["spec"]["containers"][0].clone()
+        daemonset["spec"]["template"]["spec"].clone()
+    }
+
+    /// The DaemonSet's container in `deploy/daemonset.yaml`.
+    fn daemonset_container() -> serde_json::Value {
+        daemonset_pod("daemonset.yaml")["containers"][0].clone()
+    }
+
+    fn parse(args: &serde_json::Value) -> Command {
+        let args: Vec<String> = serde_json::from_value(args.clone()).unwrap();
+        let argv = std::iter::once("vigil".to_owned()).chain(args);
+        Cli::try_parse_from(argv)
+            .unwrap_or_else(|e| panic!("{e}"))
+            .command
+    }
+
+    /// Only the init container runs as root, and it gives the state
+    /// directory to the user the agent (and the cleanup) then runs as.
+    #[test]
+    fn the_init_container_gives_the_state_directory_to_the_user_that_runs() {
+        for file in ["daemonset.yaml", "cleanup/state.yaml"] {
+            let pod = daemonset_pod(file);
+            let init = &pod["initContainers"][0];
+            let Command::OwnState { state_dir, user } = parse(&init["args"]) else {
+                panic!("{file}: the init container does not run own-state");
+            };
+            let container = &pod["containers"][0];
+            let context = &container["securityContext"];
+            assert_eq!(context["runAsNonRoot"], true, "{file}");
+            let runs_as = (
+                context["runAsUser"].as_u64(),
+                context["runAsGroup"].as_u64(),
+            );
+            assert_eq!(
+                runs_as,
+                (Some(user.0.into()), Some(user.1.into())),
+                "{file}"
+            );
+            let mounted = |c: &serde_json::Value| {
+                c["volumeMounts"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .find(|m| m["name"] == "state")
+                    .map(|m| m["mountPath"].as_str().unwrap().to_owned())
+            };
+            assert_eq!(
+                mounted(init),
+                Some(state_dir.display().to_string()),
+                "{file}"
+            );
+            assert_eq!(mounted(container), mounted(init), "{file}");
+            let added = &init["securityContext"]["capabilities"]["add"];
+            assert_eq!(
+                added,
+                &serde_json::json!(["CHOWN", "DAC_READ_SEARCH"]),
+                "{file}"
+            );
+        }
+        assert_eq!(user("65532:1"), Ok((65532, 1)));
+        assert!(user("65532").unwrap_err().contains("UID:GID"));
+        assert!(user("vigil:vigil").unwrap_err().contains("UID:GID"));
     }
 
     #[test]

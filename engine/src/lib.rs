@@ -33,6 +33,7 @@ pub mod fleet;
 pub mod fsutil;
 pub mod metrics;
 pub mod model;
+pub mod ownership;
 pub mod policy;
 pub mod quantity;
 pub mod rate;
