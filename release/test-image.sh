@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # The image test: builds vigil's amd64 image (release/image.sh), pushes it to a
 # registry on loopback (Debian's docker-registry), pulls it back by digest and
-# runs `vigil --version`, `vigil agent --help` and `vigil policy check
-# --builtin` (the policies compile and run) in it with podman, as the
-# DaemonSet runs it: read-only root, every capability dropped, no new
-# privileges, no network. Then checks the image holds nothing but the binary
+# runs `vigil --version`, `vigil agent --help`, `vigil policy check
+# --builtin` (the policies compile and run, as the agent's user) and `vigil
+# own-state` (as the init container) in it with podman, as the DaemonSet
+# runs them: read-only root, every capability dropped but the init
+# container's two, no new privileges, no network. Then checks the image holds nothing but the binary
 # and the CA certificates (no shell), and that its index names the
 # architecture. Installs what it needs from Debian's packages when missing
 # (podman runs here only with runc: crun refuses this kernel's hybrid cgroups).
@@ -78,13 +79,26 @@ grep -q -- '--node-name' <<<"$help" || { echo "agent --help does not name --node
 # The policies run in it: the built-ins compile and pass their canary call
 # (wasmtime runs only code compiled for the binary's own triple, musl here),
 # with nothing writable but a tmpfs for the compile cache.
-check=$("${run[@]}" --tmpfs /tmp "$pin" policy check --builtin --cache-dir /tmp/cache 2>&1) || {
+check=$("${run[@]}" --user 65532:65532 --tmpfs /tmp "$pin" policy check --builtin --cache-dir /tmp/cache 2>&1) || {
     echo "the built-in policies do not load in the image:" >&2
     echo "$check" >&2
     exit 1
 }
 if [ "$(grep -c ': ok$' <<<"$check")" -lt 3 ]; then
     echo "policy check --builtin in the image: $check" >&2
+    exit 1
+fi
+
+# The init container's step, as the DaemonSet runs it (root with CHOWN and
+# DAC_READ_SEARCH only): a state directory root left gets the agent's user.
+mkdir -p "$work/state/config"
+echo '{}' >"$work/state/config/checkpoint.json"
+chmod 700 "$work/state/config"
+"${run[@]}" --user 0 --cap-add CHOWN --cap-add DAC_READ_SEARCH \
+    -v "$work/state:/var/lib/vigil" "$pin" own-state >/dev/null
+owners=$(find "$work/state" -printf '%U:%G\n' | sort -u)
+if [ "$owners" != "65532:65532" ]; then
+    echo "own-state in the image left owners $owners" >&2
     exit 1
 fi
 
