@@ -35,7 +35,7 @@ def one(docs, kind, name=None):
 
 
 def check_privilege(docs):
-    daemonset = one(docs, "DaemonSet", "vigil")
+    daemonset = one(docs, "DaemonSet")
     pod = daemonset.get("spec", {}).get("template", {}).get("spec", {})
     if pod.get("nodeSelector", {}).get("kubernetes.io/os") != "linux":
         fail("DaemonSet", "no kubernetes.io/os: linux node selector")
@@ -170,7 +170,7 @@ def check_prometheus(docs):
             fail(kind, f"unknown field {field.lstrip('.')}")
 
     monitor = one(docs, "PodMonitor")
-    daemonset = one(docs, "DaemonSet", "vigil")
+    daemonset = one(docs, "DaemonSet")
     if monitor and daemonset:
         labels = daemonset["spec"]["template"]["metadata"]["labels"]
         wanted = monitor["spec"]["selector"]["matchLabels"]

@@ -46,11 +46,14 @@ if command -v kubectl > /dev/null; then
     echo "deploy/: components/compile-on-node does not make the agent compile with 640Mi" >&2
     exit 1
   fi
-  # Moved into another namespace by an overlay, nothing still names the
-  # default one (RBAC subjects, FlowSchema subjects, the Namespace itself).
+  # Moved into another namespace and renamed by an overlay, nothing still
+  # names the default namespace (RBAC subjects, FlowSchema subjects, the
+  # admission binding's parameter, the Namespace itself), and check.py finds
+  # the binding's parameter is the renamed ServiceAccount.
   overlay=../target/deploy-check/other-namespace
   mkdir -p "$overlay"
-  printf 'namespace: ops-vigil\nresources: [../../../deploy]\n' > "$overlay/kustomization.yaml"
+  printf 'namespace: ops-vigil\nnamePrefix: team-\nresources: [../../../deploy]\n' \
+    > "$overlay/kustomization.yaml"
   kubectl kustomize "$overlay" > "$rendered"
   validate "$rendered"
   check privilege "$rendered"
