@@ -26,10 +26,10 @@ def load(path):
         return [doc for doc in yaml.safe_load_all(file) if doc]
 
 
-def one(docs, kind, name=None):
-    found = [d for d in docs if d["kind"] == kind and name in (None, d["metadata"]["name"])]
+def one(docs, kind):
+    found = [d for d in docs if d["kind"] == kind]
     if len(found) != 1:
-        fail(kind, f"expected one{f' named {name}' if name else ''}, found {len(found)}")
+        fail(kind, f"expected one, found {len(found)}")
         return {}
     return found[0]
 

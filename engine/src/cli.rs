@@ -1138,13 +1138,10 @@ async fn cleanup(command: CleanupCommand) -> anyhow::Result<()> {
 
 /// Parses `UID:GID`.
 fn user(text: &str) -> Result<(u32, u32), String> {
-    let parse = |part: &str| {
-        part.parse::<u32>()
-            .map_err(|_| format!("{text:?} is not UID:GID (two numbers)"))
-    };
-    match text.split_once(':') {
-        Some((uid, gid)) => Ok((parse(uid)?, parse(gid)?)),
-        None => Err(format!("{text:?} is not UID:GID (two numbers)")),
+    let (uid, gid) = text.split_once(':').unwrap_or_default();
+    match (uid.parse(), gid.parse()) {
+        (Ok(uid), Ok(gid)) => Ok((uid, gid)),
+        _ => Err(format!("{text:?} is not UID:GID (two numbers)")),
     }
 }
 

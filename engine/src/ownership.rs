@@ -148,4 +148,18 @@ mod tests {
             Err(error) => panic!("{error}"),
         }
     }
+
+    /// A state directory that is not there (the kubelet did not make it):
+    /// an error naming it, nothing changed.
+    #[test]
+    fn a_missing_directory_is_an_error_naming_it() {
+        let parent = tempfile::tempdir().unwrap();
+        let missing = parent.path().join("vigil");
+        let error = give(&missing, 65532, 65532).unwrap_err();
+        assert!(matches!(error, OwnershipError::Read { .. }), "{error:?}");
+        assert_eq!(
+            error.to_string(),
+            format!("cannot read {}", missing.display())
+        );
+    }
 }

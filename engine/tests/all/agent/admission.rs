@@ -9,11 +9,11 @@ use cel::{Context, Program};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 
-/// The agent's ServiceAccount in `deploy/` as rendered (kustomization's namespace).
-const NAMESPACE: &str = "vigil-system";
-
 /// Another node of the cluster.
 const OTHER: &str = "node-2";
+
+/// The agent's user: `deploy/`'s ServiceAccount in vigil's namespace ([`VIGIL_NS`]).
+const AGENT: &str = "system:serviceaccount:vigil-system:vigil";
 
 /// The policy's answer.
 #[derive(Debug, PartialEq)]
@@ -185,7 +185,7 @@ struct Caller<'a> {
 impl Caller<'static> {
     fn agent_on(node: &'static str) -> Self {
         Caller {
-            username: "system:serviceaccount:vigil-system:vigil",
+            username: AGENT,
             node: Some(node),
         }
     }
@@ -204,56 +204,41 @@ struct Target {
 impl Target {
     /// The target of a recorded write; `None` for a read.
     fn of(recorded: &Request) -> Option<Self> {
-        let operation = match recorded.method.as_str() {
-            "POST" => "CREATE",
-            "PUT" | "PATCH" => "UPDATE",
-            "DELETE" => "DELETE",
+        let access = recorded
+            .access()
+            .unwrap_or_else(|| panic!("{}", recorded.uri));
+        let operation = match access.verb.as_str() {
+            "create" => "CREATE",
+            "update" | "patch" => "UPDATE",
+            "delete" => "DELETE",
             _ => return None,
         };
-        let path = recorded.uri.split('?').next().unwrap_or_default();
-        let parts: Vec<&str> = path.trim_matches('/').split('/').collect();
-        let (group, rest) = match parts.as_slice() {
-            ["api", "v1", rest @ ..] => ("", rest),
-            ["apis", group, _version, rest @ ..] => (*group, rest),
-            _ => panic!("{}", recorded.uri),
-        };
-        let (namespace, rest) = match rest {
-            ["namespaces", namespace, rest @ ..] if !rest.is_empty() => (*namespace, rest),
-            rest => ("", rest),
-        };
-        let body_name = || recorded.body.as_ref().unwrap()["metadata"]["name"].clone();
-        let (resource, name, subresource) = match rest {
-            [resource] => (*resource, body_name().as_str().unwrap().to_owned(), ""),
-            [resource, name] => (*resource, (*name).to_owned(), ""),
-            [resource, name, sub] => (*resource, (*name).to_owned(), *sub),
-            _ => panic!("{}", recorded.uri),
+        // A create names its object in the body, not the path.
+        let name = access.name.unwrap_or_else(|| {
+            let body = recorded.body.as_ref().expect("a create's body");
+            body["metadata"]["name"].as_str().unwrap().to_owned()
+        });
+        let (resource, subresource) = match access.resource.split_once('/') {
+            Some((resource, sub)) => (resource.to_owned(), sub.to_owned()),
+            None => (access.resource, String::new()),
         };
         Some(Self {
             operation,
-            group: group.into(),
-            resource: resource.into(),
-            subresource: subresource.into(),
-            namespace: namespace.into(),
+            group: access.group,
+            resource,
+            subresource,
+            namespace: access.namespace,
             name,
         })
     }
 
-    /// Its path, naming the object (a POST names its collection) and the
-    /// subresource.
-    fn path(&self) -> String {
-        let group = match self.group.as_str() {
-            "" => "api/v1".to_owned(),
-            group => format!("apis/{group}"),
+    /// What it names: resource (with its subresource), namespace, name.
+    fn key(&self) -> (String, String, String) {
+        let resource = match self.subresource.as_str() {
+            "" => self.resource.clone(),
+            sub => format!("{}/{sub}", self.resource),
         };
-        let namespace = match self.namespace.as_str() {
-            "" => String::new(),
-            namespace => format!("/namespaces/{namespace}"),
-        };
-        let object = format!("/{group}{namespace}/{}/{}", self.resource, self.name);
-        match self.subresource.as_str() {
-            "" => object,
-            sub => format!("{object}/{sub}"),
-        }
+        (resource, self.namespace.clone(), self.name.clone())
     }
 
     /// The review the API server hands the policy.
@@ -281,19 +266,17 @@ impl Target {
 }
 
 /// The agent's recorded writes as the policy sees them, each with the
-/// object as it was before (what the test put there, or the agent's last
+/// object as it was before (one of the test's `pods`, or the agent's last
 /// write of it) and after.
-fn recorded_writes(server: &ApiServer, before: &[Value]) -> Vec<(Target, Value, Value)> {
-    let mut known: BTreeMap<String, Value> = before
+fn recorded_writes(server: &ApiServer, pods: &[Value]) -> Vec<(Target, Value, Value)> {
+    let mut known: BTreeMap<(String, String, String), Value> = pods
         .iter()
         .map(|object| {
-            let meta = &object["metadata"];
-            let path = format!(
-                "/api/v1/namespaces/{}/pods/{}",
-                meta["namespace"].as_str().unwrap(),
-                meta["name"].as_str().unwrap()
-            );
-            (path, object.clone())
+            let text = |key: &str| object["metadata"][key].as_str().unwrap().to_owned();
+            (
+                ("pods".into(), text("namespace"), text("name")),
+                object.clone(),
+            )
         })
         .collect();
     let mut writes = Vec::new();
@@ -301,10 +284,10 @@ fn recorded_writes(server: &ApiServer, before: &[Value]) -> Vec<(Target, Value, 
         let Some(target) = Target::of(&recorded) else {
             continue;
         };
-        let path = target.path();
+        let key = target.key();
         let old = match target.operation {
             "CREATE" => Value::Null,
-            _ => known.get(&path).cloned().unwrap_or(Value::Null),
+            _ => known.get(&key).cloned().unwrap_or(Value::Null),
         };
         let object = match (recorded.method.as_str(), &recorded.body) {
             ("DELETE", _) => Value::Null,
@@ -315,8 +298,8 @@ fn recorded_writes(server: &ApiServer, before: &[Value]) -> Vec<(Target, Value, 
             (_, None) => panic!("a write without a body: {}", recorded.uri),
         };
         match target.operation {
-            "DELETE" => known.remove(&path),
-            _ => known.insert(path, object.clone()),
+            "DELETE" => known.remove(&key),
+            _ => known.insert(key, object.clone()),
         };
         writes.push((target, object, old));
     }
@@ -328,11 +311,11 @@ fn recorded_writes(server: &ApiServer, before: &[Value]) -> Vec<(Target, Value, 
 /// checked writes of every kind it guards.
 pub(super) fn assert_it_admits_the_agent_and_denies_forgeries(server: &ApiServer, pods: &[Value]) {
     let policy = Policy::load();
-    assert_eq!(policy.params["metadata"]["namespace"], NAMESPACE);
+    assert_eq!(policy.params["metadata"]["namespace"], VIGIL_NS);
     let mut checked = BTreeSet::new();
     for (target, object, old) in recorded_writes(server, pods) {
         let review = |caller| target.review(caller, object.clone(), old.clone());
-        let what = format!("{} {}", target.operation, target.path());
+        let what = format!("{} {:?}", target.operation, target.key());
         match policy.admit(&review(Caller::agent_on(NODE))) {
             Verdict::Skipped => continue,
             Verdict::Admitted => {}

@@ -178,7 +178,7 @@ async fn after_an_interrupted_watch_a_node_relabel_applies_without_waiting_for_a
     until_config(&server, "Trial", "VigilConfig/batch@1").await;
 }
 
-/// Open watches on the ConfigMap `ops/NAME`.
+/// Open watches on the ConfigMap `NAME` in vigil's namespace.
 fn config_map_watches(server: &ApiServer, name: &str) -> usize {
     server.open_watches(&format!(
         "/namespaces/{VIGIL_NS}/configmaps?fieldSelector=metadata.name={name}"
@@ -247,7 +247,9 @@ async fn policy_config_from_a_config_map_applies_follows_it_and_its_watch_lives_
     );
     // A ConfigMap outside vigil's namespace is never read: its Role allows
     // no other.
-    server.put("configmaps", "ops", thresholds("100Mi"));
+    let mut theirs = thresholds("100Mi");
+    theirs["metadata"]["namespace"] = json!("ops");
+    server.put("configmaps", "ops", theirs);
     let elsewhere = json!({"policies": {"memory-pressure": {"configFrom":
         [{"namespace": "ops", "name": "thresholds", "key": "memory.yaml"}]}}});
     server.put(

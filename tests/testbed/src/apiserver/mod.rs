@@ -94,7 +94,7 @@ impl Request {
 }
 
 /// What RBAC must allow for a request: verb, API group (`""` for core),
-/// resource (`pods/eviction` for a subresource).
+/// resource (`pods/eviction` for a subresource); and what it names.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Access {
     /// `get`, `list`, `watch`, `create`, `patch`, `update` or `delete`.
@@ -103,6 +103,10 @@ pub struct Access {
     pub group: String,
     /// The resource, with its subresource if any.
     pub resource: String,
+    /// The namespace (`""` for a cluster-scoped resource or all namespaces).
+    pub namespace: String,
+    /// The object named in the path (none for a collection).
+    pub name: Option<String>,
 }
 
 impl Request {
@@ -116,16 +120,17 @@ impl Request {
             ["apis", group, _version, rest @ ..] => (*group, rest),
             _ => return None,
         };
-        let rest = match rest {
-            ["namespaces", _, rest @ ..] if !rest.is_empty() => rest,
-            rest => rest,
+        let (namespace, rest) = match rest {
+            ["namespaces", namespace, rest @ ..] if !rest.is_empty() => (*namespace, rest),
+            rest => ("", rest),
         };
-        let (resource, named) = match rest {
-            [resource] => ((*resource).to_owned(), false),
-            [resource, _name] => ((*resource).to_owned(), true),
-            [resource, _name, sub] => (format!("{resource}/{sub}"), true),
+        let (resource, name) = match rest {
+            [resource] => ((*resource).to_owned(), None),
+            [resource, name] => ((*resource).to_owned(), Some(*name)),
+            [resource, name, sub] => (format!("{resource}/{sub}"), Some(*name)),
             _ => return None,
         };
+        let named = name.is_some();
         let watching = self.uri.contains("watch=true") || self.uri.contains("watch=1");
         let verb = match (self.method.as_str(), named) {
             ("GET", false) if watching => "watch",
@@ -141,6 +146,8 @@ impl Request {
             verb: verb.to_owned(),
             group: group.to_owned(),
             resource,
+            namespace: namespace.to_owned(),
+            name: name.map(str::to_owned),
         })
     }
 }
