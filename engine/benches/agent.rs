@@ -17,7 +17,11 @@
 //!   sampled, and the peaks of the child processes that compiled them, from
 //!   the agent's log), then restarted with the cache warm.
 //!
+//! - the agent's CPU during an eviction storm (1000 pods, the JavaScript
+//!   sorter, pressure flapping), on average and in its busiest second.
+//!
 //! `VIGIL_BINARY=PATH` measures another build of vigil, e.g. the image's.
+//! `VIGIL_BENCH=storm` runs only the storm.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -312,6 +316,68 @@ async fn at_rest(pods: usize, config_maps: bool) {
     );
 }
 
+/// An eviction storm: 1000 pods, the example JavaScript sorter ordering
+/// them, and memory pressure flapping (under the threshold with a
+/// `memory.events` wake-up, then relieved) every half second for
+/// [`STORM`], while the API server plays the kubelet (each victim is gone
+/// after its grace period). The agent's CPU over the storm, its busiest
+/// second, and the evictions it made: what its CPU request and limit are
+/// decided from.
+async fn eviction_storm() {
+    const PODS: usize = 1000;
+    const STORM: Duration = Duration::from_secs(30);
+    let server = ApiServer::start().await;
+    server.put("nodes", "", objects::node(NODE));
+    let files = NodeFiles::default();
+    for i in 0..PODS {
+        pod(
+            &server,
+            &files,
+            &format!("storm-{i}"),
+            100 + (i as u64 % 300),
+        );
+    }
+    let policies = files.path("policies");
+    std::fs::create_dir_all(&policies).expect("policies dir");
+    let js =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/policies/js-sorter/js-sorter.wasm");
+    std::fs::copy(&js, policies.join("js-sorter.wasm"))
+        .unwrap_or_else(|e| panic!("{}: {e}; run examples/policies/build.sh", js.display()));
+    let config = format!("sorter: js-sorter\n{CONFIG}");
+    let agent = AgentProcess::start(&binary(), NODE, &files, &server, &config, &[]);
+    started(&server, &agent).await;
+    serving(&agent, &["js-sorter"]).await;
+    let before = agent.usage();
+    let evicted = server.evictions().len();
+    let start = Instant::now();
+    let mut busiest = Duration::ZERO;
+    let mut second = (start, before.cpu);
+    let mut pressed = false;
+    while start.elapsed() < STORM {
+        pressed = !pressed;
+        files.memory_available(if pressed { 50 } else { 4096 });
+        if pressed {
+            files.memory_event();
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        if second.0.elapsed() >= Duration::from_secs(1) {
+            let now = agent.usage().cpu;
+            busiest = busiest.max((now - second.1).div_f64(second.0.elapsed().as_secs_f64()));
+            second = (Instant::now(), now);
+        }
+    }
+    let after = agent.usage();
+    let wall = start.elapsed();
+    println!(
+        "eviction storm ({PODS} pods, js-sorter, pressure flapping every 500 ms for {:.0} s): cpu {:.1} % of a core on average, {:.1} % in the busiest second; {} evictions; RSS {:.1} MiB",
+        wall.as_secs_f64(),
+        (after.cpu - before.cpu).as_secs_f64() / wall.as_secs_f64() * 100.0,
+        busiest.as_secs_f64() * 100.0,
+        server.evictions().len() - evicted,
+        after.resident_kib as f64 / 1024.0
+    );
+}
+
 fn main() {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -319,10 +385,14 @@ fn main() {
         .build()
         .expect("runtime")
         .block_on(async {
+            if std::env::var("VIGIL_BENCH").as_deref() == Ok("storm") {
+                return eviction_storm().await;
+            }
             signal_to_eviction().await;
             at_rest(110, false).await;
             at_rest(110, true).await;
             at_rest(1000, false).await;
             memory_with_example_policies().await;
+            eviction_storm().await;
         });
 }

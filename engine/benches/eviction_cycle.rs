@@ -83,8 +83,7 @@ fn node(pods: usize, available_mib: u64) -> NodeState {
             signal("psi.memory.some.avg10", 1.0, 100.0),
         ],
         pods,
-        terminating: Vec::new(),
-        facts: Default::default(),
+        ..NodeState::default()
     }
 }
 

@@ -7,7 +7,7 @@
 //! Everything here is cheap to update from any thread; nothing blocks.
 
 use crate::eviction::runner::Report;
-use crate::eviction::{CycleReport, Victim};
+use crate::eviction::{CycleReport, Skipped, Victim};
 use crate::model::MetLevel;
 use crate::policy::{Phase, Policy, Registry};
 use prometheus_client::encoding::EncodeLabelSet;
@@ -45,6 +45,35 @@ pub struct ThresholdLabels {
     pub strategy: String,
     /// `soft` or `hard`.
     pub level: String,
+}
+
+/// Labels of a threshold waiting for reclaim in progress.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct WaitingLabels {
+    /// The strategy that reported the threshold.
+    pub strategy: String,
+    /// Whose reclaim it waits for: `own`, `shared`, `terminating` or `kubelet`.
+    pub reclaim: String,
+}
+
+/// Labels of a threshold out of its place beside the kubelet.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct MisplacedLabels {
+    /// The strategy that reported it.
+    pub strategy: String,
+    /// The signal it watches.
+    pub signal: String,
+    /// `BehindKubelet` or `BeforeImageGC`.
+    pub place: String,
+}
+
+/// Labels of a victim held back by a cap on volume.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CappedLabels {
+    /// The strategy that chose it.
+    pub strategy: String,
+    /// `node` or `namespace`.
+    pub cap: String,
 }
 
 /// Labels of a policy's state.
@@ -119,6 +148,13 @@ pub struct Metrics {
     pub evictions_in_flight: Gauge,
     /// Thresholds met in the last cycle.
     pub thresholds_met: Family<ThresholdLabels, Gauge>,
+    /// Thresholds met in the last cycle that waited for reclaim in progress
+    /// instead of taking a victim.
+    pub thresholds_waiting: Family<WaitingLabels, Gauge>,
+    /// Thresholds reported in the last cycle out of their place beside the kubelet.
+    pub thresholds_misplaced: Family<MisplacedLabels, Gauge>,
+    /// Victims the last cycle held back by a cap on volume.
+    pub evictions_held_back: Family<CappedLabels, Gauge>,
     /// Node conditions reported (1) or not (0).
     pub conditions: Family<NameLabel, Gauge>,
     /// How long one decision cycle takes, in seconds.
@@ -176,6 +212,9 @@ impl Default for Metrics {
             evictions: Family::default(),
             evictions_in_flight: Gauge::default(),
             thresholds_met: Family::default(),
+            thresholds_waiting: Family::default(),
+            thresholds_misplaced: Family::default(),
+            evictions_held_back: Family::default(),
             conditions: Family::default(),
             cycle_seconds: Histogram::new(exponential_buckets(0.0001, 4.0, 10)),
             signal_to_eviction_seconds: Histogram::new(exponential_buckets(0.001, 4.0, 10)),
@@ -230,6 +269,21 @@ impl Metrics {
             "thresholds_met",
             "Thresholds met in the last cycle",
             m.thresholds_met.clone(),
+        );
+        registry.register(
+            "thresholds_waiting",
+            "Thresholds met in the last cycle that waited for reclaim in progress, by whose",
+            m.thresholds_waiting.clone(),
+        );
+        registry.register(
+            "thresholds_misplaced",
+            "Thresholds reported in the last cycle that are not ahead of the kubelet's, or come before its image GC",
+            m.thresholds_misplaced.clone(),
+        );
+        registry.register(
+            "evictions_held_back",
+            "Victims the last cycle held back by a cap on evictions per node or namespace",
+            m.evictions_held_back.clone(),
         );
         registry.register(
             "conditions",
@@ -429,6 +483,39 @@ impl Metrics {
                     level: level.into(),
                 })
                 .inc();
+        }
+        self.thresholds_misplaced.clear();
+        for misplaced in &report.misplaced {
+            self.thresholds_misplaced
+                .get_or_create(&MisplacedLabels {
+                    strategy: misplaced.strategy.clone(),
+                    signal: misplaced.signal.clone(),
+                    place: misplaced.place.reason().into(),
+                })
+                .set(1);
+        }
+        self.thresholds_waiting.clear();
+        self.evictions_held_back.clear();
+        for skipped in &report.skipped {
+            match skipped {
+                Skipped::Reclaiming { strategy, by, .. } => {
+                    self.thresholds_waiting
+                        .get_or_create(&WaitingLabels {
+                            strategy: strategy.clone(),
+                            reclaim: by.kind().into(),
+                        })
+                        .inc();
+                }
+                Skipped::Capped { strategy, cap, .. } => {
+                    self.evictions_held_back
+                        .get_or_create(&CappedLabels {
+                            strategy: strategy.clone(),
+                            cap: cap.as_str().into(),
+                        })
+                        .inc();
+                }
+                _ => {}
+            }
         }
         for (strategy, _) in report.refused_effects() {
             self.refused_taint_effects

@@ -17,9 +17,6 @@ use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
 use axum::routing::get;
-use futures::FutureExt;
-use k8s_openapi::api::core::v1::Pod;
-use kube::runtime::reflector::Store;
 use prometheus_client::registry::Registry as PromRegistry;
 use std::future::Future;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -31,40 +28,42 @@ use tokio::net::TcpListener;
 #[derive(Clone)]
 pub struct Health {
     period: Duration,
-    pods: Store<Pod>,
     heartbeat: Heartbeat,
-    /// When a probe first found the pods listed: the loop's first cycle is
-    /// due within three periods of it.
-    synced_at: Arc<OnceLock<Instant>>,
+    /// When the eviction loop found the pods listed: its first cycle is due
+    /// within three periods of it. The loop says so ([`Health::listed`]);
+    /// the endpoints never poll the pod store's readiness themselves, as
+    /// kube-runtime 5.0 wakes only the last task that polled it and a probe
+    /// would take the loop's wake-up (the loop then never starts).
+    listed: Arc<OnceLock<Instant>>,
 }
 
 impl Health {
-    /// Health of a loop with `period`, beating `heartbeat`, reading `pods`.
-    pub fn new(period: Duration, pods: Store<Pod>, heartbeat: Heartbeat) -> Self {
+    /// Health of a loop with `period`, beating `heartbeat`.
+    pub fn new(period: Duration, heartbeat: Heartbeat) -> Self {
         Self {
             period,
-            pods,
             heartbeat,
-            synced_at: Arc::default(),
+            listed: Arc::default(),
         }
     }
 
-    fn synced(&self) -> bool {
-        matches!(self.pods.wait_until_ready().now_or_never(), Some(Ok(())))
+    /// The pods are listed: the loop starts.
+    pub fn listed(&self) {
+        self.listed.get_or_init(Instant::now);
     }
 
     fn live(&self) -> bool {
         let due = self.period * 3;
-        match self.heartbeat.since_last() {
-            Some(since) => since <= due,
+        match (self.heartbeat.since_last(), self.listed.get()) {
+            (Some(since), _) => since <= due,
             // Still waiting for the API server: alive.
-            None if !self.synced() => true,
-            None => self.synced_at.get_or_init(Instant::now).elapsed() <= due,
+            (None, None) => true,
+            (None, Some(at)) => at.elapsed() <= due,
         }
     }
 
     fn ready(&self) -> bool {
-        self.synced() && self.heartbeat.since_last().is_some()
+        self.listed.get().is_some() && self.heartbeat.since_last().is_some()
     }
 }
 

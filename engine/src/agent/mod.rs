@@ -181,7 +181,7 @@ pub async fn run(config: AgentConfig, shutdown: impl Future<Output = ()>) -> any
         .await
         .with_context(|| format!("cannot listen on {}", config.metrics_addr))?;
     let heartbeat = Heartbeat::default();
-    let health = http::Health::new(eviction.period, pods.store.clone(), heartbeat.clone());
+    let health = http::Health::new(eviction.period, heartbeat.clone());
     tasks.spawn(http::serve(
         listener,
         Arc::clone(&metrics),
@@ -343,11 +343,16 @@ pub async fn run(config: AgentConfig, shutdown: impl Future<Output = ()>) -> any
     tracing::info!(node = %config.node_name, policies_dir = %config.policies_dir.display(), dry_run = config.dry_run, "vigil agent started");
     let loop_stop = stop.clone();
     let pods_store = pods.store.clone();
+    let listed = health;
     let decide = tokio::spawn(async move {
-        // Decide only once the pods are known: an empty store is not an empty node.
+        // Decide only once the pods are known: an empty store is not an empty
+        // node. This is the store's only waiter (kube-runtime 5.0 wakes just
+        // the last task that polled its readiness): the health endpoints
+        // learn of the list from here.
         tokio::select! {
             () = loop_stop.cancelled() => {}
             ready = pods_store.wait_until_ready() => if ready.is_ok() {
+                listed.listed();
                 runner.run(source, loop_stop.cancelled_owned()).await;
             }
         }

@@ -3,7 +3,8 @@
 //! pod with its grace period.
 //!
 //! The body is built from k8s-openapi's `Eviction` and posted as is:
-//! `deleteOptions` carries the grace period the manager settled on, a UID
+//! `deleteOptions` carries the grace period the manager settled on (never
+//! 0, which the API server takes for a force delete), a UID
 //! precondition (a new pod of the same name is never hit) and, in dry-run,
 //! `dryRun: [All]` — also in the URL (`?dryRun=All`), so admission webhooks
 //! see a dry run too; the API server still judges the PDBs. kube's
@@ -25,6 +26,7 @@
 //! precondition and grace), as the kubelet would under hard pressure; a
 //! dry-run victim never is: dry run sends no DELETE.
 
+use crate::config::MIN_GRACE_PERIOD_SECONDS;
 use crate::eviction::{KillError, Killer, Victim};
 use futures::FutureExt;
 use futures::future::BoxFuture;
@@ -92,9 +94,10 @@ impl Killer for EvictionApi {
 
 fn delete_options(victim: &Victim) -> DeleteOptions {
     DeleteOptions {
+        // Whoever made the victim, 0 never goes out: a force delete.
         grace_period_seconds: victim
             .grace_period_seconds
-            .map(|s| i64::try_from(s).unwrap_or(i64::MAX)),
+            .map(|s| i64::try_from(s.max(MIN_GRACE_PERIOD_SECONDS)).unwrap_or(i64::MAX)),
         preconditions: Some(Preconditions {
             uid: Some(victim.pod.uid.clone()),
             resource_version: None,
@@ -249,6 +252,43 @@ mod tests {
         let plain = answer(429, json!("not a status"), None);
         assert!(
             matches!(plain, Err(KillError::Throttled { retry_after, .. }) if retry_after >= DEFAULT_RETRY_AFTER)
+        );
+    }
+
+    #[test]
+    fn no_request_carries_a_grace_period_of_zero() {
+        let mut victim = Victim {
+            pod: crate::model::fixture::pod("v").build(),
+            strategy: "memory-pressure".into(),
+            reason: String::new(),
+            urgency: crate::eviction::Urgency::Hard,
+            scope: Some("memory".into()),
+            grace_period_seconds: Some(0),
+            dry_run: false,
+            override_pdb: false,
+        };
+        for override_pdb in [false, true] {
+            victim.override_pdb = override_pdb;
+            let request = if override_pdb {
+                deletion(&victim)
+            } else {
+                eviction(&victim)
+            }
+            .unwrap();
+            let body: serde_json::Value = serde_json::from_slice(request.body()).unwrap();
+            let options = if override_pdb {
+                &body
+            } else {
+                &body["deleteOptions"]
+            };
+            assert_eq!(options["gracePeriodSeconds"], 1, "{body}");
+        }
+        victim.grace_period_seconds = None;
+        let body: serde_json::Value =
+            serde_json::from_slice(eviction(&victim).unwrap().body()).unwrap();
+        assert!(
+            body["deleteOptions"].get("gracePeriodSeconds").is_none(),
+            "unknown: the pod's own"
         );
     }
 

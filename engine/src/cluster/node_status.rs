@@ -41,6 +41,35 @@ pub struct NodeConditions {
     pub active: Vec<ActiveCondition>,
     /// Conditions that ended and whose strategy still runs: `False`.
     pub ended: Vec<String>,
+    /// Thresholds out of their place beside the kubelet, each its reason
+    /// (`BehindKubelet`, `BeforeImageGC`) and description (empty:
+    /// [`BESIDE_KUBELET`] holds); `None`: not judged, no such condition
+    /// (what an uninstall applies).
+    pub misplaced: Option<Vec<(String, String)>>,
+}
+
+/// The condition type saying whether every threshold on a signal the
+/// kubelet also watches sits ahead of the kubelet's (and behind its image
+/// garbage collection): `True`, or `False` naming those that do not.
+pub const BESIDE_KUBELET: &str = "VigilAheadOfKubelet";
+
+/// The [`BESIDE_KUBELET`] condition for `misplaced`: (holds, reason, message).
+fn beside_kubelet(misplaced: &[(String, String)]) -> (bool, &str, String) {
+    match misplaced.first() {
+        None => (
+            true,
+            "AheadOfKubelet",
+            "every threshold on a signal the kubelet watches is ahead of the kubelet's".into(),
+        ),
+        Some((reason, _)) => {
+            let all: Vec<&str> = misplaced.iter().map(|(_, text)| text.as_str()).collect();
+            (
+                false,
+                reason,
+                crate::policy::text::bounded(&all.join("; "), 1024),
+            )
+        }
+    }
 }
 
 /// The node condition type for a strategy's condition name.
@@ -112,6 +141,10 @@ impl NodeStatus {
         for condition in &shown.active {
             next.insert(condition_type(&condition.name), (true, now));
         }
+        let beside = shown.misplaced.as_deref().map(beside_kubelet);
+        if let Some((ahead, _, _)) = &beside {
+            next.insert(BESIDE_KUBELET.to_owned(), (*ahead, now));
+        }
         for (kind, (holds, since)) in next.iter_mut() {
             match self.written.get(kind) {
                 Some((before, then)) if before == holds => *since = *then,
@@ -121,11 +154,23 @@ impl NodeStatus {
         let conditions: Vec<serde_json::Value> = next
             .iter()
             .map(|(kind, (holds, since))| {
+                let (reason, message) = if let Some((_, reason, message)) =
+                    beside.as_ref().filter(|_| kind == BESIDE_KUBELET)
+                {
+                    (*reason, message.as_str())
+                } else if *holds {
+                    (
+                        "PressureObserved",
+                        "vigil observes this pressure on the node",
+                    )
+                } else {
+                    ("NoPressure", "vigil observes no such pressure")
+                };
                 serde_json::json!({
                     "type": kind,
                     "status": if *holds { "True" } else { "False" },
-                    "reason": if *holds { "PressureObserved" } else { "NoPressure" },
-                    "message": if *holds { "vigil observes this pressure on the node" } else { "vigil observes no such pressure" },
+                    "reason": reason,
+                    "message": message,
                     "lastHeartbeatTime": Time(now),
                     "lastTransitionTime": Time(*since),
                 })

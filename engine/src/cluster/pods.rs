@@ -5,6 +5,7 @@
 //! ([`super::source`]); this module only reads the object.
 
 use crate::model::{KeyValue, OwnerKind, Pod, QosClass, Resources, Usage};
+use crate::signals::catalogue::Resource;
 use k8s_openapi::api::core::v1::{Container, Pod as KubePod};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use std::collections::BTreeMap;
@@ -39,8 +40,54 @@ pub enum PodPhase {
         /// When its grace period ends.
         until: SystemTime,
     },
+    /// Evicted by the kubelet, or being evicted by it: never a candidate,
+    /// and reclaim in progress for its resource until it is released.
+    EvictedByKubelet {
+        /// Its UID.
+        uid: String,
+        /// `namespace/name`.
+        name: String,
+        /// Its QoS class (where its cgroup is).
+        qos: QosClass,
+        /// What the kubelet reclaims, from its message; `None`: not said.
+        resource: Option<Resource>,
+    },
     /// Succeeded or failed: holds no resources worth evicting for.
     Finished,
+}
+
+/// The condition the kubelet sets on a pod it is terminating, and its reason.
+const DISRUPTION_TARGET: &str = "DisruptionTarget";
+const TERMINATION_BY_KUBELET: &str = "TerminationByKubelet";
+/// What the kubelet's eviction message starts with, before the resource.
+const LOW_ON_RESOURCE: &str = "The node was low on resource: ";
+
+/// Whether the kubelet evicted or is evicting the pod, as its eviction
+/// manager writes it: the `DisruptionTarget` condition with reason
+/// `TerminationByKubelet` while its containers stop (the phase stays
+/// `Running` until they have), then phase `Failed` with reason `Evicted`.
+/// The message names the resource ("The node was low on resource: memory.
+/// Threshold quantity: …"); a graceful node shutdown sets the same condition
+/// with another message, and is not an eviction.
+fn kubelet_eviction(status: &k8s_openapi::api::core::v1::PodStatus) -> Option<Option<Resource>> {
+    let resource = |message: Option<&str>| {
+        let rest = message?.strip_prefix(LOW_ON_RESOURCE)?;
+        Resource::from_kubelet(rest.split(['.', ',', ' ']).next()?)
+    };
+    let evicted =
+        status.phase.as_deref() == Some("Failed") && status.reason.as_deref() == Some("Evicted");
+    if evicted {
+        return Some(resource(status.message.as_deref()));
+    }
+    let condition = status.conditions.iter().flatten().find(|c| {
+        c.type_ == DISRUPTION_TARGET
+            && c.status == "True"
+            && c.reason.as_deref() == Some(TERMINATION_BY_KUBELET)
+    })?;
+    let message = condition.message.as_deref();
+    message
+        .is_some_and(|m| m.starts_with(LOW_ON_RESOURCE))
+        .then(|| resource(message))
 }
 
 /// Reads `pod` into the contract's record (usage zero, no PDB budget).
@@ -57,12 +104,21 @@ pub fn read(pod: &KubePod) -> PodPhase {
         };
     }
     let status = pod.status.as_ref();
+    let spec = pod.spec.clone().unwrap_or_default();
+    let init = spec.init_containers.as_deref().unwrap_or(&[]);
+    if let Some(resource) = status.and_then(kubelet_eviction) {
+        return PodPhase::EvictedByKubelet {
+            uid,
+            name: format!("{namespace}/{name}"),
+            qos: qos(&spec.containers, init),
+            resource,
+        };
+    }
     match status.and_then(|s| s.phase.as_deref()) {
         Some("Succeeded" | "Failed") => return PodPhase::Finished,
         Some("Pending") => return PodPhase::Pending,
         _ => {}
     }
-    let spec = pod.spec.clone().unwrap_or_default();
     let labels = meta.labels.clone().unwrap_or_default();
     let annotations = meta.annotations.clone().unwrap_or_default();
     let priority = spec.priority.unwrap_or(0);
@@ -84,10 +140,7 @@ pub fn read(pod: &KubePod) -> PodPhase {
         uid,
         namespace,
         name,
-        qos: qos(
-            &spec.containers,
-            spec.init_containers.as_deref().unwrap_or(&[]),
-        ),
+        qos: qos(&spec.containers, init),
         priority,
         labels: pairs(&labels, |_| true),
         annotations: pairs(&annotations, |v| v.len() <= MAX_ANNOTATION_BYTES),
@@ -354,5 +407,54 @@ status:
             panic!()
         };
         assert!(record.is_critical && !record.is_static && !record.is_mirror);
+    }
+
+    #[test]
+    fn a_pod_the_kubelet_evicts_or_evicted_is_reclaim_for_the_resource_it_names() {
+        // As the kubelet writes it while the containers stop, then after.
+        let evicting = kube_pod(
+            r#"
+metadata: {name: hog, namespace: n, uid: u}
+spec: {containers: [{name: c}]}
+status:
+  phase: Running
+  conditions:
+    - {type: DisruptionTarget, status: "True", reason: TerminationByKubelet,
+       message: "The node was low on resource: memory. Threshold quantity: 100Mi, available: 81204Ki. Container c was using 2Gi, request is 0, has larger consumption of memory. "}
+"#,
+        );
+        match read(&evicting) {
+            PodPhase::EvictedByKubelet {
+                uid,
+                name,
+                qos,
+                resource,
+            } => {
+                assert_eq!((uid.as_str(), name.as_str()), ("u", "n/hog"));
+                assert_eq!(
+                    (qos, resource),
+                    (QosClass::BestEffort, Some(Resource::Memory))
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        let evicted = kube_pod(
+            "metadata: {name: a, uid: u}\nstatus: {phase: Failed, reason: Evicted, message: 'The node was low on resource: ephemeral-storage. Threshold quantity: 10%, available: 1Gi. '}",
+        );
+        assert!(matches!(
+            read(&evicted),
+            PodPhase::EvictedByKubelet {
+                resource: Some(Resource::Disk),
+                ..
+            }
+        ));
+        // A node shutdown sets the same condition; it evicts for nothing.
+        let shutdown = kube_pod(
+            "metadata: {name: a, uid: u}\nspec: {containers: []}\nstatus: {phase: Running, conditions: [{type: DisruptionTarget, status: 'True', reason: TerminationByKubelet, message: 'Pod was terminated in response to imminent node shutdown.'}]}",
+        );
+        assert!(matches!(read(&shutdown), PodPhase::Live(_)));
+        let failed =
+            kube_pod("metadata: {name: a, uid: u}\nstatus: {phase: Failed, reason: Error}");
+        assert!(matches!(read(&failed), PodPhase::Finished));
     }
 }

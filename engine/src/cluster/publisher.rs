@@ -68,9 +68,14 @@ impl Publisher {
                     for name in &ended {
                         self.node_event(name, false);
                     }
+                    let misplaced: Vec<(String, String)> = (cycle.misplaced.iter())
+                        .map(|m| (m.place.reason().to_owned(), m.to_string()))
+                        .collect();
+                    self.beside_kubelet(&misplaced);
                     let next = NodeConditions {
                         active: cycle.conditions.clone(),
                         ended: cycle.ended_conditions.clone(),
+                        misplaced: Some(misplaced),
                     };
                     self.conditions.send_if_modified(|current| {
                         let changed = current.as_ref().is_none_or(|c| shown(c) != shown(&next));
@@ -85,6 +90,23 @@ impl Publisher {
                     }
                 }
                 Report::Settled { settled, .. } => self.settled(settled.clone()),
+            }
+        }
+    }
+
+    /// A Warning on the Node when a threshold comes out of its place beside
+    /// the kubelet that was not out of it in what the Node was last told
+    /// (once per change, not per cycle; values that move with the
+    /// threshold's level are not a change).
+    fn beside_kubelet(&self, misplaced: &[(String, String)]) {
+        let subject = |text: &str| text.split(" < ").next().unwrap_or(text).to_owned();
+        let before: Vec<(String, String)> = (self.conditions.borrow().iter())
+            .flat_map(|shown| shown.misplaced.iter().flatten())
+            .map(|(reason, text)| (reason.clone(), subject(text)))
+            .collect();
+        for (reason, text) in misplaced {
+            if !before.contains(&(reason.clone(), subject(text))) {
+                self.publish(self.node.clone(), EventType::Warning, reason, text.clone());
             }
         }
     }
@@ -161,13 +183,21 @@ impl Publisher {
 }
 
 /// What of the conditions the Node shows: names, effects, and which ended.
-fn shown(conditions: &NodeConditions) -> (Vec<(&str, &[String])>, &[String]) {
+/// What of the Node's conditions is compared: (name, effects) of each
+/// active one, the ended ones, and the thresholds out of place.
+type Shown<'a> = (
+    Vec<(&'a str, &'a [String])>,
+    &'a [String],
+    Option<&'a [(String, String)]>,
+);
+
+fn shown(conditions: &NodeConditions) -> Shown<'_> {
     let active = conditions
         .active
         .iter()
         .map(|c| (c.name.as_str(), c.effects.as_slice()))
         .collect();
-    (active, &conditions.ended)
+    (active, &conditions.ended, conditions.misplaced.as_deref())
 }
 
 fn node_reference(node: &str) -> ObjectReference {

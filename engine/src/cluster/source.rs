@@ -15,7 +15,7 @@ use super::budgets::Budgets;
 use super::pods::{self, PodPhase};
 use crate::clock::Clock;
 use crate::eviction::runner::NodeSource;
-use crate::eviction::{CycleReport, NodeState, PodFacts, Terminating};
+use crate::eviction::{CycleReport, KubeletEviction, NodeState, PodFacts, Terminating};
 use crate::model::Pod;
 use crate::signals::{self, Cgroups, CpuRates, Sources};
 use k8s_openapi::api::core::v1::{Node, Pod as KubePod};
@@ -113,6 +113,22 @@ impl NodeSource for ClusterSource {
                 }
                 PodPhase::Terminating { uid, name, until } => {
                     state.terminating.push(Terminating { uid, name, until })
+                }
+                PodPhase::EvictedByKubelet {
+                    uid,
+                    name,
+                    qos,
+                    resource,
+                } => {
+                    // Its cgroup goes once its containers and volumes are cleaned up.
+                    let released = signals::pod_usage(&cgroups, &uid, qos).is_err();
+                    let eviction = KubeletEviction {
+                        uid,
+                        name,
+                        resource,
+                        released,
+                    };
+                    state.kubelet_evictions.push(eviction);
                 }
                 PodPhase::Pending | PodPhase::Finished => {}
             }

@@ -13,6 +13,7 @@
 pub mod assignment;
 pub mod checkpoint;
 pub mod crd;
+pub mod kubelet;
 pub mod layers;
 pub mod names;
 pub mod references;
@@ -35,13 +36,21 @@ pub const MAX_LAYER_DEPTH: usize = 32;
 
 const DAY: u64 = 86_400;
 
+/// The least grace period of any request vigil sends: to the API server a
+/// grace period of 0 is a force delete (the pod object is removed at once,
+/// before its containers stop, as `kubectl delete --force --grace-period=0`
+/// does), so a replacement of the same identity may start beside it.
+pub const MIN_GRACE_PERIOD_SECONDS: u64 = 1;
+
 /// Settings of one policy.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct PolicyConfig {
     /// Whether a strategy takes part in cycles.
     pub enabled: bool,
-    /// Log and count this strategy's decisions, carry none out.
+    /// Log, count and show this strategy's decisions, carry none out. True
+    /// unless a layer says otherwise, but for the built-in memory and disk
+    /// strategies: a strategy evicts only once enabled.
     pub dry_run: bool,
     /// Deadline of one call, in milliseconds (unset: the host's 100).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -73,7 +82,7 @@ impl Default for PolicyConfig {
     fn default() -> Self {
         Self {
             enabled: true,
-            dry_run: false,
+            dry_run: true,
             deadline_ms: None,
             memory_limit_mib: None,
             trial_seconds: None,
@@ -97,6 +106,33 @@ impl PolicyConfig {
             trial: self
                 .trial_seconds
                 .map_or(default.trial, Duration::from_secs),
+        }
+    }
+}
+
+/// Caps on evictions per node and per namespace in a sliding window.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct EvictionLimits {
+    /// The window the caps count in, in seconds.
+    #[schemars(range(min = 1, max = 86_400))]
+    pub window_seconds: u64,
+    /// Most capped evictions on one node per window; `null`: no cap.
+    #[schemars(range(min = 1, max = 10_000))]
+    pub per_node: Option<u32>,
+    /// Most capped evictions in one namespace on one node per window;
+    /// `null`: no cap.
+    #[schemars(range(min = 1, max = 10_000))]
+    pub per_namespace: Option<u32>,
+}
+
+impl Default for EvictionLimits {
+    /// Ten per node and five per namespace in ten minutes.
+    fn default() -> Self {
+        Self {
+            window_seconds: 600,
+            per_node: Some(10),
+            per_namespace: Some(5),
         }
     }
 }
@@ -127,12 +163,13 @@ pub struct VigilConfig {
     #[schemars(range(min = 1, max = 604_800))]
     pub pdb_override_window_seconds: u64,
     /// Grace period of every hard threshold's eviction, whatever a strategy
-    /// asks (the kubelet's hard eviction uses none).
-    #[schemars(range(max = 3600))]
+    /// asks. At least 1: to the API server 0 means a force delete (the pod
+    /// object goes before its containers stop), never what vigil sends.
+    #[schemars(range(min = 1, max = 3600))]
     pub hard_grace_period_seconds: u64,
     /// The longest grace period a soft or force eviction gets, whatever a
-    /// strategy or the pod asks.
-    #[schemars(range(max = 86_400))]
+    /// strategy or the pod asks (at least 1, as above).
+    #[schemars(range(min = 1, max = 86_400))]
     pub max_pod_grace_period_seconds: u64,
     /// Whether strategies may taint the node `NoExecute` (which evicts every
     /// pod without a toleration); otherwise such an answer is refused.
@@ -146,6 +183,14 @@ pub struct VigilConfig {
     pub config_trial_seconds: u64,
     /// Settings by policy name.
     pub policies: BTreeMap<String, PolicyConfig>,
+    /// Caps on what vigil evicts beyond the kubelet (soft and force
+    /// evictions, stall signals, signals of a policy's own); never on a hard
+    /// threshold on a signal the kubelet also watches.
+    pub eviction_limits: EvictionLimits,
+    /// The kubelet beside vigil on the node (unset: its defaults): every
+    /// threshold a strategy reports is held against it and reported when it
+    /// is not ahead of the kubelet's.
+    pub kubelet: kubelet::KubeletConfig,
 }
 
 impl Default for VigilConfig {
@@ -159,25 +204,41 @@ impl Default for VigilConfig {
             dry_run: false,
             pdb_override_after_seconds: None,
             pdb_override_window_seconds: 600,
-            hard_grace_period_seconds: 0,
+            hard_grace_period_seconds: MIN_GRACE_PERIOD_SECONDS,
             max_pod_grace_period_seconds: 300,
             allow_no_execute_taints: false,
             sorter: "default-sorter".into(),
             config_trial_seconds: 600,
-            // Running out of memory or disk is what a budget may yield to
-            // (once the operator sets `pdbOverrideAfterSeconds`).
-            policies: ["memory-pressure", "disk-pressure"]
-                .into_iter()
-                .map(|name| {
-                    let allowed = PolicyConfig {
-                        pdb_override: true,
-                        ..PolicyConfig::default()
-                    };
-                    (name.to_owned(), allowed)
-                })
-                .collect(),
+            policies: default_policies(),
+            eviction_limits: EvictionLimits::default(),
+            kubelet: kubelet::KubeletConfig::default(),
         }
     }
+}
+
+/// The built-in strategies the kubelet also has (memory and disk) enforce:
+/// their thresholds sit ahead of the kubelet's, which would evict anyway;
+/// running out of memory or disk is also what a budget may yield to (once
+/// the operator sets `pdbOverrideAfterSeconds`). Those that go beyond the
+/// kubelet (PSI stalls; pid, which the kubelet watches only when told to)
+/// observe, as every strategy a policy adds does: they decide, and are
+/// counted and shown, and evict nothing until a layer sets `dryRun: false`.
+fn default_policies() -> BTreeMap<String, PolicyConfig> {
+    let enforced = PolicyConfig {
+        dry_run: false,
+        pdb_override: true,
+        ..PolicyConfig::default()
+    };
+    let observed = PolicyConfig::default();
+    [
+        ("memory-pressure", enforced.clone()),
+        ("disk-pressure", enforced),
+        ("pid-pressure", observed.clone()),
+        ("psi-pressure", observed),
+    ]
+    .into_iter()
+    .map(|(name, config)| (name.to_owned(), config))
+    .collect()
 }
 
 /// Why the layers do not make a configuration.
@@ -320,6 +381,23 @@ mod tests {
                 ),
                 "$.policies.js-sorter.memoryLimitMiB: 5000 is greater than the maximum of 4096"
                     .to_owned(),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_grace_period_of_zero_is_refused_by_the_schema() {
+        assert_eq!(VigilConfig::default().hard_grace_period_seconds, 1);
+        let config: VigilConfig = serde_json::from_value(serde_json::json!({
+            "hardGracePeriodSeconds": 0,
+            "maxPodGracePeriodSeconds": 0,
+        }))
+        .unwrap();
+        assert_eq!(
+            config.problems(),
+            [
+                "$.hardGracePeriodSeconds: 0 is less than the minimum of 1",
+                "$.maxPodGracePeriodSeconds: 0 is less than the minimum of 1",
             ]
         );
     }

@@ -84,10 +84,12 @@ mod tests {
     use super::*;
     use crate::config::VigilConfig;
 
-    const LOADED: [&str; 4] = [
+    const LOADED: [&str; 6] = [
         "default-sorter",
         "memory-pressure",
         "disk-pressure",
+        "pid-pressure",
+        "psi-pressure",
         "js-sorter",
     ];
 

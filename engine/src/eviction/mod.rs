@@ -12,6 +12,8 @@
 //! - [`runner`] drives the manager live: every period and on signal events.
 
 pub mod killer;
+pub mod kubelet;
+pub mod limits;
 mod manager;
 pub mod policies;
 pub mod queue;
@@ -21,8 +23,8 @@ pub mod tracker;
 
 pub use killer::{KillError, Killer};
 pub use manager::{
-    Call, CycleReport, Decision, EvictionManager, FOREIGN_TERMINATING_WAIT, HOST, NodeState,
-    PodFacts, Reclaim, Refusal, Skipped, Terminating, Victim, Withheld,
+    Call, CycleReport, Decision, EvictionManager, FOREIGN_TERMINATING_WAIT, HOST, KubeletEviction,
+    NodeState, PodFacts, Reclaim, Refusal, Skipped, Terminating, Victim, Withheld,
 };
 pub use policies::{Policies, Unanswered};
 pub use queue::{Settled, Urgency};

@@ -2,7 +2,9 @@
 //! (whose defaults are the only ones written: [`VigilConfig::default`]),
 //! plus the loop's own fixed bounds.
 
+use super::limits::VolumeLimits;
 use crate::config::VigilConfig;
+use crate::config::kubelet::KubeletConfig;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -27,13 +29,24 @@ pub struct PolicySettings {
 }
 
 impl Default for PolicySettings {
-    /// Enabled, not dry-run, empty config (`{}`).
+    /// Enabled, dry-run (a strategy the config does not name observes, see
+    /// [`crate::config::PolicyConfig`]), empty config (`{}`).
     fn default() -> Self {
         Self {
             enabled: true,
-            dry_run: false,
+            dry_run: true,
             config: "{}".into(),
             pdb_override: false,
+        }
+    }
+}
+
+impl PolicySettings {
+    /// Enabled and carried out: what a layer's `dryRun: false` gives.
+    pub fn enforced() -> Self {
+        Self {
+            dry_run: false,
+            ..Self::default()
         }
     }
 }
@@ -70,6 +83,10 @@ pub struct EvictionSettings {
     pub sorter: String,
     /// Settings by policy name; a policy without an entry gets the defaults.
     pub policies: BTreeMap<String, PolicySettings>,
+    /// The kubelet beside vigil, which thresholds are held against.
+    pub kubelet: KubeletConfig,
+    /// Caps on what vigil evicts beyond the kubelet.
+    pub limits: VolumeLimits,
 }
 
 impl Default for EvictionSettings {
@@ -109,6 +126,12 @@ impl From<&VigilConfig> for EvictionSettings {
             call_timeout: CALL_TIMEOUT,
             sorter: config.sorter.clone(),
             policies,
+            kubelet: config.kubelet.clone(),
+            limits: VolumeLimits {
+                window: seconds(config.eviction_limits.window_seconds),
+                per_node: config.eviction_limits.per_node.map(|n| n as usize),
+                per_namespace: config.eviction_limits.per_namespace.map(|n| n as usize),
+            },
         }
     }
 }

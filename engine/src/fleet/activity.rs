@@ -23,6 +23,8 @@ pub const LAST_EVICTIONS: usize = 10;
 pub struct Activity {
     /// Conditions that hold, in the order they started.
     pub conditions: Vec<PressureCondition>,
+    /// Thresholds out of their place beside the kubelet, in words.
+    pub beside_kubelet: Vec<String>,
     /// The last eviction calls, oldest first.
     pub last_evictions: VecDeque<Eviction>,
     /// Eviction calls ended, by result.
@@ -93,7 +95,11 @@ pub async fn follow(
             Report::Cycle(cycle, _) => {
                 activity.send_if_modified(|a| {
                     let (started, ended) = a.conditions(&cycle.conditions, clock.now());
-                    !started.is_empty() || !ended.is_empty()
+                    let misplaced: Vec<String> =
+                        cycle.misplaced.iter().map(ToString::to_string).collect();
+                    let moved = a.beside_kubelet != misplaced;
+                    a.beside_kubelet = misplaced;
+                    !started.is_empty() || !ended.is_empty() || moved
                 });
             }
             Report::Settled { settled, .. } => {

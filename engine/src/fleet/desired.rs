@@ -30,6 +30,7 @@ pub fn node(config: &ConfigReport, activity: &Activity) -> NodeReport {
                 since: c.since.clone(),
             })
             .collect(),
+        beside_kubelet: activity.beside_kubelet.clone(),
         last_evictions: activity.last_evictions.iter().cloned().collect(),
         last_eviction_time: activity.last_evictions.back().map(|e| e.time.clone()),
         evictions: activity.evictions.clone(),

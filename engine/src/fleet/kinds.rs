@@ -79,6 +79,11 @@ pub struct NodeReport {
     /// The pressure conditions that hold now.
     #[serde(default)]
     pub conditions: Vec<PressureCondition>,
+    /// Thresholds out of their place beside the kubelet (not ahead of its
+    /// eviction, or before its image garbage collection), in words; empty
+    /// when every one is in place.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub beside_kubelet: Vec<String>,
     /// The last evictions this agent asked for, oldest first.
     #[serde(default)]
     pub last_evictions: Vec<Eviction>,

@@ -47,6 +47,71 @@ pub fn is_stall(name: &str) -> bool {
     name.starts_with("psi.")
 }
 
+/// What running out of a resource the kubelet also watches means: the
+/// pressure a signal measures, and the one a kubelet eviction reclaims.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Resource {
+    /// Memory (`memory.available`, its allocatable form, memory stalls).
+    Memory,
+    /// The node's or the image filesystem's space or inodes.
+    Disk,
+    /// Process ids.
+    Pids,
+}
+
+/// The resource the signal `name` watches, if any.
+pub fn resource(name: &str) -> Option<Resource> {
+    let (head, _) = name.split_once('.')?;
+    match head {
+        "memory" | "allocatable" => Some(Resource::Memory),
+        "psi" if name.starts_with("psi.memory.") => Some(Resource::Memory),
+        "nodefs" | "imagefs" => Some(Resource::Disk),
+        "pid" => Some(Resource::Pids),
+        _ => None,
+    }
+}
+
+/// Whether the kubelet evicts on the signal `name` too (when its config
+/// sets a threshold on it): memory, filesystem and pid availability, never
+/// stalls.
+pub fn kubelet_watches(name: &str) -> bool {
+    resource(name).is_some() && !is_stall(name)
+}
+
+impl Resource {
+    /// The resource named in a kubelet eviction's message ("The node was low
+    /// on resource: memory. …"): the kubelet's names for what it reclaims.
+    pub fn from_kubelet(name: &str) -> Option<Self> {
+        match name {
+            "memory" => Some(Self::Memory),
+            "ephemeral-storage" | "inodes" => Some(Self::Disk),
+            "pids" => Some(Self::Pids),
+            _ => None,
+        }
+    }
+}
+
+/// `1.5 GiB`, `480.0 MiB`, `12.0 KiB`, `7 B`.
+pub fn bytes(value: f64) -> String {
+    const UNITS: [(&str, f64); 3] = [("GiB", 1073741824.0), ("MiB", 1048576.0), ("KiB", 1024.0)];
+    UNITS
+        .iter()
+        .find(|(_, size)| value.abs() >= *size)
+        .map_or_else(
+            || format!("{value:.0} B"),
+            |(unit, size)| format!("{:.1} {unit}", value / size),
+        )
+}
+
+/// A signal's value in its natural unit.
+pub fn signal_value(name: &str, value: f64) -> String {
+    match unit(name) {
+        Unit::Bytes => bytes(value),
+        Unit::Count => format!("{value:.0}"),
+        Unit::Percent | Unit::Unknown => format!("{value:.1}"),
+    }
+}
+
 /// `psi.{memory,cpu,io}.{some,full}.{avg10,avg60}`.
 fn is_pressure(name: &str) -> bool {
     let parts: Vec<&str> = name.split('.').collect();
@@ -71,6 +136,27 @@ impl Unit {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn signals_and_kubelet_messages_name_the_same_resources() {
+        assert_eq!(resource("memory.available"), Some(Resource::Memory));
+        assert_eq!(
+            resource("allocatable.memory.available"),
+            Some(Resource::Memory)
+        );
+        assert_eq!(resource("psi.memory.some.avg10"), Some(Resource::Memory));
+        assert_eq!(resource("psi.cpu.some.avg10"), None);
+        assert_eq!(resource("imagefs.inodesFree"), Some(Resource::Disk));
+        assert_eq!(resource("pid.available"), Some(Resource::Pids));
+        assert_eq!(resource("custom"), None);
+        assert_eq!(
+            Resource::from_kubelet("ephemeral-storage"),
+            Some(Resource::Disk)
+        );
+        assert_eq!(Resource::from_kubelet("inodes"), Some(Resource::Disk));
+        assert_eq!(Resource::from_kubelet("pids"), Some(Resource::Pids));
+        assert_eq!(Resource::from_kubelet("cpu"), None);
+    }
 
     #[test]
     fn a_name_is_matched_whole() {

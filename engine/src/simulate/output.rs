@@ -1,30 +1,11 @@
 //! The human-readable timeline and summary of a simulation.
 
 use super::record::{Met, Simulation, Step};
-use crate::signals::catalogue::{self, Unit};
+
 use std::collections::BTreeSet;
 use std::fmt::Write;
 
-/// `1.5 GiB`, `480.0 MiB`, `12.0 KiB`, `7 B`.
-pub fn bytes(value: f64) -> String {
-    const UNITS: [(&str, f64); 3] = [("GiB", 1073741824.0), ("MiB", 1048576.0), ("KiB", 1024.0)];
-    UNITS
-        .iter()
-        .find(|(_, size)| value.abs() >= *size)
-        .map_or_else(
-            || format!("{value:.0} B"),
-            |(unit, size)| format!("{:.1} {unit}", value / size),
-        )
-}
-
-/// A signal's value in its natural unit.
-pub fn signal_value(name: &str, value: f64) -> String {
-    match catalogue::unit(name) {
-        Unit::Bytes => bytes(value),
-        Unit::Count => format!("{value:.0}"),
-        Unit::Percent | Unit::Unknown => format!("{value:.1}"),
-    }
-}
+pub use crate::signals::catalogue::{bytes, signal_value};
 
 /// `45s`, `2m05s`.
 pub fn time(seconds: f64) -> String {
@@ -60,6 +41,9 @@ fn state(step: &Step) -> String {
     };
     if !step.conditions.is_empty() {
         write!(line, " | conditions: {}", step.conditions.join(", ")).expect("writing to a String");
+    }
+    for act in &step.kubelet {
+        write!(line, "\n         kubelet {act}").expect("writing to a String");
     }
     line
 }
@@ -182,6 +166,26 @@ fn summary(w: &mut String, simulation: &Simulation) {
         )
         .unwrap();
     }
+    let misplaced: BTreeSet<&String> = simulation.steps.iter().flat_map(|s| &s.misplaced).collect();
+    for text in misplaced {
+        writeln!(w, "\nbeside the kubelet: {text}").unwrap();
+    }
+    let first =
+        |acts: fn(&Step) -> bool| simulation.steps.iter().find(|s| acts(s)).map(|s| time(s.t));
+    let kubelet = first(|s| s.kubelet.iter().any(|a| a.starts_with("evicts")));
+    let vigil = first(|s| s.decisions.iter().any(|d| !d.dry_run));
+    match (vigil, kubelet) {
+        (_, None) => writeln!(w, "\nthe kubelet would not have evicted: its lines were never crossed"),
+        (Some(vigil), Some(kubelet)) => writeln!(
+            w,
+            "\nvigil first evicted at {vigil}; the kubelet's line was first crossed at {kubelet} (plus up to one housekeeping interval)"
+        ),
+        (None, Some(kubelet)) => writeln!(
+            w,
+            "\nvigil evicted nothing; the kubelet's line was crossed at {kubelet}: the kubelet would have evicted"
+        ),
+    }
+    .unwrap();
 }
 
 #[cfg(test)]

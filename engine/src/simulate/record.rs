@@ -129,6 +129,11 @@ pub struct Step {
     pub thresholds: Vec<ThresholdRecord>,
     /// Node conditions reported.
     pub conditions: Vec<String>,
+    /// What the kubelet beside vigil would do on these signals (its
+    /// eviction and image GC lines, from the config's `kubelet`).
+    pub kubelet: Vec<String>,
+    /// Thresholds out of their place beside the kubelet.
+    pub misplaced: Vec<String>,
     /// Victims chosen.
     pub decisions: Vec<DecisionRecord>,
     /// Evictions started (`namespace/name`).

@@ -9,6 +9,7 @@ use super::record::{
 use super::scenario::{ConfigChange, PodSpec, Scenario};
 use crate::clock::ManualClock;
 use crate::config::{ConfigError, VigilConfig, references};
+use crate::eviction::kubelet::kubelet_acts;
 use crate::eviction::{EvictionManager, EvictionSettings, NodeState};
 use crate::model::SnapshotData;
 use crate::model::{KeyValue, Layer, MetLevel, OwnerKind, Pod, Resources, Signal, Usage};
@@ -261,6 +262,7 @@ pub async fn run(
                 .filter_map(|s| Some((s.name.clone(), s.capacity?))),
         );
         let mut step = step(t, &node, &report);
+        step.kubelet = kubelet_acts(&manager.settings().kubelet, &node.signals);
         // A version that faults in its trial is rolled back, as in the agent.
         let now_serving = versions(&registry);
         for note in rolled_back(&serving, &now_serving) {
@@ -404,8 +406,7 @@ fn node_state(scenario: &Scenario, present: &[&SimPod<'_>], t: Duration) -> Node
     NodeState {
         signals: signals.into_values().collect(),
         pods,
-        terminating: Vec::new(),
-        facts: Default::default(),
+        ..NodeState::default()
     }
 }
 
@@ -448,6 +449,8 @@ fn step(t: Duration, node: &NodeState, report: &crate::eviction::CycleReport) ->
             })
             .collect(),
         conditions: report.conditions.iter().map(|c| c.name.clone()).collect(),
+        kubelet: Vec::new(),
+        misplaced: report.misplaced.iter().map(ToString::to_string).collect(),
         decisions: report.decisions.iter().map(DecisionRecord::new).collect(),
         started: report
             .started

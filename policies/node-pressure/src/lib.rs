@@ -1,12 +1,15 @@
 //! vigil's built-in eviction strategies, one per kind of node pressure, with
 //! the kubelet's semantics: hard and soft thresholds, soft grace periods and
 //! minimum reclaim (see `policy_kit::Thresholds`), and the kubelet's ranking
-//! of victims for that resource.
+//! of victims for that resource. Their defaults sit ahead of the kubelet's
+//! defaults (`memory.available` 100Mi, `nodefs.available` 10%), which stay
+//! the backstop; on disk, behind its image garbage collection (85% used)
+//! for one of its periods (5 minutes).
 //!
 //! | strategy | signal (default threshold) | condition | victims ranked by |
 //! |---|---|---|---|
-//! | `memory-pressure` | `memory.available` < 100Mi | MemoryPressure | usage above request, priority, usage − request |
-//! | `disk-pressure` | `nodefs.available` < 10% | DiskPressure | priority, then ephemeral storage used |
+//! | `memory-pressure` | `memory.available` < 300Mi | MemoryPressure | usage above request, priority, usage − request |
+//! | `disk-pressure` | `nodefs.available` < 11% (hard), < 13% for 300 s (soft) | DiskPressure | priority, then ephemeral storage used |
 //! | `pid-pressure` | `pid.available` < 5% | PIDPressure | priority, then processes |
 //! | `psi-pressure` | `psi.memory.some.avg10` > 40 (hard), > 20 for 30 s (soft) | MemoryPressure | as memory |
 //!
@@ -73,22 +76,29 @@ fn memory_use(p: &Pod) -> String {
     )
 }
 
-/// Memory: the kubelet's `memory.available`.
+/// Memory: the kubelet's `memory.available`, 200Mi ahead of its default
+/// hard threshold (100Mi).
 pub const MEMORY: Kind = Kind {
     name: "memory-pressure",
     scope: "memory",
     condition: "MemoryPressure",
-    defaults: || below("memory.available", Amount::Absolute(100 << 20)),
+    defaults: || below("memory.available", Amount::Absolute(300 << 20)),
     rank: by_memory,
     usage: memory_use,
 };
 
-/// Disk: the kubelet's `nodefs.available`.
+/// Disk: the kubelet's `nodefs.available`, ahead of its default hard
+/// threshold (10%) and behind its image garbage collection (at 15% free):
+/// soft below 13% for one image GC period, hard below 11%.
 pub const DISK: Kind = Kind {
     name: "disk-pressure",
     scope: "disk",
     condition: "DiskPressure",
-    defaults: || below("nodefs.available", Amount::Percent(10.0)),
+    defaults: || Thresholds {
+        soft: Some(Amount::Percent(13.0)),
+        soft_grace_period_seconds: 300,
+        ..below("nodefs.available", Amount::Percent(11.0))
+    },
     rank: |a, b| {
         let used = |p: &Pod| p.usage.ephemeral_storage_bytes;
         a.priority.cmp(&b.priority).then(used(b).cmp(&used(a)))

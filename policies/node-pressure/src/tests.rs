@@ -33,9 +33,9 @@ fn met(available_mi: f64, last_met: MetLevel, config: &str) -> (MetLevel, u64) {
 }
 
 #[test]
-fn default_hard_threshold_is_100_mebibytes() {
-    assert_eq!(met(99.0, MetLevel::NotMet, ""), (MetLevel::Hard, 0));
-    assert_eq!(met(100.0, MetLevel::NotMet, ""), (MetLevel::NotMet, 0));
+fn default_hard_threshold_is_300_mebibytes_ahead_of_the_kubelets_100() {
+    assert_eq!(met(299.0, MetLevel::NotMet, ""), (MetLevel::Hard, 0));
+    assert_eq!(met(300.0, MetLevel::NotMet, ""), (MetLevel::NotMet, 0));
     let decision = evaluate(&MEMORY, &snapshot(50.0, MetLevel::NotMet, "{}")).unwrap();
     assert_eq!(decision.threshold.condition.unwrap().name, "MemoryPressure");
     assert_eq!(decision.threshold.scope, "memory");
@@ -117,7 +117,8 @@ fn with_signal(name: &str, value: f64, capacity: f64, pods: Vec<Pod>) -> Snapsho
 }
 
 #[test]
-fn disk_pressure_is_below_ten_percent_and_evicts_the_biggest_writer_of_the_lowest_priority() {
+fn disk_pressure_is_below_eleven_percent_hard_and_thirteen_soft_and_evicts_the_biggest_writer_of_the_lowest_priority()
+ {
     let mut pods = vec![
         pod("quiet", 0, 10, 10),
         pod("writer", 0, 10, 10),
@@ -127,7 +128,7 @@ fn disk_pressure_is_below_ten_percent_and_evicts_the_biggest_writer_of_the_lowes
     pods[1].usage.ephemeral_storage_bytes = 5 << 30;
     pods[2].usage.ephemeral_storage_bytes = 9 << 30;
     let gib = f64::from(1 << 30);
-    let snap = with_signal("nodefs.available", 9.0 * gib, 100.0 * gib, pods);
+    let snap = with_signal("nodefs.available", 10.5 * gib, 100.0 * gib, pods);
     let decision = evaluate(&DISK, &snap).unwrap();
     assert_eq!(
         (
@@ -144,16 +145,17 @@ fn disk_pressure_is_below_ten_percent_and_evicts_the_biggest_writer_of_the_lowes
         "{}",
         victims[0].reason
     );
-    assert_eq!(
+    let at = |free: f64| {
         evaluate(
             &DISK,
-            &with_signal("nodefs.available", 11.0 * gib, 100.0 * gib, vec![])
+            &with_signal("nodefs.available", free * gib, 100.0 * gib, vec![]),
         )
         .unwrap()
         .threshold
-        .met,
-        MetLevel::NotMet
-    );
+    };
+    let soft = at(12.0);
+    assert_eq!((soft.met, soft.grace_period_seconds), (MetLevel::Soft, 300));
+    assert_eq!(at(13.0).met, MetLevel::NotMet);
 }
 
 #[test]

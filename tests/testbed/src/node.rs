@@ -101,6 +101,13 @@ impl NodeFiles {
         self.cgroup(&format!("kubepods/besteffort/pod{uid}"), usage_mib);
     }
 
+    /// Removes the cgroup of best-effort pod `uid`, as the kubelet does once
+    /// the pod's containers and volumes are cleaned up.
+    pub fn remove_best_effort_pod(&self, uid: &str) {
+        let dir = self.path(&format!("cgroup/kubepods/besteffort/pod{uid}"));
+        std::fs::remove_dir_all(dir).expect("remove the pod's cgroup");
+    }
+
     /// A `high` event on the kubepods cgroup: `memory.events` rewritten in place.
     pub fn memory_event(&self) {
         let n = self

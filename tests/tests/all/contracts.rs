@@ -287,6 +287,7 @@ config:
   sorter: legacy-sorter
   policies:
     memory-pressure: {enabled: false}
+    legacy-strategy: {dryRun: false}
 pods:
   - name: aa-batch
     labels: {tier: batch}

@@ -1,7 +1,6 @@
 //! The eviction manager with the real policies, a scripted strategy and a
 //! recording killer, on virtual time: exact victims at exact cycles.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 use vigil::clock::{Clock, ManualClock};
@@ -45,21 +44,19 @@ fn pods() -> Vec<Pod> {
     ]
 }
 
+/// The default settings with `policies`' settings in place of theirs.
 fn settings(policies: &[(&str, PolicySettings)]) -> EvictionSettings {
-    let policies: BTreeMap<String, PolicySettings> = policies
-        .iter()
-        .map(|(n, s)| ((*n).to_owned(), s.clone()))
-        .collect();
-    EvictionSettings {
-        policies,
-        ..EvictionSettings::default()
+    let mut settings = EvictionSettings::default();
+    for (name, policy) in policies {
+        settings.policies.insert((*name).to_owned(), policy.clone());
     }
+    settings
 }
 
 fn config(json: &str) -> PolicySettings {
     PolicySettings {
         config: json.into(),
-        ..PolicySettings::default()
+        ..PolicySettings::enforced()
     }
 }
 
@@ -93,8 +90,7 @@ impl Node {
         let node = NodeState {
             signals: vec![signal],
             pods: self.pods.clone(),
-            terminating: Vec::new(),
-            facts: Default::default(),
+            ..NodeState::default()
         };
         let report = self
             .manager
@@ -320,7 +316,7 @@ async fn a_failing_sorter_makes_soft_candidates_wait_while_hard_victims_use_the_
 async fn a_dry_run_strategy_decides_and_asks_once_but_nothing_is_evicted() {
     let memory = PolicySettings {
         dry_run: true,
-        ..PolicySettings::default()
+        ..PolicySettings::enforced()
     };
     let mut node = Node::new(settings(&[("memory-pressure", memory)]), &[]);
     node.available_mib = 50;
@@ -357,7 +353,7 @@ async fn when_every_candidate_is_refused_under_hard_pressure_the_top_one_is_dele
  {
     let allowed = PolicySettings {
         pdb_override: true,
-        ..PolicySettings::default()
+        ..PolicySettings::enforced()
     };
     let settings = EvictionSettings {
         pdb_override_after: Some(Duration::from_secs(20)),

@@ -29,8 +29,7 @@ fn node(available_mib: u64) -> NodeState {
     NodeState {
         signals: vec![signal],
         pods: vec![hog],
-        terminating: Vec::new(),
-        facts: Default::default(),
+        ..NodeState::default()
     }
 }
 

@@ -130,7 +130,7 @@ async fn disk_then_pid_pressure_each_evict_their_own_culprit() {
     assert_eq!(
         evictions(&simulation),
         [
-            (45.0, "default/chatty-service"),
+            (40.0, "default/chatty-service"),
             (150.0, "default/fork-job")
         ]
     );
@@ -220,7 +220,7 @@ async fn pods_start_when_their_age_says_and_arrive_and_leave_on_time() {
     };
     let yaml = format!(
         "name: ages\nduration: 15s\nnode: {{memory: 8Gi}}\npoliciesDir: policies\n\
-         config: {{evictionBurst: 1, policies: {{script: {{config: {{met: hard, oldestFirst: true}}}}}}}}\n\
+         config: {{evictionBurst: 1, policies: {{script: {{dryRun: false, config: {{met: hard, oldestFirst: true}}}}}}}}\n\
          pods:\n{}{}{}{}{}",
         pod("a", ", age: 1h"),
         pod("b", ", age: 2d"),
@@ -320,4 +320,50 @@ async fn a_policy_fault_is_recorded_with_the_guests_message_and_the_simulation_g
     );
     let json = serde_json::to_value(&simulation).unwrap();
     assert_eq!(json["steps"][0]["skipped"][0], skipped[0].as_str());
+}
+
+#[tokio::test]
+async fn the_kubelets_image_gc_gets_its_chance_and_vigil_evicts_before_the_kubelet_would() {
+    let simulation = simulate("disk-beside-the-kubelet").await;
+    // In the image GC band for 70 s, below the soft threshold: no eviction
+    // until the logger fills the disk; then one, at the hard threshold.
+    assert_eq!(evictions(&simulation), [(285.0, "default/logger")]);
+    let collecting = |s: &&vigil::simulate::Step| {
+        s.kubelet
+            .iter()
+            .any(|a| a.starts_with("deletes unused images"))
+    };
+    let first_gc = simulation.steps.iter().find(collecting).unwrap();
+    assert!(
+        first_gc.t < 90.0,
+        "the kubelet's image GC runs first: {first_gc:?}"
+    );
+    assert!(
+        simulation
+            .steps
+            .iter()
+            .all(|s| !s.kubelet.iter().any(|a| a.starts_with("evicts"))),
+        "the kubelet never had to evict"
+    );
+    assert!(simulation.steps.iter().all(|s| s.misplaced.is_empty()));
+    // The same disk with vigil set behind the kubelet: it says so.
+    let behind = std::fs::read_to_string(scenario_path("disk-beside-the-kubelet"))
+        .unwrap()
+        .replace(
+            "pods:\n",
+            "config:\n  policies:\n    disk-pressure: {config: {hard: '9%', soft: '16%'}}\npods:\n",
+        );
+    let misplaced = simulate_text(&behind, &[]).await;
+    let said: std::collections::BTreeSet<&String> =
+        misplaced.steps.iter().flat_map(|s| &s.misplaced).collect();
+    assert!(
+        said.iter()
+            .any(|t| t.contains("comes before the kubelet's image GC")),
+        "{said:?}"
+    );
+    assert!(
+        said.iter()
+            .any(|t| t.contains("is not ahead of the kubelet's")),
+        "{said:?}"
+    );
 }

@@ -16,12 +16,22 @@
 //!   most once per budget per `pdb_override_window`, never on a stall
 //!   signal, never in dry run;
 //! - the host decides what no policy may: grace periods (hard evictions
-//!   get `hard_grace_period`, others at most `max_pod_grace_period`),
+//!   get `hard_grace_period`, others at most `max_pod_grace_period`, none
+//!   less than a second: 0 would be a force delete),
 //!   static, mirror and system-critical pods are never evicted whatever the
 //!   sorter says, taint effects are `NoSchedule` and `PreferNoSchedule`
 //!   (`NoExecute` only when allowed), and a dry-run strategy taints nothing;
 //! - a pod terminating for another reason holds thresholds back for at
 //!   most [`FOREIGN_TERMINATING_WAIT`], not its whole grace period;
+//! - a pod the kubelet evicted or is evicting holds back the thresholds on
+//!   the resource it reclaims (memory, disk, pids) until its cgroup is gone
+//!   or [`FOREIGN_TERMINATING_WAIT`] has passed: the kubelet's victim is
+//!   reclaim in progress as vigil's own are, so one pressure never costs
+//!   two pods, one from each;
+//! - what vigil evicts beyond the kubelet (soft and force evictions, hard
+//!   thresholds on stalls or a policy's own signals) is capped per node and
+//!   per namespace in a window ([`super::limits`]); a hard threshold on a
+//!   signal the kubelet also watches never is;
 //! - a strategy that faults is skipped for that cycle, the others still act;
 //!   a faulting sorter makes soft evictions wait, while hard ones are
 //!   validated by the built-in sorter.
@@ -36,16 +46,20 @@ mod select;
 mod tests;
 
 pub use report::{
-    Call, CycleReport, Decision, NodeState, PodFacts, Reclaim, Refusal, Skipped, Terminating,
-    Victim, Withheld,
+    Call, CycleReport, Decision, KubeletEviction, NodeState, PodFacts, Reclaim, Refusal, Skipped,
+    Terminating, Victim, Withheld,
 };
 
 use super::killer::{KillError, Killer};
+use super::kubelet;
+use super::limits::Recent;
 use super::policies::Policies;
 use super::queue::{KillQueue, Settled, Urgency};
 use super::settings::EvictionSettings;
 use super::tracker::{ActiveCondition, MetThreshold, Tracker};
+use crate::config::MIN_GRACE_PERIOD_SECONDS;
 use crate::model::{Eviction, MetLevel, Snapshot, Threshold};
+use crate::signals::catalogue::{self, Resource};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -90,8 +104,12 @@ pub struct EvictionManager {
     overridden: HashMap<String, SystemTime>,
     /// Pods terminating for another reason, since when they were first seen.
     foreign: HashMap<String, SystemTime>,
+    /// Pods the kubelet evicted, since when they were first seen.
+    kubelet: HashMap<String, SystemTime>,
     /// This cycle's facts about pods.
     facts: HashMap<String, PodFacts>,
+    /// The capped evictions decided lately.
+    recent: Recent,
 }
 
 impl std::fmt::Debug for EvictionManager {
@@ -115,7 +133,9 @@ impl EvictionManager {
             blocked: HashMap::new(),
             overridden: HashMap::new(),
             foreign: HashMap::new(),
+            kubelet: HashMap::new(),
             facts: HashMap::new(),
+            recent: Recent::default(),
         }
     }
 
@@ -163,6 +183,7 @@ impl EvictionManager {
             .retain(|_, at| now.duration_since(*at).unwrap_or_default() < window);
         self.facts = node.facts;
         let terminating = self.foreign_terminating(now, &node.terminating);
+        let kubelet = self.kubelet_reclaiming(now, &node.kubelet_evictions);
         let mut pods = node.pods;
         pods.retain(|p| !self.queue.in_flight(&p.uid));
         let mut snapshot = Snapshot {
@@ -180,6 +201,11 @@ impl EvictionManager {
         let answers = self.ask_strategies(&strategies, &mut snapshot, &mut report);
         let met = self.tracker.observe(now, &answers.thresholds);
         self.tracker.forget_unless(&strategies);
+        report.misplaced = kubelet::misplaced(
+            &self.settings.kubelet,
+            &answers.thresholds,
+            &snapshot.signals,
+        );
         report.reported = answers.thresholds.clone();
         report.conditions = self
             .tracker
@@ -192,16 +218,23 @@ impl EvictionManager {
 
         // Queued at once, so a later threshold that picks the same pod shares it.
         for threshold in met.iter().filter(|m| m.past_grace) {
-            if let Some(pod) = &terminating {
+            let resource = catalogue::resource(&threshold.threshold.signal);
+            let by_kubelet = kubelet
+                .iter()
+                .find(|(r, _)| r.is_none() || *r == resource)
+                .map(|(_, pod)| Reclaim::Kubelet(pod.clone()));
+            let by_other = terminating.clone().map(Reclaim::Terminating);
+            if let Some(by) = by_kubelet.or(by_other) {
                 report.skipped.push(Skipped::Reclaiming {
                     strategy: threshold.strategy.clone(),
                     scope: threshold.threshold.scope.clone(),
-                    by: Reclaim::Terminating(pod.clone()),
+                    by,
                 });
                 continue;
             }
             let chosen = self.threshold_victim(now, threshold, &mut snapshot, &mut report);
-            self.enqueue(now, chosen.into_iter().collect(), &mut report);
+            let signal = threshold.threshold.signal.as_str();
+            self.enqueue(now, chosen.into_iter().collect(), Some(signal), &mut report);
         }
         let mut chosen = self.force_victims(&answers.force, &snapshot.pods, &mut report);
         let forced: HashSet<&str> = answers.force.iter().map(|(_, e)| e.uid.as_str()).collect();
@@ -214,7 +247,7 @@ impl EvictionManager {
         chosen.extend(self.best_soft_candidate(&soft, &snapshot.pods, &mut report));
         report.thresholds = met;
 
-        self.enqueue(now, chosen, &mut report);
+        self.enqueue(now, chosen, None, &mut report);
         self.drop_unwanted(&report.thresholds, &answers);
         let started = self.queue.start(now, self.settings.burst);
         report.requested.extend(started.requested);
@@ -376,12 +409,58 @@ impl EvictionManager {
         blocking
     }
 
-    /// Queues the chosen victims; a dry-run victim is handed to the killer
-    /// (as a dry-run request) once per in-flight timeout, never queued.
-    fn enqueue(&mut self, now: SystemTime, chosen: Vec<Victim>, report: &mut CycleReport) {
+    /// The pods the kubelet evicted whose resource is not released yet and
+    /// that were first seen less than [`FOREIGN_TERMINATING_WAIT`] ago (the
+    /// kubelet itself waits as long for an evicted pod's cleanup): reclaim
+    /// in progress for their resource (`None`: for every pressure).
+    fn kubelet_reclaiming(
+        &mut self,
+        now: SystemTime,
+        evictions: &[KubeletEviction],
+    ) -> Vec<(Option<Resource>, String)> {
+        self.kubelet
+            .retain(|uid, _| evictions.iter().any(|e| &e.uid == uid));
+        let mut reclaiming = Vec::new();
+        for eviction in evictions {
+            let seen = *self.kubelet.entry(eviction.uid.clone()).or_insert(now);
+            let waited = now.duration_since(seen).unwrap_or_default();
+            if !eviction.released && waited < FOREIGN_TERMINATING_WAIT {
+                reclaiming.push((eviction.resource, eviction.name.clone()));
+            }
+        }
+        reclaiming
+    }
+
+    /// Queues the chosen victims (those of a threshold on `signal`); a
+    /// dry-run victim is handed to the killer (as a dry-run request) once
+    /// per in-flight timeout, never queued; a victim over a cap on volume
+    /// is held back, unless a hard threshold on a signal the kubelet also
+    /// watches chose it.
+    fn enqueue(
+        &mut self,
+        now: SystemTime,
+        chosen: Vec<Victim>,
+        signal: Option<&str>,
+        report: &mut CycleReport,
+    ) {
+        let uncapped = signal.is_some_and(catalogue::kubelet_watches);
         for mut victim in chosen {
             victim.grace_period_seconds = self.grace(&victim);
             let dry_run = self.dry_run(&victim.strategy);
+            let kubelets_own = uncapped && victim.urgency == Urgency::Hard;
+            let capped = !(dry_run || kubelets_own);
+            let namespace = victim.pod.namespace.clone();
+            if capped
+                && !self.queue.holds(&victim.pod.uid)
+                && let Some(cap) = self.recent.full(now, &namespace, &self.settings.limits)
+            {
+                report.skipped.push(Skipped::Capped {
+                    strategy: victim.strategy.clone(),
+                    pod: format!("{namespace}/{}", victim.pod.name),
+                    cap,
+                });
+                continue;
+            }
             if dry_run {
                 tracing::info!(pod = %victim.pod.name, strategy = %victim.strategy, reason = %victim.reason, "dry run: would evict");
                 victim.dry_run = true;
@@ -392,6 +471,8 @@ impl EvictionManager {
                 }
             } else if !self.queue.push(victim.clone()) {
                 continue;
+            } else if capped {
+                self.recent.record(now, &namespace);
             }
             report.decisions.push(Decision { victim, dry_run });
         }
@@ -399,21 +480,21 @@ impl EvictionManager {
 
     /// The grace period `victim` gets, whatever its strategy asked: a hard
     /// threshold's is `hard_grace_period`; any other is the strategy's (else
-    /// the pod's own) capped at `max_pod_grace_period`.
+    /// the pod's own) capped at `max_pod_grace_period`; never less than
+    /// [`MIN_GRACE_PERIOD_SECONDS`] (0 would be a force delete). `None`: the
+    /// pod's own is not known, and the API server applies it.
     fn grace(&self, victim: &Victim) -> Option<u64> {
-        if victim.urgency == Urgency::Hard {
-            return Some(self.settings.hard_grace_period.as_secs());
-        }
-        let max = self.settings.max_pod_grace_period.as_secs();
-        let own = self
-            .facts
-            .get(&victim.pod.uid)
-            .and_then(|f| f.grace_period_seconds);
-        match (victim.grace_period_seconds, own) {
-            (Some(asked), _) => Some(asked.min(max)),
-            (None, Some(own)) if own > max => Some(max),
-            (None, _) => None,
-        }
+        let asked = if victim.urgency == Urgency::Hard {
+            Some(self.settings.hard_grace_period.as_secs())
+        } else {
+            let own = self
+                .facts
+                .get(&victim.pod.uid)
+                .and_then(|f| f.grace_period_seconds);
+            let max = self.settings.max_pod_grace_period.as_secs();
+            victim.grace_period_seconds.or(own).map(|s| s.min(max))
+        };
+        asked.map(|s| s.max(MIN_GRACE_PERIOD_SECONDS))
     }
 
     /// Drops waiting victims whose reason no longer holds this cycle.

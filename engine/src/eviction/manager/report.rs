@@ -3,10 +3,13 @@
 //! ([`Victim`]) and the account of everything it saw and did
 //! ([`CycleReport`]).
 
+use crate::eviction::kubelet::Misplaced;
+use crate::eviction::limits::Cap;
 use crate::eviction::policies::Unanswered;
 use crate::eviction::queue::{Settled, Urgency};
 use crate::eviction::tracker::{ActiveCondition, MetThreshold};
 use crate::model::{Pod, Signal, Threshold};
+use crate::signals::catalogue::Resource;
 use std::collections::HashMap;
 use std::fmt;
 use std::time::{Duration, SystemTime};
@@ -55,6 +58,10 @@ pub struct NodeState {
     /// but reclaim in progress until their grace period ends (at most
     /// [`FOREIGN_TERMINATING_WAIT`] for pods vigil did not evict).
     pub terminating: Vec<Terminating>,
+    /// Pods the kubelet evicted or is evicting: not candidates, reclaim in
+    /// progress for their resource until released (at most
+    /// [`FOREIGN_TERMINATING_WAIT`]).
+    pub kubelet_evictions: Vec<KubeletEviction>,
     /// Facts about pods, by UID; a pod without an entry has none known.
     pub facts: HashMap<String, PodFacts>,
 }
@@ -68,6 +75,19 @@ pub struct Terminating {
     pub name: String,
     /// When its grace period ends (its `deletionTimestamp`).
     pub until: SystemTime,
+}
+
+/// A pod the kubelet evicted or is evicting.
+#[derive(Debug, Clone)]
+pub struct KubeletEviction {
+    /// The pod's UID.
+    pub uid: String,
+    /// `namespace/name`.
+    pub name: String,
+    /// What the kubelet reclaims; `None`: it did not say, every pressure waits.
+    pub resource: Option<Resource>,
+    /// Whether what it held is released (its cgroup is gone).
+    pub released: bool,
 }
 
 /// A victim chosen this cycle.
@@ -97,6 +117,8 @@ pub struct Refusal {
 pub struct CycleReport {
     /// Every threshold the strategies reported, met or not, by strategy.
     pub reported: Vec<(String, Threshold)>,
+    /// Reported thresholds out of their place beside the kubelet.
+    pub misplaced: Vec<Misplaced>,
     /// Thresholds reported met, hard first.
     pub thresholds: Vec<MetThreshold>,
     /// Node conditions currently reported.
@@ -175,6 +197,15 @@ pub enum Skipped {
         /// What reclaims.
         by: Reclaim,
     },
+    /// A victim held back by a cap on volume.
+    Capped {
+        /// The strategy that chose it.
+        strategy: String,
+        /// `namespace/name`.
+        pod: String,
+        /// Which cap.
+        cap: Cap,
+    },
     /// A threshold waits: no candidate can be evicted now.
     Waiting {
         /// The strategy that reported the threshold.
@@ -219,8 +250,23 @@ pub enum Reclaim {
     Own,
     /// A pod vigil did not evict is terminating (`namespace/name`).
     Terminating(String),
+    /// The kubelet evicted a pod for this pressure (`namespace/name`) and
+    /// what it held is not released yet.
+    Kubelet(String),
     /// Another threshold's victim, which this one counts on too (its name).
     Shared(String),
+}
+
+impl Reclaim {
+    /// Whose reclaim it is, in a word: `own`, `terminating`, `kubelet`, `shared`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::Own => "own",
+            Self::Terminating(_) => "terminating",
+            Self::Kubelet(_) => "kubelet",
+            Self::Shared(_) => "shared",
+        }
+    }
 }
 
 /// Why every candidate's refusal does not lead to a PDB override.
@@ -296,9 +342,14 @@ impl fmt::Display for Skipped {
                 match by {
                     Reclaim::Own => f.write_str("no new victim"),
                     Reclaim::Terminating(pod) => write!(f, "{pod} is terminating"),
+                    Reclaim::Kubelet(pod) => write!(f, "the kubelet is evicting {pod}"),
                     Reclaim::Shared(pod) => write!(f, "{pod} is already being evicted"),
                 }
             }
+            Self::Capped { strategy, pod, cap } => write!(
+                f,
+                "{strategy}: {pod} held back: the {cap} has had its most evictions in the window"
+            ),
             Self::Waiting {
                 strategy,
                 scope,

@@ -9,6 +9,7 @@ use crate::eviction::Unanswered;
 use crate::model::{
     Candidate, CandidateUrgency, Decision as Answer, Pod, Signal, SortRejection, Sorted,
 };
+use std::collections::BTreeMap;
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -147,20 +148,29 @@ fn node(uids: &[&str]) -> NodeState {
             capacity: None,
         }],
         pods: uids.iter().map(|u| pod(u)).collect(),
-        terminating: vec![],
-        facts: HashMap::new(),
+        ..NodeState::default()
     }
 }
 
+/// A manager whose every strategy is enforced (`fake` may override budgets).
 fn manager(fake: Fake) -> (EvictionManager, Arc<Fake>) {
     let fake = Arc::new(fake);
-    let allowed = PolicySettings {
-        pdb_override: true,
-        ..PolicySettings::default()
-    };
+    let enforced = PolicySettings::enforced();
+    let mut policies: BTreeMap<String, PolicySettings> = fake
+        .strategies()
+        .into_iter()
+        .map(|name| (name, enforced.clone()))
+        .collect();
+    policies.insert(
+        "fake".to_owned(),
+        PolicySettings {
+            pdb_override: true,
+            ..enforced
+        },
+    );
     let settings = EvictionSettings {
         pdb_override_after: Some(Duration::from_secs(10)),
-        policies: [("fake".to_owned(), allowed)].into(),
+        policies,
         ..EvictionSettings::default()
     };
     (EvictionManager::new(fake.clone(), settings), fake)
@@ -372,6 +382,115 @@ fn a_pod_terminating_for_another_reason_is_reclaim_in_progress_within_its_grace(
 }
 
 #[test]
+fn force_evictions_are_capped_per_node_and_a_hard_kubelet_threshold_never_is() {
+    let (mut m, fake) = manager(Fake {
+        victims: vec!["d".into()],
+        force: ["a", "b", "c"]
+            .into_iter()
+            .map(|uid| ("forcing".to_owned(), uid.to_owned()))
+            .collect(),
+        ..Fake::default()
+    });
+    let mut settings = m.settings().clone();
+    settings.limits.per_node = Some(2);
+    m.set_settings(settings);
+    let report = m.cycle(T0, node(&["a", "b", "c", "d"]));
+    assert_eq!(uids(&report.requested), ["a", "b"]);
+    for victim in &report.requested {
+        m.outcome(T0, victim, Ok(()));
+    }
+    assert!(report.skipped.iter().any(|s| matches!(
+        s,
+        Skipped::Capped { pod, cap: crate::eviction::limits::Cap::Node, .. } if pod == "default/c"
+    )), "{:?}", report.skipped);
+    // a and b are gone; the node's cap is still full, and a hard threshold
+    // on memory.available (the kubelet's signal too) is not held back.
+    let (mut rest, fake_rest) = manager(Fake {
+        victims: vec!["d".into()],
+        force: vec![("forcing".to_owned(), "c".to_owned())],
+        ..Fake::default()
+    });
+    std::mem::swap(&mut m.policies, &mut rest.policies);
+    drop((rest, fake));
+    hard(&fake_rest);
+    let left = node(&["c", "d"]);
+    let report = m.cycle(T0 + Duration::from_secs(1), left.clone());
+    assert_eq!(uids(&report.requested), ["d"], "{:?}", report.skipped);
+    m.outcome(T0, &report.requested[0], Ok(()));
+    // Out of the window, the force eviction goes on.
+    let report = m.cycle(T0 + Duration::from_secs(600), left);
+    assert!(uids(&report.requested).contains(&"c"), "{report:?}");
+}
+
+#[test]
+fn a_strategy_the_config_does_not_enable_observes_and_evicts_nothing() {
+    let (mut m, fake) = manager(Fake {
+        victims: vec!["a".into()],
+        ..Fake::default()
+    });
+    hard(&fake);
+    let mut settings = m.settings().clone();
+    settings.policies.remove("fake");
+    m.set_settings(settings);
+    let report = m.cycle(T0, node(&["a"]));
+    assert_eq!(uids(&report.requested), ["a"]);
+    assert!(report.requested[0].dry_run, "asked as a dry run only");
+    assert!(report.decisions.iter().all(|d| d.dry_run));
+    assert_eq!(m.queue.in_flight_count(), 0, "nothing queued to evict");
+}
+
+#[test]
+fn a_kubelet_eviction_holds_back_its_own_pressure_until_released_or_thirty_seconds() {
+    use crate::signals::catalogue::Resource;
+    let (mut m, fake) = manager(Fake {
+        victims: vec!["a".into()],
+        ..Fake::default()
+    });
+    hard(&fake);
+    let evicted = |resource, released| KubeletEviction {
+        uid: "k".into(),
+        name: "default/hog".into(),
+        resource,
+        released,
+    };
+    // The kubelet reclaims disk: a memory threshold does not wait for it.
+    let mut state = node(&["a"]);
+    state.kubelet_evictions = vec![evicted(Some(Resource::Disk), false)];
+    let report = m.cycle(T0, state.clone());
+    assert_eq!(uids(&report.requested), ["a"], "{report:?}");
+
+    let (mut m, fake) = manager(Fake {
+        victims: vec!["a".into()],
+        ..Fake::default()
+    });
+    hard(&fake);
+    state.kubelet_evictions = vec![evicted(Some(Resource::Memory), false)];
+    let report = m.cycle(T0, state.clone());
+    assert!(report.requested.is_empty(), "{report:?}");
+    assert!(report.skipped.iter().any(|s| matches!(
+        s,
+        Skipped::Reclaiming { by: Reclaim::Kubelet(pod), .. } if pod == "default/hog"
+    )));
+    // Still not released 29 s on; at 30 s the wait is over.
+    let report = m.cycle(T0 + Duration::from_secs(29), state.clone());
+    assert!(report.requested.is_empty(), "{report:?}");
+    let over = m.cycle(T0 + FOREIGN_TERMINATING_WAIT, state.clone());
+    assert_eq!(uids(&over.requested), ["a"]);
+
+    // Released (its cgroup is gone): the pressure that is left gets a victim.
+    let (mut m, fake) = manager(Fake {
+        victims: vec!["a".into()],
+        ..Fake::default()
+    });
+    hard(&fake);
+    state.kubelet_evictions = vec![evicted(Some(Resource::Memory), false)];
+    assert!(m.cycle(T0, state.clone()).requested.is_empty());
+    state.kubelet_evictions = vec![evicted(Some(Resource::Memory), true)];
+    let released = m.cycle(T0 + Duration::from_secs(2), state.clone());
+    assert_eq!(uids(&released.requested), ["a"]);
+}
+
+#[test]
 fn a_pod_terminating_for_another_reason_holds_thresholds_back_for_thirty_seconds_at_most() {
     let (mut m, fake) = manager(Fake {
         victims: vec!["a".into()],
@@ -502,7 +621,7 @@ fn a_refused_force_or_soft_candidate_is_not_proposed_again_until_its_backoff_end
 }
 
 #[test]
-fn hard_evictions_get_the_hard_grace_and_the_others_are_capped() {
+fn hard_evictions_get_the_hard_grace_the_others_are_capped_and_none_gets_zero() {
     let (mut m, fake) = manager(Fake {
         victims: vec!["a".into()],
         soft: vec![("soft".into(), "s".into()), ("soft".into(), "own".into())],
@@ -524,7 +643,11 @@ fn hard_evictions_get_the_hard_grace_and_the_others_are_capped() {
     hard(&fake);
     let hard_victim = m.cycle(T0, state.clone()).requested;
     assert_eq!(uids(&hard_victim), ["a"]);
-    assert_eq!(hard_victim[0].grace_period_seconds, Some(0), "600 asked");
+    assert_eq!(
+        hard_victim[0].grace_period_seconds,
+        Some(1),
+        "600 asked; a second, never 0 (a force delete)"
+    );
     // A pod's own grace period is capped too when the strategy names none.
     let victim = Victim {
         grace_period_seconds: None,
@@ -543,6 +666,15 @@ fn hard_evictions_get_the_hard_grace_and_the_others_are_capped() {
     };
     m.facts = state.facts.clone();
     assert_eq!(m.grace(&victim), Some(300));
+    // A pod that asks for none at all still gets a second, and so does a
+    // strategy that asks for none.
+    m.facts.get_mut("own").unwrap().grace_period_seconds = Some(0);
+    assert_eq!(m.grace(&victim), Some(1), "the pod's own 0");
+    let asks_zero = Victim {
+        grace_period_seconds: Some(0),
+        ..victim.clone()
+    };
+    assert_eq!(m.grace(&asks_zero), Some(1), "the strategy's 0");
     m.facts.clear();
     assert_eq!(m.grace(&victim), None, "unknown: the pod's own");
 }
@@ -656,7 +788,7 @@ fn the_pdb_override_needs_the_strategys_consent_and_never_acts_on_a_stall() {
         let (mut m, fake) = manager(fake);
         if *why == refused {
             let mut settings = m.settings().clone();
-            settings.policies.clear();
+            settings.policies.get_mut("fake").unwrap().pdb_override = false;
             m.set_settings(settings);
         }
         hard(&fake);
@@ -708,7 +840,7 @@ fn a_budget_is_overridden_at_most_once_per_window() {
     let report = refuse_all(&mut m, due, &all);
     assert_eq!(uids(&report.requested), ["a"]);
     assert!(report.requested[0].override_pdb);
-    assert_eq!(report.requested[0].grace_period_seconds, Some(0));
+    assert_eq!(report.requested[0].grace_period_seconds, Some(1));
     m.outcome(due, &report.requested[0], Ok(()));
     // a is gone; b is under the same budget: no second override in the window.
     let rest = node(&["b"]);

@@ -443,6 +443,8 @@ mod tests {
                 })
                 .collect(),
             conditions: conditions.iter().map(|c| (*c).to_owned()).collect(),
+            kubelet: Vec::new(),
+            misplaced: Vec::new(),
             decisions: Vec::new(),
             started: Vec::new(),
             gone: Vec::new(),

@@ -84,3 +84,55 @@ async fn a_crash_under_pressure_and_a_calm_restart_leave_no_condition_or_taint_b
         .await;
     assert_eq!(taint_keys(&server), ["team/dedicated"], "{}", agent.logs());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_threshold_behind_the_kubelets_is_reported_on_the_node_its_status_and_in_an_event() {
+    let (server, fixture) = test_node().await;
+    let agent = start(&server, &fixture, &[]);
+    watching(&server).await;
+    server
+        .until(LIMIT, "ahead of the kubelet's defaults", |s| {
+            node_condition(s, "VigilAheadOfKubelet").as_deref() == Some("True")
+        })
+        .await;
+    // This node's kubelet evicts below 1Gi; vigil's memory threshold is 500Mi.
+    let kubelet = json!({"kubelet": {"evictionHard": {"memory.available": "1Gi"}}});
+    server.put(
+        "vigilconfigs",
+        "",
+        vigil_config("kubelet", Value::Null, kubelet),
+    );
+    server
+        .until(LIMIT, "the condition, the Event and the status", |s| {
+            let status = s.get("vigilnodestatuses", "", NODE).unwrap_or(Value::Null);
+            node_condition(s, "VigilAheadOfKubelet").as_deref() == Some("False")
+                && !events(s, "BehindKubelet").is_empty()
+                && status["status"]["besideKubelet"]
+                    .as_array()
+                    .is_some_and(|b| !b.is_empty())
+        })
+        .await;
+    let node = server.get("nodes", "", NODE).unwrap();
+    let condition = node["status"]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "VigilAheadOfKubelet")
+        .unwrap()
+        .clone();
+    assert_eq!(condition["reason"], "BehindKubelet");
+    assert_eq!(
+        condition["message"],
+        "memory-pressure: memory.available < 500.0 MiB is not ahead of the kubelet's 1.0 GiB: the kubelet evicts first",
+        "{}",
+        agent.logs()
+    );
+    assert!(agent.metrics().contains(
+        r#"vigil_thresholds_misplaced{strategy="memory-pressure",signal="memory.available",place="BehindKubelet"} 1"#
+    ));
+    assert_eq!(
+        events(&server, "BehindKubelet").len(),
+        1,
+        "once, not per cycle"
+    );
+}

@@ -30,6 +30,10 @@ async fn memory_pressure_evicts_the_top_pod_through_the_api_and_shows_it_on_the_
     assert_eq!(body["apiVersion"], "policy/v1");
     assert_eq!(body["deleteOptions"]["preconditions"]["uid"], big.as_str());
     assert!(body["deleteOptions"].get("dryRun").is_none());
+    assert_eq!(
+        body["deleteOptions"]["gracePeriodSeconds"], 1,
+        "a hard eviction's least grace: never 0, a force delete"
+    );
     // The pressure is relieved once the victim is terminating.
     fixture.memory_available(4096);
 
@@ -88,6 +92,36 @@ async fn memory_pressure_evicts_the_top_pod_through_the_api_and_shows_it_on_the_
     assert!(agent.get("/healthz").starts_with("HTTP/1.1 200"));
     assert!(agent.get("/readyz").starts_with("HTTP/1.1 200"));
     assert_the_cluster_role_allows_every_request(&server);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_kubelets_victim_is_reclaim_in_progress_until_its_cgroup_is_gone() {
+    let (server, fixture) = test_node().await;
+    pod(&server, &fixture, "small", 100);
+    let big = pod(&server, &fixture, "big", 900);
+    let agent = start(&server, &fixture, &[]);
+    watching(&server).await;
+
+    // The kubelet got there first: it is evicting big for memory, as its
+    // eviction manager writes it, and the node is still short of memory.
+    server.kubelet_evicting(NS, "big", "memory");
+    fixture.memory_available(50);
+    let waiting = r#"vigil_thresholds_waiting{strategy="memory-pressure",reclaim="kubelet"} 1"#;
+    until_agent(&agent, waiting, |a| a.metrics().contains(waiting)).await;
+    assert!(
+        server.evictions().is_empty(),
+        "no second victim: {}",
+        agent.logs()
+    );
+
+    // Its containers stopped and its cgroup is gone, and the pressure is
+    // still there: now it is vigil's turn, and big is no candidate.
+    server.kubelet_evicted(NS, "big");
+    fixture.remove_best_effort_pod(&big);
+    server
+        .until(LIMIT, "an eviction", |s| !s.evictions().is_empty())
+        .await;
+    assert_eq!(evicted_names(&server), [("small".to_owned(), 201)]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -181,3 +181,49 @@ async fn a_pod_with_two_budgets_is_not_evictable_and_a_hung_call_times_out() {
         "{hung:?}"
     );
 }
+
+#[tokio::test]
+async fn a_victim_asked_to_go_at_once_is_terminated_gracefully_never_force_deleted() {
+    let server = ApiServer::start().await;
+    server.kubelet(false);
+    for name in ["web", "db", "raw"] {
+        server.put("pods", NS, objects::best_effort_pod(NODE, NS, name, 30));
+    }
+    // What the API server makes of a grace period of 0: the object is gone
+    // at once, its containers not yet stopped (a force delete).
+    let raw = http::Request::delete(format!("/api/v1/namespaces/{NS}/pods/raw"))
+        .header(http::header::CONTENT_TYPE, "application/json")
+        .body(br#"{"gracePeriodSeconds": 0}"#.to_vec())
+        .unwrap();
+    let client = kube::Client::try_from(kube::Config::new(server.url().parse().unwrap())).unwrap();
+    client.request_text(raw).await.expect("deleted");
+    assert!(server.get("pods", NS, "raw").is_none(), "removed at once");
+
+    // vigil asked for 0 (by a policy, a config, a pod's own spec): both of
+    // its requests carry a second, and the pod is terminating, not gone.
+    let killer = killer(&server);
+    let mut evicted = victim("web", "uid-web");
+    evicted.grace_period_seconds = Some(0);
+    assert_eq!(killer.evict(&evicted).await, Ok(()));
+    let mut deleted = victim("db", "uid-db");
+    deleted.grace_period_seconds = Some(0);
+    deleted.override_pdb = true;
+    assert_eq!(killer.evict(&deleted).await, Ok(()));
+    for name in ["web", "db"] {
+        let pod = server.get("pods", NS, name).expect("terminating, not gone");
+        assert_eq!(pod["metadata"]["deletionGracePeriodSeconds"], 1, "{name}");
+        assert!(!pod["metadata"]["deletionTimestamp"].is_null(), "{name}");
+    }
+    let sent: Vec<Value> = server
+        .requests()
+        .into_iter()
+        .filter(|r| r.uri.contains("/pods/web") || r.uri.contains("/pods/db"))
+        .filter_map(|r| r.body)
+        .map(|body| body.get("deleteOptions").cloned().unwrap_or(body))
+        .collect();
+    assert_eq!(sent.len(), 2);
+    assert!(
+        sent.iter().all(|o| o["gracePeriodSeconds"] == 1),
+        "{sent:?}"
+    );
+}

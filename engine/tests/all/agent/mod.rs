@@ -191,6 +191,23 @@ async fn until_metric(server: &ApiServer, agent: &AgentProcess, line: &str) {
         .await;
 }
 
+/// Waits until `condition` holds of the agent's own endpoints, asking every
+/// 100 ms (they are no API server: nothing wakes a wait on them when the
+/// agent has nothing to write); panics after [`LIMIT`], a bound for a
+/// broken test, not a wait.
+async fn until_agent(agent: &AgentProcess, what: &str, condition: impl Fn(&AgentProcess) -> bool) {
+    let deadline = tokio::time::Instant::now() + LIMIT;
+    let mut ask = tokio::time::interval(Duration::from_millis(100));
+    while !condition(agent) {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out after {LIMIT:?} waiting for: {what}\n{}",
+            agent.logs()
+        );
+        ask.tick().await;
+    }
+}
+
 /// A `VigilConfig` object.
 fn vigil_config(name: &str, target: Value, config: Value) -> Value {
     let mut spec = json!({"config": config});

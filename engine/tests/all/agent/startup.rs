@@ -93,3 +93,42 @@ async fn sigterm_ends_the_agent_while_a_policy_compiles() {
         "the exit waited for the compile to finish: {logs}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_first_list_ends_in_a_ready_agent_cycling_on_its_period() {
+    let (server, fixture) = test_node().await;
+    // The first LIST of each thing the agent follows is answered (200)
+    // after eight of the tests' one-second periods; the watches then start
+    // normally. The endpoints are asked all along, as the kubelet's probes
+    // do: a probe that polled the pod store once took the loop's wake-up,
+    // and the loop never started (kube-runtime 5.0 wakes one waiter).
+    let lists = [
+        "/api/v1/pods?",
+        "/api/v1/nodes?",
+        "vigilconfigs?",
+        "vigilpolicies?",
+    ];
+    for list in lists {
+        server.slow_next(list, Duration::from_secs(8));
+    }
+    let agent = start(&server, &fixture, &[]);
+    let ok = |a: &AgentProcess, path: &str| a.get(path).starts_with("HTTP/1.1 200");
+    until_agent(&agent, "ready", |a| {
+        let health = a.get("/healthz");
+        // Not listening yet (the built-ins compile first), or alive.
+        assert!(
+            health.is_empty() || health.starts_with("HTTP/1.1 200"),
+            "alive while the lists are slow: {health} {}",
+            a.logs()
+        );
+        ok(a, "/readyz")
+    })
+    .await;
+    let cycles = |a: &AgentProcess| a.metric("vigil_cycle_seconds_count").unwrap_or(0.0);
+    let first = cycles(&agent);
+    until_agent(&agent, "three more cycles, one a period", |a| {
+        assert!(ok(a, "/healthz") && ok(a, "/readyz"), "{}", a.logs());
+        cycles(a) >= first + 3.0
+    })
+    .await;
+}

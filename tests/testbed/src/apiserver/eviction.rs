@@ -13,7 +13,10 @@
 //!
 //! A graceful deletion sets `deletionTimestamp` (now + the grace period: the
 //! request's, else the pod's `terminationGracePeriodSeconds`, else 30 s);
-//! then the kubelet removes the pod when the grace period is over.
+//! then the kubelet removes the pod when the grace period is over. A grace
+//! period of 0 is what the API server makes of it: the object is removed at
+//! once, with no `deletionTimestamp` ever seen (a force delete: the kubelet
+//! learns of it only afterwards, its containers may still run).
 
 use super::Shared;
 use super::routes::status;
@@ -145,6 +148,10 @@ fn terminate(shared: &Arc<Shared>, key: Key, mut pod: Value, options: &Value) {
         .as_u64()
         .or(pod["spec"]["terminationGracePeriodSeconds"].as_u64())
         .unwrap_or(30);
+    if grace == 0 {
+        shared.write(|s| s.delete(&key));
+        return;
+    }
     let until = jiff::Timestamp::now() + jiff::SignedDuration::from_secs(grace as i64);
     pod["metadata"]["deletionTimestamp"] = json!(until.to_string());
     pod["metadata"]["deletionGracePeriodSeconds"] = json!(grace);

@@ -35,7 +35,7 @@ mod store;
 
 pub use store::{Key, Selector};
 
-use serde_json::Value;
+use serde_json::{Value, json};
 use std::collections::{BTreeMap, VecDeque};
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -162,6 +162,9 @@ struct Faults {
     /// Requests whose path and query contain one of these never get an answer.
     hanging: Vec<String>,
     latency: Duration,
+    /// The next request whose path and query contain the first is answered
+    /// after the second, as a slow API server (etcd, a large list) answers.
+    slow: VecDeque<(String, Duration)>,
 }
 
 /// An answer injected instead of the real one.
@@ -395,6 +398,52 @@ impl ApiServer {
         self.shared.drop_watches.send_modify(|n| *n += 1);
     }
 
+    /// The kubelet's eviction manager evicting pod `name` for `resource`
+    /// (`memory`, `ephemeral-storage`, `inodes`, `pids`), as it writes the
+    /// status while the containers stop: the `DisruptionTarget` condition
+    /// with reason `TerminationByKubelet` and its eviction message; the phase
+    /// stays `Running` (the kubelet makes no pod terminal while containers
+    /// may run) and the object is not deleted.
+    pub fn kubelet_evicting(&self, namespace: &str, name: &str, resource: &str) {
+        let message = format!(
+            "The node was low on resource: {resource}. Threshold quantity: 100Mi, available: 81204Ki. "
+        );
+        self.update_pod(namespace, name, |pod| {
+            let conditions = pod["status"]["conditions"].as_array_mut();
+            let condition = json!({"type": "DisruptionTarget", "status": "True",
+                "reason": "TerminationByKubelet", "message": message,
+                "lastTransitionTime": jiff::Timestamp::now().to_string()});
+            match conditions {
+                Some(list) => list.push(condition),
+                None => pod["status"]["conditions"] = json!([condition]),
+            }
+        });
+    }
+
+    /// The kubelet's eviction of pod `name` done (its containers stopped):
+    /// phase `Failed`, reason `Evicted` and the condition's message.
+    pub fn kubelet_evicted(&self, namespace: &str, name: &str) {
+        self.update_pod(namespace, name, |pod| {
+            let message = pod["status"]["conditions"]
+                .as_array()
+                .and_then(|c| c.iter().find(|c| c["type"] == "DisruptionTarget"))
+                .map(|c| c["message"].clone())
+                .expect("kubelet_evicting first");
+            pod["status"]["phase"] = json!("Failed");
+            pod["status"]["reason"] = json!("Evicted");
+            pod["status"]["message"] = message;
+        });
+    }
+
+    fn update_pod(&self, namespace: &str, name: &str, change: impl FnOnce(&mut Value)) {
+        let key = Key::new("pods", namespace, name);
+        self.shared.write(|s| {
+            let mut pod = s.objects.get(&key).cloned().expect("the pod exists");
+            change(&mut pod);
+            s.put(key, pod)
+        });
+    }
+
     /// Whether the kubelet removes pods after their grace period (on by
     /// default); a test that keeps its own time removes them itself.
     pub fn kubelet(&self, on: bool) {
@@ -449,6 +498,13 @@ impl ApiServer {
             .unwrap()
             .hanging
             .push(path.to_owned());
+    }
+
+    /// The next request whose path and query contain `path` is answered
+    /// normally, after `delay`.
+    pub fn slow_next(&self, path: &str, delay: Duration) {
+        let mut faults = self.shared.faults.lock().unwrap();
+        faults.slow.push_back((path.to_owned(), delay));
     }
 
     /// Every request waits `latency` before it is handled.

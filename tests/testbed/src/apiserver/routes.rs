@@ -51,7 +51,15 @@ async fn handle(State(shared): State<Arc<Shared>>, request: axum::extract::Reque
         .unwrap_or_default();
     let body: Option<Value> = serde_json::from_slice(&bytes).ok();
     shared.arrive(&uri);
-    let latency = shared.faults.lock().unwrap().latency;
+    let latency = {
+        let mut faults = shared.faults.lock().unwrap();
+        let slow = faults
+            .slow
+            .iter()
+            .position(|(p, _)| uri.contains(p.as_str()));
+        let delay = slow.and_then(|i| faults.slow.remove(i)).map(|(_, d)| d);
+        faults.latency + delay.unwrap_or_default()
+    };
     if !latency.is_zero() {
         tokio::time::sleep(latency).await;
     }
