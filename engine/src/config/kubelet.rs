@@ -40,28 +40,28 @@ impl KubeletAmount {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct KubeletSignals {
-    /// `memory.available`.
+    /// On `memory.available`: a quantity (`100Mi`) or a share of capacity (`10%`).
     #[serde(rename = "memory.available", skip_serializing_if = "Option::is_none")]
     pub memory_available: Option<KubeletAmount>,
-    /// `allocatableMemory.available`.
+    /// On `allocatableMemory.available`: a quantity (`100Mi`) or a share of capacity (`10%`).
     #[serde(
         rename = "allocatableMemory.available",
         skip_serializing_if = "Option::is_none"
     )]
     pub allocatable_memory_available: Option<KubeletAmount>,
-    /// `nodefs.available`.
+    /// On `nodefs.available`: a quantity (`100Mi`) or a share of capacity (`10%`).
     #[serde(rename = "nodefs.available", skip_serializing_if = "Option::is_none")]
     pub nodefs_available: Option<KubeletAmount>,
-    /// `nodefs.inodesFree`.
+    /// On `nodefs.inodesFree`: a quantity (`100Mi`) or a share of capacity (`10%`).
     #[serde(rename = "nodefs.inodesFree", skip_serializing_if = "Option::is_none")]
     pub nodefs_inodes_free: Option<KubeletAmount>,
-    /// `imagefs.available`.
+    /// On `imagefs.available`: a quantity (`100Mi`) or a share of capacity (`10%`).
     #[serde(rename = "imagefs.available", skip_serializing_if = "Option::is_none")]
     pub imagefs_available: Option<KubeletAmount>,
-    /// `imagefs.inodesFree`.
+    /// On `imagefs.inodesFree`: a quantity (`100Mi`) or a share of capacity (`10%`).
     #[serde(rename = "imagefs.inodesFree", skip_serializing_if = "Option::is_none")]
     pub imagefs_inodes_free: Option<KubeletAmount>,
-    /// `pid.available`.
+    /// On `pid.available`: a quantity (`100Mi`) or a share of capacity (`10%`).
     #[serde(rename = "pid.available", skip_serializing_if = "Option::is_none")]
     pub pid_available: Option<KubeletAmount>,
 }

@@ -137,14 +137,17 @@ pub fn reference() -> String {
     let mut out =
         String::from("| field | type | default | allowed | meaning |\n|---|---|---|---|---|\n");
     let defaults = serde_json::to_value(VigilConfig::default()).expect("defaults serialise");
-    rows(&mut out, "", &schema["properties"], &defaults);
-    let policy = &schema["$defs"][PolicyConfig::schema_name().as_ref()]["properties"];
+    let defs = &schema["$defs"];
+    rows(&mut out, "", &schema["properties"], &defaults, defs);
+    let policy = &defs[PolicyConfig::schema_name().as_ref()]["properties"];
     let defaults = serde_json::to_value(PolicyConfig::default()).expect("defaults serialise");
-    rows(&mut out, "policies.NAME.", policy, &defaults);
+    rows(&mut out, "policies.NAME.", policy, &defaults, defs);
     out
 }
 
-fn rows(out: &mut String, prefix: &str, properties: &Value, defaults: &Value) {
+/// A row per property, and below an object's row (a `$ref` to `defs`) a
+/// row per field of it.
+fn rows(out: &mut String, prefix: &str, properties: &Value, defaults: &Value, defs: &Value) {
     let Some(properties) = properties.as_object() else {
         return;
     };
@@ -156,6 +159,7 @@ fn rows(out: &mut String, prefix: &str, properties: &Value, defaults: &Value) {
                 .collect::<Vec<_>>()
                 .join(" or "),
             Value::String(kind) => kind.clone(),
+            _ if property.get("$ref").is_some() => "object".into(),
             _ => "any".into(),
         };
         let default = defaults
@@ -181,6 +185,14 @@ fn rows(out: &mut String, prefix: &str, properties: &Value, defaults: &Value) {
             out,
             "| `{prefix}{name}` | {kind} | {default} | {allowed} | {meaning} |"
         );
+        let nested = property["$ref"]
+            .as_str()
+            .and_then(|r| r.strip_prefix("#/$defs/"));
+        if let Some(def) = nested {
+            let inner = defaults.get(name).unwrap_or(&Value::Null);
+            let prefix = format!("{prefix}{name}.");
+            rows(out, &prefix, &defs[def]["properties"], inner, defs);
+        }
     }
 }
 
