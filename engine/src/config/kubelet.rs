@@ -102,10 +102,6 @@ pub struct KubeletConfig {
     #[serde(rename = "imageGCHighThresholdPercent")]
     #[schemars(range(max = 100))]
     pub image_gc_high_threshold_percent: u8,
-    /// The kubelet's `housekeepingInterval` in seconds: how often its
-    /// eviction manager looks (10; only `vigil simulate` uses it).
-    #[schemars(range(min = 1, max = 600))]
-    pub housekeeping_interval_seconds: u64,
 }
 
 impl Default for KubeletConfig {
@@ -122,7 +118,6 @@ impl Default for KubeletConfig {
             },
             eviction_soft: KubeletSignals::default(),
             image_gc_high_threshold_percent: 85,
-            housekeeping_interval_seconds: 10,
         }
     }
 }

@@ -178,7 +178,7 @@ fn summary(w: &mut String, simulation: &Simulation) {
         (_, None) => writeln!(w, "\nthe kubelet would not have evicted: its lines were never crossed"),
         (Some(vigil), Some(kubelet)) => writeln!(
             w,
-            "\nvigil first evicted at {vigil}; the kubelet's line was first crossed at {kubelet} (plus up to one housekeeping interval)"
+            "\nvigil first evicted at {vigil}; the kubelet's line was first crossed at {kubelet} (plus up to one kubelet housekeeping interval)"
         ),
         (None, Some(kubelet)) => writeln!(
             w,
