@@ -36,8 +36,24 @@ fn return_large_frees() {
     }
 }
 
+/// Lets a closed stdout end the process as it ends `cat` or `grep`
+/// (`vigil simulate … | head`), instead of a panic in `println!`. Rust
+/// ignores SIGPIPE so that a write to a closed socket is an error; only
+/// commands that print and end take the default back, never the agent.
+fn end_quietly_when_the_reader_goes() {
+    // SAFETY: restores the default disposition of one signal; no handler
+    // runs, and nothing in this process relies on SIGPIPE being ignored
+    // outside the agent (sockets are written with MSG_NOSIGNAL anyway).
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
 async fn run() -> std::process::ExitCode {
     let cli = Cli::parse();
+    if !cli.is_daemon() {
+        end_quietly_when_the_reader_goes();
+    }
     let filter = EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| EnvFilter::new(cli.default_log_level()));
     // Colour only for a person at a terminal, not in a container's log.

@@ -136,3 +136,74 @@ pub fn check_file(host: &Host, path: &Path, config: &str) -> Result<CheckReport,
         config,
     )
 }
+
+/// What `vigil policy check` found: the config's names that no policy
+/// answers to, and each component's report or why it cannot serve.
+#[derive(Debug)]
+pub struct CheckRun {
+    /// Policies the config names that are neither checked nor built in.
+    pub unknown: Vec<crate::config::names::UnknownPolicy>,
+    /// Each component checked, by origin (a path, or `builtin:NAME`).
+    pub checked: Vec<(String, Result<CheckReport, LoadError>)>,
+    /// Whether a config was given: then a declined canary call is a failure.
+    pub with_config: bool,
+}
+
+impl CheckRun {
+    /// How many problems were found.
+    pub fn failures(&self) -> usize {
+        let failed = |(_, result): &&(String, Result<CheckReport, LoadError>)| match result {
+            Ok(report) => self.with_config && report.declined.is_some(),
+            Err(_) => true,
+        };
+        self.unknown.len() + self.checked.iter().filter(failed).count()
+    }
+}
+
+/// Which built-ins `vigil policy check` checks beside the files.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Builtins {
+    /// Only the files.
+    Skip,
+    /// The policies built into this binary too.
+    Check,
+}
+
+/// Checks `files` (and the built-ins), each canary call with its policy's
+/// config from `settings` when given, and the names `settings` uses.
+pub fn check_all(
+    host: &Host,
+    files: &[std::path::PathBuf],
+    builtins: Builtins,
+    settings: Option<&crate::eviction::EvictionSettings>,
+) -> CheckRun {
+    use crate::policy::builtin::BUILTINS;
+    let canary_config =
+        |name: &str| settings.map_or_else(|| "{}".to_owned(), |s| s.policy(name).config);
+    let unknown = settings.map_or_else(Vec::new, |settings| {
+        let known: Vec<String> = BUILTINS
+            .iter()
+            .map(|(name, _)| (*name).to_owned())
+            .chain(files.iter().map(|path| policy_name(path)))
+            .collect();
+        crate::config::names::unknown_policies(settings.policies.keys(), &settings.sorter, &known)
+    });
+    let builtins = BUILTINS
+        .iter()
+        .filter(|_| builtins == Builtins::Check)
+        .map(|(name, bytes)| {
+            let origin = format!("builtin:{name}");
+            let config = canary_config(name);
+            let result = check_bytes(host, origin.clone(), name, *bytes, Source::Builtin, &config);
+            (origin, result)
+        });
+    let files = files.iter().map(|path| {
+        let config = canary_config(&policy_name(path));
+        (path.display().to_string(), check_file(host, path, &config))
+    });
+    CheckRun {
+        unknown,
+        checked: builtins.chain(files).collect(),
+        with_config: settings.is_some(),
+    }
+}

@@ -2,10 +2,9 @@
 
 use std::ffi::OsStr;
 use std::path::Path;
-use std::process::Command;
 
 fn vigil(args: &[&str]) -> (bool, String) {
-    let output = Command::new(env!("CARGO_BIN_EXE_vigil"))
+    let output = crate::vigil()
         .args(args)
         .output()
         .expect("vigil runs");
@@ -179,7 +178,7 @@ fn a_config_gives_each_canary_its_policy_config_and_names_what_it_misspelt() {
 /// `vigil ARGS` with `home` as `$HOME` and no cache variable set: what an
 /// author gets by default. Its success and everything it printed.
 fn vigil_at_home(home: &Path, args: &[&OsStr]) -> (bool, String) {
-    let output = Command::new(env!("CARGO_BIN_EXE_vigil"))
+    let output = crate::vigil()
         .args(args)
         .env("HOME", home)
         .env_remove("VIGIL_CACHE_DIR")
@@ -278,7 +277,7 @@ fn policy_test(file: &str, input: &serde_json::Value, extra: &[&str]) -> (bool, 
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("input.json");
     std::fs::write(&path, input.to_string()).unwrap();
-    let output = Command::new(env!("CARGO_BIN_EXE_vigil"))
+    let output = crate::vigil()
         .args(["policy", "test", file, "--input"])
         .arg(&path)
         .args(extra)
@@ -298,7 +297,7 @@ fn policy_test(file: &str, input: &serde_json::Value, extra: &[&str]) -> (bool, 
 fn a_step_cut_from_a_simulation_replays_against_the_policy_alone() {
     let scenario = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../examples/scenarios/critical-pod.yaml");
-    let output = Command::new(env!("CARGO_BIN_EXE_vigil"))
+    let output = crate::vigil()
         .args(["simulate", "--output", "json", "--snapshots"])
         .arg(&scenario)
         .output()
@@ -491,7 +490,7 @@ fn a_case_names_only_what_it_is_about_and_record_writes_its_answer_for_review() 
     ]}"#;
     std::fs::write(&input, case).unwrap();
     let record = || {
-        Command::new(env!("CARGO_BIN_EXE_vigil"))
+        crate::vigil()
             .args([
                 "policy",
                 "test",

@@ -41,7 +41,7 @@ fn every_world_builds_tests_and_acts(lang: &str) {
     for world in ["strategy", "sorter", "merger"] {
         let name = format!("my-{lang}-{world}");
         let dir = root.path().join(&name);
-        let vigil = || Command::new(env!("CARGO_BIN_EXE_vigil"));
+        let vigil = || crate::vigil();
         let wrote = run(
             root.path(),
             vigil().args(["policy", "new", &name, "--world", world, "--lang", lang]),
@@ -195,7 +195,7 @@ fn python_skeletons_build_pass_their_tests_and_act() {
 #[test]
 fn a_name_that_cannot_be_a_policys_is_refused_and_nothing_is_written() {
     let root = tempfile::tempdir().unwrap();
-    let output = Command::new(env!("CARGO_BIN_EXE_vigil"))
+    let output = crate::vigil()
         .current_dir(root.path())
         .args([
             "policy",

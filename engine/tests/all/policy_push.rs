@@ -4,14 +4,13 @@
 
 use oci_client::Reference;
 use oci_client::manifest::OciManifest;
-use std::process::Command;
 use vigil::distribution::layout::{WASM_CONFIG_MEDIA_TYPE, WASM_LAYER_MEDIA_TYPE};
 use vigil::distribution::registry::Access;
 use vigil::policy::Digest;
 use vigil_testbed::OciRegistry;
 
 fn vigil(args: &[&str]) -> (bool, String, String) {
-    let output = Command::new(env!("CARGO_BIN_EXE_vigil"))
+    let output = crate::vigil()
         .args(args)
         .output()
         .expect("vigil runs");

@@ -1,7 +1,6 @@
 //! `vigil simulate`, run as the real binary on a bundled scenario.
 
 use std::path::PathBuf;
-use std::process::Command;
 
 fn scenario() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -12,7 +11,7 @@ fn scenario() -> PathBuf {
 fn text_output_shows_the_timeline_and_summary_and_the_plot_is_svg() {
     let dir = tempfile::tempdir().unwrap();
     let chart = dir.path().join("chart.svg");
-    let output = Command::new(env!("CARGO_BIN_EXE_vigil"))
+    let output = crate::vigil()
         .arg("simulate")
         .arg(scenario())
         .arg("--plot")
@@ -54,7 +53,7 @@ fn text_output_shows_the_timeline_and_summary_and_the_plot_is_svg() {
 fn the_chart_marks_the_sorters_refusals_on_a_lane() {
     let dir = tempfile::tempdir().unwrap();
     let chart = dir.path().join("chart.svg");
-    let output = Command::new(env!("CARGO_BIN_EXE_vigil"))
+    let output = crate::vigil()
         .arg("simulate")
         .arg(scenario().with_file_name("critical-pod.yaml"))
         .arg("--plot")
@@ -75,7 +74,7 @@ fn the_chart_marks_the_sorters_refusals_on_a_lane() {
 
 #[test]
 fn json_output_is_the_whole_simulation() {
-    let output = Command::new(env!("CARGO_BIN_EXE_vigil"))
+    let output = crate::vigil()
         .args(["simulate", "--output", "json"])
         .arg(scenario())
         .output()
@@ -102,7 +101,7 @@ fn failed_simulation(text: &str) -> String {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("scenario.yaml");
     std::fs::write(&path, text).unwrap();
-    let output = Command::new(env!("CARGO_BIN_EXE_vigil"))
+    let output = crate::vigil()
         .arg("simulate")
         .arg(&path)
         .output()
@@ -145,7 +144,7 @@ fn a_policies_directory_replaces_built_ins_and_the_run_names_the_file_that_serve
         )
     });
     let simulate = || {
-        Command::new(env!("CARGO_BIN_EXE_vigil"))
+        crate::vigil()
             .arg("simulate")
             .arg(scenario())
             .arg("--policies-dir")
@@ -201,7 +200,7 @@ fn config_for_a_policy_that_is_not_loaded_is_a_warning_naming_the_nearest() {
     )
     .unwrap();
     let run = |format: &str| {
-        let output = Command::new(env!("CARGO_BIN_EXE_vigil"))
+        let output = crate::vigil()
             .args(["simulate", "--output", format])
             .arg(&path)
             .output()
@@ -220,7 +219,7 @@ fn config_for_a_policy_that_is_not_loaded_is_a_warning_naming_the_nearest() {
 fn the_sorters_refusals_are_in_the_timeline_and_the_json() {
     let scenario = scenario().with_file_name("critical-pod.yaml");
     let run = |format: &str| {
-        let output = Command::new(env!("CARGO_BIN_EXE_vigil"))
+        let output = crate::vigil()
             .args(["simulate", "--output", format])
             .arg(&scenario)
             .output()
@@ -273,7 +272,7 @@ fn config_changes_take_effect_at_their_time_and_a_bad_one_leaves_the_config_befo
          pods:\n  - name: hog\n    memory: [{at: 0s, value: 3500Mi}]\n",
     )
     .unwrap();
-    let output = Command::new(env!("CARGO_BIN_EXE_vigil"))
+    let output = crate::vigil()
         .args(["simulate", "--output", "json"])
         .arg(&path)
         .output()
@@ -302,4 +301,30 @@ fn config_changes_take_effect_at_their_time_and_a_bad_one_leaves_the_config_befo
     assert_eq!(at(40.0)["config"][0], "configChanges[1] applied");
     assert_eq!(at(40.0)["started"][0], "default/hog");
     assert_eq!(json["evictions"][0]["at"], 40.0);
+}
+
+/// `vigil simulate … | head`: a reader that goes away ends the command as it
+/// ends `cat`, by SIGPIPE, with no panic on stderr. The JSON with snapshots
+/// is far larger than a pipe's buffer, so the write that finds the pipe
+/// closed always comes.
+#[test]
+fn a_reader_that_goes_away_ends_the_output_quietly() {
+    use std::io::Read;
+    use std::os::unix::process::ExitStatusExt;
+    let mut child = crate::vigil()
+        .args(["simulate", "--output", "json", "--snapshots"])
+        .arg(scenario())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    let mut first = [0u8; 1];
+    stdout.read_exact(&mut first).unwrap();
+    assert_eq!(&first, b"{");
+    drop(stdout);
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_eq!(output.status.signal(), Some(libc::SIGPIPE), "{stderr}");
 }

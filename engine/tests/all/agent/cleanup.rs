@@ -13,7 +13,7 @@ const UNTOUCHED: &str = "node-d";
 /// Runs `vigil ARGS` off the runtime; whether it succeeded, and its output.
 async fn vigil(args: Vec<String>) -> (bool, String) {
     tokio::task::spawn_blocking(move || {
-        let output = Command::new(env!("CARGO_BIN_EXE_vigil"))
+        let output = crate::vigil()
             .args(&args)
             .output()
             .expect("vigil runs");

@@ -45,7 +45,7 @@ fn push_with(
     password: &str,
 ) -> String {
     let target = format!("{}/vigil/{POLICY}:{tag}", registry.addr());
-    let output = Command::new(env!("CARGO_BIN_EXE_vigil"))
+    let output = crate::vigil()
         .args(["policy", "push", file, &target, "--cache-dir"])
         .arg(cache)
         .args(flags)

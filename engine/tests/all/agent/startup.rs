@@ -5,7 +5,7 @@ use super::*;
 
 #[test]
 fn the_agent_refuses_to_start_without_a_node_name() {
-    let output = Command::new(env!("CARGO_BIN_EXE_vigil"))
+    let output = crate::vigil()
         .args(["agent", "--kubeconfig", "/nonexistent"])
         .env_remove("NODE_NAME")
         .output()
@@ -18,7 +18,7 @@ fn the_agent_refuses_to_start_without_a_node_name() {
 /// Runs `vigil agent` for node `n1` with `args` and state in a temp dir; its stderr, if it failed.
 fn failed_start(args: &[&str]) -> String {
     let state = tempfile::tempdir().expect("temp dir");
-    let output = Command::new(env!("CARGO_BIN_EXE_vigil"))
+    let output = crate::vigil()
         .args(["agent", "--node-name", "n1", "--state-dir"])
         .arg(state.path())
         .args(args)
@@ -57,7 +57,7 @@ fn a_state_directory_others_can_write_stops_the_start() {
     let state = root.path().join("state");
     std::fs::create_dir(&state).expect("mkdir");
     std::fs::set_permissions(&state, std::fs::Permissions::from_mode(0o777)).expect("chmod");
-    let output = Command::new(env!("CARGO_BIN_EXE_vigil"))
+    let output = crate::vigil()
         .args(["agent", "--node-name", "n1", "--state-dir"])
         .arg(&state)
         .output()

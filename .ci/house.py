@@ -1,0 +1,100 @@
+#!/usr/bin/env python3
+"""The shape of the house, measured: source files over 700 lines, functions over
+80, modules missing from lib.rs's floor list and rooms missing from README's table.
+
+Run from the repository root: `python3 .ci/house.py` prints the figures and exits 1
+when a limit is broken; `--report` prints them and always exits 0.
+"""
+import re
+import sys
+from pathlib import Path
+
+FILE_LIMIT = 700
+FN_LIMIT = 80
+# Generated code and test modules are counted but not held to the limits.
+EXEMPT = ("engine/src/model/bindings.rs",)
+
+FN = re.compile(r"^(\s*)(pub(\([^)]*\))?\s+)?(const\s+)?(async\s+)?(unsafe\s+)?fn\s+(\w+)")
+
+
+def sources():
+    for root in ("engine/src", "policies", "build-support/src"):
+        for path in sorted(Path(root).rglob("*.rs")):
+            if "target" in path.parts:
+                continue
+            yield path
+
+
+def is_test(path):
+    return path.name == "tests.rs" or "tests" in path.parts[:-1] and path.parts[0] != "tests"
+
+
+def functions(lines):
+    """(name, first line, length) of every function with a body, by indentation."""
+    for i, line in enumerate(lines):
+        m = FN.match(line)
+        if not m:
+            continue
+        indent = m.group(1)
+        # A declaration without a body ends in `;` before any `{`.
+        j = i
+        while j < len(lines) and "{" not in lines[j] and not lines[j].rstrip().endswith(";"):
+            j += 1
+        if j >= len(lines) or "{" not in lines[j]:
+            continue
+        if lines[j].rstrip().endswith("}") and j == i:
+            yield m.group(7), i + 1, 1
+            continue
+        for k in range(j, len(lines)):
+            if lines[k].startswith(indent + "}") and not lines[k].startswith(indent + "} else"):
+                yield m.group(7), i + 1, k - i + 1
+                break
+
+
+def test_module_start(lines):
+    for i, line in enumerate(lines):
+        if line.startswith("#[cfg(test)]") and i + 1 < len(lines) and lines[i + 1].startswith("mod "):
+            return i
+    return len(lines)
+
+
+def main():
+    report_only = "--report" in sys.argv
+    long_files, long_fns = [], []
+    total_files = total_lines = 0
+    for path in sources():
+        lines = path.read_text().splitlines()
+        total_files += 1
+        total_lines += len(lines)
+        if str(path) in EXEMPT or is_test(path):
+            continue
+        if len(lines) > FILE_LIMIT:
+            long_files.append((len(lines), str(path)))
+        body = lines[: test_module_start(lines)]
+        for name, start, length in functions(body):
+            if length > FN_LIMIT:
+                long_fns.append((length, f"{path}:{start} {name}"))
+    problems = []
+    lib = Path("engine/src/lib.rs").read_text()
+    declared = set(re.findall(r"^(?:pub )?mod (\w+);", lib, re.M))
+    listed = set(re.findall(r"^//! - \[`(\w+)`\]", lib, re.M))
+    for module in sorted(declared - listed):
+        problems.append(f"lib.rs declares `{module}` but its floor list does not name it")
+    readme = Path("README.md").read_text()
+    for room in sorted(p for p in Path("engine/src").iterdir() if p.is_dir()):
+        if f"`{room}/`" not in readme:
+            problems.append(f"README's table of rooms has no row for `{room}/`")
+    print(f"{total_files} source files, {total_lines} lines")
+    print(f"files over {FILE_LIMIT} lines (tests and generated code aside): {len(long_files)}")
+    for n, p in sorted(long_files, reverse=True):
+        print(f"  {n:5} {p}")
+    print(f"functions over {FN_LIMIT} lines: {len(long_fns)}")
+    for n, p in sorted(long_fns, reverse=True):
+        print(f"  {n:5} {p}")
+    for p in problems:
+        print(p)
+    broken = long_files or long_fns or problems
+    sys.exit(0 if report_only or not broken else 1)
+
+
+main()
