@@ -1,6 +1,7 @@
-//! A token bucket: at most `burst` things at once, then `per_second` on
-//! average. Time is given, never read, so callers decide the clock (tokio's,
-//! paused in tests).
+//! How often to try: a token bucket (at most `burst` things at once, then
+//! `per_second` on average) and an exponential backoff with jitter. Time is
+//! given, never read, so callers decide the clock (tokio's, paused in
+//! tests).
 
 use std::time::Duration;
 use tokio::time::Instant;
@@ -46,9 +47,69 @@ impl TokenBucket {
     }
 }
 
+/// The wait after the `n`th failure in a row: `first`, doubling up to `max`,
+/// times a random factor in `[low, high)` so that the agents of a fleet do
+/// not retry in step. The one backoff of the house.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Backoff {
+    first: Duration,
+    max: Duration,
+    low: f64,
+    high: f64,
+}
+
+impl Backoff {
+    /// Doubling from `first` to `max`, without jitter.
+    pub const fn new(first: Duration, max: Duration) -> Self {
+        Self {
+            first,
+            max,
+            low: 1.0,
+            high: 1.0,
+        }
+    }
+
+    /// Each wait times a random factor in `[low, high)`.
+    #[must_use]
+    pub const fn jittered(self, low: f64, high: f64) -> Self {
+        Self { low, high, ..self }
+    }
+
+    /// The wait after the `failures`th failure in a row (the first is 1).
+    pub fn wait(&self, failures: u32) -> Duration {
+        self.wait_rolled(failures, fastrand::f64())
+    }
+
+    /// [`Self::wait`] with the random draw `roll`, in `[0, 1)`, given.
+    pub fn wait_rolled(&self, failures: u32, roll: f64) -> Duration {
+        let exponent = failures.saturating_sub(1).min(16);
+        let base = self.first.saturating_mul(1 << exponent).min(self.max);
+        base.mul_f64(self.low + (self.high - self.low) * roll.clamp(0.0, 1.0))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn backoff_doubles_to_its_ceiling_within_its_jitter() {
+        let plain = Backoff::new(Duration::from_secs(5), Duration::from_secs(300));
+        let waits: Vec<u64> = (1..=8).map(|n| plain.wait(n).as_secs()).collect();
+        assert_eq!(waits, [5, 10, 20, 40, 80, 160, 300, 300]);
+        assert_eq!(plain.wait(0), Duration::from_secs(5));
+        assert_eq!(plain.wait(u32::MAX), Duration::from_secs(300));
+        let spread = plain.jittered(0.5, 1.5);
+        assert_eq!(spread.wait_rolled(2, 0.0), Duration::from_secs(5));
+        assert_eq!(spread.wait_rolled(2, 0.5), Duration::from_secs(10));
+        for n in 1..=10 {
+            let base = plain.wait(n);
+            let wait = spread.wait(n);
+            assert!(wait >= base / 2 && wait < base * 3 / 2, "{n}: {wait:?}");
+        }
+        let draws: std::collections::HashSet<Duration> = (0..100).map(|_| spread.wait(3)).collect();
+        assert!(draws.len() > 20, "too little jitter: {draws:?}");
+    }
 
     #[test]
     fn the_bucket_lets_a_burst_through_then_paces_to_its_rate() {

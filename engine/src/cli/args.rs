@@ -80,7 +80,10 @@ impl CacheArgs {
         if self.no_cache {
             return None;
         }
-        let given = self.cache_dir.filter(|dir| !dir.is_empty()).map(PathBuf::from);
+        let given = self
+            .cache_dir
+            .filter(|dir| !dir.is_empty())
+            .map(PathBuf::from);
         given.or_else(|| {
             let xdg = std::env::var_os("XDG_CACHE_HOME")
                 .map(PathBuf::from)

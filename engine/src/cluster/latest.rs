@@ -5,12 +5,13 @@
 //! heartbeat.
 
 use crate::clock::sleep_or_pending;
+use crate::rate::Backoff;
 use std::future::Future;
 use std::time::Duration;
 use tokio::sync::watch;
 
-/// Longest wait between two attempts at a write.
-const MAX_BACKOFF: Duration = Duration::from_secs(30);
+/// The waits between two attempts at a write: 250 ms doubling to 30 s.
+const BACKOFF: Backoff = Backoff::new(Duration::from_millis(250), Duration::from_secs(30));
 
 /// Something written to the API server that only its latest value matters for.
 pub trait LatestWriter<T> {
@@ -26,19 +27,19 @@ pub trait LatestWriter<T> {
 
 /// Writes the latest value of `latest` with `writer` whenever it changes
 /// (and again after the writer's refresh interval, if it has one for that
-/// value), retrying with exponential backoff (up to [`MAX_BACKOFF`]) while
+/// value), retrying with exponential backoff ([`BACKOFF`]) while
 /// writes fail, until the sender is gone; `what` names it in logs.
 pub async fn write_latest<T: Clone + Send + Sync>(
     mut writer: impl LatestWriter<T>,
     mut latest: watch::Receiver<T>,
     what: &str,
 ) {
-    let mut backoff = Duration::from_millis(250);
+    let mut failures = 0;
     loop {
         let current = latest.borrow_and_update().clone();
         match writer.write(&current).await {
             Ok(()) => {
-                backoff = Duration::from_millis(250);
+                failures = 0;
                 let refresh = writer.refresh(&current);
                 tokio::select! {
                     changed = latest.changed() => if changed.is_err() { return },
@@ -46,12 +47,13 @@ pub async fn write_latest<T: Clone + Send + Sync>(
                 }
             }
             Err(error) => {
+                failures += 1;
+                let backoff = BACKOFF.wait(failures);
                 tracing::warn!(error = %crate::report::Chain(&error), retry_in = ?backoff, "cannot write {what}");
                 tokio::select! {
                     changed = latest.changed() => if changed.is_err() { return },
                     () = tokio::time::sleep(backoff) => {}
                 }
-                backoff = (backoff * 2).min(MAX_BACKOFF);
             }
         }
     }

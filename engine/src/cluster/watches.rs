@@ -14,6 +14,7 @@
 
 use crate::config::crd::ConfigLayer;
 use crate::distribution::crd::VigilPolicy;
+use crate::rate::Backoff;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
@@ -171,7 +172,7 @@ where
     let config = from_cache(config);
     let (progress_tx, progress) = watch::channel(Progress::default());
     let task = tokio::spawn(async move {
-        let mut wait = RELIST_FIRST;
+        let mut failures = 0;
         loop {
             let stream = watcher(api.clone(), config.clone()).default_backoff();
             let mut stream = std::pin::pin!(stream);
@@ -180,7 +181,7 @@ where
                     Ok(event) => {
                         writer.apply_watcher_event(&event);
                         progress_tx.send_modify(|p| p.events += 1);
-                        wait = RELIST_FIRST;
+                        failures = 0;
                     }
                     Err(error) => {
                         tracing::warn!(watch = %name, %error, relist = resume == Resume::Relist, "watch interrupted; deciding from the cached state meanwhile");
@@ -192,8 +193,8 @@ where
                     }
                 }
             }
-            tokio::time::sleep(wait.mul_f64(0.5 + fastrand::f64())).await;
-            wait = (wait * 2).min(RELIST_MAX);
+            failures += 1;
+            tokio::time::sleep(RELIST.wait(failures)).await;
         }
     });
     Reflected {
@@ -203,7 +204,7 @@ where
     }
 }
 
-/// The first wait before a [`Resume::Relist`] watch lists again (jittered).
-const RELIST_FIRST: Duration = Duration::from_secs(1);
-/// The longest wait before it lists again, however long the errors last.
-const RELIST_MAX: Duration = Duration::from_secs(30);
+/// The waits before a [`Resume::Relist`] watch lists again: 1 s doubling
+/// to 30 s, jittered.
+const RELIST: Backoff =
+    Backoff::new(Duration::from_secs(1), Duration::from_secs(30)).jittered(0.5, 1.5);

@@ -11,6 +11,7 @@
 pub mod crd;
 pub mod credentials;
 pub mod layout;
+pub mod plan;
 pub mod pull;
 pub mod registry;
 pub mod rollout;

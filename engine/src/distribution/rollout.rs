@@ -6,26 +6,9 @@
 //! percentage only adds nodes.
 
 use super::crd::{PolicySourceSpec, Rollout};
+use crate::node_hash::bucket;
 use kube::core::{Selector, SelectorExt};
-use sha2::{Digest as _, Sha256};
 use std::collections::BTreeMap;
-
-/// This node's bucket for `policy`, in `0..100`: the node takes the new
-/// version when its bucket is under the percentage.
-pub fn bucket(policy: &str, node: &str) -> u8 {
-    u8::try_from(node_hash(policy, node) % 100).expect("under 100")
-}
-
-/// A stable number for `node` under `key`, uniform over the fleet's nodes
-/// (the head of a SHA-256): what rollouts and spreads pick nodes by.
-pub fn node_hash(key: &str, node: &str) -> u64 {
-    let mut hasher = Sha256::new();
-    hasher.update(key.as_bytes());
-    hasher.update([0]);
-    hasher.update(node.as_bytes());
-    let hash = hasher.finalize();
-    u64::from_be_bytes(hash[..8].try_into().expect("eight bytes"))
-}
 
 /// The node a decision is made for.
 #[derive(Debug, Clone, Copy)]

@@ -26,7 +26,7 @@ pub use manager::{
     Call, CycleReport, Decision, EvictionManager, FOREIGN_TERMINATING_WAIT, HOST, KubeletEviction,
     NodeState, PodFacts, Reclaim, Refusal, Skipped, Terminating, Victim, Withheld,
 };
-pub use policies::{Policies, Unanswered};
-pub use queue::{Settled, Urgency};
+pub use policies::{Policies, Unanswered, Which};
+pub use queue::{Deferral, Deferred, Settled, Urgency};
 pub use settings::{EvictionSettings, PolicySettings};
 pub use tracker::{ActiveCondition, MetThreshold};

@@ -58,8 +58,8 @@ pub trait Policies: Send + Sync {
         n: u32,
     ) -> Result<Vec<Eviction>, Unanswered>;
 
-    /// Asks sorter `name` (the built-in one if `builtin`) to validate and
-    /// order `candidates`, proposed by `strategies` (lent mutably as
+    /// Asks sorter `name` (the one `which` says) to validate and order
+    /// `candidates`, proposed by `strategies` (lent mutably as
     /// [`Policies::evaluate`]'s snapshot is).
     ///
     /// # Errors
@@ -67,11 +67,20 @@ pub trait Policies: Send + Sync {
     fn sort(
         &self,
         name: &str,
-        builtin: bool,
+        which: Which,
         strategies: &[String],
         candidates: &mut [Candidate],
         config: &str,
     ) -> Result<Sorted, Unanswered>;
+}
+
+/// Which policy of a name is asked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Which {
+    /// The version serving now (a file's, a pulled one, or the built-in).
+    Serving,
+    /// The one built into the binary, whatever serves.
+    BuiltIn,
 }
 
 fn answer<T>(outcome: crate::policy::Outcome<T, String>) -> Result<T, Unanswered> {
@@ -114,15 +123,14 @@ impl Policies for Registry {
     fn sort(
         &self,
         name: &str,
-        builtin: bool,
+        which: Which,
         strategies: &[String],
         candidates: &mut [Candidate],
         config: &str,
     ) -> Result<Sorted, Unanswered> {
-        let policy = if builtin {
-            self.builtin(name)
-        } else {
-            self.get(name)
+        let policy = match which {
+            Which::Serving => self.get(name),
+            Which::BuiltIn => self.builtin(name),
         };
         let policy = policy.ok_or(Unanswered::NotLoaded)?;
         let sorter = self.sorter(&policy).ok_or(Unanswered::NotLoaded)?;

@@ -14,6 +14,7 @@
 
 use super::Victim;
 use super::killer::KillError;
+use crate::rate::Backoff;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::{Duration, SystemTime};
 
@@ -77,7 +78,45 @@ pub struct Started {
     /// Victims handed to the killer now.
     pub requested: Vec<Victim>,
     /// Victims left waiting, and why.
-    pub deferred: Vec<(Victim, String)>,
+    pub deferred: Vec<Deferred>,
+}
+
+/// A victim chosen and not evicted yet.
+#[derive(Debug, Clone)]
+pub struct Deferred {
+    /// The victim.
+    pub victim: Victim,
+    /// Why it waits.
+    pub why: Deferral,
+}
+
+/// Why a chosen victim is not evicted yet.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Deferral {
+    /// The API server throttles: no eviction call for this long.
+    Throttled(Duration),
+    /// As many eviction calls as the burst allows are running.
+    Burst(usize),
+    /// A PodDisruptionBudget refused it (the API server's words).
+    Refused(String),
+    /// The API server will not evict it (its words).
+    NotEvictable(String),
+    /// The call could not be made, or the API server asked to wait (why).
+    Unanswered(String),
+}
+
+impl std::fmt::Display for Deferral {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Throttled(wait) => {
+                write!(f, "the API server throttles; no eviction call for {wait:?}")
+            }
+            Self::Burst(at_most) => write!(f, "at most {at_most} evictions at once"),
+            Self::Refused(why) => write!(f, "refused: {why}"),
+            Self::NotEvictable(why) => write!(f, "not evictable: {why}"),
+            Self::Unanswered(why) => f.write_str(why),
+        }
+    }
 }
 
 /// What became of an eviction call.
@@ -257,8 +296,10 @@ impl KillQueue {
         if let Some(until) = self.throttled_until.filter(|until| *until > now) {
             let wait = until.duration_since(now).unwrap_or_default();
             for queued in &self.waiting {
-                let why = format!("the API server throttles; no eviction call for {wait:?}");
-                report.deferred.push((queued.victim.clone(), why));
+                report.deferred.push(Deferred {
+                    victim: queued.victim.clone(),
+                    why: Deferral::Throttled(wait),
+                });
             }
             return report;
         }
@@ -268,8 +309,10 @@ impl KillQueue {
         waiting.sort_by_key(|q| q.victim.urgency);
         for queued in waiting {
             if slots == 0 {
-                let why = format!("at most {burst} evictions at once");
-                report.deferred.push((queued.victim.clone(), why));
+                report.deferred.push(Deferred {
+                    victim: queued.victim.clone(),
+                    why: Deferral::Burst(burst),
+                });
                 self.waiting.push(queued);
                 continue;
             }
@@ -313,8 +356,7 @@ impl KillQueue {
             KillError::NotEvictable(_) => {
                 let strikes = self.strikes.entry(uid.to_owned()).or_default();
                 *strikes = strikes.saturating_add(1);
-                let doubled = backoff.saturating_mul(1 << (*strikes - 1).min(16));
-                let until = now + doubled.min(MAX_POD_BACKOFF);
+                let until = now + Backoff::new(backoff, MAX_POD_BACKOFF).wait(*strikes);
                 self.refused.insert(uid.to_owned(), (until, false));
             }
             KillError::Throttled { retry_after, .. } => {

@@ -10,9 +10,8 @@
 //! - a key whose sync failed comes back after a jittered exponential
 //!   backoff, and starts afresh once a sync succeeds.
 
-use std::collections::hash_map::RandomState;
+use crate::rate::Backoff;
 use std::collections::{BTreeMap, BTreeSet};
-use std::hash::BuildHasher;
 use std::sync::Mutex;
 use std::time::Duration;
 use tokio::sync::Notify;
@@ -20,8 +19,10 @@ use tokio::time::Instant;
 
 /// The first retry's delay (before jitter).
 const BACKOFF_BASE: Duration = Duration::from_millis(500);
-/// The longest retry delay (before jitter).
-const BACKOFF_MAX: Duration = Duration::from_secs(120);
+/// The delay before a key's retry: doubling from [`BACKOFF_BASE`] up to
+/// 120 s, times a random factor in [0.5, 1.5) so that the agents of a fleet
+/// do not retry in step.
+const BACKOFF: Backoff = Backoff::new(BACKOFF_BASE, Duration::from_secs(120)).jittered(0.5, 1.5);
 
 /// How a sync ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -50,7 +51,6 @@ pub struct WorkQueue<K> {
     state: Mutex<State<K>>,
     wake: Notify,
     spacing: Duration,
-    jitter: RandomState,
 }
 
 impl<K: Ord + Clone> WorkQueue<K> {
@@ -64,7 +64,6 @@ impl<K: Ord + Clone> WorkQueue<K> {
             }),
             wake: Notify::new(),
             spacing,
-            jitter: RandomState::new(),
         }
     }
 
@@ -125,7 +124,7 @@ impl<K: Ord + Clone> WorkQueue<K> {
             Done::Failed => {
                 let failures = state.failures.entry(key.clone()).or_default();
                 *failures += 1;
-                let delay = self.backoff(*failures);
+                let delay = BACKOFF.wait(*failures);
                 let at = (now + delay).max(state.not_before.get(key).copied().unwrap_or(now));
                 state.not_before.insert(key.clone(), at);
                 state.dirty.insert(key.clone());
@@ -142,20 +141,6 @@ impl<K: Ord + Clone> WorkQueue<K> {
         }
         drop(state);
         self.wake.notify_one();
-    }
-
-    /// The delay before retry `failures`: doubling from [`BACKOFF_BASE`] up
-    /// to [`BACKOFF_MAX`], times a random factor in [0.5, 1.5) so that the
-    /// agents of a fleet do not retry in step.
-    fn backoff(&self, failures: u32) -> Duration {
-        let exponent = failures.saturating_sub(1).min(16);
-        let delay = BACKOFF_BASE.saturating_mul(1 << exponent).min(BACKOFF_MAX);
-        let random = self
-            .jitter
-            .hash_one((failures, std::time::SystemTime::now()));
-        #[allow(clippy::cast_precision_loss)]
-        let factor = 0.5 + (random >> 11) as f64 / (1u64 << 53) as f64;
-        delay.mul_f64(factor)
     }
 
     /// How many syncs of `key` failed in a row.

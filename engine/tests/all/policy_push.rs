@@ -10,10 +10,7 @@ use vigil::policy::Digest;
 use vigil_testbed::OciRegistry;
 
 fn vigil(args: &[&str]) -> (bool, String, String) {
-    let output = crate::vigil()
-        .args(args)
-        .output()
-        .expect("vigil runs");
+    let output = crate::vigil().args(args).output().expect("vigil runs");
     (
         output.status.success(),
         String::from_utf8_lossy(&output.stdout).into_owned(),

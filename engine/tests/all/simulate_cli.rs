@@ -101,11 +101,7 @@ fn failed_simulation(text: &str) -> String {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("scenario.yaml");
     std::fs::write(&path, text).unwrap();
-    let output = crate::vigil()
-        .arg("simulate")
-        .arg(&path)
-        .output()
-        .unwrap();
+    let output = crate::vigil().arg("simulate").arg(&path).output().unwrap();
     assert!(!output.status.success());
     String::from_utf8_lossy(&output.stderr).into_owned()
 }

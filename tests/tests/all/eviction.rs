@@ -5,8 +5,8 @@ use std::sync::Arc;
 use std::time::Duration;
 use vigil::clock::{Clock, ManualClock};
 use vigil::eviction::{
-    Call, CycleReport, EvictionManager, EvictionSettings, KillError, NodeState, PolicySettings,
-    Skipped, Unanswered, Withheld,
+    Call, CycleReport, Deferral, EvictionManager, EvictionSettings, KillError, NodeState,
+    PolicySettings, Skipped, Unanswered, Withheld,
 };
 use vigil::model::bindings::{KeyValue, Pod, QosClass, Signal};
 use vigil::policy::FaultKind;
@@ -199,7 +199,7 @@ async fn the_burst_is_never_exceeded_and_the_rest_waits_its_turn() {
     let first = node.cycle().await;
     assert_eq!(names(&first.started), ["p0", "p1", "p2"]);
     assert_eq!(first.deferred.len(), 2);
-    assert!(first.deferred[0].1.contains("at most 3 evictions at once"));
+    assert_eq!(first.deferred[0].why, Deferral::Burst(3));
     let second = node.cycle().await;
     assert_eq!(names(&second.started), ["p3", "p4"]);
     assert!(
@@ -239,7 +239,7 @@ async fn with_one_eviction_allowed_the_hard_victim_wins_over_a_soft_candidate() 
         report
             .deferred
             .iter()
-            .map(|(v, _)| v.pod.name.as_str())
+            .map(|d| d.victim.pod.name.as_str())
             .collect::<Vec<_>>(),
         ["within-request"]
     );
@@ -342,8 +342,12 @@ async fn a_victim_refused_by_its_pdb_passes_its_turn_to_the_next_candidate_at_on
     let first = node.cycle().await;
     assert_eq!(first.started.len(), 1, "{first:?}");
     assert_ne!(first.started[0].pod.name, "hog");
-    assert_eq!(first.deferred[0].0.pod.name, "hog");
-    assert!(first.deferred[0].1.contains("disruption budget"));
+    assert_eq!(first.deferred[0].victim.pod.name, "hog");
+    assert!(
+        matches!(&first.deferred[0].why, Deferral::Refused(why) if why.contains("disruption budget")),
+        "{:?}",
+        first.deferred[0].why
+    );
     // One pressure, one victim at a time: nothing more while it terminates.
     assert!(node.cycle().await.started.is_empty());
 }

@@ -6,7 +6,7 @@
 use crate::eviction::kubelet::Misplaced;
 use crate::eviction::limits::Cap;
 use crate::eviction::policies::Unanswered;
-use crate::eviction::queue::{Settled, Urgency};
+use crate::eviction::queue::{Deferral, Deferred, Settled, Urgency};
 use crate::eviction::tracker::{ActiveCondition, MetThreshold};
 use crate::model::{Pod, Signal, Threshold};
 use crate::signals::catalogue::Resource;
@@ -136,7 +136,7 @@ pub struct CycleReport {
     /// as they arrive).
     pub started: Vec<Victim>,
     /// Victims left waiting or refused, and why.
-    pub deferred: Vec<(Victim, String)>,
+    pub deferred: Vec<Deferred>,
     /// Evicted pods that are now gone.
     pub gone: Vec<Victim>,
     /// Victims being evicted at the end of the cycle (calls running, pods terminating).
@@ -165,20 +165,22 @@ impl CycleReport {
         self.in_flight = later.in_flight;
     }
 
+    fn defer(&mut self, victim: Victim, why: Deferral) {
+        self.deferred.push(Deferred { victim, why });
+    }
+
     /// Records what became of an eviction call.
     pub(super) fn record(&mut self, settled: Settled) {
         match settled {
             // A dry-run eviction starts nothing.
             Settled::Accepted(victim) if victim.dry_run => {}
             Settled::Accepted(victim) => self.started.push(victim),
-            Settled::Refused(victim, why) => {
-                self.deferred.push((victim, format!("refused: {why}")))
+            Settled::Refused(victim, why) => self.defer(victim, Deferral::Refused(why)),
+            Settled::NotEvictable(victim, why) => {
+                self.defer(victim, Deferral::NotEvictable(why));
             }
-            Settled::NotEvictable(victim, why) => self
-                .deferred
-                .push((victim, format!("not evictable: {why}"))),
             Settled::Waiting(victim, why) | Settled::Throttled(victim, why) => {
-                self.deferred.push((victim, why))
+                self.defer(victim, Deferral::Unanswered(why));
             }
             Settled::Gone(victim) => self.gone.push(victim),
         }

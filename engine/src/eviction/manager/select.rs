@@ -6,6 +6,7 @@
 
 use super::report::{Call, CycleReport, Reclaim, Refusal, Skipped, Victim, Withheld};
 use super::{EvictionManager, FALLBACK_SORTER, HOST};
+use crate::eviction::policies::Which;
 use crate::eviction::queue::Urgency;
 use crate::eviction::tracker::MetThreshold;
 use crate::model::{Candidate, Eviction, MetLevel, Pod, Snapshot, Sorted};
@@ -54,52 +55,21 @@ impl EvictionManager {
             }
         };
         let mut candidates = to_candidates(&victims, urgency, &snapshot.pods);
+        let on_fault = if urgency == Urgency::Hard {
+            OnSorterFault::BuiltIn
+        } else {
+            OnSorterFault::Skip
+        };
         let sorted = self.sort(
             std::slice::from_ref(name),
             &mut candidates,
-            urgency == Urgency::Hard,
+            on_fault,
             report,
         )?;
         // The sorter's order decides: the strategy ranked the candidates, the
         // sorter refused some and may have reordered the rest.
         let valid: Vec<usize> = sorted.order.iter().map(|&i| i as usize).collect();
-        let open = valid
-            .iter()
-            .copied()
-            .find(|&i| !self.queue.refused(&candidates[i].pod.uid));
-        let key = (name.clone(), scope.clone());
-        // Only a budget's refusal counts towards the override: a pod the API
-        // server will not evict at all is never deleted around it.
-        let top_budget = valid
-            .iter()
-            .copied()
-            .find(|&i| self.queue.refused_by_budget(&candidates[i].pod.uid));
-        let (index, override_pdb) = match (open, top_budget) {
-            (Some(index), _) => (index, false),
-            (None, None) => {
-                report.skipped.push(Skipped::Waiting {
-                    strategy: name.clone(),
-                    scope: scope.clone(),
-                    withheld: None,
-                });
-                return None;
-            }
-            (None, Some(top)) => {
-                let since = *self.blocked.entry(key).or_insert(now);
-                let blocked_for = now.duration_since(since).unwrap_or_default();
-                match self.may_override(met, &candidates[top].pod, blocked_for) {
-                    Ok(()) => (top, true),
-                    Err(why) => {
-                        report.skipped.push(Skipped::Waiting {
-                            strategy: name.clone(),
-                            scope: scope.clone(),
-                            withheld: Some(why),
-                        });
-                        return None;
-                    }
-                }
-            }
-        };
+        let (index, override_pdb) = self.pick(now, met, &candidates, &valid, report)?;
         let (candidate, eviction) = (&candidates[index], &victims[index]);
         if self.queue.holds(&candidate.pod.uid) {
             // Another threshold already evicts this pod: count on it, pick no other.
@@ -120,6 +90,58 @@ impl EvictionManager {
             }
         }
         Some(chosen)
+    }
+
+    /// Which of `candidates`, in the sorter's order `valid`, goes for `met`,
+    /// and whether around its budget: the first not refused lately, else
+    /// (under hard pressure, blocked long enough) the first a budget
+    /// refused; `None` when all wait.
+    fn pick(
+        &mut self,
+        now: SystemTime,
+        met: &MetThreshold,
+        candidates: &[Candidate],
+        valid: &[usize],
+        report: &mut CycleReport,
+    ) -> Option<(usize, bool)> {
+        let (name, scope) = (&met.strategy, &met.threshold.scope);
+        let open = valid
+            .iter()
+            .copied()
+            .find(|&i| !self.queue.refused(&candidates[i].pod.uid));
+        let key = (name.clone(), scope.clone());
+        // Only a budget's refusal counts towards the override: a pod the API
+        // server will not evict at all is never deleted around it.
+        let top_budget = valid
+            .iter()
+            .copied()
+            .find(|&i| self.queue.refused_by_budget(&candidates[i].pod.uid));
+        match (open, top_budget) {
+            (Some(index), _) => Some((index, false)),
+            (None, None) => {
+                report.skipped.push(Skipped::Waiting {
+                    strategy: name.clone(),
+                    scope: scope.clone(),
+                    withheld: None,
+                });
+                None
+            }
+            (None, Some(top)) => {
+                let since = *self.blocked.entry(key).or_insert(now);
+                let blocked_for = now.duration_since(since).unwrap_or_default();
+                match self.may_override(met, &candidates[top].pod, blocked_for) {
+                    Ok(()) => Some((top, true)),
+                    Err(why) => {
+                        report.skipped.push(Skipped::Waiting {
+                            strategy: name.clone(),
+                            scope: scope.clone(),
+                            withheld: Some(why),
+                        });
+                        None
+                    }
+                }
+            }
+        }
     }
 
     /// Whether the top victim `uid` of `met`, whose every candidate has been
@@ -187,9 +209,12 @@ impl EvictionManager {
         for (name, group) in group_by_strategy(&open) {
             let mut candidates = to_candidates(&group, Urgency::Force, pods);
             let name = name.to_owned();
-            let Some(sorted) =
-                self.sort(std::slice::from_ref(&name), &mut candidates, true, report)
-            else {
+            let Some(sorted) = self.sort(
+                std::slice::from_ref(&name),
+                &mut candidates,
+                OnSorterFault::BuiltIn,
+                report,
+            ) else {
                 continue;
             };
             for index in sorted.order {
@@ -231,7 +256,7 @@ impl EvictionManager {
         if candidates.is_empty() {
             return None;
         }
-        let sorted = self.sort(&strategies, &mut candidates, false, report)?;
+        let sorted = self.sort(&strategies, &mut candidates, OnSorterFault::Skip, report)?;
         let first = *sorted.order.first()? as usize;
         let (name, eviction) = open[first];
         Some(victim(
@@ -244,19 +269,20 @@ impl EvictionManager {
     }
 
     /// Validates and orders `candidates` with the configured sorter; if it
-    /// fails and `fallback` is set, with the built-in sorter instead.
+    /// fails, as `on_fault` says.
     fn sort(
         &self,
         strategies: &[String],
         candidates: &mut [Candidate],
-        fallback: bool,
+        on_fault: OnSorterFault,
         report: &mut CycleReport,
     ) -> Option<Sorted> {
+        let fallback = on_fault == OnSorterFault::BuiltIn;
         let name = &self.settings.sorter;
         let config = self.settings.policy(name).config;
         let why = match self
             .policies
-            .sort(name, false, strategies, candidates, &config)
+            .sort(name, Which::Serving, strategies, candidates, &config)
         {
             Ok(mut sorted) => {
                 record_refusals(name, strategies, candidates, &sorted, report);
@@ -278,7 +304,7 @@ impl EvictionManager {
             .policies
             .sort(
                 FALLBACK_SORTER,
-                true,
+                Which::BuiltIn,
                 strategies,
                 candidates,
                 &fallback_config,
@@ -288,6 +314,15 @@ impl EvictionManager {
         protect(strategies, candidates, &mut sorted, report);
         Some(sorted)
     }
+}
+
+/// What a choice does when the configured sorter does not answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum OnSorterFault {
+    /// Sorts with the built-in sorter instead (hard pressure, force evictions).
+    BuiltIn,
+    /// Takes no victim this cycle (soft pressure).
+    Skip,
 }
 
 /// Notes every candidate `sorter` refused in `sorted`.

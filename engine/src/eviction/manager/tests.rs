@@ -6,6 +6,7 @@ use super::select::{candidate, victim};
 use super::*;
 use crate::eviction::PolicySettings;
 use crate::eviction::Unanswered;
+use crate::eviction::policies::Which;
 use crate::model::{
     Candidate, CandidateUrgency, Decision as Answer, Pod, Signal, SortRejection, Sorted,
 };
@@ -101,7 +102,7 @@ impl Policies for Fake {
     fn sort(
         &self,
         _: &str,
-        builtin: bool,
+        which: Which,
         strategies: &[String],
         candidates: &mut [Candidate],
         _: &str,
@@ -111,7 +112,7 @@ impl Policies for Fake {
             .lock()
             .unwrap()
             .push((strategies.to_vec(), given));
-        if self.sorter_faults && !builtin {
+        if self.sorter_faults && which == Which::Serving {
             return Err(Unanswered::Fault {
                 kind: crate::policy::FaultKind::Trap,
                 message: "trapped".into(),
@@ -584,7 +585,7 @@ fn throttling_holds_every_call_back_and_passes_nobody_over() {
                 &report
                     .deferred
                     .iter()
-                    .map(|d| d.0.clone())
+                    .map(|d| d.victim.clone())
                     .collect::<Vec<_>>()
             ),
             ["a"]

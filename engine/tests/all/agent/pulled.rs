@@ -5,7 +5,7 @@
 
 use super::*;
 use base64::Engine as _;
-use vigil::distribution::rollout::bucket;
+use vigil::node_hash::bucket;
 use vigil::policy::Digest;
 use vigil_testbed::{OciRegistry, RegistryOptions};
 

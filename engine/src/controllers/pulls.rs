@@ -8,7 +8,7 @@
 //! Start-up never waits for a registry: the links of the last run serve at
 //! once, and a pull the store can answer makes no request. A failed pull
 //! changes nothing that serves; it is counted, logged once per reason, and
-//! retried with exponential backoff and a per-node jitter. A policy whose
+//! retried with exponential backoff and a jitter (`distribution::plan`). A policy whose
 //! object is gone, or whose rollout leaves this node without a version,
 //! loses its link (the policies directory's file or the built-in serves
 //! again). Blobs no link or wanted reference needs are removed.
@@ -30,12 +30,13 @@
 
 use crate::clock::Clock;
 use crate::cluster::watches::Progress;
-use crate::distribution::crd::{PrecompiledRef, VigilPolicy};
+use crate::distribution::crd::VigilPolicy;
 use crate::distribution::credentials::{self, DOCKER_CONFIG_KEY};
 use crate::distribution::layout::{Claims, oci_digest};
+use crate::distribution::plan::{self, PullPlan, PullState, WantedVersion};
 use crate::distribution::pull::{Expect, Pinned, PullError, Pulled, pull, verified_components};
 use crate::distribution::registry::Access;
-use crate::distribution::rollout::{self, Node};
+use crate::distribution::rollout::Node;
 use crate::distribution::signature::VerificationKey;
 use crate::distribution::store::BlobStore;
 use crate::fleet::activity::time;
@@ -55,74 +56,39 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-/// The first retry of a failed pull waits this long, doubling after each
-/// further failure up to [`MAX_BACKOFF`].
-pub const FIRST_BACKOFF: Duration = Duration::from_secs(5);
-/// The longest wait between two pulls of one failing reference.
-pub const MAX_BACKOFF: Duration = Duration::from_secs(300);
 /// How long a pull Secret read is used before it is read again.
 pub const SECRET_TTL: Duration = Duration::from_secs(600);
 /// How many times larger than a component its precompiled artifact may be
 /// (a JavaScript component's is about three times its size).
 pub const ARTIFACT_CAP_FACTOR: u64 = 4;
 
-/// What one policy wants, and how its pulls fared.
-#[derive(Debug)]
-struct Wanted {
-    /// The version chosen for this node, and how to pull it.
-    source: Source,
-    /// Whether it is pulled and linked.
-    linked: bool,
-    /// Consecutive failures of pulls of it.
-    failures: u32,
-    /// The last failure.
-    last_error: Option<(&'static str, String)>,
-    /// No pull before this.
-    next: Instant,
-    /// Since when it is linked, or failing.
-    since: SystemTime,
-}
-
-impl Wanted {
-    fn new(source: &Source, now: Instant, since: SystemTime) -> Self {
-        Self {
-            source: source.clone(),
-            linked: false,
-            failures: 0,
-            last_error: None,
-            next: now,
-            since,
-        }
-    }
-
-    /// What the fleet view shows of it, if a pull was tried; `now` is
-    /// `wall` on the wall clock.
-    fn report(&self, now: Instant, wall: SystemTime) -> Option<PullReport> {
-        let (state, reason, message, next_retry) = match &self.last_error {
-            _ if self.linked => ("Pulled", None, None, None),
-            Some((reason, message)) => (
-                "PullFailed",
-                Some((*reason).to_owned()),
-                Some(message.clone()),
-                Some(time(wall + self.next.saturating_duration_since(now))),
-            ),
-            None => return None,
-        };
-        Some(PullReport {
-            reference: self.source.reference.clone(),
-            stage: if self.source.newest {
-                "newest"
-            } else {
-                "previous"
-            }
-            .to_owned(),
-            state: state.to_owned(),
-            since: time(self.since),
-            reason,
-            message,
-            next_retry,
-        })
-    }
+/// What the fleet view shows of one policy's pulls, if a pull was tried;
+/// `now` is `wall` on the wall clock.
+fn report(state: &PullState, now: Instant, wall: SystemTime) -> Option<PullReport> {
+    let (status, reason, message, next_retry) = match &state.last_error {
+        _ if state.linked => ("Pulled", None, None, None),
+        Some((reason, message)) => (
+            "PullFailed",
+            Some((*reason).to_owned()),
+            Some(message.clone()),
+            Some(time(wall + state.next.saturating_duration_since(now))),
+        ),
+        None => return None,
+    };
+    let stage = if state.version.newest {
+        "newest"
+    } else {
+        "previous"
+    };
+    Some(PullReport {
+        reference: state.version.reference.clone(),
+        stage: stage.to_owned(),
+        state: status.to_owned(),
+        since: time(state.since),
+        reason,
+        message,
+        next_retry,
+    })
 }
 
 /// The pulled policies of one node.
@@ -133,7 +99,7 @@ pub struct Pulls {
     links: PathBuf,
     cap: u64,
     metrics: Arc<Metrics>,
-    wanted: BTreeMap<String, Wanted>,
+    plan: PullPlan,
     /// Where pull Secrets are read (vigil's namespace).
     secrets: Option<Api<Secret>>,
     /// The `.dockerconfigjson` of each pull Secret, and when it was read.
@@ -148,18 +114,6 @@ pub struct Pulls {
     clock: Arc<dyn Clock>,
     /// How each pull fares, for the fleet view.
     reports: watch::Sender<BTreeMap<String, PullReport>>,
-}
-
-/// How one policy's chosen version is pulled.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Source {
-    reference: String,
-    /// Whether it is `spec.source` (else `spec.rollout.previous`).
-    newest: bool,
-    insecure: bool,
-    pull_secret: Option<String>,
-    /// The policy's precompiled artifacts, for any engine.
-    precompiled: Vec<PrecompiledRef>,
 }
 
 impl Pulls {
@@ -185,7 +139,7 @@ impl Pulls {
             links,
             cap,
             metrics,
-            wanted: BTreeMap::new(),
+            plan: PullPlan::default(),
             secrets: None,
             secret_cache: HashMap::new(),
             ca: None,
@@ -316,22 +270,8 @@ impl Pulls {
             name: &self.node,
             labels,
         };
-        let mut chosen = BTreeMap::new();
-        for policy in policies {
-            let name = policy.name_any();
-            if let Some(choice) = rollout::choose(&name, &policy.spec, node) {
-                let oci = &policy.spec.source.oci;
-                let source = Source {
-                    reference: choice.reference.to_owned(),
-                    newest: choice.newest,
-                    insecure: oci.insecure,
-                    pull_secret: oci.pull_secret_ref.as_ref().map(|r| r.name.clone()),
-                    precompiled: policy.spec.precompiled.clone(),
-                };
-                chosen.insert(name, source);
-            }
-        }
-        self.wanted.retain(|name, _| chosen.contains_key(name));
+        let chosen = plan::choose(policies, node);
+        self.plan.follow(&chosen, Instant::now(), self.clock.now());
         let mut changed = self.unlink_others(&chosen);
         let mut keep = HashSet::new();
         for (name, source) in &chosen {
@@ -353,36 +293,28 @@ impl Pulls {
         }
         let (now, wall) = (Instant::now(), self.clock.now());
         let reports: BTreeMap<String, PullReport> = self
-            .wanted
-            .iter()
-            .filter_map(|(name, w)| Some((name.clone(), w.report(now, wall)?)))
+            .plan
+            .states()
+            .filter_map(|(name, state)| Some((name.to_owned(), report(state, now, wall)?)))
             .collect();
         self.reports.send_if_modified(|shown| {
             let changed = *shown != reports;
             *shown = reports;
             changed
         });
-        self.wanted
-            .values()
-            .filter(|w| !w.linked && w.failures > 0)
-            .map(|w| w.next)
-            .min()
+        self.plan.next_retry()
     }
 
     /// Pulls `reference` for `name` and links it, unless it is linked
     /// already or a retry is not due; adds the blobs it needs to `keep`.
     /// Answers whether the links changed.
-    async fn sync(&mut self, name: &str, source: &Source, keep: &mut HashSet<Digest>) -> bool {
+    async fn sync(
+        &mut self,
+        name: &str,
+        source: &WantedVersion,
+        keep: &mut HashSet<Digest>,
+    ) -> bool {
         let reference = source.reference.as_str();
-        let (now, wall) = (Instant::now(), self.clock.now());
-        let wanted = self
-            .wanted
-            .entry(name.to_owned())
-            .or_insert_with(|| Wanted::new(source, now, wall));
-        if wanted.source != *source {
-            *wanted = Wanted::new(source, now, wall);
-        }
-        let (linked, due) = (wanted.linked, wanted.next <= now);
         let pinned = match Pinned::parse(reference) {
             Ok(pinned) => pinned,
             Err(error) => {
@@ -391,7 +323,7 @@ impl Pulls {
             }
         };
         keep.insert(pinned.manifest());
-        if linked || !due {
+        if !self.plan.due(name, Instant::now()) {
             return false;
         }
         let access = match self.access(source, pinned.registry()).await {
@@ -434,10 +366,7 @@ impl Pulls {
                     return false;
                 }
                 tracing::info!(policy = name, reference, component = %oci_digest(&pulled.layer), bytes = pulled.size, fetched = pulled.fetched, "policy linked");
-                if let Some(wanted) = self.wanted.get_mut(name) {
-                    *wanted = Wanted::new(source, now, self.clock.now());
-                    wanted.linked = true;
-                }
+                self.plan.linked(name, Instant::now(), self.clock.now());
                 true
             }
             Err(error) => {
@@ -458,7 +387,7 @@ impl Pulls {
     /// cannot be imported, or — when the host compiles nothing — is missing.
     async fn precompiled(
         &mut self,
-        source: &Source,
+        source: &WantedVersion,
         component: Digest,
         keep: &mut HashSet<Digest>,
     ) -> Result<(), PullError> {
@@ -532,7 +461,11 @@ impl Pulls {
     /// pull Secret: read again once [`SECRET_TTL`] old or after a sign-in
     /// failed (a rotated password is picked up), so a fleet retrying an
     /// unreachable registry does not read Secrets at every retry.
-    async fn access(&mut self, source: &Source, registry: &str) -> Result<Access, PullError> {
+    async fn access(
+        &mut self,
+        source: &WantedVersion,
+        registry: &str,
+    ) -> Result<Access, PullError> {
         let basic =
             match &source.pull_secret {
                 None => None,
@@ -589,25 +522,21 @@ impl Pulls {
         if matches!(reason, "unauthorized" | "credentials") {
             // Read the credentials again at the next try: they may have changed.
             let secret = self
-                .wanted
-                .get(name)
-                .and_then(|w| w.source.pull_secret.clone());
+                .plan
+                .state(name)
+                .and_then(|s| s.version.pull_secret.clone());
             if let Some(secret) = secret {
                 self.secret_cache.remove(&secret);
             }
         }
-        let node = self.node.clone();
-        let Some(wanted) = self.wanted.get_mut(name) else {
+        let (now, wall) = (Instant::now(), self.clock.now());
+        let Some(retry) = self.plan.failed(name, reason, message.clone(), now, wall) else {
             return;
         };
-        wanted.failures += 1;
-        let wait = backoff(wanted.failures, &node, name);
-        wanted.next = Instant::now() + wait;
-        if wanted.last_error.as_ref().map(|(reason, _)| *reason) != Some(reason) {
-            tracing::warn!(policy = name, reference = %wanted.source.reference, error = message, retry_in = ?wait, "cannot take a policy version; keeping what serves");
-            wanted.since = self.clock.now();
+        if retry.new_reason {
+            let reference = self.plan.state(name).map(|s| s.version.reference.clone());
+            tracing::warn!(policy = name, reference, error = message, retry_in = ?retry.wait, "cannot take a policy version; keeping what serves");
         }
-        wanted.last_error = Some((reason, message));
     }
 
     /// Points `links/NAME.wasm` at the pulled component, and
@@ -616,9 +545,9 @@ impl Pulls {
         // The manifest's link first (hidden from the loader): while the
         // component's link stands, the manifest it came from is kept too, so
         // its signatures can be checked again after a restart.
-        let manifest = self.store.path(&pulled.manifest);
-        replace_link(&self.links, &format!(".{name}{MANIFEST_SUFFIX}"), &manifest)?;
-        replace_link(&self.links, &format!("{name}.wasm"), &pulled.path)
+        let (component, manifest) = plan::link_names(name);
+        replace_link(&self.links, &manifest, &self.store.path(&pulled.manifest))?;
+        replace_link(&self.links, &component, &pulled.path)
     }
 
     /// Removes the links of policies not in `chosen`; answers whether it
@@ -627,19 +556,20 @@ impl Pulls {
         let Ok(entries) = std::fs::read_dir(&self.links) else {
             return false;
         };
+        let files: Vec<String> = entries
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
         let mut removed = false;
-        for entry in entries.flatten() {
-            let file = entry.file_name().to_string_lossy().into_owned();
-            let name = link_policy(&file);
-            if !chosen.contains_key(name) {
-                if file.ends_with(".wasm") {
-                    tracing::info!(
-                        policy = name,
-                        "no VigilPolicy gives this node a version; unlinking"
-                    );
-                }
-                removed |= std::fs::remove_file(entry.path()).is_ok();
+        for file in plan::unlinked(files.iter().map(String::as_str), chosen) {
+            if file.ends_with(".wasm") {
+                let policy = plan::link_policy(file);
+                tracing::info!(
+                    policy,
+                    "no VigilPolicy gives this node a version; unlinking"
+                );
             }
+            removed |= std::fs::remove_file(self.links.join(file)).is_ok();
         }
         removed
     }
@@ -654,17 +584,6 @@ impl Pulls {
             .filter_map(|e| blob_of(&e.path()))
             .collect()
     }
-}
-
-/// The suffix of the hidden link to a linked component's manifest.
-const MANIFEST_SUFFIX: &str = ".manifest";
-
-/// The policy a link in the links directory belongs to: `NAME.wasm`, or
-/// `.NAME.manifest` (its manifest).
-fn link_policy(file: &str) -> &str {
-    file.strip_suffix(".wasm")
-        .or_else(|| file.strip_prefix('.')?.strip_suffix(MANIFEST_SUFFIX))
-        .unwrap_or(file)
 }
 
 /// The blob a link points at.
@@ -683,44 +602,4 @@ fn replace_link(dir: &Path, name: &str, target: &Path) -> std::io::Result<()> {
     let _ = std::fs::remove_file(&tmp);
     std::os::unix::fs::symlink(target, &tmp)?;
     std::fs::rename(&tmp, &link)
-}
-
-/// How long to wait after the `failures`th failure in a row of `policy`'s
-/// pull on `node`: doubling from [`FIRST_BACKOFF`] up to [`MAX_BACKOFF`],
-/// plus up to a fifth more, different on each node (a registry that comes
-/// back is not met by the whole fleet at once).
-fn backoff(failures: u32, node: &str, policy: &str) -> Duration {
-    let base = FIRST_BACKOFF
-        .saturating_mul(1 << failures.saturating_sub(1).min(16))
-        .min(MAX_BACKOFF);
-    let spread = u32::from(rollout::bucket(policy, &format!("{node}#{failures}")));
-    base + base * spread / 500
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn links_belong_to_their_policy() {
-        assert_eq!(link_policy("my-sorter.wasm"), "my-sorter");
-        assert_eq!(link_policy(".my-sorter.manifest"), "my-sorter");
-        assert_eq!(
-            link_policy(".my-sorter.wasm.tmp-7"),
-            ".my-sorter.wasm.tmp-7"
-        );
-    }
-
-    #[test]
-    fn backoff_doubles_to_its_ceiling_with_a_jitter_of_up_to_a_fifth() {
-        let waits: Vec<Duration> = (1..=10).map(|n| backoff(n, "node-a", "sorter")).collect();
-        for (n, wait) in waits.iter().enumerate() {
-            let base = (FIRST_BACKOFF * (1 << n)).min(MAX_BACKOFF);
-            assert!(*wait >= base && *wait <= base + base / 5, "{n}: {wait:?}");
-        }
-        let nodes: HashSet<Duration> = (0..100)
-            .map(|i| backoff(3, &format!("node-{i}"), "sorter"))
-            .collect();
-        assert!(nodes.len() > 20, "too little jitter: {nodes:?}");
-    }
 }

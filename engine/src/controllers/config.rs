@@ -23,6 +23,7 @@ use crate::eviction::EvictionSettings;
 use crate::metrics::Metrics;
 use crate::model::Layer;
 use crate::policy::Registry;
+use crate::rate::Backoff;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Node, ObjectReference};
 use kube::runtime::events::{Event, EventType, Recorder};
@@ -472,7 +473,7 @@ impl Spread {
 /// This node's offset in a window of `spread`: stable (a hash of its name),
 /// and spread evenly over a fleet.
 pub fn turn(node: &str, spread: Duration) -> Duration {
-    let head = crate::distribution::rollout::node_hash("config-spread", node);
+    let head = crate::node_hash::node_hash("config-spread", node);
     // The top 53 bits, as a fraction in [0, 1).
     spread.mul_f64((head >> 11) as f64 / (1u64 << 53) as f64)
 }
@@ -560,14 +561,14 @@ pub async fn defaults(registry: &Registry, base: &[Layer]) -> Result<VigilConfig
 async fn retried_at_start(
     merge: impl Fn() -> Result<VigilConfig, ConfigError>,
 ) -> Result<VigilConfig, ConfigError> {
-    let mut wait = Duration::from_secs(1);
+    let backoff = Backoff::new(Duration::from_secs(1), Duration::MAX);
     let mut attempt = 1;
     loop {
         match merge() {
             Err(error) if error.is_transient() && attempt < START_MERGES => {
+                let wait = backoff.wait(attempt);
                 tracing::warn!(error = %crate::report::Chain(&error), attempt, retry_in = ?wait, "the agent's own config did not merge; trying again");
                 tokio::time::sleep(wait).await;
-                wait *= 2;
                 attempt += 1;
             }
             result => return result,

@@ -1,0 +1,377 @@
+//! What [`super::run`] starts, one function a subsystem: each takes what it
+//! needs from the [`Agent`] being assembled, spawns its tasks on the
+//! agent's tracker (stopped by the agent's token) and hands back what the
+//! later ones need.
+
+use super::AgentConfig;
+use super::http::{self, Health};
+use crate::clock::Clock;
+use crate::cluster::budgets::Budgets;
+use crate::cluster::client::Clients;
+use crate::cluster::events;
+use crate::cluster::evict::EvictionApi;
+use crate::cluster::latest::write_latest;
+use crate::cluster::node_status::{ConfigCondition, NodeStatus};
+use crate::cluster::object_watches::{ApiSource, ObjectWatches};
+use crate::cluster::publisher::{Publisher, node_recorder};
+use crate::cluster::source::ClusterSource;
+use crate::cluster::watches::{self, Reflected};
+use crate::config::VigilConfig;
+use crate::config::crd::ConfigLayer;
+use crate::controllers::config::{ConfigController, ConfigOptions};
+use crate::controllers::pulls::Pulls;
+use crate::distribution::crd::VigilPolicy;
+use crate::eviction::runner::{Heartbeat, REPORT_BACKLOG, Report, Runner, forward_wakes};
+use crate::eviction::{EvictionManager, EvictionSettings};
+use crate::fleet::activity::{self, Activity};
+use crate::fleet::kinds::PullReport;
+use crate::fleet::reconcile::{Inputs, Reconciler};
+use crate::metrics::Metrics;
+use crate::model::Layer;
+use crate::policy::engine::{BUILD, Baseline};
+use crate::policy::reload::Reloader;
+use crate::policy::{Host, LimitsTable, Registry};
+use crate::signals::wake::{TriggerSettings, Wake};
+use crate::signals::{CpuRates, Sources};
+use anyhow::Context;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use tokio::sync::{broadcast, mpsc, watch};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+/// The policy host (its compile mode, its child compiler) and the registry
+/// of loaded policies, last-known-good under the state directory.
+pub(super) fn policy_host(
+    config: &AgentConfig,
+    clock: &Arc<dyn Clock>,
+) -> anyhow::Result<(Arc<Host>, Registry)> {
+    let mut host =
+        Host::new(Some(config.state_dir.join("cache")))?.compile_mode(config.compile_mode);
+    if let Some(compiler) = &config.compiler {
+        host = host.compiling_in(compiler.clone())?;
+    }
+    tracing::info!(
+        engine_key = %host.engine_key(),
+        cpu_baseline = %Baseline::host(),
+        build = BUILD,
+        compile = config.compile_mode.name(),
+        native_code_key = config.native_code_key.is_some(),
+        "policy engine"
+    );
+    let host = Arc::new(host);
+    let registry = Registry::new(
+        Arc::clone(&host),
+        Arc::clone(clock),
+        LimitsTable::default(),
+        Some(config.state_dir.clone()),
+    )?;
+    Ok((host, registry))
+}
+
+/// The config controller, on the checkpoint until the cluster answers.
+pub(super) fn config_controller(
+    config: &AgentConfig,
+    registry: &Arc<Registry>,
+    metrics: &Arc<Metrics>,
+    base: Vec<Layer>,
+    defaults: VigilConfig,
+) -> ConfigController {
+    let options = ConfigOptions {
+        base,
+        defaults,
+        grace: config.config_grace,
+        start_on_defaults: config.config_start_on_defaults,
+        dry_run: config.dry_run,
+        spread: config.config_spread,
+        namespace: config.namespace.clone(),
+    };
+    ConfigController::start(
+        Arc::clone(registry),
+        &config.state_dir,
+        options,
+        Arc::clone(metrics),
+    )
+}
+
+/// The agent being assembled: what every subsystem shares.
+pub(super) struct Agent<'a> {
+    pub(super) config: &'a AgentConfig,
+    pub(super) clock: Arc<dyn Clock>,
+    pub(super) metrics: Arc<Metrics>,
+    pub(super) registry: Arc<Registry>,
+    pub(super) host: Arc<Host>,
+    pub(super) clients: Clients,
+    /// Cancelled on shutdown.
+    pub(super) stop: CancellationToken,
+    /// Every task started, waited for on shutdown.
+    pub(super) tasks: TaskTracker,
+}
+
+/// The watches of the agent: kept until shutdown, when dropping them ends them.
+pub(super) struct Watches {
+    pods: Reflected<Pod>,
+    node: Reflected<Node>,
+    budgets: Arc<Budgets>,
+    configs: Reflected<ConfigLayer>,
+    policies: Reflected<VigilPolicy>,
+    objects: Arc<ObjectWatches>,
+}
+
+impl Watches {
+    /// This node's pods and Node, PDBs per namespace as needed, the
+    /// `VigilConfig` and `VigilPolicy` objects, and the ConfigMaps they
+    /// reference (whose idle watches are recycled until shutdown).
+    pub(super) fn start(agent: &Agent<'_>) -> Arc<Self> {
+        let (api, node_name) = (&agent.clients.api, &agent.config.node_name);
+        let restarts = || {
+            let metrics = Arc::clone(&agent.metrics);
+            move |watch: &str| metrics.watch_restarted(watch)
+        };
+        let objects = Arc::new(ObjectWatches::new(ApiSource(api.clone())));
+        let recycle = {
+            let (objects, stop) = (Arc::clone(&objects), agent.stop.clone());
+            async move { objects.recycle(stop).await }
+        };
+        agent.tasks.spawn(recycle);
+        Arc::new(Self {
+            pods: watches::pods(api.clone(), node_name, restarts()),
+            node: watches::node(api.clone(), node_name, restarts()),
+            budgets: Arc::new(Budgets::new(api.clone(), restarts())),
+            configs: watches::vigil_configs(api.clone(), restarts()),
+            policies: watches::vigil_policies(api.clone(), restarts()),
+            objects,
+        })
+    }
+}
+
+impl Agent<'_> {
+    /// Serves `/metrics`, `/healthz` and `/readyz`; answers the health the
+    /// eviction loop reports to.
+    pub(super) async fn http(
+        &self,
+        eviction: &EvictionSettings,
+        heartbeat: &Heartbeat,
+    ) -> anyhow::Result<Health> {
+        let addr = self.config.metrics_addr;
+        let listener = http::listen(addr)
+            .await
+            .with_context(|| format!("cannot listen on {addr}"))?;
+        let health = Health::new(eviction.period, heartbeat.clone());
+        self.tasks.spawn(http::serve(
+            listener,
+            Arc::clone(&self.metrics),
+            Arc::clone(&self.registry),
+            health.clone(),
+            self.stop.clone().cancelled_owned(),
+        ));
+        Ok(health)
+    }
+
+    /// The pull controller (components from registries, linked beside the
+    /// policies directory), the reloader serving both, and the warning of
+    /// policies the config names that none of them loads. Answers how the
+    /// pulls fare, for the fleet view.
+    pub(super) fn policies(
+        &self,
+        watches: &Watches,
+        controller: &ConfigController,
+    ) -> anyhow::Result<watch::Receiver<BTreeMap<String, PullReport>>> {
+        let config = self.config;
+        let pulls = self.pulls()?;
+        let reports = pulls.reports();
+        let reloader = Reloader::new(Arc::clone(&self.registry), config.policies_dir.clone())
+            .with_pulled(pulls.links().to_owned())
+            .max_file_bytes(config.max_policy_bytes)
+            .collecting_garbage();
+        self.tasks.spawn(pulls.run(
+            watches.policies.store.clone(),
+            watches.policies.progress.clone(),
+            watches.node.store.clone(),
+            watches.node.progress.clone(),
+            self.stop.clone(),
+        ));
+        let (scans_tx, scans) = mpsc::unbounded_channel();
+        self.tasks.spawn(crate::controllers::unknown::warn(
+            Arc::clone(&self.registry),
+            Arc::clone(&self.metrics),
+            scans,
+            controller.settings(),
+        ));
+        let stop = self.stop.clone();
+        self.tasks.spawn(async move {
+            if let Err(error) = reloader.run(stop.cancelled_owned(), Some(scans_tx)).await {
+                tracing::error!(error = %crate::report::Chain(&error), "the policy reloader stopped; serving the loaded policies");
+            }
+        });
+        Ok(reports)
+    }
+
+    /// The pull controller, configured from the agent's flags.
+    fn pulls(&self) -> anyhow::Result<Pulls> {
+        let config = self.config;
+        let pulls = Pulls::new(
+            &config.state_dir,
+            &config.node_name,
+            config.max_policy_bytes,
+            Arc::clone(&self.metrics),
+            Arc::clone(&self.clock),
+        )
+        .context("cannot keep pulled policies in the state directory")?
+        .with_secrets(kube::Api::namespaced(
+            self.clients.api.clone(),
+            &config.namespace,
+        ));
+        let pulls = match &config.registry_ca {
+            Some(pem) => pulls.with_ca(pem.clone()),
+            None => pulls,
+        };
+        let pulls = match &config.verification_key {
+            Some(key) => pulls.with_key(key.clone()),
+            None => pulls,
+        };
+        // The cache under the state directory is this agent's alone.
+        Ok(pulls.with_host(Arc::clone(&self.host), config.native_code_key.clone()))
+    }
+
+    /// The config controller following the cluster, and the writer of the
+    /// node's `VigilConfigOK` condition. Its task ends after `stop`.
+    pub(super) fn config_controller(
+        &self,
+        watches: &Arc<Watches>,
+        controller: ConfigController,
+    ) -> JoinHandle<()> {
+        let (api, node_name) = (self.clients.api.clone(), self.config.node_name.clone());
+        self.tasks.spawn(write_latest(
+            ConfigCondition::new(api.clone(), &node_name),
+            controller.status(),
+            "the node's VigilConfigOK condition",
+        ));
+        let (watches, stop) = (Arc::clone(watches), self.stop.clone());
+        tokio::spawn(async move {
+            let (configs, node, objects) = (&watches.configs, &watches.node, &watches.objects);
+            controller
+                .run(configs, node, objects, &node_name, api, stop)
+                .await;
+        })
+    }
+
+    /// What the eviction loop reports goes to: the node's conditions and
+    /// taints, Events and metrics (the publisher), and the fleet view's
+    /// status objects. Answers the sender the loop reports to.
+    pub(super) fn reporting(
+        &self,
+        watches: &Watches,
+        config: watch::Receiver<crate::config::assignment::ConfigReport>,
+        pulls: watch::Receiver<BTreeMap<String, PullReport>>,
+    ) -> broadcast::Sender<Arc<Report>> {
+        let (api, node_name) = (&self.clients.api, &self.config.node_name);
+        let (conditions_tx, conditions_rx) = watch::channel(None);
+        let status =
+            NodeStatus::new(api.clone(), node_name).with_heartbeat(self.config.condition_heartbeat);
+        let what = "the node's conditions and taints";
+        self.tasks.spawn(write_latest(status, conditions_rx, what));
+        // The runner's reports, to each subscriber: the publisher and the fleet view.
+        let (reports, _) = broadcast::channel(REPORT_BACKLOG);
+        let (recorder, _) = node_recorder(api.clone(), node_name);
+        let (events, event_writer) = events::queue(recorder, Arc::clone(&self.metrics));
+        self.tasks.spawn(event_writer.run());
+        let publisher = Publisher::new(events, node_name, Arc::clone(&self.metrics), conditions_tx);
+        self.tasks.spawn(publisher.run(reports.subscribe()));
+        let (activity_tx, activity) = watch::channel(Activity::default());
+        let clock = Arc::clone(&self.clock);
+        self.tasks
+            .spawn(activity::follow(reports.subscribe(), activity_tx, clock));
+        let inputs = Inputs {
+            registry: Arc::clone(&self.registry),
+            config,
+            activity,
+            node: watches.node.store.clone(),
+            node_changes: watches.node.progress.clone(),
+            pulls,
+        };
+        let interval = self.config.status_interval;
+        let fleet = Reconciler::new(api.clone(), node_name, inputs, interval);
+        self.tasks.spawn(fleet.run(self.stop.clone()));
+        reports
+    }
+
+    /// Wakes the eviction loop on memory pressure (a PSI trigger, else
+    /// every period); answers the wakes' sender, for more sources.
+    pub(super) fn wakes(
+        &self,
+        eviction: &EvictionSettings,
+    ) -> (mpsc::Sender<()>, mpsc::Receiver<()>) {
+        let (wakes_tx, wakes_rx) = mpsc::channel(1);
+        let wake = Wake::arm(
+            &self.config.proc_root.join("pressure/memory"),
+            &TriggerSettings::default(),
+        );
+        // The thread ends by itself once the loop (the receiver) is gone.
+        forward_wakes(wake, eviction.period, wakes_tx.clone());
+        (wakes_tx, wakes_rx)
+    }
+
+    /// The eviction loop: the node source (signals and pods) → the runner →
+    /// the Eviction API killer, deciding once the pods are listed.
+    pub(super) fn eviction_loop(&self, parts: Loop, watches: &Watches) -> JoinHandle<()> {
+        let config = self.config;
+        let source = ClusterSource {
+            signals: Sources {
+                proc_root: config.proc_root.clone(),
+                cgroup_root: config.cgroup_root.clone(),
+                driver: config.cgroup_driver,
+                nodefs: config.nodefs.clone(),
+                imagefs: config.imagefs.clone(),
+                ..Sources::default()
+            },
+            pods: watches.pods.store.clone(),
+            node: watches.node.store.clone(),
+            budgets: Arc::clone(&watches.budgets),
+            clock: Arc::clone(&self.clock),
+            cpu: CpuRates::default(),
+            budgets_until: None,
+        };
+        let runner = Runner {
+            manager: EvictionManager::new(self.registry.clone(), parts.eviction),
+            clock: Arc::clone(&self.clock),
+            killer: Arc::new(EvictionApi::new(self.clients.evictions.clone())),
+            wakes: parts.wakes,
+            reports: Some(parts.reports),
+            heartbeat: parts.heartbeat,
+            settings: Some(parts.settings),
+        };
+        let (stop, pods, health) = (self.stop.clone(), watches.pods.store.clone(), parts.health);
+        tokio::spawn(async move {
+            // Decide only once the pods are known: an empty store is not an
+            // empty node. This is the store's only waiter (kube-runtime 5.0
+            // wakes just the last task that polled its readiness): the
+            // health endpoints learn of the list from here.
+            tokio::select! {
+                () = stop.cancelled() => {}
+                ready = pods.wait_until_ready() => if ready.is_ok() {
+                    health.listed();
+                    runner.run(source, stop.cancelled_owned()).await;
+                }
+            }
+        })
+    }
+}
+
+/// What the eviction loop is started with, besides the watches.
+pub(super) struct Loop {
+    /// The settings it starts on.
+    pub(super) eviction: EvictionSettings,
+    /// The settings as the config controller changes them.
+    pub(super) settings: watch::Receiver<EvictionSettings>,
+    /// What wakes it before its period ends.
+    pub(super) wakes: mpsc::Receiver<()>,
+    /// Where it reports each pass.
+    pub(super) reports: broadcast::Sender<Arc<Report>>,
+    /// Beaten each pass, read by the health endpoints.
+    pub(super) heartbeat: Heartbeat,
+    /// Told when the pods are listed.
+    pub(super) health: Health,
+}
