@@ -183,19 +183,9 @@ impl Runner {
                         // Without event sources left, the period alone drives the loop.
                         None => wakes_open = false,
                     },
-                    Some((victim, result, woken)) = calls.next() => {
-                        let refused = passes_the_turn(&result) && !victim.dry_run;
-                        let throttled = matches!(result, Err(KillError::Throttled { .. }));
-                        let accepted = result.is_ok();
-                        if let Some(settled) = manager.outcome(clock.now(), &victim, result) {
-                            let latency = woken.filter(|_| accepted).map(|w| w.elapsed());
-                            send(Report::Settled { settled, latency });
-                        }
-                        if refused && recycles.take(Instant::now()).is_ok() {
-                            break Next::Cycle(woken);
-                        }
-                        if throttled {
-                            // The next cycle sleeps until the wait is over.
+                    Some(call) = calls.next() => {
+                        let woken = call.2;
+                        if settle(&mut manager, clock.as_ref(), &mut recycles, &send, call) {
                             break Next::Cycle(woken);
                         }
                     }
@@ -209,6 +199,27 @@ impl Runner {
         let timeout = manager.settings().call_timeout;
         drain(&mut manager, clock.as_ref(), calls, timeout, &send).await;
     }
+}
+
+/// Settles the eviction call that ended, reporting it; answers whether to
+/// cycle now: the victim passed the turn (refused, and the shortcut's
+/// bucket allows), or the API server throttles (the next cycle sleeps
+/// until the wait is over).
+fn settle(
+    manager: &mut EvictionManager,
+    clock: &dyn Clock,
+    recycles: &mut TokenBucket,
+    send: &impl Fn(Report),
+    (victim, result, woken): (Victim, Result<(), KillError>, Option<Instant>),
+) -> bool {
+    let refused = passes_the_turn(&result) && !victim.dry_run;
+    let throttled = matches!(result, Err(KillError::Throttled { .. }));
+    let accepted = result.is_ok();
+    if let Some(settled) = manager.outcome(clock.now(), &victim, result) {
+        let latency = woken.filter(|_| accepted).map(|w| w.elapsed());
+        send(Report::Settled { settled, latency });
+    }
+    (refused && recycles.take(Instant::now()).is_ok()) || throttled
 }
 
 /// The eviction calls running, each task's victim kept by its id, so that

@@ -392,8 +392,15 @@ fn decision(old: old_strategy::Decision) -> Decision {
     }
 }
 
+/// A 0.1.0 policy's log lines, as a current one's.
+impl old_log::Host for Sandbox {
+    fn log(&mut self, level: old_log::Level, message: String) {
+        self.emit(self::level(level), None, &message);
+    }
+}
+
 /// A 0.1.0 policy's log level.
-pub(crate) fn level(old: old_log::Level) -> Level {
+fn level(old: old_log::Level) -> Level {
     match old {
         old_log::Level::Trace => Level::Trace,
         old_log::Level::Debug => Level::Debug,

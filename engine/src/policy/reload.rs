@@ -393,6 +393,50 @@ impl Reloader {
         }
     }
 
+    /// A watcher of the policies directory: a signal on `changes` after
+    /// anything in it changed, and `itself` set when the directory itself
+    /// was.
+    fn watcher(
+        &self,
+    ) -> Result<(RecommendedWatcher, mpsc::Receiver<()>, Arc<AtomicBool>), ReloadError> {
+        let (signal, changes) = mpsc::channel::<()>(1);
+        let itself = Arc::new(AtomicBool::new(false));
+        let (dir, flag) = (self.dir.clone(), Arc::clone(&itself));
+        let watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+            let Ok(event) = event else { return };
+            if !is_change(&event) {
+                return;
+            }
+            if event.paths.contains(&dir) {
+                flag.store(true, Ordering::Relaxed);
+            }
+            // A full channel already holds a pending signal; that is enough.
+            let _ = signal.try_send(());
+        })
+        .map_err(|source| ReloadError::Watch {
+            dir: self.dir.clone(),
+            source,
+        })?;
+        Ok((watcher, changes, itself))
+    }
+
+    /// Watches the policies directory again after it was replaced or went
+    /// away, saying which; answers the identity of the one watched, if any.
+    fn rewatch(&mut self, watcher: &mut RecommendedWatcher) -> Option<(u64, u64)> {
+        let watched = self.watch(watcher);
+        match watched {
+            Some(_) => {
+                tracing::warn!(dir = %self.dir.display(), "the policies directory was replaced; watching the new one");
+            }
+            None => {
+                if self.note("", Some("gone".into())) {
+                    tracing::error!(dir = %self.dir.display(), "the policies directory is gone; serving what was loaded until it comes back");
+                }
+            }
+        }
+        watched
+    }
+
     /// Scans once, then watches the directory until `shutdown` resolves,
     /// sending each scan's report to `reports` (if given). A scan under way
     /// when `shutdown` resolves is abandoned (a compile on a blocking thread
@@ -405,25 +449,7 @@ impl Reloader {
         shutdown: impl std::future::Future<Output = ()>,
         reports: Option<mpsc::UnboundedSender<ScanReport>>,
     ) -> Result<(), ReloadError> {
-        let (signal, mut changes) = mpsc::channel::<()>(1);
-        let itself = Arc::new(AtomicBool::new(false));
-        let (dir, flag) = (self.dir.clone(), Arc::clone(&itself));
-        let mut watcher =
-            notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
-                let Ok(event) = event else { return };
-                if !is_change(&event) {
-                    return;
-                }
-                if event.paths.contains(&dir) {
-                    flag.store(true, Ordering::Relaxed);
-                }
-                // A full channel already holds a pending signal; that is enough.
-                let _ = signal.try_send(());
-            })
-            .map_err(|source| ReloadError::Watch {
-                dir: self.dir.clone(),
-                source,
-            })?;
+        let (mut watcher, mut changes, itself) = self.watcher()?;
         let mut watched = self.watch(&mut watcher);
         if let Some(pulled) = &self.pulled
             && let Err(error) = watcher.watch(pulled, notify::RecursiveMode::NonRecursive)
@@ -466,17 +492,7 @@ impl Reloader {
             }
             let replaced = identity(&self.dir) != watched;
             if replaced {
-                watched = self.watch(&mut watcher);
-                match watched {
-                    Some(_) => {
-                        tracing::warn!(dir = %self.dir.display(), "the policies directory was replaced; watching the new one")
-                    }
-                    None => {
-                        if self.note("", Some("gone".into())) {
-                            tracing::error!(dir = %self.dir.display(), "the policies directory is gone; serving what was loaded until it comes back");
-                        }
-                    }
-                }
+                watched = self.rewatch(&mut watcher);
             }
             if changed || (replaced && watched.is_some()) {
                 tokio::select! {

@@ -213,7 +213,7 @@ impl Sandbox {
 
     /// Writes one line the guest logged or printed, within the call's budget,
     /// control characters escaped so a line cannot forge another.
-    fn emit(&mut self, level: Level, stream: Option<&'static str>, line: &str) {
+    pub(super) fn emit(&mut self, level: Level, stream: Option<&'static str>, line: &str) {
         let line = text::bounded(line, MAX_LOG_LINE);
         if !self.log.take(line.len()) {
             return;
@@ -281,16 +281,6 @@ impl WasiView for Sandbox {
 impl log::Host for Sandbox {
     fn log(&mut self, level: Level, message: String) {
         self.emit(level, None, &message);
-    }
-}
-
-impl crate::model::v0_1::strategy::vigil::policy::log::Host for Sandbox {
-    fn log(
-        &mut self,
-        level: crate::model::v0_1::strategy::vigil::policy::log::Level,
-        message: String,
-    ) {
-        self.emit(super::adapter::level(level), None, &message);
     }
 }
 

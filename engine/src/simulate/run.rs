@@ -244,17 +244,8 @@ pub async fn run(
             .cycle_through(start + t, &node, &EvictionModel)
             .await;
         for victim in &report.started {
-            let pod = pods
-                .iter_mut()
-                .find(|p| p.uid == victim.pod.uid)
-                .expect("victims are scenario pods");
-            let grace = victim
-                .grace_period_seconds
-                .map_or(pod.spec.grace_period, Duration::from_secs);
-            pod.leaves_at = Some(pod.leaves_at.map_or(t + grace, |at| at.min(t + grace)));
-            simulation
-                .evictions
-                .push(EvictionRecord::new(victim, t, t + grace));
+            let record = evict(&mut pods, victim, t);
+            simulation.evictions.push(record);
         }
         simulation.capacities.extend(
             node.signals
@@ -272,19 +263,36 @@ pub async fn run(
         }
         serving = now_serving;
         step.config = config_notes;
-        if options.snapshots {
-            step.snapshot = Some(SnapshotData {
-                now_ms: (START + t).as_millis() as i64,
-                signals: node.signals,
-                pods: node.pods,
-                last_met: MetLevel::NotMet,
-            });
-        }
+        step.snapshot = options.snapshots.then(|| snapshot_at(t, node));
         simulation.steps.push(step);
         t += period;
         clock.advance(period);
     }
     Ok(simulation)
+}
+
+/// The node at `t` as the strategies saw it, the input `vigil policy test` takes.
+fn snapshot_at(t: Duration, node: NodeState) -> SnapshotData {
+    SnapshotData {
+        now_ms: (START + t).as_millis() as i64,
+        signals: node.signals,
+        pods: node.pods,
+        last_met: MetLevel::NotMet,
+    }
+}
+
+/// The pod of `victim`, evicted at `t`, leaves once its grace period is
+/// over (or earlier, if it was leaving anyway): the record of its eviction.
+fn evict(pods: &mut [SimPod<'_>], victim: &crate::eviction::Victim, t: Duration) -> EvictionRecord {
+    let pod = pods
+        .iter_mut()
+        .find(|p| p.uid == victim.pod.uid)
+        .expect("victims are scenario pods");
+    let grace = victim
+        .grace_period_seconds
+        .map_or(pod.spec.grace_period, Duration::from_secs);
+    pod.leaves_at = Some(pod.leaves_at.map_or(t + grace, |at| at.min(t + grace)));
+    EvictionRecord::new(victim, t, t + grace)
 }
 
 /// Puts the scenario's config change `i` in force from the cycle at its

@@ -201,18 +201,7 @@ impl Assignment {
             retrying: false,
             defaults,
         };
-        if let Some(trial) = &mut this.checkpoint.trial {
-            trial.starts += 1;
-            if trial.starts > MAX_STARTS_IN_TRIAL {
-                let hash = trial.hash.clone();
-                let why = format!(
-                    "the agent started {} times during its trial (a crash loop)",
-                    trial.starts
-                );
-                this.checkpoint.trial = None;
-                this.checkpoint.reject(&hash, why);
-            }
-        }
+        this.count_start();
         let assigned = this.checkpoint.assigned.clone();
         let age = assigned
             .as_ref()
@@ -262,6 +251,24 @@ impl Assignment {
         }
         this.status.message = format!("{why}; running the defaults");
         this
+    }
+
+    /// Counts this start against a trial under way: past
+    /// [`MAX_STARTS_IN_TRIAL`] it is a crash loop, and its config is rejected.
+    fn count_start(&mut self) {
+        let Some(trial) = &mut self.checkpoint.trial else {
+            return;
+        };
+        trial.starts += 1;
+        if trial.starts > MAX_STARTS_IN_TRIAL {
+            let hash = trial.hash.clone();
+            let why = format!(
+                "the agent started {} times during its trial (a crash loop)",
+                trial.starts
+            );
+            self.checkpoint.trial = None;
+            self.checkpoint.reject(&hash, why);
+        }
     }
 
     /// What the cluster assigns now (`layers`, fetched at `now`). A new
