@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """The shape of the house, measured: source files over 700 lines, functions over
-80, modules missing from lib.rs's floor list and rooms missing from README's table.
+80, imports that point up lib.rs's list of floors, circles of files no comment
+owns, modules missing from the floor list and rooms missing from README's table.
 
 Run from the repository root: `python3 .ci/house.py` prints the figures and exits 1
 when a limit is broken; `--report` prints them and always exits 0.
@@ -58,6 +59,98 @@ def test_module_start(lines):
     return len(lines)
 
 
+def code_lines(path):
+    """The lines of `path` before its test module, comments aside."""
+    lines = path.read_text().splitlines()
+    lines = lines[: test_module_start(lines)]
+    return [l for l in lines if not l.strip().startswith("//")]
+
+
+def floors(lib):
+    """Each module's floor, from lib.rs's list (one floor a line, bottom first)."""
+    rank = {}
+    for n, line in enumerate(re.findall(r"^//! - (.*)$", lib, re.M)):
+        for module in re.findall(r"\[`(\w+)`\]", line.split(":")[0]):
+            rank[module] = n
+    return rank
+
+
+def room_files():
+    for path in sorted(Path("engine/src").rglob("*.rs")):
+        parts = path.relative_to("engine/src").with_suffix("").parts
+        if parts[-1] == "mod":
+            parts = parts[:-1]
+        if not parts or parts[0] in ("lib", "main") or is_test(path):
+            continue
+        yield "::".join(parts), path
+
+
+def upward_imports(rank):
+    for module, path in room_files():
+        room = module.split("::")[0]
+        for n, line in enumerate(code_lines(path)):
+            for used in re.findall(r"crate::(\w+)", line):
+                if used != room and used in rank and rank[used] > rank.get(room, -1):
+                    yield f"{path}: imports `{used}`, a floor above `{room}`"
+
+
+def circles():
+    """Circles of files (strongly connected, more than one file) in which no
+    file says why with a `// A deliberate cycle with` comment."""
+    files = dict(room_files())
+    graph = {m: set() for m in files}
+    for module, path in files.items():
+        parent = module.rsplit("::", 1)[0] if "::" in module else ""
+        base = module if path.name == "mod.rs" else parent
+        text = "\n".join(code_lines(path))
+        for used in re.findall(r"crate::((?:\w+::)*\w+)", text):
+            parts = used.split("::")
+            for k in range(len(parts), 0, -1):
+                if "::".join(parts[:k]) in files:
+                    graph[module].add("::".join(parts[:k]))
+                    break
+        for used in re.findall(r"(?<![\w:])super::((?:\w+::)*\w+)", text):
+            parts = used.split("::")
+            up = base.rsplit("::", 1)[0] if path.name == "mod.rs" else parent
+            for k in range(len(parts), 0, -1):
+                name = "::".join([up] + parts[:k]) if up else "::".join(parts[:k])
+                if name in files:
+                    graph[module].add(name)
+                    break
+        graph[module].discard(module)
+    index, low, stack, on, found = {}, {}, [], set(), []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in graph:
+        if v not in index:
+            visit(v)
+    for component in found:
+        said = any(
+            "// A deliberate cycle with" in files[m].read_text() for m in component
+        )
+        yield component, said
+
+
 def main():
     report_only = "--report" in sys.argv
     long_files, long_fns = [], []
@@ -76,8 +169,15 @@ def main():
                 long_fns.append((length, f"{path}:{start} {name}"))
     problems = []
     lib = Path("engine/src/lib.rs").read_text()
+    problems.extend(upward_imports(floors(lib)))
+    owned = 0
+    for component, said in circles():
+        if said:
+            owned += 1
+        else:
+            problems.append(f"a circle of files no comment owns: {', '.join(component)}")
     declared = set(re.findall(r"^(?:pub )?mod (\w+);", lib, re.M))
-    listed = set(re.findall(r"^//! - \[`(\w+)`\]", lib, re.M))
+    listed = set(floors(lib))
     for module in sorted(declared - listed):
         problems.append(f"lib.rs declares `{module}` but its floor list does not name it")
     readme = Path("README.md").read_text()
@@ -91,6 +191,7 @@ def main():
     print(f"functions over {FN_LIMIT} lines: {len(long_fns)}")
     for n, p in sorted(long_fns, reverse=True):
         print(f"  {n:5} {p}")
+    print(f"circles of files, each owned by a comment: {owned}")
     for p in problems:
         print(p)
     broken = long_files or long_fns or problems

@@ -13,7 +13,7 @@ use futures::future::BoxFuture;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 use tokio::sync::{mpsc, oneshot};
-use vigil::clock::SystemClock;
+use vigil::base::clock::SystemClock;
 use vigil::eviction::runner::{Heartbeat, NodeSource, Report, Runner};
 use vigil::eviction::{EvictionManager, EvictionSettings, KillError, Killer, NodeState, Victim};
 use vigil::model::{KeyValue, QosClass, Signal};

@@ -13,9 +13,10 @@ use common::{builtin, candidates, empty_call, median, micros, strategies};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use vigil::clock::SystemClock;
-use vigil::policy::reload::Reloader;
-use vigil::policy::{Digest, Host, Limits, LimitsTable, Registry, Source};
+use vigil::base::clock::SystemClock;
+use vigil::base::digest::Digest;
+use vigil::policy::lifecycle::reload::Reloader;
+use vigil::policy::{Host, Limits, LimitsTable, Registry, Source};
 
 fn sorter_ratios(host: &Host) {
     let policy = host

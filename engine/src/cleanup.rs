@@ -284,7 +284,7 @@ pub fn state_dir(dir: &Path) -> Result<StateCleaned, CleanupError> {
 
 /// Whether the agent makes the state directory entry `name`: one of
 /// [`STATE_ENTRIES`], or the temporary of an atomic write of one
-/// (`.NAME.tmp-…`, see [`crate::fsutil::write_atomic`]).
+/// (`.NAME.tmp-…`, see [`crate::base::fsutil::write_atomic`]).
 fn is_agent_entry(name: &str) -> bool {
     let entry = name
         .strip_prefix('.')

@@ -2,17 +2,22 @@
 //! by evicting pods, and whose decisions are WebAssembly components
 //! ("policies") that operators hot-swap without a restart.
 //!
-//! Where to start, from the bottom of the house up (every import points
-//! down this list):
+//! The house, one floor a line from the bottom up; every import points down
+//! this list (`.ci/house.py` checks it):
+//! - [`base`]: the ground floor, plain data and tools that import nothing of
+//!   the crate (time, digests, files, quantities, backoff, a node's hash);
 //! - [`model`]: the contract's records, the data model of the whole engine;
 //! - [`signals`]: node signals from the kernel's own files;
-//! - [`policy`]: the policy host — loading, sandboxing, calling, hot reload,
-//!   trial and rollback;
-//! - [`distribution`]: policies as OCI artifacts (`vigil policy push`);
+//! - [`policy`]: the policy host — the runtime that calls a component, the
+//!   artifacts on disk, the lifecycle of versions (trial, rollback, reload);
+//! - [`distribution`]: policies as OCI artifacts, and the pull plan;
 //! - [`config`]: vigil's config, its schema and the `VigilConfig` resource;
 //! - [`eviction`]: the eviction loop — strategies, thresholds, the kill queue;
+//! - [`metrics`]: the agent's Prometheus metrics;
 //! - [`cluster`]: everything that talks to the Kubernetes API server;
 //! - [`fleet`]: the status objects each agent publishes for its node;
+//! - [`crds`]: every custom resource definition vigil reads (`vigil crd`);
+//! - [`controllers`]: the config and pull controllers, shells around their plans;
 //! - [`simulate`]: scenarios on virtual time (`vigil simulate`);
 //! - [`authoring`]: the policy author's tools (`vigil policy check|test|new`);
 //! - [`cleanup`]: what an uninstall removes besides the manifests (`vigil cleanup`);
@@ -21,9 +26,9 @@
 
 pub mod agent;
 pub mod authoring;
+pub mod base;
 pub mod cleanup;
 pub mod cli;
-pub mod clock;
 pub mod cluster;
 pub mod config;
 pub mod controllers;
@@ -31,14 +36,8 @@ pub mod crds;
 pub mod distribution;
 pub mod eviction;
 pub mod fleet;
-pub mod fsutil;
 pub mod metrics;
 pub mod model;
-pub mod node_hash;
-pub mod ownership;
 pub mod policy;
-pub mod quantity;
-pub mod rate;
-pub mod report;
 pub mod signals;
 pub mod simulate;

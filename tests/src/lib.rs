@@ -7,7 +7,7 @@ pub mod killer;
 pub use killer::RecordingKiller;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
-use vigil::clock::ManualClock;
+use vigil::base::clock::ManualClock;
 use vigil::model::bindings::{Candidate, KeyValue, QosClass, Urgency};
 use vigil::policy::{Host, Limits, LimitsTable, Registry};
 
@@ -47,7 +47,7 @@ pub const TRIGGER: &str = "trigger-fault";
 
 /// The built-in default sorter's bytes.
 pub fn builtin(name: &str) -> &'static [u8] {
-    vigil::policy::builtin::BUILTINS
+    vigil::policy::lifecycle::builtin::BUILTINS
         .iter()
         .find(|(n, _)| *n == name)
         .expect("no such built-in")

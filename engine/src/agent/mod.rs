@@ -17,7 +17,7 @@
 mod http;
 mod start;
 
-use crate::clock::{Clock, SystemClock};
+use crate::base::clock::{Clock, SystemClock};
 use crate::cluster::client::{self, ClientOptions};
 use crate::config::VigilConfig;
 use crate::controllers::config::defaults;

@@ -5,7 +5,8 @@
 
 use super::AgentConfig;
 use super::http::{self, Health};
-use crate::clock::Clock;
+use crate::base::build::BUILD;
+use crate::base::clock::Clock;
 use crate::cluster::budgets::Budgets;
 use crate::cluster::client::Clients;
 use crate::cluster::events;
@@ -28,8 +29,8 @@ use crate::fleet::kinds::PullReport;
 use crate::fleet::reconcile::{Inputs, Reconciler};
 use crate::metrics::Metrics;
 use crate::model::Layer;
-use crate::policy::engine::{BUILD, Baseline};
-use crate::policy::reload::Reloader;
+use crate::policy::artifacts::engine::Baseline;
+use crate::policy::lifecycle::reload::Reloader;
 use crate::policy::{Host, LimitsTable, Registry};
 use crate::signals::wake::{TriggerSettings, Wake};
 use crate::signals::{CpuRates, Sources};
@@ -203,7 +204,7 @@ impl Agent<'_> {
         let stop = self.stop.clone();
         self.tasks.spawn(async move {
             if let Err(error) = reloader.run(stop.cancelled_owned(), Some(scans_tx)).await {
-                tracing::error!(error = %crate::report::Chain(&error), "the policy reloader stopped; serving the loaded policies");
+                tracing::error!(error = %crate::base::report::Chain(&error), "the policy reloader stopped; serving the loaded policies");
             }
         });
         Ok(reports)

@@ -1,9 +1,10 @@
 //! `vigil policy check`: loads component files exactly as the agent would
 //! (format, world, imports, canary call) and describes each one.
 
+use crate::base::digest::{Digest, WasmBytes};
+use crate::policy::runtime::canary;
 use crate::policy::{
-    CONTRACT_VERSION, CacheOutcome, Contract, Digest, Host, Limits, LoadError, Policy, Source,
-    WasmBytes, World, canary,
+    CONTRACT_VERSION, CacheOutcome, Contract, Host, Limits, LoadError, Policy, Source, World,
 };
 use std::fmt;
 use std::path::Path;
@@ -124,8 +125,10 @@ pub fn policy_name(path: &Path) -> String {
 /// # Errors
 /// Why it cannot serve as a policy.
 pub fn check_file(host: &Host, path: &Path, config: &str) -> Result<CheckReport, LoadError> {
-    let bytes =
-        crate::policy::files::read_policy(path, crate::policy::files::DEFAULT_MAX_POLICY_BYTES)?;
+    let bytes = crate::policy::artifacts::files::read_policy(
+        path,
+        crate::policy::artifacts::files::DEFAULT_MAX_POLICY_BYTES,
+    )?;
     let source = Source::File(path.to_owned());
     check_bytes(
         host,
@@ -177,7 +180,7 @@ pub fn check_all(
     builtins: Builtins,
     settings: Option<&crate::eviction::EvictionSettings>,
 ) -> CheckRun {
-    use crate::policy::builtin::BUILTINS;
+    use crate::policy::lifecycle::builtin::BUILTINS;
     let canary_config =
         |name: &str| settings.map_or_else(|| "{}".to_owned(), |s| s.policy(name).config);
     let unknown = settings.map_or_else(Vec::new, |settings| {

@@ -1,7 +1,7 @@
 //! `vigil policy precompile`: compiling a policy once, in CI, instead of on
 //! every node. A component is checked as `vigil policy check` checks it,
 //! then compiled for an explicit CPU baseline by this very vigil build
-//! ([`crate::policy::engine`]); the artifact, and the [`Claims`] that say
+//! ([`crate::policy::artifacts::engine`]); the artifact, and the [`Claims`] that say
 //! what it was made for, can be published next to the component
 //! ([`crate::authoring::push::push_precompiled`]). With `--from-cluster`,
 //! every version the cluster's `VigilPolicy` objects name is precompiled
@@ -14,13 +14,15 @@
 
 use super::check::check_bytes;
 use super::push::{PushError, Pushed, push_precompiled};
+use crate::base::build::BUILD;
+use crate::base::digest::Digest;
 use crate::distribution::crd::{PrecompiledRef, VigilPolicy};
 use crate::distribution::layout::Claims;
 use crate::distribution::pull::{Expect, Pinned, PullError, pull};
 use crate::distribution::registry::Access;
 use crate::distribution::store::BlobStore;
-use crate::policy::engine::{self, BUILD, Baseline};
-use crate::policy::{Digest, Host, LoadError, Source};
+use crate::policy::artifacts::engine::{self, Baseline};
+use crate::policy::{Host, LoadError, Source};
 use kube::api::{Patch, PatchParams};
 use kube::{Api, ResourceExt};
 use std::collections::BTreeSet;

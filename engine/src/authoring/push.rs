@@ -5,6 +5,7 @@
 //! a cosign signature.
 
 use super::check::CheckReport;
+use crate::base::digest::Digest;
 use crate::distribution::layout::{
     Artifact, Claims, Description, EMPTY_CONFIG, MANIFEST_MEDIA_TYPE, oci_digest,
 };
@@ -13,7 +14,6 @@ use crate::distribution::registry::Access;
 use crate::distribution::signature::{
     SIGNATURE_ANNOTATION, SIMPLE_SIGNING_MEDIA_TYPE, SigningKey, signature_tag,
 };
-use crate::policy::Digest;
 use oci_client::{Reference, RegistryOperation};
 use thiserror::Error;
 

@@ -192,7 +192,7 @@ fn json<T: Serialize, E: Serialize>(outcome: Result<Result<T, E>, Fault>) -> Ans
         Ok(Err(declined)) => {
             Answer::Declined(serde_json::to_value(declined).expect("answers serialise"))
         }
-        Err(fault) => Answer::Fault(crate::report::Chain(&fault).to_string()),
+        Err(fault) => Answer::Fault(crate::base::report::Chain(&fault).to_string()),
     }
 }
 

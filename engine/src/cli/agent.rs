@@ -5,7 +5,7 @@ use crate::agent::AgentConfig;
 use crate::cluster::client::ClientOptions;
 use crate::cluster::node_status::HEARTBEAT;
 use crate::distribution::signature::VerificationKey;
-use crate::policy::files::DEFAULT_MAX_POLICY_BYTES;
+use crate::policy::artifacts::files::DEFAULT_MAX_POLICY_BYTES;
 use crate::policy::{ChildCompiler, CompileMode};
 use crate::signals::Driver;
 use anyhow::Context;

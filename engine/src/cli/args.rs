@@ -51,7 +51,7 @@ pub(super) fn read_ca(path: &Path) -> anyhow::Result<Vec<u8>> {
 
 /// The cosign public key `flag` names.
 pub(super) fn read_key(flag: &str, path: &Path) -> anyhow::Result<VerificationKey> {
-    let pem = crate::fsutil::read_text(path, 64 * 1024)
+    let pem = crate::base::fsutil::read_text(path, 64 * 1024)
         .with_context(|| format!("cannot read {flag} {}", path.display()))?;
     VerificationKey::from_pem(&pem).with_context(|| format!("{flag} {}", path.display()))
 }

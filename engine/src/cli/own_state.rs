@@ -16,7 +16,7 @@ pub(super) struct OwnStateArgs {
 impl OwnStateArgs {
     pub(super) fn execute(self) -> anyhow::Result<()> {
         let (uid, gid) = self.user;
-        let changed = crate::ownership::give(&self.state_dir, uid, gid)?;
+        let changed = crate::base::ownership::give(&self.state_dir, uid, gid)?;
         println!(
             "{}: owned by {uid}:{gid} ({changed} entr{} changed owner)",
             self.state_dir.display(),

@@ -6,7 +6,7 @@
 //! by those pods (the kubelet's watch-based manager pattern): started when the
 //! first pod of a namespace arrives, stopped when the last one leaves, all
 //! stopped when this is dropped. Each watch resumes on its own after a
-//! dropped stream or a `410 Gone`, with backoff ([`reflect`]). Which
+//! dropped stream or a `410 Gone`, with backoff (`reflect`). Which
 //! namespaces are wanted, and when, is the caller's: the agent's
 //! [`super::source::ClusterSource`] wants them only under pressure.
 

@@ -11,8 +11,8 @@
 //! bookkeeping). The first client retries 429, 503 and 504 with kube's
 //! policy (honouring `Retry-After`), and counts each retry.
 
+use crate::base::rate::TokenBucket;
 use crate::metrics::{ApiLabels, Metrics};
-use crate::rate::TokenBucket;
 use kube::client::retry::RetryPolicy;
 use kube::client::{Body, ClientBuilder};
 use kube::config::{KubeConfigOptions, Kubeconfig};

@@ -95,7 +95,7 @@ impl EventWriter {
         while let Some((regarding, event)) = self.queue.recv().await {
             if let Err(error) = self.recorder.publish(&event, &regarding).await {
                 let reason = &event.reason;
-                tracing::warn!(%reason, error = %crate::report::Chain(&error), "event not recorded");
+                tracing::warn!(%reason, error = %crate::base::report::Chain(&error), "event not recorded");
             }
         }
     }

@@ -79,7 +79,7 @@ impl Killer for EvictionApi {
             let answer = client
                 .send(request.map(kube::client::Body::from))
                 .await
-                .map_err(|e| KillError::Unavailable(crate::report::Chain(&e).to_string()))?;
+                .map_err(|e| KillError::Unavailable(crate::base::report::Chain(&e).to_string()))?;
             let (parts, body) = answer.into_parts();
             let body = http_body_util::Limited::new(body, MAX_ANSWER_BYTES)
                 .collect()

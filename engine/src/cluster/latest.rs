@@ -4,8 +4,8 @@
 //! while the API server is unreachable, and writes again on the writer's
 //! heartbeat.
 
-use crate::clock::sleep_or_pending;
-use crate::rate::Backoff;
+use crate::base::clock::sleep_or_pending;
+use crate::base::rate::Backoff;
 use std::future::Future;
 use std::time::Duration;
 use tokio::sync::watch;
@@ -27,7 +27,7 @@ pub trait LatestWriter<T> {
 
 /// Writes the latest value of `latest` with `writer` whenever it changes
 /// (and again after the writer's refresh interval, if it has one for that
-/// value), retrying with exponential backoff ([`BACKOFF`]) while
+/// value), retrying with exponential backoff (`BACKOFF`) while
 /// writes fail, until the sender is gone; `what` names it in logs.
 pub async fn write_latest<T: Clone + Send + Sync>(
     mut writer: impl LatestWriter<T>,
@@ -49,7 +49,7 @@ pub async fn write_latest<T: Clone + Send + Sync>(
             Err(error) => {
                 failures += 1;
                 let backoff = BACKOFF.wait(failures);
-                tracing::warn!(error = %crate::report::Chain(&error), retry_in = ?backoff, "cannot write {what}");
+                tracing::warn!(error = %crate::base::report::Chain(&error), retry_in = ?backoff, "cannot write {what}");
                 tokio::select! {
                     changed = latest.changed() => if changed.is_err() { return },
                     () = tokio::time::sleep(backoff) => {}

@@ -66,7 +66,7 @@ fn beside_kubelet(misplaced: &[(String, String)]) -> (bool, &str, String) {
             (
                 false,
                 reason,
-                crate::policy::text::bounded(&all.join("; "), 1024),
+                crate::base::text::bounded(&all.join("; "), 1024),
             )
         }
     }

@@ -198,7 +198,7 @@ fn pairs(map: &BTreeMap<String, String>, keep: impl Fn(&str) -> bool) -> Vec<Key
 
 /// Memory in bytes and cpu in millicores; an unparsable quantity counts as none.
 fn amounts(resources: &BTreeMap<String, Quantity>) -> (Option<u64>, Option<u64>) {
-    let parse = |name: &str| crate::quantity::value(resources.get(name)?);
+    let parse = |name: &str| crate::base::quantity::value(resources.get(name)?);
     let memory = parse("memory").map(|bytes| bytes.max(0.0).round() as u64);
     let cpu = parse("cpu").map(|cores| (cores.max(0.0) * 1000.0).round() as u64);
     (memory.filter(|m| *m > 0), cpu.filter(|c| *c > 0))

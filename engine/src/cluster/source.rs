@@ -13,7 +13,7 @@
 
 use super::budgets::Budgets;
 use super::pods::{self, PodPhase};
-use crate::clock::Clock;
+use crate::base::clock::Clock;
 use crate::eviction::runner::NodeSource;
 use crate::eviction::{CycleReport, KubeletEviction, NodeState, PodFacts, Terminating};
 use crate::model::Pod;
@@ -55,7 +55,7 @@ impl ClusterSource {
     fn allocatable_memory(&self) -> Option<u64> {
         let node = self.node.state().into_iter().next()?;
         let quantity = node.status.as_ref()?.allocatable.as_ref()?.get("memory")?;
-        crate::quantity::value(quantity).map(|bytes| bytes as u64)
+        crate::base::quantity::value(quantity).map(|bytes| bytes as u64)
     }
 
     /// Fills in `pod`'s usage from its cgroup; a pod whose cgroup cannot be

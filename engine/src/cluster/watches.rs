@@ -12,9 +12,9 @@
 //! scan of its cache, not of the whole pod keyspace in etcd. The list may be
 //! a moment old; the watch that follows it brings the rest.
 
+use crate::base::rate::Backoff;
 use crate::config::crd::ConfigLayer;
 use crate::distribution::crd::VigilPolicy;
-use crate::rate::Backoff;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};

@@ -6,9 +6,9 @@
 //! (temporary file, fsync, rename). A file that is damaged, half-written by
 //! hand, or fails its checksum is reported and ignored, never trusted.
 
-use crate::fsutil::{private_dir, write_atomic};
+use crate::base::digest::Digest;
+use crate::base::fsutil::{private_dir, write_atomic};
 use crate::model::Layer;
-use crate::policy::Digest;
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};

@@ -1,6 +1,6 @@
 //! The `VigilConfig` custom resource (`vigil.dev/v1alpha1`, cluster-scoped):
 //! one config layer and the nodes it applies to. Its `spec.config` has the
-//! schema of [`VigilConfig`](super::VigilConfig) itself, without defaults:
+//! schema of [`VigilConfig`] itself, without defaults:
 //! a layer sets only what it names, so the API server must not fill in the
 //! rest. `vigil crd` prints its definition with the others
 //! ([`crate::crds`]).

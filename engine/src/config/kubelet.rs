@@ -31,7 +31,7 @@ impl KubeletAmount {
     pub fn resolve(&self, capacity: Option<f64>) -> Option<f64> {
         match self.0.strip_suffix('%') {
             Some(percent) => Some(percent.parse::<f64>().ok()? / 100.0 * capacity?),
-            None => crate::quantity::parse(&self.0),
+            None => crate::base::quantity::parse(&self.0),
         }
     }
 }

@@ -6,8 +6,8 @@
 //! layer whose `rollout.percent` does not reach this node's bucket.
 
 use super::crd::ConfigLayer;
+use crate::base::node_hash::bucket;
 use crate::model::Layer;
-use crate::node_hash::bucket;
 use jiff::Timestamp;
 use kube::core::{Selector, SelectorExt};
 use std::collections::BTreeMap;

@@ -1,11 +1,11 @@
 //! The config schema: the JSON Schema of [`VigilConfig`], derived from the
 //! Rust type, checks every layer before the merger sees it and the merger's
 //! answer after; the same type gives the CRD its schema ([`super::crd`]) and
-//! `docs/configuration.md` its reference table ([`reference`]).
+//! `docs/configuration.md` its reference table ([`reference()`]).
 
 use super::{ConfigError, MAX_LAYER_BYTES, MAX_LAYER_DEPTH, PolicyConfig, VigilConfig};
+use crate::base::text::bounded;
 use crate::model::Layer;
-use crate::policy::text::bounded;
 use jsonschema::Validator;
 use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde_json::Value;
@@ -39,7 +39,7 @@ fn validator() -> &'static Validator {
 }
 
 /// Every way `config` differs from the schema, each with its JSON path
-/// (`$.policies.NAME.deadlineMs: …`); at most [`MAX_PROBLEMS`].
+/// (`$.policies.NAME.deadlineMs: …`); at most `MAX_PROBLEMS`.
 pub fn violations(config: &Value) -> Vec<String> {
     validator()
         .iter_errors(config)

@@ -6,11 +6,12 @@
 //! recompiled), the checkpoint saved, the `VigilConfigOK` condition, a
 //! Warning Event on each transition to a failed state, and metrics.
 //!
-//! A change of what applies waits for this node's turn ([`Spread`]): a
+//! A change of what applies waits for this node's turn (`Spread`): a
 //! `VigilConfig` edit seen by a whole fleet at once is applied, and its
 //! condition, Event and status writes made, over `--config-spread`
 //! rather than in the same second.
 
+use crate::base::rate::Backoff;
 use crate::cluster::object_watches::{Lookup, ObjectKey, ObjectWatches};
 use crate::cluster::publisher::node_recorder;
 use crate::cluster::watches::{Progress, Reflected};
@@ -23,7 +24,6 @@ use crate::eviction::EvictionSettings;
 use crate::metrics::Metrics;
 use crate::model::Layer;
 use crate::policy::Registry;
-use crate::rate::Backoff;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Node, ObjectReference};
 use kube::runtime::events::{Event, EventType, Recorder};
@@ -104,7 +104,7 @@ impl ConfigController {
                 (saved, load)
             }
             Err(error) => {
-                tracing::error!(error = %crate::report::Chain(&error), "config checkpoint not used; set aside as checkpoint.json.damaged");
+                tracing::error!(error = %crate::base::report::Chain(&error), "config checkpoint not used; set aside as checkpoint.json.damaged");
                 file.set_aside();
                 (None, CheckpointLoad::Corrupt)
             }
@@ -434,7 +434,7 @@ impl ConfigController {
         match self.file.save(current) {
             Ok(()) => self.saved = Some(current.clone()),
             Err(error) => {
-                tracing::error!(error = %crate::report::Chain(&error), "config checkpoint not saved");
+                tracing::error!(error = %crate::base::report::Chain(&error), "config checkpoint not saved");
             }
         }
     }
@@ -473,7 +473,7 @@ impl Spread {
 /// This node's offset in a window of `spread`: stable (a hash of its name),
 /// and spread evenly over a fleet.
 pub fn turn(node: &str, spread: Duration) -> Duration {
-    let head = crate::node_hash::node_hash("config-spread", node);
+    let head = crate::base::node_hash::node_hash("config-spread", node);
     // The top 53 bits, as a fraction in [0, 1).
     spread.mul_f64((head >> 11) as f64 / (1u64 << 53) as f64)
 }
@@ -497,12 +497,12 @@ async fn record((recorder, node): &Events, status: &Status) {
     let event = Event {
         type_: EventType::Warning,
         reason: format!("Config{}", status.reason),
-        note: Some(crate::policy::text::bounded(&status.message, 1024)),
+        note: Some(crate::base::text::bounded(&status.message, 1024)),
         action: "Configure".into(),
         secondary: None,
     };
     if let Err(error) = recorder.publish(&event, node).await {
-        tracing::warn!(error = %crate::report::Chain(&error), "config event not recorded");
+        tracing::warn!(error = %crate::base::report::Chain(&error), "config event not recorded");
     }
 }
 
@@ -551,7 +551,7 @@ fn merger<'a>(
 /// does not become a crash loop. A layer that does not merge fails at once.
 ///
 /// # Errors
-/// The layer does not merge, or the merger faulted [`START_MERGES`] times.
+/// The layer does not merge, or the merger faulted `START_MERGES` times.
 pub async fn defaults(registry: &Registry, base: &[Layer]) -> Result<VigilConfig, ConfigError> {
     retried_at_start(|| merged(registry, base, &[])).await
 }
@@ -567,7 +567,7 @@ async fn retried_at_start(
         match merge() {
             Err(error) if error.is_transient() && attempt < START_MERGES => {
                 let wait = backoff.wait(attempt);
-                tracing::warn!(error = %crate::report::Chain(&error), attempt, retry_in = ?wait, "the agent's own config did not merge; trying again");
+                tracing::warn!(error = %crate::base::report::Chain(&error), attempt, retry_in = ?wait, "the agent's own config did not merge; trying again");
                 tokio::time::sleep(wait).await;
                 attempt += 1;
             }

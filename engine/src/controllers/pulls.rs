@@ -1,6 +1,6 @@
 //! The agent's policies from registries: follows the `VigilPolicy` objects,
 //! decides for each which pinned reference this node serves
-//! ([`rollout::choose`]), pulls it into the store under the state directory
+//! (`rollout::choose`), pulls it into the store under the state directory
 //! and links it, as `NAME.wasm`, into the directory the reloader serves
 //! over the policies directory. From there the loader takes over, as for
 //! any file: canary, trial, last-known-good, hot swap.
@@ -28,7 +28,10 @@
 //! compiled on the node (`--compile=fallback`), or not linked at all
 //! (`--compile=never`).
 
-use crate::clock::Clock;
+use crate::base::build::BUILD;
+use crate::base::clock::Clock;
+use crate::base::digest::Digest;
+use crate::base::fsutil::private_dir;
 use crate::cluster::watches::Progress;
 use crate::distribution::crd::VigilPolicy;
 use crate::distribution::credentials::{self, DOCKER_CONFIG_KEY};
@@ -41,10 +44,9 @@ use crate::distribution::signature::VerificationKey;
 use crate::distribution::store::BlobStore;
 use crate::fleet::activity::time;
 use crate::fleet::kinds::PullReport;
-use crate::fsutil::private_dir;
 use crate::metrics::Metrics;
-use crate::policy::engine::{BUILD, Baseline};
-use crate::policy::{CompileMode, Digest, Host};
+use crate::policy::artifacts::engine::Baseline;
+use crate::policy::{CompileMode, Host};
 use k8s_openapi::api::core::v1::{Node as KubeNode, Secret};
 use kube::runtime::reflector::Store;
 use kube::{Api, ResourceExt};

@@ -8,7 +8,7 @@ use crate::config::names::{UnknownPolicy, unknown_policies};
 use crate::eviction::EvictionSettings;
 use crate::metrics::Metrics;
 use crate::policy::Registry;
-use crate::policy::reload::ScanReport;
+use crate::policy::lifecycle::reload::ScanReport;
 use std::sync::Arc;
 use tokio::sync::{mpsc, watch};
 

@@ -14,7 +14,7 @@
 //! signature over the manifest covers them, and a node reads them before a
 //! byte of native code.
 
-use crate::policy::Digest;
+use crate::base::digest::Digest;
 use serde_json::json;
 use std::collections::BTreeMap;
 

@@ -7,7 +7,7 @@
 
 use super::crd::{PrecompiledRef, VigilPolicy};
 use super::rollout::{self, Node};
-use crate::rate::Backoff;
+use crate::base::rate::Backoff;
 use kube::ResourceExt;
 use std::collections::BTreeMap;
 use std::sync::Arc;

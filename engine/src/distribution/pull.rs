@@ -23,7 +23,7 @@ use super::signature::{
     self, SIGNATURE_ANNOTATION, SIMPLE_SIGNING_MEDIA_TYPE, SignatureError, Signed, VerificationKey,
 };
 use super::store::{BlobStore, StoreError};
-use crate::policy::Digest;
+use crate::base::digest::Digest;
 use base64::Engine as _;
 use futures::StreamExt;
 use oci_client::Reference;

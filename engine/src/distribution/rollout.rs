@@ -6,7 +6,7 @@
 //! percentage only adds nodes.
 
 use super::crd::{PolicySourceSpec, Rollout};
-use crate::node_hash::bucket;
+use crate::base::node_hash::bucket;
 use kube::core::{Selector, SelectorExt};
 use std::collections::BTreeMap;
 

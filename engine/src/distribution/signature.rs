@@ -14,7 +14,7 @@
 //! unencrypted PKCS#8 P-256 key, for pipelines without cosign; cosign's
 //! own encrypted key files are cosign's to use.
 
-use crate::policy::Digest;
+use crate::base::digest::Digest;
 use base64::Engine as _;
 use ring::signature::{
     ECDSA_P256_SHA256_ASN1, ECDSA_P256_SHA256_ASN1_SIGNING, EcdsaKeyPair, KeyPair,

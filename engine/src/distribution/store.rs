@@ -10,8 +10,8 @@
 //! request.
 
 use super::signature::Signed;
-use crate::fsutil::{private_dir, read_text, write_atomic};
-use crate::policy::Digest;
+use crate::base::digest::Digest;
+use crate::base::fsutil::{private_dir, read_text, write_atomic};
 use sha2::{Digest as _, Sha256};
 use std::collections::HashSet;
 use std::fs::{self, File};

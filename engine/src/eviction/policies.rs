@@ -2,9 +2,9 @@
 //! the registry implements it with WebAssembly components, the manager's unit
 //! tests with an in-memory fake. The manager never sees a component.
 
+use crate::base::report::Chain;
 use crate::model::{Candidate, Decision, Eviction, Snapshot, Sorted};
 use crate::policy::{FaultKind, Registry, World};
-use crate::report::Chain;
 use std::fmt;
 
 /// Why a policy gave no answer this time.

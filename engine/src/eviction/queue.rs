@@ -14,7 +14,7 @@
 
 use super::Victim;
 use super::killer::KillError;
-use crate::rate::Backoff;
+use crate::base::rate::Backoff;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::{Duration, SystemTime};
 

@@ -16,8 +16,8 @@ use super::manager::passes_the_turn;
 use super::{
     CycleReport, EvictionManager, EvictionSettings, KillError, Killer, NodeState, Settled, Victim,
 };
-use crate::clock::{Clock, sleep_or_pending};
-use crate::rate::TokenBucket;
+use crate::base::clock::{Clock, sleep_or_pending};
+use crate::base::rate::TokenBucket;
 use crate::signals::wake::{Wake, Woke};
 use std::collections::HashMap;
 use std::future::Future;

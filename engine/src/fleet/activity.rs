@@ -4,7 +4,7 @@
 //! subscribes to the runner's reports and keeps it current.
 
 use super::kinds::{Eviction, PressureCondition};
-use crate::clock::Clock;
+use crate::base::clock::Clock;
 use crate::eviction::runner::{Report, next_report};
 use crate::eviction::tracker::transitions;
 use crate::eviction::{ActiveCondition, Settled};

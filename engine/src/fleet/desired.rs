@@ -129,7 +129,7 @@ fn serving(status: &PolicyStatus, faults: u64) -> PolicyReport {
 fn incident(incident: &Incident) -> Fault {
     Fault {
         time: time(incident.at),
-        message: crate::policy::text::bounded(&incident.message, 1024),
+        message: crate::base::text::bounded(&incident.message, 1024),
     }
 }
 

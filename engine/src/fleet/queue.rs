@@ -10,7 +10,7 @@
 //! - a key whose sync failed comes back after a jittered exponential
 //!   backoff, and starts afresh once a sync succeeds.
 
-use crate::rate::Backoff;
+use crate::base::rate::Backoff;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
 use std::time::Duration;

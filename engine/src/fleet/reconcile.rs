@@ -28,9 +28,9 @@ use super::kinds::{
     VigilPolicyStatus, VigilPolicyStatusSpec,
 };
 use super::queue::{Done, WorkQueue};
+use crate::base::report::Chain;
 use crate::config::assignment::ConfigReport;
 use crate::policy::Registry;
-use crate::report::Chain;
 use futures::FutureExt;
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
@@ -492,7 +492,7 @@ pub fn policy_object_name(node: &str, policy: &str) -> String {
     if is_subdomain(&plain) {
         return plain;
     }
-    let hash = crate::policy::Digest::of(format!("{node}/{policy}").as_bytes()).hex();
+    let hash = crate::base::digest::Digest::of(format!("{node}/{policy}").as_bytes()).hex();
     let prefix = node[..node.len().min(MAX_NAME - 17)]
         .trim_end_matches(|c: char| !c.is_ascii_alphanumeric());
     format!("{prefix}.{}", &hash[..16])

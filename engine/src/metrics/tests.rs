@@ -131,7 +131,7 @@ struct Rule {
 /// policy (counting from zero) adds to them rather than resetting them.
 #[test]
 fn policy_calls_count_on_across_a_new_version() {
-    use crate::clock::{Clock, ManualClock};
+    use crate::base::clock::{Clock, ManualClock};
     use crate::policy::{Host, LimitsTable, Source};
     let clock: Arc<dyn Clock> = Arc::new(ManualClock::new(std::time::UNIX_EPOCH));
     let host = Arc::new(Host::with_clock(None, Arc::clone(&clock)).unwrap());
@@ -142,7 +142,7 @@ fn policy_calls_count_on_across_a_new_version() {
         name: "default-merger".into(),
     };
     let calls = || m.policy_calls.get_or_create(&name).get();
-    let call = |policy: &Policy| crate::policy::canary::run(policy, "{}").unwrap();
+    let call = |policy: &Policy| crate::policy::runtime::canary::run(policy, "{}").unwrap();
 
     let first = registry.get("default-merger").unwrap();
     call(&first);
@@ -154,7 +154,7 @@ fn policy_calls_count_on_across_a_new_version() {
     m.policies(&registry);
     assert_eq!(calls(), 3, "a scrape counts only what is new");
 
-    let (merger, bytes) = crate::policy::builtin::BUILTINS[5];
+    let (merger, bytes) = crate::policy::lifecycle::builtin::BUILTINS[5];
     assert_eq!(merger, "default-merger");
     // Another version: the same component with a custom section `v2`.
     let changed = [bytes, &[0, 3, 2, b'v', b'2']].concat();

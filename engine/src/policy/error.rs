@@ -69,7 +69,7 @@ pub enum LoadError {
     /// Compiling it failed for want of memory or time, or its artifact could
     /// not be kept: the component itself may be fine.
     #[error("cannot be compiled")]
-    Compile(#[source] super::CompileError),
+    Compile(#[source] crate::policy::CompileError),
     /// The host compiles nothing (`--compile=never`) and holds no
     /// precompiled artifact of the component for its engine.
     #[error(
@@ -110,7 +110,7 @@ pub enum LoadError {
         /// The world it claimed.
         world: &'static str,
         /// The contract version it claimed.
-        contract: super::Contract,
+        contract: crate::policy::Contract,
         /// What did not match.
         #[source]
         source: Cause,
@@ -132,7 +132,7 @@ pub enum LoadError {
     #[error("version {digest} failed its trial earlier; change the file to try again")]
     Rejected {
         /// The rejected version.
-        digest: super::Digest,
+        digest: crate::base::digest::Digest,
     },
 }
 

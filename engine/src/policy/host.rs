@@ -1,5 +1,5 @@
 //! The policy host: one wasmtime [`Engine`] (for this machine's
-//! architecture at its default CPU baseline, see [`super::engine`]), one
+//! architecture at its default CPU baseline, see [`crate::policy::artifacts::engine`]), one
 //! [`Linker`] (WASI plus the `log` import), an epoch ticker that enforces
 //! call deadlines, the precompiled-artifact cache and, optionally, a child
 //! process that compiles what the cache lacks. [`Host::load`] turns
@@ -7,20 +7,21 @@
 //! it off the async runtime. Whether it compiles at all is its
 //! [`CompileMode`].
 
-use super::adapter::{MergerPre, SorterPre, StrategyPre};
-use super::cache::{ArtifactCache, CacheOutcome, Collected};
-use super::compiler::{ChildCompiler, CompileError, Compiled};
-use super::component::{Policy, Pre, Source};
-use super::engine::{self, Baseline, EngineKey};
-use super::error::cause;
-use super::guest_env;
-use super::limits::EPOCH_TICK;
-use super::pool::{self, CallSlots};
-use super::sandbox::Sandbox;
-use super::{Contract, Digest, Limits, LoadError, WasmBytes, World};
-use crate::clock::{Clock, SystemClock};
+use crate::base::clock::{Clock, SystemClock};
+use crate::base::digest::{Digest, WasmBytes};
 use crate::model::bindings::{merger, sorter, strategy};
 use crate::model::v0_1;
+use crate::policy::artifacts::cache::{ArtifactCache, CacheOutcome, Collected};
+use crate::policy::artifacts::compiler::{ChildCompiler, CompileError, Compiled};
+use crate::policy::artifacts::engine::{self, Baseline, EngineKey};
+use crate::policy::error::cause;
+use crate::policy::runtime::adapter::{MergerPre, SorterPre, StrategyPre};
+use crate::policy::runtime::component::{Policy, Pre, Source};
+use crate::policy::runtime::guest_env;
+use crate::policy::runtime::limits::EPOCH_TICK;
+use crate::policy::runtime::pool::{self, CallSlots};
+use crate::policy::runtime::sandbox::Sandbox;
+use crate::policy::{Contract, Limits, LoadError, World};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
@@ -33,7 +34,7 @@ use wasmtime::component::{Component, HasSelf, Linker};
 pub enum HostError {
     /// The wasmtime engine or linker could not be set up.
     #[error("cannot set up the WebAssembly engine")]
-    Engine(#[source] super::error::Cause),
+    Engine(#[source] crate::policy::error::Cause),
     /// The cache directory cannot be created.
     #[error("cannot create the artifact cache in {dir}")]
     Cache {
@@ -146,7 +147,7 @@ impl Host {
         Self::with_clock(cache_dir, Arc::new(SystemClock))
     }
 
-    /// As [`Host::new`], with policies reading `clock` (see [`super::guest_env`]).
+    /// As [`Host::new`], with policies reading `clock` (see `crate::policy::runtime::guest_env`).
     ///
     /// # Errors
     /// As [`Host::new`].
@@ -251,7 +252,7 @@ impl Host {
     }
 
     /// Removes from the cache every artifact but those of `keep` (see
-    /// [`ArtifactCache::retain`]); `None` without a cache.
+    /// `ArtifactCache::retain`); `None` without a cache.
     ///
     /// # Errors
     /// The cache directory cannot be listed.
@@ -354,7 +355,7 @@ impl Host {
         if contract.is_adapted() {
             tracing::info!(policy = name, %contract, "component built for an earlier contract; served through the host's adapter");
         }
-        Ok(Policy::new(super::component::Parts {
+        Ok(Policy::new(crate::policy::runtime::component::Parts {
             name: name.to_owned(),
             digest,
             world,

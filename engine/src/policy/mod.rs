@@ -5,7 +5,7 @@
 //! rest of vigil calls. Underneath:
 //! - [`Host`] compiles components (with an authenticated on-disk artifact
 //!   cache whose artifacts are mapped, not copied; in the agent, in a child
-//!   process with its own memory limit: [`compiler`]) and checks their world
+//!   process with its own memory limit: `compiler`) and checks their world
 //!   and imports; a [`Policy`] is one loaded
 //!   version whose calls each run in a fresh, bounded store (the sandbox:
 //!   memory, tables, logs, what the guest passes the host; `guest_env`: clocks
@@ -14,46 +14,29 @@
 //!   [`Sorter`], [`Merger`]);
 //! - the registry swaps versions atomically, puts new ones on trial and rolls
 //!   back to the last-known-good (kept in the state directory) on a fault;
-//! - [`reload`] watches the policies directory and drives the registry,
-//!   reading its files as untrusted input ([`files`]).
+//! - `reload` watches the policies directory and drives the registry,
+//!   reading its files as untrusted input (`files`).
 //!
 //! The author's tools built on it (`vigil policy check`, `test`, `new`) live
 //! in [`crate::authoring`], above the host.
 
-mod adapter;
-pub mod builtin;
-mod cache;
-pub(crate) mod canary;
-pub mod compiler;
-mod component;
-mod digest;
-pub mod engine;
+pub mod artifacts;
 mod error;
-pub mod files;
-mod guest_env;
-mod handle;
 mod host;
-mod interest;
-mod limits;
-mod pool;
-mod registry;
-pub mod reload;
-mod sandbox;
-mod state;
-pub(crate) mod text;
-mod trap;
-mod validate;
+pub mod lifecycle;
+pub mod runtime;
 mod world;
 
-pub use cache::{CacheOutcome, Collected};
-pub use compiler::{ChildCompiler, CompileError};
-pub use component::{Outcome, Policy, Source};
-pub use digest::{Digest, WasmBytes};
-pub use engine::{Baseline, EngineKey};
+pub use artifacts::cache::{CacheOutcome, Collected};
+pub use artifacts::compiler::{ChildCompiler, CompileError};
+pub use artifacts::engine::{Baseline, EngineKey};
 pub use error::{Cause, Fault, FaultKind, LoadError};
-pub use handle::{Merger, Sorter, Strategy, Supervisor};
 pub use host::{CompileMode, Host, HostError};
-pub use interest::Declared;
-pub use limits::{Limits, LimitsTable};
-pub use registry::{Incident, Phase, PolicyStatus, RefusedVersion, Registry, RegistryError};
+pub use lifecycle::registry::{
+    Incident, Phase, PolicyStatus, RefusedVersion, Registry, RegistryError,
+};
+pub use runtime::component::{Outcome, Policy, Source};
+pub use runtime::handle::{Merger, Sorter, Strategy, Supervisor};
+pub use runtime::interest::Declared;
+pub use runtime::limits::{Limits, LimitsTable};
 pub use world::{CONTRACT_VERSION, Contract, World};

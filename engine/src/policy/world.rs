@@ -2,7 +2,7 @@
 //! serves, and how a component's world and version are found from its
 //! exports.
 
-use super::LoadError;
+use crate::policy::LoadError;
 use std::fmt;
 
 /// Version of the `vigil:policy` package this host implements.

@@ -7,15 +7,15 @@ use super::record::{
     DecisionRecord, EvictionRecord, PodUsage, PolicyRecord, Simulation, Step, ThresholdRecord,
 };
 use super::scenario::{ConfigChange, PodSpec, Scenario};
-use crate::clock::ManualClock;
+use crate::base::clock::ManualClock;
+use crate::base::report::Chain;
 use crate::config::{ConfigError, VigilConfig, references};
 use crate::eviction::kubelet::kubelet_acts;
 use crate::eviction::{EvictionManager, EvictionSettings, NodeState};
 use crate::model::SnapshotData;
 use crate::model::{KeyValue, Layer, MetLevel, OwnerKind, Pod, Resources, Signal, Usage};
-use crate::policy::reload::Reloader;
+use crate::policy::lifecycle::reload::Reloader;
 use crate::policy::{Host, HostError, LimitsTable, Registry, RegistryError};
-use crate::report::Chain;
 use crate::signals::catalogue;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

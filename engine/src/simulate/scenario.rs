@@ -271,7 +271,7 @@ impl Scenario {
             path: path.to_owned(),
             source,
         };
-        let text = crate::fsutil::read_text(path, MAX_SCENARIO_BYTES).map_err(read_error)?;
+        let text = crate::base::fsutil::read_text(path, MAX_SCENARIO_BYTES).map_err(read_error)?;
         Self::parse(&text, path)
     }
 
@@ -401,7 +401,7 @@ mod tests {
 
     #[test]
     fn a_malformed_value_is_reported_with_its_line_and_field() {
-        let chain = |e: ScenarioError| crate::report::Chain(&e).to_string();
+        let chain = |e: ScenarioError| crate::base::report::Chain(&e).to_string();
         let text = MINIMAL.replace("value: 1Gi", "value: lots");
         let error = chain(Scenario::parse(&text, Path::new("bad.yaml")).unwrap_err());
         let expected = "invalid scenario bad.yaml: pods[0].memory[0].value";

@@ -106,7 +106,7 @@ pub(crate) fn amount<'de, D: Deserializer<'de>>(deserializer: D) -> Result<f64, 
         }
         fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<f64, E> {
             let millicores = text.strip_suffix('m').and_then(|m| m.parse::<u64>().ok());
-            let quantity = || crate::quantity::parse(text);
+            let quantity = || crate::base::quantity::parse(text);
             millicores
                 .map(|m| m as f64)
                 .or_else(quantity)

@@ -159,7 +159,7 @@ fn a_policies_directory_replaces_built_ins_and_the_run_names_the_file_that_serve
         "{text}"
     );
     assert!(text.contains("summary: 1 eviction(s)"), "{text}");
-    let digest = vigil::policy::Digest::of(&std::fs::read(&sorter).unwrap()).hex();
+    let digest = vigil::base::digest::Digest::of(&std::fs::read(&sorter).unwrap()).hex();
     let kept = std::fs::read_dir(cache.path()).unwrap().any(|entry| {
         entry
             .unwrap()

@@ -7,7 +7,8 @@ use hmac::{Hmac, Mac};
 use sha2::{Digest as _, Sha256};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use vigil::policy::{CacheOutcome, Digest, Host, Policy, Source};
+use vigil::base::digest::Digest;
+use vigil::policy::{CacheOutcome, Host, Policy, Source};
 use vigil_tests::*;
 
 /// Magic, component digest, engine key, origin: the claims of a `.mac`
@@ -253,8 +254,8 @@ fn entries(dir: &Path) -> Vec<Digest> {
 
 #[tokio::test]
 async fn the_agents_reloader_removes_artifacts_no_version_needs_and_nothing_else() {
-    use vigil::clock::ManualClock;
-    use vigil::policy::reload::Reloader;
+    use vigil::base::clock::ManualClock;
+    use vigil::policy::lifecycle::reload::Reloader;
     use vigil::policy::{LimitsTable, Registry};
     let (state, policies) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let cache = state.path().join("cache");
@@ -267,7 +268,7 @@ async fn the_agents_reloader_removes_artifacts_no_version_needs_and_nothing_else
         overrides: Default::default(),
     };
     let registry = Arc::new(Registry::new(host, clock.clone(), limits, None).unwrap());
-    let builtins: Vec<Digest> = vigil::policy::builtin::BUILTINS
+    let builtins: Vec<Digest> = vigil::policy::lifecycle::builtin::BUILTINS
         .iter()
         .map(|(_, bytes)| Digest::of(bytes))
         .collect();

@@ -11,6 +11,7 @@ use serde_json::json;
 use std::collections::HashSet;
 use vigil::authoring::check::check_bytes;
 use vigil::authoring::push::push;
+use vigil::base::digest::Digest;
 use vigil::distribution::layout::{
     MANIFEST_MEDIA_TYPE, WASM_CONFIG_MEDIA_TYPE, WASM_LAYER_MEDIA_TYPE, oci_digest,
 };
@@ -22,7 +23,7 @@ use vigil::distribution::signature::{
     self, SIGNATURE_ANNOTATION, SIMPLE_SIGNING_MEDIA_TYPE, VerificationKey, signature_tag,
 };
 use vigil::distribution::store::BlobStore;
-use vigil::policy::{Digest, Host, Source};
+use vigil::policy::{Host, Source};
 use vigil_testbed::OciRegistry;
 use vigil_tests::REVERSE_SORTER;
 

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 use std::time::Duration;
-use vigil::clock::{Clock, ManualClock};
+use vigil::base::clock::{Clock, ManualClock};
 use vigil::eviction::{
     Call, CycleReport, Deferral, EvictionManager, EvictionSettings, KillError, NodeState,
     PolicySettings, Skipped, Unanswered, Withheld,

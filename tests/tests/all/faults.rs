@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
-use vigil::clock::ManualClock;
+use vigil::base::clock::ManualClock;
 use vigil::model::bindings::{MetLevel, Snapshot};
 use vigil::policy::{Contract, Fault, Host, Limits, LoadError, Source};
 use vigil_tests::*;

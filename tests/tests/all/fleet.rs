@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
-use vigil::clock::ManualClock;
+use vigil::base::clock::ManualClock;
 use vigil::cluster::watches::{self, Reflected};
 use vigil::config::assignment::{ConfigReport, Reason, Status};
 use vigil::eviction::{Settled, Urgency, Victim};

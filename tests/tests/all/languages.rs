@@ -5,10 +5,11 @@
 
 use std::path::PathBuf;
 use std::sync::{Mutex, PoisonError};
+use vigil::base::digest::Digest;
 use vigil::model::{
     Candidate, Decision, Eviction, Layer, MetLevel, Pod, QosClass, Signal, Snapshot,
 };
-use vigil::policy::{Digest, Host, Limits, Policy, Source};
+use vigil::policy::{Host, Limits, Policy, Source};
 use vigil::simulate::{RunOptions, Scenario, run};
 use vigil_tests::*;
 

@@ -3,8 +3,9 @@
 
 use std::sync::Arc;
 use std::time::Duration;
-use vigil::policy::reload::Reloader;
-use vigil::policy::{Digest, Fault, LoadError, Phase, Registry, Source};
+use vigil::base::digest::Digest;
+use vigil::policy::lifecycle::reload::Reloader;
+use vigil::policy::{Fault, LoadError, Phase, Registry, Source};
 use vigil_tests::*;
 
 const PAST_TRIAL: Duration = Duration::from_secs(61);

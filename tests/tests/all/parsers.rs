@@ -183,9 +183,9 @@ fn quantities_parse_or_fail_cleanly_and_accepted_ones_are_finite() {
                 mutate(&mut rng, seed.as_bytes())
             };
             let text = String::from_utf8_lossy(&input);
-            if let Some(value) =
-                answers("quantity::parse", &input, || vigil::quantity::parse(&text))
-            {
+            if let Some(value) = answers("quantity::parse", &input, || {
+                vigil::base::quantity::parse(&text)
+            }) {
                 assert!(value.is_finite() && value >= 0.0, "{text:?} → {value}");
             }
         }

@@ -6,8 +6,9 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
-use vigil::policy::reload::{Reloader, ScanReport};
-use vigil::policy::{CacheOutcome, Digest, LoadError, Registry, Source};
+use vigil::base::digest::Digest;
+use vigil::policy::lifecycle::reload::{Reloader, ScanReport};
+use vigil::policy::{CacheOutcome, LoadError, Registry, Source};
 use vigil_tests::*;
 
 /// A running reloader over a temporary policies directory.
@@ -478,7 +479,7 @@ async fn a_deleted_and_recreated_directory_is_watched_again() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_agent_evicts_past_a_hostile_policies_directory_and_a_sleeping_sorter() {
     use std::os::unix::fs::DirBuilderExt;
-    use vigil::policy::Digest;
+    use vigil::base::digest::Digest;
     use vigil_testbed::{ApiServer, NodeFiles, objects};
     let server = ApiServer::start().await;
     server.put("nodes", "", objects::node("node-1"));
@@ -518,7 +519,7 @@ async fn the_agent_evicts_past_a_hostile_policies_directory_and_a_sleeping_sorte
         node_name: "node-1".into(),
         kubeconfig: Some(files.path("kubeconfig")),
         policies_dir: policies,
-        max_policy_bytes: vigil::policy::files::DEFAULT_MAX_POLICY_BYTES,
+        max_policy_bytes: vigil::policy::artifacts::files::DEFAULT_MAX_POLICY_BYTES,
         state_dir: files.path("state"),
         namespace: "vigil-system".into(),
         registry_ca: None,

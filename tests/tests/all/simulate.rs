@@ -92,7 +92,7 @@ async fn refused(dir: &std::path::Path, yaml: &str) -> String {
     let error = run(&scenario, dir, &RunOptions::default())
         .await
         .unwrap_err();
-    vigil::report::Chain(&error).to_string()
+    vigil::base::report::Chain(&error).to_string()
 }
 
 #[tokio::test]

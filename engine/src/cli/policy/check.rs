@@ -2,11 +2,11 @@
 //! described or refused, and a config's policy names checked.
 
 use crate::authoring::check::{Builtins, check_all};
+use crate::base::report::Chain;
 use crate::cli::args::CacheArgs;
 use crate::config::VigilConfig;
 use crate::eviction::EvictionSettings;
 use crate::policy::Host;
-use crate::report::Chain;
 use anyhow::{Context, bail};
 use std::path::PathBuf;
 

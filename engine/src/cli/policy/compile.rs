@@ -1,9 +1,9 @@
 //! `vigil policy compile` (hidden): the agent's child compiler, which
 //! compiles the component on stdin into the artifact cache.
 
-use crate::policy::compiler::{INVALID_EXIT, child_input, peak_rss_kib};
+use crate::base::report::Chain;
+use crate::policy::artifacts::compiler::{INVALID_EXIT, child_input, peak_rss_kib};
 use crate::policy::{Host, LoadError};
-use crate::report::Chain;
 use std::path::PathBuf;
 
 #[derive(Debug, clap::Args)]
@@ -20,7 +20,7 @@ pub(in crate::cli) struct CompileArgs {
 }
 
 impl CompileArgs {
-    /// The child compiler's work (see [`crate::policy::compiler`]). A
+    /// The child compiler's work (see [`crate::policy::artifacts::compiler`]). A
     /// component that does not compile ends the process with [`INVALID_EXIT`].
     pub(super) fn execute(self) -> anyhow::Result<()> {
         let bytes = child_input(&self.digest, self.memory_limit_bytes)?;

@@ -5,7 +5,7 @@
 use crate::authoring::check::policy_name;
 use crate::cli::args::{CacheArgs, RegistryArgs, one_shot_clients};
 use crate::distribution::registry::Access;
-use crate::policy::files::{DEFAULT_MAX_POLICY_BYTES, read_policy};
+use crate::policy::artifacts::files::{DEFAULT_MAX_POLICY_BYTES, read_policy};
 use crate::policy::{Baseline, Host};
 use anyhow::Context;
 use std::path::{Path, PathBuf};
@@ -94,7 +94,7 @@ async fn precompile_files(
             }
             None => {
                 let out = file.with_extension(format!("{baseline}.cwasm"));
-                crate::fsutil::write_atomic(&out, &made.artifact)
+                crate::base::fsutil::write_atomic(&out, &made.artifact)
                     .with_context(|| format!("cannot write {}", out.display()))?;
                 out.display().to_string()
             }

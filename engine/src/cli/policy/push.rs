@@ -2,7 +2,7 @@
 
 use crate::authoring::check::{check_bytes, policy_name};
 use crate::cli::args::{CacheArgs, RegistryArgs};
-use crate::policy::files::{DEFAULT_MAX_POLICY_BYTES, read_policy};
+use crate::policy::artifacts::files::{DEFAULT_MAX_POLICY_BYTES, read_policy};
 use crate::policy::{Host, Source};
 use anyhow::Context;
 use std::path::PathBuf;

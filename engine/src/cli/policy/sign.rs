@@ -19,7 +19,7 @@ impl SignArgs {
     pub(super) async fn execute(self) -> anyhow::Result<()> {
         let access = self.registry.access()?;
         let key = &self.key;
-        let pem = crate::fsutil::read_text(key, 64 << 10)
+        let pem = crate::base::fsutil::read_text(key, 64 << 10)
             .with_context(|| format!("cannot read the key {}", key.display()))?;
         let key = crate::distribution::signature::SigningKey::from_pem(&pem)
             .with_context(|| format!("{} is not a signing key", key.display()))?;

@@ -4,8 +4,8 @@
 use crate::authoring::check::policy_name;
 use crate::authoring::replay::{self, Answer, Input};
 use crate::cli::args::CacheArgs;
-use crate::policy::builtin::BUILTINS;
-use crate::policy::files::{DEFAULT_MAX_POLICY_BYTES, read_policy};
+use crate::policy::artifacts::files::{DEFAULT_MAX_POLICY_BYTES, read_policy};
+use crate::policy::lifecycle::builtin::BUILTINS;
 use crate::policy::{Host, Source};
 use anyhow::{Context, bail};
 use std::path::PathBuf;
@@ -47,7 +47,7 @@ impl TestArgs {
             .record
             .then(|| replay::expected_path(input_path))
             .transpose()?;
-        let text = crate::fsutil::read_text(input_path, MAX_INPUT_BYTES)
+        let text = crate::base::fsutil::read_text(input_path, MAX_INPUT_BYTES)
             .with_context(|| format!("cannot read {}", input_path.display()))?;
         let input: Input = serde_norway::from_str(&text)
             .with_context(|| format!("{} is not a policy test input", input_path.display()))?;
@@ -72,7 +72,7 @@ impl TestArgs {
         let text = serde_json::to_string_pretty(&answer)? + "\n";
         match &expected {
             Some(path) => {
-                crate::fsutil::write_atomic(path, text.as_bytes())
+                crate::base::fsutil::write_atomic(path, text.as_bytes())
                     .with_context(|| format!("cannot write {}", path.display()))?;
                 println!("recorded {}", path.display());
             }

@@ -325,7 +325,7 @@ impl Assignment {
         match self.run(&set, merge) {
             Err(error) if error.is_transient() => self.defer(&set, &error),
             Err(error) => {
-                let why = crate::report::Chain(&error).to_string();
+                let why = crate::base::report::Chain(&error).to_string();
                 self.checkpoint.reject(&set.hash, why.clone());
                 self.status = Status {
                     reason: Reason::Rejected,
@@ -435,7 +435,7 @@ impl Assignment {
     /// passing reason; it is tried again on the next pass.
     fn defer(&mut self, set: &LayerSet, error: &ConfigError) -> Update {
         self.retrying = true;
-        let why = crate::report::Chain(error).to_string();
+        let why = crate::base::report::Chain(error).to_string();
         self.status = Status {
             reason: Reason::Rejected,
             message: format!(

@@ -283,7 +283,7 @@ impl EvictionManager {
     /// Runs a cycle at `now` and carries out its requests through `killer`,
     /// one after another, recording each outcome; while evictions are refused,
     /// decides again at the same instant so the next candidate gets its turn
-    /// (at most [`MAX_ROUNDS`] times). What the live runner does as outcomes
+    /// (at most `MAX_ROUNDS` times). What the live runner does as outcomes
     /// arrive, in one call: for simulations and tests.
     pub async fn cycle_through(
         &mut self,

@@ -56,11 +56,11 @@ pub struct NodeState {
     pub pods: Vec<Pod>,
     /// Pods being deleted (they have a `deletionTimestamp`): not candidates,
     /// but reclaim in progress until their grace period ends (at most
-    /// [`FOREIGN_TERMINATING_WAIT`] for pods vigil did not evict).
+    /// `FOREIGN_TERMINATING_WAIT` for pods vigil did not evict).
     pub terminating: Vec<Terminating>,
     /// Pods the kubelet evicted or is evicting: not candidates, reclaim in
     /// progress for their resource until released (at most
-    /// [`FOREIGN_TERMINATING_WAIT`]).
+    /// `FOREIGN_TERMINATING_WAIT`).
     pub kubelet_evictions: Vec<KubeletEviction>,
     /// Facts about pods, by UID; a pod without an entry has none known.
     pub facts: HashMap<String, PodFacts>,
@@ -132,7 +132,7 @@ pub struct CycleReport {
     /// Victims handed to the killer this cycle (dry-run ones included).
     pub requested: Vec<Victim>,
     /// Evictions the killer accepted (filled by
-    /// [`EvictionManager::cycle_through`]; the live runner reports outcomes
+    /// `EvictionManager::cycle_through`; the live runner reports outcomes
     /// as they arrive).
     pub started: Vec<Victim>,
     /// Victims left waiting or refused, and why.

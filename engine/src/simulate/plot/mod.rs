@@ -5,7 +5,7 @@
 //! where a condition held shaded, and each eviction marked with its pod and
 //! strategy until the pod was gone. Below, one lane per kind of other
 //! decision: config changes, the sorter's refusals, policies that faulted or
-//! declined. [`data`] derives all of it; this module only draws.
+//! declined. `data` derives all of it; this module only draws.
 
 mod data;
 

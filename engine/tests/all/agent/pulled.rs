@@ -5,8 +5,8 @@
 
 use super::*;
 use base64::Engine as _;
-use vigil::node_hash::bucket;
-use vigil::policy::Digest;
+use vigil::base::digest::Digest;
+use vigil::base::node_hash::bucket;
 use vigil_testbed::{OciRegistry, RegistryOptions};
 
 pub(super) const POLICY: &str = "my-sorter";

@@ -10,7 +10,7 @@ use kube::runtime::reflector::{self, Store};
 use kube::runtime::watcher::Event;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
-use vigil::clock::ManualClock;
+use vigil::base::clock::ManualClock;
 use vigil::cluster::budgets::Budgets;
 use vigil::cluster::evict::EvictionApi;
 use vigil::cluster::source::ClusterSource;

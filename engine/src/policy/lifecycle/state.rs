@@ -10,8 +10,8 @@
 //!
 //! Without a state directory (`vigil policy check`, tests) nothing persists.
 
-use super::{Digest, WasmBytes};
-use crate::fsutil::{private_dir, write_atomic};
+use crate::base::digest::{Digest, WasmBytes};
+use crate::base::fsutil::{private_dir, write_atomic};
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 

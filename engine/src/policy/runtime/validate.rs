@@ -3,12 +3,13 @@
 //!
 //! Answers are bounded too, so whatever a guest says costs the host little to
 //! keep and print: free text (reasons, declined messages) is cut to a few
-//! hundred bytes with control characters escaped ([`super::text`]); names the
+//! hundred bytes with control characters escaped ([`crate::base::text`]); names the
 //! host acts on (scope, signal, condition, taint effects) must be short and
 //! plain, or the answer is invalid; lists are bounded by what was offered.
 
-use super::{Fault, text};
+use crate::base::text;
 use crate::model::bindings::{Decision, Eviction, MergeRejection, Snapshot, Sorted};
+use crate::policy::Fault;
 use std::collections::HashSet;
 
 /// Longest reason or declined message kept; longer ones are cut.
@@ -182,7 +183,7 @@ pub(crate) fn merged(json: &str) -> Result<serde_json::Map<String, serde_json::V
 mod tests {
     use super::*;
     use crate::model::bindings::SortRejection;
-    use crate::policy::canary;
+    use crate::policy::runtime::canary;
 
     fn sorted_of(order: &[u32], rejected: &[u32]) -> Sorted {
         Sorted {

@@ -5,21 +5,22 @@
 //!
 //! Each call runs in a fresh, bounded store (see [`Policy`]) and its answer
 //! is checked against the contract before anyone sees it. A handle got from
-//! the [`super::Registry`] is supervised: it tells the registry of every
+//! the [`crate::policy::Registry`] is supervised: it tells the registry of every
 //! fault itself (logged; a version on trial is rolled back), so no caller
 //! has to remember to. Strategies and
 //! sorters see pods narrowed to the labels and annotations they declared an
-//! interest in ([`super::interest`]); the caller's pods are left as they were.
+//! interest in ([`crate::policy::runtime::interest`]); the caller's pods are left as they were.
 
 // A deliberate cycle with `component`: a `Policy` hands out these typed
 // handles (`as_strategy`…), and each handle calls back into its `Policy`.
-use super::adapter::{MergerPre, SorterPre, StrategyPre};
-use super::component::Outcome;
-use super::interest::{Declared, narrow, restore};
-use super::{Fault, Policy, validate};
 use crate::model::bindings::{
     Candidate, Decision, Eviction, Layer, MergeRejection, Snapshot, Sorted,
 };
+use crate::policy::runtime::adapter::{MergerPre, SorterPre, StrategyPre};
+use crate::policy::runtime::component::Outcome;
+use crate::policy::runtime::interest::{Declared, narrow, restore};
+use crate::policy::runtime::validate;
+use crate::policy::{Fault, Policy};
 use std::sync::Arc;
 
 /// An eviction strategy.
@@ -66,7 +67,7 @@ fn supervise<T, E>(
 }
 
 impl<'a> Strategy<'a> {
-    pub(super) fn new(policy: &'a Policy, pre: &'a StrategyPre) -> Self {
+    pub(in crate::policy) fn new(policy: &'a Policy, pre: &'a StrategyPre) -> Self {
         Self {
             policy,
             pre,
@@ -85,7 +86,7 @@ impl<'a> Strategy<'a> {
     /// What the strategy reads under `config` (asked once per config).
     ///
     /// # Errors
-    /// A [`super::Fault`], or an interest out of bounds.
+    /// A [`crate::policy::Fault`], or an interest out of bounds.
     pub fn interest(&self, config: &str) -> Result<Arc<Declared>, Fault> {
         self.policy.interest(
             config,
@@ -99,7 +100,7 @@ impl<'a> Strategy<'a> {
     /// in `evaluate`. The answer is checked against what was offered.
     ///
     /// # Errors
-    /// A [`super::Fault`]: trap, deadline, memory limit, or an answer naming
+    /// A [`crate::policy::Fault`]: trap, deadline, memory limit, or an answer naming
     /// a pod not in the snapshot.
     pub fn evaluate(&self, snapshot: &mut Snapshot) -> Outcome<Decision, String> {
         supervise(self.supervisor, self.policy, || {
@@ -147,7 +148,7 @@ impl<'a> Strategy<'a> {
 }
 
 impl<'a> Sorter<'a> {
-    pub(super) fn new(policy: &'a Policy, pre: &'a SorterPre) -> Self {
+    pub(in crate::policy) fn new(policy: &'a Policy, pre: &'a SorterPre) -> Self {
         Self {
             policy,
             pre,
@@ -167,7 +168,7 @@ impl<'a> Sorter<'a> {
     /// once per config).
     ///
     /// # Errors
-    /// A [`super::Fault`], or an interest out of bounds.
+    /// A [`crate::policy::Fault`], or an interest out of bounds.
     pub fn interest(&self, config: &str) -> Result<Arc<Declared>, Fault> {
         self.policy.interest(
             config,
@@ -182,7 +183,7 @@ impl<'a> Sorter<'a> {
     /// the call.
     ///
     /// # Errors
-    /// A [`super::Fault`]; an answer that does not place every candidate
+    /// A [`crate::policy::Fault`]; an answer that does not place every candidate
     /// exactly once is one.
     pub fn sort(
         &self,
@@ -205,7 +206,7 @@ impl<'a> Sorter<'a> {
 }
 
 impl<'a> Merger<'a> {
-    pub(super) fn new(policy: &'a Policy, pre: &'a MergerPre) -> Self {
+    pub(in crate::policy) fn new(policy: &'a Policy, pre: &'a MergerPre) -> Self {
         Self {
             policy,
             pre,
@@ -224,7 +225,7 @@ impl<'a> Merger<'a> {
     /// Asks the merger to merge `layers` into one JSON object.
     ///
     /// # Errors
-    /// A [`super::Fault`]; a merge result that is not a JSON object is one.
+    /// A [`crate::policy::Fault`]; a merge result that is not a JSON object is one.
     pub fn merge(
         &self,
         layers: &[Layer],

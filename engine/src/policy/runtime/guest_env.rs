@@ -17,8 +17,8 @@
 // A deliberate cycle with `sandbox`: this file adds the clock and random
 // host functions to the sandbox's store data, and the sandbox holds this
 // file's clock. Both are the one guest environment, split by topic.
-use super::sandbox::Sandbox;
-use crate::clock::Clock;
+use crate::base::clock::Clock;
+use crate::policy::runtime::sandbox::Sandbox;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock};
 use std::time::{Duration, UNIX_EPOCH};
@@ -143,7 +143,7 @@ impl monotonic_clock::Host for Sandbox {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::clock::ManualClock;
+    use crate::base::clock::ManualClock;
 
     fn unix_nanos(clock: &dyn Clock) -> u64 {
         let since = clock.now().duration_since(UNIX_EPOCH).unwrap();

@@ -6,8 +6,9 @@
 //! built-in strategies) gets every pod without a single label or annotation,
 //! and the host allocates nothing to give it that.
 
-use super::{Fault, text};
+use crate::base::text;
 use crate::model::bindings::{Interest, KeyValue, Pod, StrategyInterest};
+use crate::policy::Fault;
 
 /// What a policy declared it reads under one config.
 #[derive(Debug)]

@@ -7,7 +7,7 @@
 //! or socket — and only up to the size cap, so neither a symlink to
 //! `/dev/zero` nor a huge sparse file is ever read.
 
-use super::LoadError;
+use crate::policy::LoadError;
 use std::fs::{File, Metadata, OpenOptions};
 use std::io::Read;
 use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
@@ -117,7 +117,7 @@ pub(crate) fn read(path: &Path, file: File, max: u64) -> Result<Vec<u8>, LoadErr
 /// Reads the policy file at `path` as untrusted input (see the module docs).
 ///
 /// # Errors
-/// As [`open`] and [`read`].
+/// As `open` and `read`.
 pub fn read_policy(path: &Path, max: u64) -> Result<Vec<u8>, LoadError> {
     let (file, _) = open(path, max)?;
     read(path, file, max)

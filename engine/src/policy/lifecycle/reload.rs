@@ -25,7 +25,7 @@
 //!
 //! What counts as a policy file: `NAME.wasm`, read through symlinks, as
 //! untrusted input (see
-//! [`super::files`]): only regular files, opened without blocking, at most
+//! [`crate::policy::artifacts::files`]): only regular files, opened without blocking, at most
 //! the size cap. Hidden files (`.x.wasm`, `..data`), editor leftovers
 //! (`x.wasm~`, `#x.wasm#`) and anything else are ignored. A half-written file
 //! fails to load and leaves the serving version alone; the write that
@@ -33,9 +33,10 @@
 //! last scan (same inode, size and times) is not read again, and a problem
 //! with an entry is logged once, until it changes.
 
-use super::files::{self, DEFAULT_MAX_POLICY_BYTES, Stamp};
-use super::{Collected, Digest, LoadError, Registry, Source, WasmBytes};
-use crate::report::Chain;
+use crate::base::digest::{Digest, WasmBytes};
+use crate::base::report::Chain;
+use crate::policy::artifacts::files::{self, DEFAULT_MAX_POLICY_BYTES, Stamp};
+use crate::policy::{Collected, LoadError, Registry, Source};
 use notify::{EventKind, RecommendedWatcher, Watcher};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::os::unix::fs::MetadataExt;
@@ -333,7 +334,7 @@ impl Reloader {
         name: String,
         path: PathBuf,
         report: &mut ScanReport,
-    ) -> Option<Arc<super::Policy>> {
+    ) -> Option<Arc<crate::policy::Policy>> {
         let (stamp, bytes) = match self.read(&name, &path).await {
             Ok(Found::Unchanged) => return None,
             Ok(Found::New(stamp, bytes)) => (stamp, bytes),

@@ -1,23 +1,24 @@
 //! A loaded policy: one version of one component, pre-instantiated, with its
 //! limits. Every call gets a fresh store (its instances from the host's pool,
-//! see [`super::pool`]), an epoch deadline and a memory cap;
+//! see [`crate::policy::runtime::pool`]), an epoch deadline and a memory cap;
 //! its answer is validated against the contract before anyone sees it.
 
-use super::adapter::{MergerPre, SorterPre, StrategyPre};
-use super::cache::CacheOutcome;
-use super::error::{Cause, cause};
-use super::guest_env::GuestClock;
-use super::handle::{Merger, Sorter, Strategy};
-use super::interest::Declared;
-use super::limits::EPOCH_TICK;
-use super::pool::CallSlots;
-use super::sandbox::{
+use crate::base::clock::Clock;
+use crate::base::digest::Digest;
+use crate::policy::artifacts::cache::CacheOutcome;
+use crate::policy::error::{Cause, cause};
+use crate::policy::runtime::adapter::{MergerPre, SorterPre, StrategyPre};
+use crate::policy::runtime::guest_env::GuestClock;
+use crate::policy::runtime::handle::{Merger, Sorter, Strategy};
+use crate::policy::runtime::interest::Declared;
+use crate::policy::runtime::limits::EPOCH_TICK;
+use crate::policy::runtime::pool::CallSlots;
+use crate::policy::runtime::sandbox::{
     HOSTCALL_BYTES, LOG_BYTES_PER_CALL, LOG_LINES_PER_CALL, Sandbox, off_runtime,
 };
-use super::trap;
-use super::validate::Declined;
-use super::{Contract, Digest, Fault, Limits, World};
-use crate::clock::Clock;
+use crate::policy::runtime::trap;
+use crate::policy::runtime::validate::Declined;
+use crate::policy::{Contract, Fault, Limits, World};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -36,14 +37,14 @@ pub enum Source {
 }
 
 /// The pre-instantiated component, typed by world (and, within it, by the
-/// contract it speaks: see [`super::adapter`]).
+/// contract it speaks: see [`crate::policy::runtime::adapter`]).
 pub(crate) enum Pre {
     Strategy(StrategyPre),
     Sorter(SorterPre),
     Merger(MergerPre),
 }
 
-/// Everything [`super::Host::load`] hands to [`Policy::new`].
+/// Everything [`crate::policy::Host::load`] hands to [`Policy::new`].
 pub(crate) struct Parts {
     pub(crate) name: String,
     pub(crate) digest: Digest,
@@ -172,7 +173,7 @@ impl Policy {
 
     /// Runs one call in a fresh, bounded store: `instantiate`, then `invoke`.
     /// Safe to call from anywhere, async runtime threads included.
-    pub(super) fn call<I, R: Send>(
+    pub(in crate::policy) fn call<I, R: Send>(
         &self,
         instantiate: impl FnOnce(&mut Store<Sandbox>) -> wasmtime::Result<I> + Send,
         invoke: impl FnOnce(&I, &mut Store<Sandbox>) -> wasmtime::Result<R> + Send,
@@ -231,7 +232,7 @@ impl Policy {
     }
 
     /// Counts `result` as a fault if it is one.
-    pub(super) fn counted<T>(&self, result: Result<T, Fault>) -> Result<T, Fault> {
+    pub(in crate::policy) fn counted<T>(&self, result: Result<T, Fault>) -> Result<T, Fault> {
         result.inspect_err(|_| {
             self.faults.fetch_add(1, Ordering::Relaxed);
         })
@@ -240,7 +241,7 @@ impl Policy {
     /// The policy's answer, once `check` has found it within the contract
     /// (and bounded it); a refusal is bounded too. A fault of the call or of
     /// the check is counted.
-    pub(super) fn checked<T, E: Declined>(
+    pub(in crate::policy) fn checked<T, E: Declined>(
         &self,
         outcome: Result<Result<T, E>, Fault>,
         check: impl FnOnce(&mut T) -> Result<(), Fault>,
@@ -256,7 +257,7 @@ impl Policy {
     /// What the policy reads under `config`: asked with a call to `declare`
     /// the first time after the config changes, remembered since. A fault or
     /// an interest out of bounds is counted, and asked again next time.
-    pub(super) fn interest<I, D: Into<Declared> + Send>(
+    pub(in crate::policy) fn interest<I, D: Into<Declared> + Send>(
         &self,
         config: &str,
         instantiate: impl FnOnce(&mut Store<Sandbox>) -> wasmtime::Result<I> + Send,
@@ -269,7 +270,7 @@ impl Policy {
             return Ok(Arc::clone(interest));
         }
         let interest: Declared = self.counted(self.call(instantiate, declare))?.into();
-        self.counted(super::interest::check(&interest.keys))?;
+        self.counted(crate::policy::runtime::interest::check(&interest.keys))?;
         let interest = Arc::new(interest);
         *known = Some((config.to_owned(), Arc::clone(&interest)));
         Ok(interest)

@@ -16,14 +16,16 @@
 //!   restart with a bad file on disk still serves them.
 //! - Deleting the file deregisters the policy, falling back to the built-in.
 
-use super::builtin::BUILTINS;
-use super::state::StateStore;
-use super::{
-    Digest, Fault, Host, LimitsTable, LoadError, Merger, Policy, Sorter, Source, Strategy,
-    Supervisor, WasmBytes, World, canary,
+use crate::base::clock::Clock;
+use crate::base::digest::{Digest, WasmBytes};
+use crate::base::report::Chain;
+use crate::policy::lifecycle::builtin::BUILTINS;
+use crate::policy::lifecycle::state::StateStore;
+use crate::policy::runtime::canary;
+use crate::policy::{
+    Fault, Host, LimitsTable, LoadError, Merger, Policy, Sorter, Source, Strategy, Supervisor,
+    World,
 };
-use crate::clock::Clock;
-use crate::report::Chain;
 use arc_swap::ArcSwap;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::path::PathBuf;
@@ -496,7 +498,7 @@ impl Registry {
     ///
     /// # Errors
     /// The cache directory cannot be listed.
-    pub fn collect_garbage(&self) -> Option<std::io::Result<super::Collected>> {
+    pub fn collect_garbage(&self) -> Option<std::io::Result<crate::policy::Collected>> {
         let held: std::collections::HashSet<Digest> = {
             let books = self.lock();
             books

@@ -2,11 +2,11 @@
 //! sample input of its world. A fault there (trap, deadline, memory, invalid
 //! answer) keeps the version out; a refusal (`err`) is an answer and passes.
 
-use super::{Fault, Policy};
 use crate::model::bindings::{
     Candidate, KeyValue, Layer, MetLevel, OwnerKind, Pod, QosClass, Signal, Snapshot, Urgency,
 };
 use crate::model::fixture;
+use crate::policy::{Fault, Policy};
 
 const MIB: u64 = 1 << 20;
 

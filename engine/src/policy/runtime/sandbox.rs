@@ -3,20 +3,20 @@
 //!
 //! A policy sees WASI with no preopened directories, no network, no
 //! environment and no arguments, and the clocks and randomness described in
-//! [`super::guest_env`]. Its stdout and stderr are captured and forwarded to
+//! [`crate::policy::runtime::guest_env`]. Its stdout and stderr are captured and forwarded to
 //! `tracing` under the policy's name, as are its `log` calls: at most
 //! [`LOG_LINES_PER_CALL`] lines and [`LOG_BYTES_PER_CALL`] bytes a call, each
 //! line cut to a few KiB with control characters escaped; the rest is
 //! dropped and counted. Its linear memories and tables together are capped by
 //! [`MemoryCap`], which remembers when it refused to grow so the call can
-//! report [`super::Fault::MemoryLimit`]; WASI resources, component handles
+//! report [`crate::policy::Fault::MemoryLimit`]; WASI resources, component handles
 //! and the bytes one import call may carry are capped too.
 
-use super::error::{Cause, GuestSaid};
-use super::guest_env::{self, GuestClock};
-use super::text;
+use crate::base::text;
 use crate::model::bindings::Level;
 use crate::model::bindings::strategy::vigil::policy::log;
+use crate::policy::error::{Cause, GuestSaid};
+use crate::policy::runtime::guest_env::{self, GuestClock};
 use std::sync::Arc;
 use wasmtime::Store;
 use wasmtime::component::ResourceTable;
@@ -193,11 +193,11 @@ impl Sandbox {
         store.set_max_component_handles(MAX_RESOURCES);
     }
 
-    pub(super) fn table(&mut self) -> &mut ResourceTable {
+    pub(in crate::policy) fn table(&mut self) -> &mut ResourceTable {
         &mut self.table
     }
 
-    pub(super) fn clock(&self) -> &GuestClock {
+    pub(in crate::policy) fn clock(&self) -> &GuestClock {
         &self.clock
     }
 
@@ -213,7 +213,12 @@ impl Sandbox {
 
     /// Writes one line the guest logged or printed, within the call's budget,
     /// control characters escaped so a line cannot forge another.
-    pub(super) fn emit(&mut self, level: Level, stream: Option<&'static str>, line: &str) {
+    pub(in crate::policy) fn emit(
+        &mut self,
+        level: Level,
+        stream: Option<&'static str>,
+        line: &str,
+    ) {
         let line = text::bounded(line, MAX_LOG_LINE);
         if !self.log.take(line.len()) {
             return;
@@ -319,7 +324,7 @@ mod tests {
         config.wasm_component_model(true);
         let engine = wasmtime::Engine::new(&config).unwrap();
         let component = wasmtime::component::Component::new(&engine, grower).unwrap();
-        let clock = GuestClock::new(Arc::new(crate::clock::SystemClock));
+        let clock = GuestClock::new(Arc::new(crate::base::clock::SystemClock));
         let mut store = Store::new(&engine, Sandbox::new("grower".into(), 4 << 20, clock));
         Sandbox::bound(&mut store);
         let linker = wasmtime::component::Linker::<Sandbox>::new(&engine);

@@ -14,7 +14,7 @@
 //!   artifact edited on disk — even with a checksum recomputed — fails the
 //!   check and is discarded, never deserialised;
 //! - the directory is created private to the agent's user, and one that
-//!   others can write is refused (see [`crate::fsutil::private_dir`]).
+//!   others can write is refused (see [`crate::base::fsutil::private_dir`]).
 //!
 //! A valid artifact is mapped, not read: its code pages are file-backed and
 //! shared by every process that maps it, rather than an anonymous copy per
@@ -36,9 +36,9 @@
 //! the agent's user* can read the key and run native code in the agent, like
 //! any compiled-code cache. Keep it on a path only the agent can write.
 
-use super::Digest;
-use super::engine::EngineKey;
-use crate::fsutil::{private_dir, write_atomic};
+use crate::base::digest::Digest;
+use crate::base::fsutil::{private_dir, write_atomic};
+use crate::policy::artifacts::engine::EngineKey;
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 use std::collections::HashSet;

@@ -2,7 +2,7 @@
 //! `vigil:policy@0.1.0`, served by this host through the current one.
 //!
 //! Each world's pre-instantiated component and instance is one of two
-//! contracts; the typed handles ([`super::handle`]) call them through the
+//! contracts; the typed handles ([`crate::policy::runtime::handle`]) call them through the
 //! methods here and only ever see the current records. A 0.1.0 component
 //! gets what a 0.1.0 agent gave it:
 //! - it declares no interest, so it reads every label and annotation (the
@@ -22,14 +22,14 @@
 //! Adapting costs a copy of the records passed (the pods included) per
 //! call; current components are passed the host's records in place.
 
-use super::interest::Declared;
-use super::sandbox::Sandbox;
 use crate::model::bindings::{
     Candidate, Condition, Decision, Eviction, Interest, KeyValue, Layer, Level, MergeRejection,
     MetLevel, OwnerKind, Pod, QosClass, Resources, Signal, Snapshot, SortRejection, Sorted,
     StrategyInterest, Threshold, Urgency, merger, sorter, strategy,
 };
 use crate::model::v0_1;
+use crate::policy::runtime::interest::Declared;
+use crate::policy::runtime::sandbox::Sandbox;
 use wasmtime::Store;
 
 use v0_1::merger::exports::vigil::policy::merger as old_merger;

@@ -15,7 +15,7 @@
 //! compile (its message on stderr), anything else a failure of the compile
 //! itself.
 
-use super::Digest;
+use crate::base::digest::Digest;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};

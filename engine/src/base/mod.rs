@@ -1,0 +1,20 @@
+//! The ground floor: plain data and small tools that import nothing of the
+//! crate, used from every room above.
+//!
+//! [`build`] is this build's identity; [`clock`] injected time; [`digest`]
+//! content digests; [`fsutil`] careful file reads and writes; [`node_hash`]
+//! a node's stable place in a fleet; [`ownership`] giving a directory to a
+//! user; [`quantity`] Kubernetes quantities; [`rate`] a token bucket and a
+//! backoff; [`report`] errors with their causes; [`text`] guest text made
+//! safe to keep.
+
+pub mod build;
+pub mod clock;
+pub mod digest;
+pub mod fsutil;
+pub mod node_hash;
+pub mod ownership;
+pub mod quantity;
+pub mod rate;
+pub mod report;
+pub mod text;
