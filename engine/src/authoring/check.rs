@@ -2,6 +2,7 @@
 //! (format, world, imports, canary call) and describes each one.
 
 use crate::base::digest::{Digest, WasmBytes};
+use crate::base::policy_name::PolicyName;
 use crate::policy::runtime::canary;
 use crate::policy::{
     CONTRACT_VERSION, CacheOutcome, Contract, Host, Limits, LoadError, Policy, Source, World,
@@ -113,13 +114,6 @@ pub fn check_bytes(
     Ok(CheckReport::new(origin, &policy, declined))
 }
 
-/// The policy name of the component file at `path` (its file stem).
-pub fn policy_name(path: &Path) -> String {
-    path.file_stem()
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_default()
-}
-
 /// Checks the component file at `path`, as [`check_bytes`] does.
 ///
 /// # Errors
@@ -133,7 +127,7 @@ pub fn check_file(host: &Host, path: &Path, config: &str) -> Result<CheckReport,
     check_bytes(
         host,
         path.display().to_string(),
-        &policy_name(path),
+        PolicyName::of_path(path)?.as_str(),
         bytes,
         source,
         config,
@@ -186,8 +180,13 @@ pub fn check_all(
     let unknown = settings.map_or_else(Vec::new, |settings| {
         let known: Vec<String> = BUILTINS
             .iter()
-            .map(|(name, _)| (*name).to_owned())
-            .chain(files.iter().map(|path| policy_name(path)))
+            .map(|(name, _)| PolicyName::parse(name).expect("built-in names are names"))
+            .chain(
+                files
+                    .iter()
+                    .filter_map(|path| PolicyName::of_path(path).ok()),
+            )
+            .map(String::from)
             .collect();
         crate::config::names::unknown_policies(settings.policies.keys(), &settings.sorter, &known)
     });
@@ -201,7 +200,8 @@ pub fn check_all(
             (origin, result)
         });
     let files = files.iter().map(|path| {
-        let config = canary_config(&policy_name(path));
+        let name = PolicyName::of_path(path).map(String::from);
+        let config = canary_config(name.as_deref().unwrap_or_default());
         (path.display().to_string(), check_file(host, path, &config))
     });
     CheckRun {

@@ -5,7 +5,7 @@
 //! and a test (`policy check`, then `policy test` on input files against
 //! expected answers). The templates live in `engine/templates/`.
 
-use crate::config::MERGER;
+use crate::base::policy_name::{DEFAULT_MERGER, PolicyName};
 use crate::policy::World;
 use std::path::{Path, PathBuf};
 use thiserror::Error;
@@ -155,7 +155,7 @@ fn files(name: &str, world: World, lang: Lang) -> Vec<File> {
     let fill = |text: &str| {
         // What the scenario loads: the policy under the name it serves as.
         let served = if world == World::ConfigMerger {
-            MERGER
+            DEFAULT_MERGER
         } else {
             name
         };
@@ -216,17 +216,6 @@ fn files(name: &str, world: World, lang: Lang) -> Vec<File> {
     files
 }
 
-/// Whether `name` can name a policy (its file is `NAME.wasm`; config and
-/// Kubernetes objects refer to it).
-fn valid_name(name: &str) -> bool {
-    (1..=63).contains(&name.len())
-        && name.starts_with(|c: char| c.is_ascii_lowercase())
-        && name
-            .chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
-        && !name.ends_with('-')
-}
-
 /// Writes the skeleton of policy `name` into `dir` (created; it must not hold
 /// files yet) and lists what it wrote.
 ///
@@ -238,7 +227,7 @@ pub fn write(
     world: World,
     lang: Lang,
 ) -> Result<Vec<PathBuf>, ScaffoldError> {
-    if !valid_name(name) {
+    if !PolicyName::parse(name).is_ok_and(|n| n.is_dns_label()) {
         return Err(ScaffoldError::Name(name.to_owned()));
     }
     if std::fs::read_dir(dir).is_ok_and(|mut entries| entries.next().is_some()) {
@@ -305,24 +294,6 @@ mod tests {
             .find(|l| l.starts_with("wit-bindgen = "))
             .unwrap();
         assert!(template!("rust/Cargo.toml").contains(bindgen));
-    }
-
-    #[test]
-    fn names_are_those_a_policy_file_and_a_config_key_can_carry() {
-        for good in ["my-sorter", "a", "psi2"] {
-            assert!(valid_name(good), "{good}");
-        }
-        for bad in [
-            "",
-            "My-Sorter",
-            "2fast",
-            "a_b",
-            "a-",
-            "a.b",
-            &"a".repeat(64),
-        ] {
-            assert!(!valid_name(bad), "{bad}");
-        }
     }
 
     #[test]

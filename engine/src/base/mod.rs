@@ -4,7 +4,7 @@
 //! [`build`] is this build's identity; [`clock`] injected time; [`digest`]
 //! content digests; [`fsutil`] careful file reads and writes; [`node_hash`]
 //! a node's stable place in a fleet; [`ownership`] giving a directory to a
-//! user; [`quantity`] Kubernetes quantities; [`rate`] a token bucket and a
+//! user; [`policy_name`] a policy's name and the built-ins'; [`quantity`] Kubernetes quantities; [`rate`] a token bucket and a
 //! backoff; [`report`] errors with their causes; [`text`] guest text made
 //! safe to keep.
 
@@ -14,6 +14,7 @@ pub mod digest;
 pub mod fsutil;
 pub mod node_hash;
 pub mod ownership;
+pub mod policy_name;
 pub mod quantity;
 pub mod rate;
 pub mod report;

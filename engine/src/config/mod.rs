@@ -19,6 +19,9 @@ pub mod names;
 pub mod references;
 pub mod schema;
 
+use crate::base::policy_name::{
+    DEFAULT_MERGER, DEFAULT_SORTER, DISK_PRESSURE, MEMORY_PRESSURE, PID_PRESSURE, PSI_PRESSURE,
+};
 use crate::model::{Layer, Rejections};
 use crate::policy::{Fault, Limits, LimitsTable, Registry};
 use schemars::JsonSchema;
@@ -27,8 +30,6 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 use thiserror::Error;
 
-/// The merger policy that assembles the layers.
-pub const MERGER: &str = "default-merger";
 /// Largest config layer accepted, in bytes of JSON.
 pub const MAX_LAYER_BYTES: usize = 256 << 10;
 /// Deepest nesting of objects and arrays a layer may have.
@@ -207,7 +208,7 @@ impl Default for VigilConfig {
             hard_grace_period_seconds: MIN_GRACE_PERIOD_SECONDS,
             max_pod_grace_period_seconds: 300,
             allow_no_execute_taints: false,
-            sorter: "default-sorter".into(),
+            sorter: DEFAULT_SORTER.into(),
             config_trial_seconds: 600,
             policies: default_policies(),
             eviction_limits: EvictionLimits::default(),
@@ -231,10 +232,10 @@ fn default_policies() -> BTreeMap<String, PolicyConfig> {
     };
     let observed = PolicyConfig::default();
     [
-        ("memory-pressure", enforced.clone()),
-        ("disk-pressure", enforced),
-        ("pid-pressure", observed.clone()),
-        ("psi-pressure", observed),
+        (MEMORY_PRESSURE, enforced.clone()),
+        (DISK_PRESSURE, enforced),
+        (PID_PRESSURE, observed.clone()),
+        (PSI_PRESSURE, observed),
     ]
     .into_iter()
     .map(|(name, config)| (name.to_owned(), config))
@@ -245,7 +246,7 @@ fn default_policies() -> BTreeMap<String, PolicyConfig> {
 #[derive(Debug, Error)]
 pub enum ConfigError {
     /// No merger policy is loaded.
-    #[error("the config merger {MERGER} is not loaded")]
+    #[error("the config merger {DEFAULT_MERGER} is not loaded")]
     NoMerger,
     /// The merger faulted.
     #[error("the config merger faulted")]
@@ -307,7 +308,7 @@ impl VigilConfig {
     /// # Errors
     /// See [`ConfigError`]; nothing partial is returned.
     pub fn merge(registry: &Registry, overlays: Vec<Layer>) -> Result<Self, ConfigError> {
-        let policy = registry.get(MERGER).ok_or(ConfigError::NoMerger)?;
+        let policy = registry.get(DEFAULT_MERGER).ok_or(ConfigError::NoMerger)?;
         let merger = registry.merger(&policy).ok_or(ConfigError::NoMerger)?;
         for layer in &overlays {
             schema::check_layer(layer)?;

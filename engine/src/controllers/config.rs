@@ -248,7 +248,7 @@ impl ConfigController {
     ) -> Option<(Vec<Layer>, BTreeMap<String, Unresolved>)> {
         let merger = self
             .registry
-            .get(crate::config::MERGER)
+            .get(crate::base::policy_name::DEFAULT_MERGER)
             .map(|p| p.digest().hex());
         let selected = layers.iter().map(|l| (l.source.clone(), l.json.clone()));
         let key = (merger, selected.collect());

@@ -32,6 +32,7 @@ use crate::base::build::BUILD;
 use crate::base::clock::Clock;
 use crate::base::digest::Digest;
 use crate::base::fsutil::private_dir;
+use crate::base::policy_name::EXTENSION;
 use crate::cluster::watches::Progress;
 use crate::distribution::crd::VigilPolicy;
 use crate::distribution::credentials::{self, DOCKER_CONFIG_KEY};
@@ -170,7 +171,7 @@ impl Pulls {
             return;
         };
         for entry in entries.flatten() {
-            if !entry.file_name().to_string_lossy().ends_with(".wasm") {
+            if !entry.file_name().to_string_lossy().ends_with(EXTENSION) {
                 continue;
             }
             if !blob_of(&entry.path()).is_some_and(|c| verified.contains(&c)) {
@@ -564,7 +565,7 @@ impl Pulls {
             .collect();
         let mut removed = false;
         for file in plan::unlinked(files.iter().map(String::as_str), chosen) {
-            if file.ends_with(".wasm") {
+            if file.ends_with(EXTENSION) {
                 let policy = plan::link_policy(file);
                 tracing::info!(
                     policy,

@@ -7,6 +7,7 @@
 
 use super::crd::{PrecompiledRef, VigilPolicy};
 use super::rollout::{self, Node};
+use crate::base::policy_name::EXTENSION;
 use crate::base::rate::Backoff;
 use kube::ResourceExt;
 use std::collections::BTreeMap;
@@ -191,13 +192,16 @@ pub const MANIFEST_SUFFIX: &str = ".manifest";
 /// The links of `name` in the links directory: its component, as the
 /// loader sees it, and its manifest, hidden from the loader.
 pub fn link_names(name: &str) -> (String, String) {
-    (format!("{name}.wasm"), format!(".{name}{MANIFEST_SUFFIX}"))
+    (
+        format!("{name}{EXTENSION}"),
+        format!(".{name}{MANIFEST_SUFFIX}"),
+    )
 }
 
 /// The policy a link in the links directory belongs to: `NAME.wasm`, or
 /// `.NAME.manifest` (its manifest); anything else is its own.
 pub fn link_policy(file: &str) -> &str {
-    file.strip_suffix(".wasm")
+    file.strip_suffix(EXTENSION)
         .or_else(|| file.strip_prefix('.')?.strip_suffix(MANIFEST_SUFFIX))
         .unwrap_or(file)
 }

@@ -57,6 +57,9 @@ pub enum LoadError {
         /// The cap.
         max: u64,
     },
+    /// The file's name is not a policy name.
+    #[error(transparent)]
+    Name(#[from] crate::base::policy_name::NameError),
     /// The bytes are not WebAssembly at all.
     #[error("not a WebAssembly file (it does not start with the `\\0asm` magic)")]
     NotWasm,

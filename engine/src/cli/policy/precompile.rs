@@ -2,7 +2,7 @@
 //! component or published, from files or from what the cluster's VigilPolicy
 //! objects name.
 
-use crate::authoring::check::policy_name;
+use crate::base::policy_name::PolicyName;
 use crate::cli::args::{CacheArgs, RegistryArgs, one_shot_clients};
 use crate::distribution::registry::Access;
 use crate::policy::artifacts::files::{DEFAULT_MAX_POLICY_BYTES, read_policy};
@@ -71,8 +71,13 @@ async fn precompile_files(
     use crate::authoring::precompile::precompile;
     for file in files {
         let bytes = read_policy(file, DEFAULT_MAX_POLICY_BYTES)?;
-        let made = precompile(host, &policy_name(file), bytes.as_slice(), baseline)
-            .with_context(|| format!("cannot precompile {}", file.display()))?;
+        let made = precompile(
+            host,
+            PolicyName::of_path(file)?.as_str(),
+            bytes.as_slice(),
+            baseline,
+        )
+        .with_context(|| format!("cannot precompile {}", file.display()))?;
         let engine_key = made.claims.engine_key.clone();
         let size = made.artifact.len();
         let reference = match push {

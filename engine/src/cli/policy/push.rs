@@ -1,6 +1,7 @@
 //! `vigil policy push`: a checked component published to an OCI registry.
 
-use crate::authoring::check::{check_bytes, policy_name};
+use crate::authoring::check::check_bytes;
+use crate::base::policy_name::PolicyName;
 use crate::cli::args::{CacheArgs, RegistryArgs};
 use crate::policy::artifacts::files::{DEFAULT_MAX_POLICY_BYTES, read_policy};
 use crate::policy::{Host, Source};
@@ -32,7 +33,7 @@ impl PushArgs {
         let report = check_bytes(
             &host,
             origin,
-            &policy_name(file),
+            PolicyName::of_path(file)?.as_str(),
             bytes.as_slice(),
             source,
             "{}",

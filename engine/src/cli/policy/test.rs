@@ -1,11 +1,11 @@
 //! `vigil policy test`: one export called on input given as data; the
 //! answer printed, or recorded beside the input for review.
 
-use crate::authoring::check::policy_name;
 use crate::authoring::replay::{self, Answer, Input};
+use crate::base::policy_name::PolicyName;
 use crate::cli::args::CacheArgs;
 use crate::policy::artifacts::files::{DEFAULT_MAX_POLICY_BYTES, read_policy};
-use crate::policy::lifecycle::builtin::BUILTINS;
+use crate::policy::lifecycle::builtin::builtin;
 use crate::policy::{Host, Source};
 use anyhow::{Context, bail};
 use std::path::PathBuf;
@@ -55,17 +55,20 @@ impl TestArgs {
         let limits = crate::policy::Limits::default();
         let policy = match file.strip_prefix("builtin:") {
             Some(name) => {
-                let (name, bytes) = BUILTINS
-                    .iter()
-                    .find(|(builtin, _)| *builtin == name)
+                let bytes = builtin(name)
                     .with_context(|| format!("no built-in policy is called {name}"))?;
-                host.load(name, *bytes, Source::Builtin, limits)?
+                host.load(name, bytes, Source::Builtin, limits)?
             }
             None => {
                 let path = std::path::Path::new(file);
                 let bytes = read_policy(path, DEFAULT_MAX_POLICY_BYTES)?;
-                host.load(&policy_name(path), bytes, Source::File(path.into()), limits)
-                    .with_context(|| format!("{file} does not load"))?
+                host.load(
+                    PolicyName::of_path(path)?.as_str(),
+                    bytes,
+                    Source::File(path.into()),
+                    limits,
+                )
+                .with_context(|| format!("{file} does not load"))?
             }
         };
         let answer = replay::call(&policy, input, config)?;

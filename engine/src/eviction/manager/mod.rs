@@ -69,7 +69,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 const MAX_ROUNDS: usize = 16;
 
 /// The built-in sorter that validates hard victims when the configured one fails.
-const FALLBACK_SORTER: &str = "default-sorter";
+const FALLBACK_SORTER: &str = crate::base::policy_name::DEFAULT_SORTER;
 
 /// The name under which the host's own refusals are reported.
 pub const HOST: &str = "vigil";

@@ -2,30 +2,42 @@
 //! the binary, so an empty policies directory still gives a working agent. A
 //! file of the same name in the policies directory overrides one of these.
 
+use crate::base::policy_name::{
+    DEFAULT_MERGER, DEFAULT_SORTER, DISK_PRESSURE, MEMORY_PRESSURE, PID_PRESSURE, PSI_PRESSURE,
+};
+
 /// `(name, component bytes)` of every built-in policy.
 pub const BUILTINS: [(&str, &[u8]); 6] = [
     (
-        "memory-pressure",
+        MEMORY_PRESSURE,
         include_bytes!(env!("VIGIL_BUILTIN_MEMORY_PRESSURE")),
     ),
     (
-        "disk-pressure",
+        DISK_PRESSURE,
         include_bytes!(env!("VIGIL_BUILTIN_DISK_PRESSURE")),
     ),
     (
-        "pid-pressure",
+        PID_PRESSURE,
         include_bytes!(env!("VIGIL_BUILTIN_PID_PRESSURE")),
     ),
     (
-        "psi-pressure",
+        PSI_PRESSURE,
         include_bytes!(env!("VIGIL_BUILTIN_PSI_PRESSURE")),
     ),
     (
-        "default-sorter",
+        DEFAULT_SORTER,
         include_bytes!(env!("VIGIL_BUILTIN_DEFAULT_SORTER")),
     ),
     (
-        "default-merger",
+        DEFAULT_MERGER,
         include_bytes!(env!("VIGIL_BUILTIN_DEFAULT_MERGER")),
     ),
 ];
+
+/// The component of the built-in policy `name`, if there is one.
+pub fn builtin(name: &str) -> Option<&'static [u8]> {
+    BUILTINS
+        .iter()
+        .find(|(builtin, _)| *builtin == name)
+        .map(|(_, bytes)| *bytes)
+}

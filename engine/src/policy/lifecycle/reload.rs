@@ -34,6 +34,7 @@
 //! with an entry is logged once, until it changes.
 
 use crate::base::digest::{Digest, WasmBytes};
+use crate::base::policy_name::PolicyName;
 use crate::base::report::Chain;
 use crate::policy::artifacts::files::{self, DEFAULT_MAX_POLICY_BYTES, Stamp};
 use crate::policy::{Collected, LoadError, Registry, Source};
@@ -110,14 +111,6 @@ pub struct Reloader {
 
 /// A policy file found: its policy's name and its path.
 type PolicyFile = (String, PathBuf);
-
-/// The policy name of a directory entry, if it is a policy file.
-fn policy_name(file_name: &str) -> Option<&str> {
-    let stem = file_name.strip_suffix(".wasm")?;
-    let plain =
-        !stem.is_empty() && !stem.starts_with(['.', '#']) && !stem.contains(['@', '~', '/']);
-    plain.then_some(stem)
-}
 
 /// Which directory a path names right now: device and inode.
 fn identity(dir: &Path) -> Option<(u64, u64)> {
@@ -228,10 +221,10 @@ impl Reloader {
                 std::fs::metadata(entry.path())
                     .is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound)
             };
-            if let Some(name) = entry.file_name().to_str().and_then(policy_name)
+            if let Some(name) = entry.file_name().to_str().and_then(PolicyName::of_file)
                 && !dangling()
             {
-                found.push((name.to_owned(), entry.path()));
+                found.push((name.into(), entry.path()));
             }
         }
         found.sort();
@@ -524,7 +517,7 @@ async fn settle(changes: &mut mpsc::Receiver<()>) {
 
 #[cfg(test)]
 mod tests {
-    use super::{EventKind, is_change, policy_name};
+    use super::{EventKind, is_change};
     use notify::event::{AccessKind, AccessMode, CreateKind, ModifyKind};
 
     #[test]
@@ -541,22 +534,5 @@ mod tests {
         assert!(is_change(&event(EventKind::Access(AccessKind::Close(
             AccessMode::Write
         )))));
-    }
-
-    #[test]
-    fn only_plain_wasm_files_are_policies() {
-        assert_eq!(policy_name("memory-pressure.wasm"), Some("memory-pressure"));
-        for ignored in [
-            ".sorter.wasm.swp",
-            ".sorter.wasm",
-            "..data",
-            "sorter.wasm~",
-            "#sorter.wasm#",
-            "x@y.wasm",
-            ".wasm",
-            "notes.txt",
-        ] {
-            assert_eq!(policy_name(ignored), None, "{ignored}");
-        }
     }
 }
