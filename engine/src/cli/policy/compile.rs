@@ -28,7 +28,7 @@ impl CompileArgs {
         match host.compile_into_cache(&bytes) {
             Ok(()) => {
                 // Only a report: the artifact is stored either way.
-                if let Ok(kib) = peak_rss_kib() {
+                if let Some(kib) = peak_rss_kib() {
                     println!("{kib}");
                 }
                 Ok(())

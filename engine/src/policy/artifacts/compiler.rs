@@ -251,17 +251,14 @@ fn last_words(said: &str) -> String {
     }
 }
 
-/// This process's peak resident memory in KiB, as the child reports it.
-///
-/// # Errors
-/// `/proc/self/status` cannot be read or has no `VmHWM`.
-pub fn peak_rss_kib() -> anyhow::Result<u64> {
-    let status = std::fs::read_to_string("/proc/self/status")?;
+/// This process's peak resident memory in KiB, as the child reports it;
+/// `None` if `/proc/self/status` cannot be read or has no `VmHWM`.
+pub fn peak_rss_kib() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
     status
         .lines()
         .find_map(|l| l.strip_prefix("VmHWM:"))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .ok_or_else(|| anyhow::anyhow!("no VmHWM in /proc/self/status"))
 }
 
 /// The line where the child says an allocation failed: Rust's abort
@@ -272,39 +269,59 @@ fn out_of_memory(said: &str) -> Option<&str> {
         .map(str::trim)
 }
 
+/// Why the child compiler cannot take its component.
+#[derive(Debug, Error)]
+pub enum ChildError {
+    /// It cannot be tied to the agent's life.
+    #[error("cannot tie the compiler to the agent's life")]
+    DeathSignal(#[source] std::io::Error),
+    /// Its memory cannot be limited.
+    #[error("cannot limit the compiler's memory")]
+    Limit(#[source] std::io::Error),
+    /// Stdin cannot be read.
+    #[error("cannot read the component from stdin")]
+    Stdin(#[source] std::io::Error),
+    /// Stdin holds another component than the one asked for.
+    #[error("received component {found}, not the {asked} asked for")]
+    OtherComponent {
+        /// The digest of what was received.
+        found: String,
+        /// The digest asked for.
+        asked: String,
+    },
+}
+
 /// The child's side: ends this process with its parent, offers it first to
 /// the OOM killer, limits its memory to `memory_bytes`, reads the component
 /// from stdin and checks it is the one asked for.
 ///
 /// # Errors
 /// The limit cannot be set, stdin cannot be read, or it holds another component.
-pub fn child_input(digest: &str, memory_bytes: u64) -> anyhow::Result<Vec<u8>> {
-    use anyhow::Context;
+pub fn child_input(digest: &str, memory_bytes: u64) -> Result<Vec<u8>, ChildError> {
     use rustix::process::{Resource, Rlimit, Signal, set_parent_process_death_signal, setrlimit};
     // An agent that dies (or is killed) takes its compile with it.
     set_parent_process_death_signal(Some(Signal::KILL))
-        .context("cannot tie the compiler to the agent's life")?;
+        .map_err(|e| ChildError::DeathSignal(e.into()))?;
     // Sharing the agent's cgroup, the child is what its OOM killer should
     // pick. Best effort: raising one's own score needs no privilege, and
     // without procfs the limit below still holds.
     let _ = std::fs::write("/proc/self/oom_score_adj", "1000");
-    setrlimit(
-        Resource::Data,
-        Rlimit {
-            current: Some(memory_bytes),
-            maximum: Some(memory_bytes),
-        },
-    )
-    .context("cannot limit the compiler's memory")?;
+    let limit = Rlimit {
+        current: Some(memory_bytes),
+        maximum: Some(memory_bytes),
+    };
+    setrlimit(Resource::Data, limit).map_err(|e| ChildError::Limit(e.into()))?;
     let mut bytes = Vec::new();
     std::io::stdin()
         .read_to_end(&mut bytes)
-        .context("cannot read the component from stdin")?;
+        .map_err(ChildError::Stdin)?;
     let found = Digest::of(&bytes).hex();
-    anyhow::ensure!(
-        found == digest,
-        "received component {found}, not the {digest} asked for"
-    );
+    if found != digest {
+        return Err(ChildError::OtherComponent {
+            found,
+            asked: digest.to_owned(),
+        });
+    }
     Ok(bytes)
 }
 
