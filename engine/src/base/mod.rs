@@ -4,9 +4,10 @@
 //! [`build`] is this build's identity; [`clock`] injected time; [`digest`]
 //! content digests; [`fsutil`] careful file reads and writes; [`node_hash`]
 //! a node's stable place in a fleet; [`ownership`] giving a directory to a
-//! user; [`policy_name`] a policy's name and the built-ins'; [`quantity`] Kubernetes quantities; [`rate`] a token bucket and a
-//! backoff; [`report`] errors with their causes; [`text`] guest text made
-//! safe to keep.
+//! user; [`policy_name`] a policy's name and the built-ins'; [`quantity`]
+//! Kubernetes quantities; [`rate`] a token bucket and a backoff; [`report`]
+//! errors with their causes; [`schema_table`] a JSON Schema as the docs'
+//! reference table; [`text`] guest text made safe to keep.
 
 pub mod build;
 pub mod clock;
@@ -18,4 +19,5 @@ pub mod policy_name;
 pub mod quantity;
 pub mod rate;
 pub mod report;
+pub mod schema_table;
 pub mod text;

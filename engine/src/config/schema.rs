@@ -4,6 +4,7 @@
 //! `docs/configuration.md` its reference table ([`reference()`]).
 
 use super::{ConfigError, MAX_LAYER_BYTES, MAX_LAYER_DEPTH, PolicyConfig, VigilConfig};
+use crate::base::schema_table::{Column, Property, Section, table};
 use crate::base::text::bounded;
 use crate::model::Layer;
 use jsonschema::Validator;
@@ -134,65 +135,77 @@ pub fn check_layer(layer: &Layer) -> Result<(), ConfigError> {
 /// values, meaning — as `docs/configuration.md` carries it.
 pub fn reference() -> String {
     let schema = json_schema();
-    let mut out =
-        String::from("| field | type | default | allowed | meaning |\n|---|---|---|---|---|\n");
-    let defaults = serde_json::to_value(VigilConfig::default()).expect("defaults serialise");
     let defs = &schema["$defs"];
-    rows(&mut out, "", &schema["properties"], &defaults, defs);
-    let policy = &defs[PolicyConfig::schema_name().as_ref()]["properties"];
-    let defaults = serde_json::to_value(PolicyConfig::default()).expect("defaults serialise");
-    rows(&mut out, "policies.NAME.", policy, &defaults, defs);
-    out
+    let defaults = serde_json::to_value(VigilConfig::default()).expect("defaults serialise");
+    let policy = serde_json::to_value(PolicyConfig::default()).expect("defaults serialise");
+    let default = |p: Property<'_>| {
+        p.default
+            .map_or_else(|| "unset".to_owned(), |v| format!("`{v}`"))
+    };
+    let meaning = |p: Property<'_>| p.meaning();
+    let columns = [
+        Column {
+            heading: "type",
+            cell: &kind,
+        },
+        Column {
+            heading: "default",
+            cell: &default,
+        },
+        Column {
+            heading: "allowed",
+            cell: &allowed,
+        },
+        Column {
+            heading: "meaning",
+            cell: &meaning,
+        },
+    ];
+    let sections = [
+        Section {
+            prefix: "",
+            properties: &schema["properties"],
+            defaults: Some(&defaults),
+            nested: true,
+        },
+        Section {
+            prefix: "policies.NAME.",
+            properties: &defs[PolicyConfig::schema_name().as_ref()]["properties"],
+            defaults: Some(&policy),
+            nested: true,
+        },
+    ];
+    table(&columns, &sections, defs)
 }
 
-/// A row per property, and below an object's row (a `$ref` to `defs`) a
-/// row per field of it.
-fn rows(out: &mut String, prefix: &str, properties: &Value, defaults: &Value, defs: &Value) {
-    let Some(properties) = properties.as_object() else {
-        return;
-    };
-    for (name, property) in properties {
-        let kind = match &property["type"] {
-            Value::Array(kinds) => kinds
-                .iter()
-                .filter_map(Value::as_str)
-                .collect::<Vec<_>>()
-                .join(" or "),
-            Value::String(kind) => kind.clone(),
-            _ if property.get("$ref").is_some() => "object".into(),
-            _ => "any".into(),
-        };
-        let default = defaults
-            .get(name)
-            .map_or_else(|| "unset".to_owned(), |v| format!("`{v}`"));
-        let bound = |key: &str| property.get(key).and_then(Value::as_u64);
-        let allowed = match (
-            bound("minimum").or(bound("minLength")),
-            bound("maximum").or(bound("maxLength")),
-        ) {
-            (Some(min), Some(max)) if property.get("minLength").is_some() => {
-                format!("{min}–{max} characters")
-            }
-            (Some(min), Some(max)) => format!("{min}–{max}"),
-            (Some(min), None) => format!("≥ {min}"),
-            _ => String::new(),
-        };
-        let meaning = property["description"]
-            .as_str()
-            .unwrap_or_default()
-            .replace('\n', " ");
-        let _ = writeln!(
-            out,
-            "| `{prefix}{name}` | {kind} | {default} | {allowed} | {meaning} |"
-        );
-        let nested = property["$ref"]
-            .as_str()
-            .and_then(|r| r.strip_prefix("#/$defs/"));
-        if let Some(def) = nested {
-            let inner = defaults.get(name).unwrap_or(&Value::Null);
-            let prefix = format!("{prefix}{name}.");
-            rows(out, &prefix, &defs[def]["properties"], inner, defs);
+/// A config field's type: its JSON types, or `object`.
+fn kind(property: Property<'_>) -> String {
+    match &property.schema["type"] {
+        Value::Array(kinds) => kinds
+            .iter()
+            .filter_map(Value::as_str)
+            .collect::<Vec<_>>()
+            .join(" or "),
+        Value::String(kind) => kind.clone(),
+        _ if property.schema.get("$ref").is_some() => "object".into(),
+        _ => "any".into(),
+    }
+}
+
+/// A config field's bounds: a range, a least value, or lengths.
+fn allowed(property: Property<'_>) -> String {
+    let schema = property.schema;
+    let bound = |key: &str| schema.get(key).and_then(Value::as_u64);
+    match (
+        bound("minimum").or(bound("minLength")),
+        bound("maximum").or(bound("maxLength")),
+    ) {
+        (Some(min), Some(max)) if schema.get("minLength").is_some() => {
+            format!("{min}–{max} characters")
         }
+        (Some(min), Some(max)) => format!("{min}–{max}"),
+        (Some(min), None) => format!("≥ {min}"),
+        _ => String::new(),
     }
 }
 

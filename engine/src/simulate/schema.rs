@@ -4,8 +4,8 @@
 //! schema so the two cannot drift.
 
 use super::scenario::Scenario;
+use crate::base::schema_table::{Column, Property, Section, table};
 use serde_json::Value;
-use std::fmt::Write as _;
 
 /// The JSON Schema (draft 2020-12) of scenario files.
 pub fn json_schema() -> Value {
@@ -17,35 +17,36 @@ pub fn json_schema() -> Value {
 pub fn reference() -> String {
     let schema = json_schema();
     let defs = &schema["$defs"];
-    let mut out = String::from("| field | type | meaning |\n|---|---|---|\n");
+    let section = |prefix, properties| Section {
+        prefix,
+        properties,
+        defaults: None,
+        nested: false,
+    };
     let sections = [
-        ("", &schema["properties"]),
-        ("node.", &defs["NodeSpec"]["properties"]),
-        ("pods[].", &defs["PodSpec"]["properties"]),
-        (
+        section("", &schema["properties"]),
+        section("node.", &defs["NodeSpec"]["properties"]),
+        section("pods[].", &defs["PodSpec"]["properties"]),
+        section(
             "pods[].{requests,limits}.",
             &defs["ResourceSpec"]["properties"],
         ),
-        ("configChanges[].", &defs["ConfigChange"]["properties"]),
-        ("TIMELINE[].", &defs["Point"]["properties"]),
+        section("configChanges[].", &defs["ConfigChange"]["properties"]),
+        section("TIMELINE[].", &defs["Point"]["properties"]),
     ];
-    for (prefix, properties) in sections {
-        let Some(properties) = properties.as_object() else {
-            continue;
-        };
-        for (name, property) in properties {
-            let meaning = property["description"]
-                .as_str()
-                .unwrap_or_default()
-                .replace('\n', " ");
-            let _ = writeln!(
-                out,
-                "| `{prefix}{name}` | {} | {meaning} |",
-                kind(property, defs)
-            );
-        }
-    }
-    out
+    let kind = |p: Property<'_>| kind(p.schema, p.defs);
+    let meaning = |p: Property<'_>| p.meaning();
+    let columns = [
+        Column {
+            heading: "type",
+            cell: &kind,
+        },
+        Column {
+            heading: "meaning",
+            cell: &meaning,
+        },
+    ];
+    table(&columns, &sections, defs)
 }
 
 /// A property's type, in a word or two.
