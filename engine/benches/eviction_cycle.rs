@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 use tokio::sync::{mpsc, oneshot};
 use vigil::base::clock::SystemClock;
-use vigil::eviction::runner::{Heartbeat, NodeSource, Report, Runner};
+use vigil::eviction::runner::{Heartbeat, LoopReport, NodeSource, Runner};
 use vigil::eviction::{EvictionManager, EvictionSettings, KillError, Killer, NodeState, Victim};
 use vigil::model::{KeyValue, QosClass, Signal};
 use vigil::policy::{Host, LimitsTable, Registry};
@@ -178,7 +178,7 @@ async fn event_to_killer(registry: &Arc<Registry>) {
             settings: None,
         };
         let task = tokio::spawn(runner.run(Shared(Arc::clone(&state)), shutdown));
-        while !matches!(cycles.recv().await.as_deref(), Ok(Report::Cycle(..))) {}
+        while !matches!(cycles.recv().await.as_deref(), Ok(LoopReport::Cycle(..))) {}
         *state.lock().expect("lock") = node(110, 50);
         let written = Instant::now();
         std::fs::write(

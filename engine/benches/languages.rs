@@ -13,7 +13,7 @@ mod common;
 use common::{builtin, candidates, empty_call, median, micros, strategies};
 use std::path::Path;
 use std::time::Duration;
-use vigil::policy::{Host, Limits, Policy, Source};
+use vigil::policy::{Host, Limits, Origin, Policy};
 
 const SIZES: [usize; 3] = [10, 100, 1000];
 
@@ -34,7 +34,7 @@ fn load(host: &Host, bytes: &[u8]) -> Policy {
         deadline: Duration::from_secs(10),
         ..Limits::default()
     };
-    host.load("default-sorter", bytes.to_vec(), Source::Builtin, limits)
+    host.load("default-sorter", bytes.to_vec(), Origin::Builtin, limits)
         .expect("the sorter loads")
 }
 

@@ -16,14 +16,14 @@ use std::time::{Duration, Instant};
 use vigil::base::clock::SystemClock;
 use vigil::base::digest::Digest;
 use vigil::policy::lifecycle::reload::Reloader;
-use vigil::policy::{Host, Limits, LimitsTable, Registry, Source};
+use vigil::policy::{Host, Limits, LimitsTable, Origin, Registry};
 
 fn sorter_ratios(host: &Host) {
     let policy = host
         .load(
             "default-sorter",
             Arc::from(builtin("default-sorter")),
-            Source::Builtin,
+            Origin::Builtin,
             Limits::default(),
         )
         .expect("default sorter loads");

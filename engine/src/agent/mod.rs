@@ -26,7 +26,7 @@ use crate::eviction::runner::Heartbeat;
 use crate::metrics::Metrics;
 use crate::model::Layer;
 use crate::policy::{ChildCompiler, CompileMode, Registry};
-use crate::signals::{Driver, Sources};
+use crate::signals::{Driver, SignalFiles};
 use anyhow::Context;
 use std::future::Future;
 use std::net::SocketAddr;
@@ -185,10 +185,10 @@ fn watch_memory_events(
     config: &AgentConfig,
     wakes: mpsc::Sender<()>,
 ) -> Option<notify::RecommendedWatcher> {
-    let sources = Sources {
+    let sources = SignalFiles {
         cgroup_root: config.cgroup_root.clone(),
         driver: config.cgroup_driver,
-        ..Sources::default()
+        ..SignalFiles::default()
     };
     let cgroups = sources.cgroups();
     let path = cgroups.memory_events(&cgroups.kubepods());

@@ -22,10 +22,10 @@ use crate::config::crd::ConfigLayer;
 use crate::controllers::config::{ConfigController, ConfigOptions};
 use crate::controllers::pulls::Pulls;
 use crate::distribution::crd::VigilPolicy;
-use crate::eviction::runner::{Heartbeat, REPORT_BACKLOG, Report, Runner, forward_wakes};
+use crate::eviction::runner::{Heartbeat, LoopReport, REPORT_BACKLOG, Runner, forward_wakes};
 use crate::eviction::{EvictionManager, EvictionSettings};
 use crate::fleet::activity::{self, Activity};
-use crate::fleet::kinds::PullReport;
+use crate::fleet::kinds::PullView;
 use crate::fleet::reconcile::{Inputs, Reconciler};
 use crate::metrics::Metrics;
 use crate::model::Layer;
@@ -33,7 +33,7 @@ use crate::policy::artifacts::engine::Baseline;
 use crate::policy::lifecycle::reload::Reloader;
 use crate::policy::{Host, LimitsTable, Registry};
 use crate::signals::wake::{TriggerSettings, Wake};
-use crate::signals::{CpuRates, Sources};
+use crate::signals::{CpuRates, SignalFiles};
 use anyhow::Context;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use std::collections::BTreeMap;
@@ -179,7 +179,7 @@ impl Agent<'_> {
         &self,
         watches: &Watches,
         controller: &ConfigController,
-    ) -> anyhow::Result<watch::Receiver<BTreeMap<String, PullReport>>> {
+    ) -> anyhow::Result<watch::Receiver<BTreeMap<String, PullView>>> {
         let config = self.config;
         let pulls = self.pulls()?;
         let reports = pulls.reports();
@@ -265,9 +265,9 @@ impl Agent<'_> {
     pub(super) fn reporting(
         &self,
         watches: &Watches,
-        config: watch::Receiver<crate::config::assignment::ConfigReport>,
-        pulls: watch::Receiver<BTreeMap<String, PullReport>>,
-    ) -> broadcast::Sender<Arc<Report>> {
+        config: watch::Receiver<crate::config::assignment::ConfigView>,
+        pulls: watch::Receiver<BTreeMap<String, PullView>>,
+    ) -> broadcast::Sender<Arc<LoopReport>> {
         let (api, node_name) = (&self.clients.api, &self.config.node_name);
         let (conditions_tx, conditions_rx) = watch::channel(None);
         let status =
@@ -320,13 +320,13 @@ impl Agent<'_> {
     pub(super) fn eviction_loop(&self, parts: Loop, watches: &Watches) -> JoinHandle<()> {
         let config = self.config;
         let source = ClusterSource {
-            signals: Sources {
+            signals: SignalFiles {
                 proc_root: config.proc_root.clone(),
                 cgroup_root: config.cgroup_root.clone(),
                 driver: config.cgroup_driver,
                 nodefs: config.nodefs.clone(),
                 imagefs: config.imagefs.clone(),
-                ..Sources::default()
+                ..SignalFiles::default()
             },
             pods: watches.pods.store.clone(),
             node: watches.node.store.clone(),
@@ -370,7 +370,7 @@ pub(super) struct Loop {
     /// What wakes it before its period ends.
     pub(super) wakes: mpsc::Receiver<()>,
     /// Where it reports each pass.
-    pub(super) reports: broadcast::Sender<Arc<Report>>,
+    pub(super) reports: broadcast::Sender<Arc<LoopReport>>,
     /// Beaten each pass, read by the health endpoints.
     pub(super) heartbeat: Heartbeat,
     /// Told when the pods are listed.

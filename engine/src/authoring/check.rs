@@ -5,7 +5,7 @@ use crate::base::digest::{Digest, WasmBytes};
 use crate::base::policy_name::PolicyName;
 use crate::policy::runtime::canary;
 use crate::policy::{
-    CONTRACT_VERSION, CacheOutcome, Contract, Host, Limits, LoadError, Policy, Source, World,
+    CONTRACT_VERSION, CacheOutcome, Contract, Host, Limits, LoadError, Origin, Policy, World,
 };
 use std::fmt;
 use std::path::Path;
@@ -106,7 +106,7 @@ pub fn check_bytes(
     origin: String,
     name: &str,
     wasm: impl Into<WasmBytes>,
-    source: Source,
+    source: Origin,
     config: &str,
 ) -> Result<CheckReport, LoadError> {
     let policy = host.load(name, wasm, source, Limits::default())?;
@@ -123,7 +123,7 @@ pub fn check_file(host: &Host, path: &Path, config: &str) -> Result<CheckReport,
         path,
         crate::policy::artifacts::files::DEFAULT_MAX_POLICY_BYTES,
     )?;
-    let source = Source::File(path.to_owned());
+    let source = Origin::File(path.to_owned());
     check_bytes(
         host,
         path.display().to_string(),
@@ -196,7 +196,7 @@ pub fn check_all(
         .map(|(name, bytes)| {
             let origin = format!("builtin:{name}");
             let config = canary_config(name);
-            let result = check_bytes(host, origin.clone(), name, *bytes, Source::Builtin, &config);
+            let result = check_bytes(host, origin.clone(), name, *bytes, Origin::Builtin, &config);
             (origin, result)
         });
     let files = files.iter().map(|path| {

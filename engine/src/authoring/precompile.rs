@@ -22,7 +22,7 @@ use crate::distribution::pull::{Expect, Pinned, PullError, pull};
 use crate::distribution::registry::Access;
 use crate::distribution::store::BlobStore;
 use crate::policy::artifacts::engine::{self, Baseline};
-use crate::policy::{Host, LoadError, Source};
+use crate::policy::{Host, LoadError, Origin};
 use kube::api::{Patch, PatchParams};
 use kube::{Api, ResourceExt};
 use std::collections::BTreeSet;
@@ -87,7 +87,7 @@ pub fn precompile(
         name.to_owned(),
         name,
         component,
-        Source::File(name.into()),
+        Origin::File(name.into()),
         "{}",
     )?;
     let made = engine::precompile(baseline, component).map_err(|e| PrecompileError::Compile {

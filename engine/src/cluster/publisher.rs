@@ -11,7 +11,7 @@
 
 use super::events::Events;
 use super::node_status::{NodeConditions, condition_type};
-use crate::eviction::runner::{Report, next_report};
+use crate::eviction::runner::{LoopReport, next_report};
 use crate::eviction::tracker::transitions;
 use crate::eviction::{Settled, Victim};
 use crate::metrics::Metrics;
@@ -51,11 +51,11 @@ impl Publisher {
 
     /// Handles every report until the runner is gone; a reader that fell
     /// behind skips what it missed.
-    pub async fn run(self, mut reports: broadcast::Receiver<Arc<Report>>) {
+    pub async fn run(self, mut reports: broadcast::Receiver<Arc<LoopReport>>) {
         while let Some(report) = next_report(&mut reports, "the publisher").await {
             self.metrics.record(&report);
             match report.as_ref() {
-                Report::Cycle(cycle, _) => {
+                LoopReport::Cycle(cycle, _) => {
                     // What the Node was last told holds.
                     let holding: Vec<String> = (self.conditions.borrow().iter())
                         .flat_map(|shown| &shown.active)
@@ -89,7 +89,7 @@ impl Publisher {
                         self.pod_event(victim, EventType::Normal, "EvictionCompleted", note);
                     }
                 }
-                Report::Settled { settled, .. } => self.settled(settled.clone()),
+                LoopReport::Settled { settled, .. } => self.settled(settled.clone()),
             }
         }
     }

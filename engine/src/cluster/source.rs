@@ -17,7 +17,7 @@ use crate::base::clock::Clock;
 use crate::eviction::runner::NodeSource;
 use crate::eviction::{CycleReport, KubeletEviction, NodeState, PodFacts, Terminating};
 use crate::model::Pod;
-use crate::signals::{self, Cgroups, CpuRates, Sources};
+use crate::signals::{self, Cgroups, CpuRates, SignalFiles};
 use k8s_openapi::api::core::v1::{Node, Pod as KubePod};
 use kube::runtime::reflector::Store;
 use std::collections::BTreeMap;
@@ -34,7 +34,7 @@ pub const BUDGETS_IDLE: Duration = Duration::from_secs(5 * 60);
 /// Reads the node for each cycle.
 pub struct ClusterSource {
     /// Where node and pod signals are read.
-    pub signals: Sources,
+    pub signals: SignalFiles,
     /// This node's pods.
     pub pods: Store<KubePod>,
     /// This Node.

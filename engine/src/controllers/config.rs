@@ -15,7 +15,7 @@ use crate::base::rate::Backoff;
 use crate::cluster::object_watches::{Lookup, ObjectKey, ObjectWatches};
 use crate::cluster::publisher::node_recorder;
 use crate::cluster::watches::{Progress, Reflected};
-use crate::config::assignment::{Assignment, CheckpointLoad, ConfigReport, Reason, Status, Update};
+use crate::config::assignment::{Assignment, CheckpointLoad, ConfigView, Reason, Status, Update};
 use crate::config::checkpoint::{Checkpoint, CheckpointFile};
 use crate::config::crd::ConfigLayer;
 use crate::config::references::Unresolved;
@@ -74,7 +74,7 @@ pub struct ConfigController {
     metrics: Arc<Metrics>,
     settings: watch::Sender<EvictionSettings>,
     status: watch::Sender<Status>,
-    report: watch::Sender<ConfigReport>,
+    report: watch::Sender<ConfigView>,
     /// Faults of each policy (by digest) when the trial under way began.
     faults_at_trial: BTreeMap<String, (String, u64)>,
     /// The selection last resolved (the merger's digest, each layer's
@@ -160,7 +160,7 @@ impl ConfigController {
     }
 
     /// The node status object's account of the config, and every change of it.
-    pub fn report(&self) -> watch::Receiver<ConfigReport> {
+    pub fn report(&self) -> watch::Receiver<ConfigView> {
         self.report.subscribe()
     }
 

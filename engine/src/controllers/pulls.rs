@@ -44,7 +44,7 @@ use crate::distribution::rollout::Node;
 use crate::distribution::signature::VerificationKey;
 use crate::distribution::store::BlobStore;
 use crate::fleet::activity::time;
-use crate::fleet::kinds::PullReport;
+use crate::fleet::kinds::PullView;
 use crate::metrics::Metrics;
 use crate::policy::artifacts::engine::Baseline;
 use crate::policy::{CompileMode, Host};
@@ -67,7 +67,7 @@ pub const ARTIFACT_CAP_FACTOR: u64 = 4;
 
 /// What the fleet view shows of one policy's pulls, if a pull was tried;
 /// `now` is `wall` on the wall clock.
-fn report(state: &PullState, now: Instant, wall: SystemTime) -> Option<PullReport> {
+fn report(state: &PullState, now: Instant, wall: SystemTime) -> Option<PullView> {
     let (status, reason, message, next_retry) = match &state.last_error {
         _ if state.linked => ("Pulled", None, None, None),
         Some((reason, message)) => (
@@ -83,7 +83,7 @@ fn report(state: &PullState, now: Instant, wall: SystemTime) -> Option<PullRepor
     } else {
         "previous"
     };
-    Some(PullReport {
+    Some(PullView {
         reference: state.version.reference.clone(),
         stage: stage.to_owned(),
         state: status.to_owned(),
@@ -116,7 +116,7 @@ pub struct Pulls {
     native: Option<(Arc<Host>, Option<VerificationKey>)>,
     clock: Arc<dyn Clock>,
     /// How each pull fares, for the fleet view.
-    reports: watch::Sender<BTreeMap<String, PullReport>>,
+    reports: watch::Sender<BTreeMap<String, PullView>>,
 }
 
 impl Pulls {
@@ -190,7 +190,7 @@ impl Pulls {
     }
 
     /// How each pull fares, by policy, after each pass.
-    pub fn reports(&self) -> watch::Receiver<BTreeMap<String, PullReport>> {
+    pub fn reports(&self) -> watch::Receiver<BTreeMap<String, PullView>> {
         self.reports.subscribe()
     }
 
@@ -295,7 +295,7 @@ impl Pulls {
             }
         }
         let (now, wall) = (Instant::now(), self.clock.now());
-        let reports: BTreeMap<String, PullReport> = self
+        let reports: BTreeMap<String, PullView> = self
             .plan
             .states()
             .filter_map(|(name, state)| Some((name.to_owned(), report(state, now, wall)?)))

@@ -48,7 +48,7 @@ const ENGINE_KEY_RULE: &str = "self.matches('^[0-9a-f]{32}$')";
     )
 )]
 #[serde(rename_all = "camelCase")]
-pub struct PolicySourceSpec {
+pub struct VigilPolicySpec {
     /// Where the newest version is published.
     pub source: PolicySource,
     /// How far the newest version has rolled out; absent: every node.

@@ -5,7 +5,7 @@
 //! process and release, so every agent decides alone and raising the
 //! percentage only adds nodes.
 
-use super::crd::{PolicySourceSpec, Rollout};
+use super::crd::{Rollout, VigilPolicySpec};
 use crate::base::node_hash::bucket;
 use kube::core::{Selector, SelectorExt};
 use std::collections::BTreeMap;
@@ -21,7 +21,7 @@ pub struct Node<'a> {
 
 /// Which reference of `spec` the node serves for `policy`, and whether it
 /// is the newest (`source`): `None` when it serves no registry version.
-pub fn choose<'a>(policy: &str, spec: &'a PolicySourceSpec, node: Node<'_>) -> Option<Choice<'a>> {
+pub fn choose<'a>(policy: &str, spec: &'a VigilPolicySpec, node: Node<'_>) -> Option<Choice<'a>> {
     let newest = Choice {
         reference: &spec.source.oci.reference,
         newest: true,
@@ -72,8 +72,8 @@ mod tests {
     const NEW: &str = "registry.example/vigil/sorter@sha256:new";
     const OLD: &str = "registry.example/vigil/sorter@sha256:old";
 
-    fn spec(percent: u8, previous: Option<&str>, canary: Option<Canary>) -> PolicySourceSpec {
-        PolicySourceSpec {
+    fn spec(percent: u8, previous: Option<&str>, canary: Option<Canary>) -> VigilPolicySpec {
+        VigilPolicySpec {
             source: PolicySource {
                 oci: OciSource {
                     reference: NEW.into(),
@@ -94,7 +94,7 @@ mod tests {
         (0..1000).map(|i| format!("node-{i:04}")).collect()
     }
 
-    fn taking_new(spec: &PolicySourceSpec, nodes: &[String]) -> Vec<String> {
+    fn taking_new(spec: &VigilPolicySpec, nodes: &[String]) -> Vec<String> {
         let labels = BTreeMap::new();
         nodes
             .iter()

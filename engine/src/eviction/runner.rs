@@ -39,7 +39,7 @@ pub trait NodeSource: Send {
 
 /// What the runner reports as it goes.
 #[derive(Debug)]
-pub enum Report {
+pub enum LoopReport {
     /// A cycle ran, and how long it took.
     Cycle(CycleReport, Duration),
     /// An eviction call ended.
@@ -65,9 +65,9 @@ pub const RECYCLE_EVERY: Duration = Duration::from_secs(1);
 /// `None` once the runner is gone. A subscriber that fell behind skips what
 /// it missed (logged): the loop never waits for a reader.
 pub async fn next_report(
-    reports: &mut broadcast::Receiver<Arc<Report>>,
+    reports: &mut broadcast::Receiver<Arc<LoopReport>>,
     reader: &str,
-) -> Option<Arc<Report>> {
+) -> Option<Arc<LoopReport>> {
     loop {
         match reports.recv().await {
             Ok(report) => return Some(report),
@@ -106,7 +106,7 @@ pub struct Runner {
     /// Signal events.
     pub wakes: mpsc::Receiver<()>,
     /// Where reports go, to every subscriber, if anywhere.
-    pub reports: Option<broadcast::Sender<Arc<Report>>>,
+    pub reports: Option<broadcast::Sender<Arc<LoopReport>>>,
     /// Beats after every cycle.
     pub heartbeat: Heartbeat,
     /// New settings, put in force as they come (a cycle runs at once).
@@ -135,7 +135,7 @@ impl Runner {
             heartbeat,
             mut settings,
         } = self;
-        let send = |report: Report| {
+        let send = |report: LoopReport| {
             // An error only means nobody subscribes.
             if let Some(reports) = &reports {
                 let _ = reports.send(Arc::new(report));
@@ -161,7 +161,7 @@ impl Runner {
                 calls.start(killer.as_ref(), victim, timeout, woken);
             }
             heartbeat.beat();
-            send(Report::Cycle(report, started.elapsed()));
+            send(LoopReport::Cycle(report, started.elapsed()));
             let period_over = tokio::time::sleep(period);
             tokio::pin!(period_over);
             let throttle_over = sleep_or_pending(throttle_wait(&manager, clock.as_ref()));
@@ -209,7 +209,7 @@ fn settle(
     manager: &mut EvictionManager,
     clock: &dyn Clock,
     recycles: &mut TokenBucket,
-    send: &impl Fn(Report),
+    send: &impl Fn(LoopReport),
     (victim, result, woken): (Victim, Result<(), KillError>, Option<Instant>),
 ) -> bool {
     let refused = passes_the_turn(&result) && !victim.dry_run;
@@ -217,7 +217,7 @@ fn settle(
     let accepted = result.is_ok();
     if let Some(settled) = manager.outcome(clock.now(), &victim, result) {
         let latency = woken.filter(|_| accepted).map(|w| w.elapsed());
-        send(Report::Settled { settled, latency });
+        send(LoopReport::Settled { settled, latency });
     }
     (refused && recycles.take(Instant::now()).is_ok()) || throttled
 }
@@ -313,7 +313,7 @@ async fn drain(
     clock: &dyn Clock,
     mut calls: Calls,
     timeout: Duration,
-    send: &impl Fn(Report),
+    send: &impl Fn(LoopReport),
 ) {
     if calls.is_empty() {
         return;
@@ -325,7 +325,7 @@ async fn drain(
     let finish = async {
         while let Some((victim, result, _)) = calls.next().await {
             if let Some(settled) = manager.outcome(clock.now(), &victim, result) {
-                send(Report::Settled {
+                send(LoopReport::Settled {
                     settled,
                     latency: None,
                 });

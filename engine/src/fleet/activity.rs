@@ -5,7 +5,7 @@
 
 use super::kinds::{Eviction, PressureCondition};
 use crate::base::clock::Clock;
-use crate::eviction::runner::{Report, next_report};
+use crate::eviction::runner::{LoopReport, next_report};
 use crate::eviction::tracker::transitions;
 use crate::eviction::{ActiveCondition, Settled};
 use jiff::Timestamp;
@@ -86,13 +86,13 @@ pub fn time(at: SystemTime) -> Time {
 /// Keeps `activity` current from the runner's `reports` (timed by `clock`)
 /// until the runner is gone; a reader that fell behind skips what it missed.
 pub async fn follow(
-    mut reports: broadcast::Receiver<Arc<Report>>,
+    mut reports: broadcast::Receiver<Arc<LoopReport>>,
     activity: watch::Sender<Activity>,
     clock: Arc<dyn Clock>,
 ) {
     while let Some(report) = next_report(&mut reports, "the fleet view").await {
         match report.as_ref() {
-            Report::Cycle(cycle, _) => {
+            LoopReport::Cycle(cycle, _) => {
                 activity.send_if_modified(|a| {
                     let (started, ended) = a.conditions(&cycle.conditions, clock.now());
                     let misplaced: Vec<String> =
@@ -102,7 +102,7 @@ pub async fn follow(
                     !started.is_empty() || !ended.is_empty() || moved
                 });
             }
-            Report::Settled { settled, .. } => {
+            LoopReport::Settled { settled, .. } => {
                 activity.send_modify(|a| a.settled(settled, clock.now()));
             }
         }

@@ -3,16 +3,16 @@
 //! registry; and whether an object already says it.
 
 use super::activity::{Activity, time};
-use super::kinds::{ConfigState, Fault, NodeReport, PolicyReport, PressureCondition, PullReport};
+use super::kinds::{ConfigState, Fault, NodeView, PolicyView, PressureCondition, PullView};
 use crate::cluster::node_status::condition_type;
-use crate::config::assignment::ConfigReport;
-use crate::policy::{Incident, Phase, PolicyStatus, RefusedVersion, Registry, Source};
+use crate::config::assignment::ConfigView;
+use crate::policy::{Incident, Origin, Phase, PolicyStatus, RefusedVersion, Registry};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use std::collections::BTreeMap;
 
 /// The node's report.
-pub fn node(config: &ConfigReport, activity: &Activity) -> NodeReport {
-    NodeReport {
+pub fn node(config: &ConfigView, activity: &Activity) -> NodeView {
+    NodeView {
         config: ConfigState {
             state: config.status.reason.as_str().to_owned(),
             message: config.status.message.clone(),
@@ -44,14 +44,14 @@ pub fn node(config: &ConfigReport, activity: &Activity) -> NodeReport {
 /// pulled yet; each with how its pull fares (`pulls`).
 pub fn policies(
     registry: &Registry,
-    pulls: &BTreeMap<String, PullReport>,
-) -> BTreeMap<String, PolicyReport> {
+    pulls: &BTreeMap<String, PullView>,
+) -> BTreeMap<String, PolicyView> {
     let faults: BTreeMap<String, u64> = registry
         .serving()
         .iter()
         .map(|p| (p.name().to_owned(), p.faults()))
         .collect();
-    let mut reports: BTreeMap<String, PolicyReport> = registry
+    let mut reports: BTreeMap<String, PolicyView> = registry
         .status()
         .into_iter()
         .map(|status| {
@@ -75,8 +75,8 @@ pub fn policies(
 }
 
 /// The report of a policy no version of which serves, in `state` since `since`.
-fn unserved(state: &str, since: Time) -> PolicyReport {
-    PolicyReport {
+fn unserved(state: &str, since: Time) -> PolicyView {
+    PolicyView {
         state: state.into(),
         since,
         world: None,
@@ -91,7 +91,7 @@ fn unserved(state: &str, since: Time) -> PolicyReport {
     }
 }
 
-fn serving(status: &PolicyStatus, faults: u64) -> PolicyReport {
+fn serving(status: &PolicyStatus, faults: u64) -> PolicyView {
     let (state, since) = match (&status.refused, &status.phase) {
         (Some(refusal), _) => ("Failed", refusal.incident.at),
         (None, Phase::Trial { .. }) => ("Trial", status.since),
@@ -99,16 +99,16 @@ fn serving(status: &PolicyStatus, faults: u64) -> PolicyReport {
         (None, Phase::RolledBack { .. }) => ("RolledBack", status.since),
     };
     let source = match status.source {
-        Source::Builtin => "builtin",
-        Source::File(_) => "file",
-        Source::LastKnownGood(_) => "last-known-good",
+        Origin::Builtin => "builtin",
+        Origin::File(_) => "file",
+        Origin::LastKnownGood(_) => "last-known-good",
     };
     let last_fault = match (&status.refused, &status.last_fault) {
         (Some(refusal), Some(fault)) if fault.at > refusal.incident.at => Some(incident(fault)),
         (Some(refusal), _) => Some(refused(refusal)),
         (None, fault) => fault.as_ref().map(incident),
     };
-    PolicyReport {
+    PolicyView {
         state: state.into(),
         since: time(since),
         world: Some(status.world.name().to_owned()),
@@ -149,8 +149,8 @@ mod tests {
     use super::*;
     use std::time::{Duration, SystemTime};
 
-    fn report(faults: u64) -> PolicyReport {
-        PolicyReport {
+    fn report(faults: u64) -> PolicyView {
+        PolicyView {
             state: "Active".into(),
             since: time(SystemTime::UNIX_EPOCH),
             world: Some("candidate-sorter".into()),
@@ -171,7 +171,7 @@ mod tests {
         use crate::config::assignment::{Reason, Status};
         use crate::eviction::{ActiveCondition, Settled};
         let odd = SystemTime::UNIX_EPOCH + Duration::from_nanos(1_795_432_319_561_266_683);
-        let config = ConfigReport {
+        let config = ConfigView {
             status: Status {
                 reason: Reason::Trial,
                 message: "on trial".into(),
@@ -192,14 +192,14 @@ mod tests {
         let victim = super::super::activity::tests::victim("big");
         activity.settled(&Settled::Refused(victim, "budget".into()), odd);
         let written = node(&config, &activity);
-        let read: NodeReport =
+        let read: NodeView =
             serde_json::from_value(serde_json::to_value(&written).unwrap()).unwrap();
         assert_eq!(read, written);
 
         let mut policy = report(1);
         policy.since = time(odd);
         policy.trial_end = Some(time(odd));
-        let read: PolicyReport =
+        let read: PolicyView =
             serde_json::from_value(serde_json::to_value(&policy).unwrap()).unwrap();
         assert_eq!(read, policy);
     }

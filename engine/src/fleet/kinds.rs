@@ -34,7 +34,7 @@ pub const POLICY_LABEL: &str = "vigil.dev/policy";
     plural = "vigilnodestatuses",
     shortname = "vns",
     category = "vigil",
-    status = "NodeReport",
+    status = "NodeView",
     doc = "What the vigil agent of one node runs and did lately; written by that agent, owned by its Node",
     printcolumn(name = "Config", type_ = "string", json_path = ".status.config.state"),
     printcolumn(
@@ -73,7 +73,7 @@ pub struct VigilNodeStatusSpec {
 /// The node's state as its agent sees it.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-pub struct NodeReport {
+pub struct NodeView {
     /// Which config runs, and why.
     pub config: ConfigState,
     /// The pressure conditions that hold now.
@@ -171,7 +171,7 @@ pub struct Eviction {
     plural = "vigilpolicystatuses",
     shortname = "vps",
     category = "vigil",
-    status = "PolicyReport",
+    status = "PolicyView",
     doc = "Which version of one policy serves on one node and how it fares; written by that node's vigil agent, owned by its Node",
     printcolumn(name = "Node", type_ = "string", json_path = ".spec.node"),
     printcolumn(name = "Policy", type_ = "string", json_path = ".spec.policy"),
@@ -200,7 +200,7 @@ pub struct VigilPolicyStatusSpec {
 /// One policy on one node.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-pub struct PolicyReport {
+pub struct PolicyView {
     /// `Trial`, `Active`, `RolledBack`, or `Failed` (the newest file was
     /// refused at load; what served before, if anything, still serves).
     pub state: String,
@@ -234,14 +234,14 @@ pub struct PolicyReport {
     pub faults: u64,
     /// The registry version its `VigilPolicy` gives this node, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pull: Option<PullReport>,
+    pub pull: Option<PullView>,
 }
 
 /// The registry version a `VigilPolicy` gives one node, and how pulling it
 /// fares.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-pub struct PullReport {
+pub struct PullView {
     /// The pinned reference this node takes.
     pub reference: String,
     /// `newest` (`spec.source`) or `previous` (`spec.rollout.previous`):

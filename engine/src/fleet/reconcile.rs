@@ -24,12 +24,12 @@
 use super::activity::Activity;
 use super::desired;
 use super::kinds::{
-    NODE_LABEL, POLICY_LABEL, PolicyReport, PullReport, VigilNodeStatus, VigilNodeStatusSpec,
+    NODE_LABEL, POLICY_LABEL, PolicyView, PullView, VigilNodeStatus, VigilNodeStatusSpec,
     VigilPolicyStatus, VigilPolicyStatusSpec,
 };
 use super::queue::{Done, WorkQueue};
 use crate::base::report::Chain;
-use crate::config::assignment::ConfigReport;
+use crate::config::assignment::ConfigView;
 use crate::policy::Registry;
 use futures::FutureExt;
 use k8s_openapi::api::core::v1::Node;
@@ -98,7 +98,7 @@ pub struct Inputs {
     /// The policies.
     pub registry: Arc<Registry>,
     /// The config controller's account.
-    pub config: watch::Receiver<ConfigReport>,
+    pub config: watch::Receiver<ConfigView>,
     /// The loop's activity.
     pub activity: watch::Receiver<Activity>,
     /// This Node (for the owner reference).
@@ -106,7 +106,7 @@ pub struct Inputs {
     /// Changes when the Node's watch delivers something.
     pub node_changes: watch::Receiver<crate::cluster::watches::Progress>,
     /// How the pulls of registry versions fare, by policy.
-    pub pulls: watch::Receiver<BTreeMap<String, PullReport>>,
+    pub pulls: watch::Receiver<BTreeMap<String, PullView>>,
 }
 
 /// The objects that exist, as last read or written.
@@ -423,7 +423,7 @@ impl Reconciler {
     fn policy_object(
         &self,
         policy: &str,
-        report: PolicyReport,
+        report: PolicyView,
         owner: OwnerReference,
     ) -> VigilPolicyStatus {
         let mut labels = BTreeMap::from([(NODE_LABEL.to_owned(), self.node_name.clone())]);
@@ -531,7 +531,7 @@ fn api(action: &'static str, what: &str, source: kube::Error) -> SyncError {
 /// built-in is `Active`, a pulled version `Pulled`, since its process
 /// started), and a rollout of the agent must not rewrite every policy
 /// object of the fleet.
-fn keep_since(report: &mut PolicyReport, existing: Option<&PolicyReport>) {
+fn keep_since(report: &mut PolicyView, existing: Option<&PolicyView>) {
     let Some(existing) = existing else {
         return;
     };
@@ -585,7 +585,7 @@ async fn caught<T>(sync: impl Future<Output = Result<T, SyncError>>) -> Result<T
 mod tests {
     use super::*;
 
-    fn report(state: &str, since: &str, pulled_since: &str) -> PolicyReport {
+    fn report(state: &str, since: &str, pulled_since: &str) -> PolicyView {
         serde_json::from_value(serde_json::json!({
             "state": state, "since": since, "digest": "d1", "faults": 0,
             "pull": {"reference": "r@sha256:1", "stage": "newest", "state": "Pulled", "since": pulled_since},

@@ -6,7 +6,7 @@ use super::labels::{
     WaitingLabels,
 };
 use super::{Counted, Metrics};
-use crate::eviction::runner::Report;
+use crate::eviction::runner::LoopReport;
 use crate::eviction::{CycleReport, Skipped, Victim};
 use crate::model::MetLevel;
 use crate::policy::{Phase, Registry};
@@ -14,10 +14,10 @@ use std::sync::{Arc, Weak};
 
 impl Metrics {
     /// Updates the metrics from one of the runner's reports.
-    pub fn record(&self, report: &Report) {
+    pub fn record(&self, report: &LoopReport) {
         match report {
-            Report::Cycle(cycle, took) => self.cycle(cycle, took.as_secs_f64()),
-            Report::Settled { settled, latency } => {
+            LoopReport::Cycle(cycle, took) => self.cycle(cycle, took.as_secs_f64()),
+            LoopReport::Settled { settled, latency } => {
                 let (victim, result) = settled.result();
                 self.eviction(victim, result);
                 if let Some(latency) = latency {

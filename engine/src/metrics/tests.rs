@@ -132,7 +132,7 @@ struct Rule {
 #[test]
 fn policy_calls_count_on_across_a_new_version() {
     use crate::base::clock::{Clock, ManualClock};
-    use crate::policy::{Host, LimitsTable, Source};
+    use crate::policy::{Host, LimitsTable, Origin};
     let clock: Arc<dyn Clock> = Arc::new(ManualClock::new(std::time::UNIX_EPOCH));
     let host = Arc::new(Host::with_clock(None, Arc::clone(&clock)).unwrap());
     let registry = Registry::new(Arc::clone(&host), clock, LimitsTable::default(), None);
@@ -159,7 +159,7 @@ fn policy_calls_count_on_across_a_new_version() {
     // Another version: the same component with a custom section `v2`.
     let changed = [bytes, &[0, 3, 2, b'v', b'2']].concat();
     let limits = registry.limits().for_policy(merger);
-    let second = host.load(merger, changed, Source::Builtin, limits);
+    let second = host.load(merger, changed, Origin::Builtin, limits);
     let second = Arc::new(second.unwrap());
     registry.install(Arc::clone(&second));
     call(&second);

@@ -16,7 +16,7 @@ use crate::policy::artifacts::compiler::{ChildCompiler, CompileError, Compiled};
 use crate::policy::artifacts::engine::{self, Baseline, EngineKey};
 use crate::policy::error::cause;
 use crate::policy::runtime::adapter::{MergerPre, SorterPre, StrategyPre};
-use crate::policy::runtime::component::{Policy, Pre, Source};
+use crate::policy::runtime::component::{Origin, Policy, Pre};
 use crate::policy::runtime::guest_env;
 use crate::policy::runtime::limits::EPOCH_TICK;
 use crate::policy::runtime::pool::{self, CallSlots};
@@ -304,7 +304,7 @@ impl Host {
         &self,
         name: &str,
         wasm: impl Into<WasmBytes>,
-        source: Source,
+        source: Origin,
         limits: Limits,
     ) -> Result<Policy, LoadError> {
         let wasm = wasm.into();
@@ -382,7 +382,7 @@ impl Host {
         &self,
         digest: &Digest,
         bytes: &[u8],
-        source: &Source,
+        source: &Origin,
     ) -> Result<(Component, CacheOutcome), LoadError> {
         let outcome = match &self.cache {
             Some(cache) => match cache.load(&self.engine, digest, self.mode.takes_precompiled()) {
@@ -392,12 +392,12 @@ impl Host {
             None => CacheOutcome::Disabled,
         };
         let never = self.mode == CompileMode::Never;
-        if never && *source != Source::Builtin {
+        if never && *source != Origin::Builtin {
             return Err(LoadError::NotPrecompiled {
                 engine_key: self.engine_key.hex(),
             });
         }
-        if *source != Source::Builtin {
+        if *source != Origin::Builtin {
             self.compiles
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         }

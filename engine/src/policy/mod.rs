@@ -35,7 +35,7 @@ pub use host::{CompileMode, Host, HostError};
 pub use lifecycle::registry::{
     Incident, Phase, PolicyStatus, RefusedVersion, Registry, RegistryError,
 };
-pub use runtime::component::{Outcome, Policy, Source};
+pub use runtime::component::{Origin, Outcome, Policy};
 pub use runtime::handle::{Merger, Sorter, Strategy, Supervisor};
 pub use runtime::interest::Declared;
 pub use runtime::limits::{Limits, LimitsTable};

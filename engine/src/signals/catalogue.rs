@@ -1,7 +1,7 @@
 //! What each node signal measures: the one place that knows a signal's unit
 //! from its name, for whoever shows or bounds a signal (the simulation's
 //! text and chart, the capacity of a scenario's own PSI signal). The names
-//! are the ones [`super::Sources::read_node`] reports.
+//! are the ones [`super::SignalFiles::read_node`] reports.
 
 /// What a signal's value counts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

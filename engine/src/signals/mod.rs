@@ -42,7 +42,7 @@ use std::time::Duration;
 
 /// Where the signals are read from.
 #[derive(Debug, Clone)]
-pub struct Sources {
+pub struct SignalFiles {
     /// procfs (`/proc`).
     pub proc_root: PathBuf,
     /// The cgroup mount (`/sys/fs/cgroup`).
@@ -59,7 +59,7 @@ pub struct Sources {
     pub allocatable_memory: Option<u64>,
 }
 
-impl Default for Sources {
+impl Default for SignalFiles {
     fn default() -> Self {
         Self {
             proc_root: "/proc".into(),
@@ -120,7 +120,7 @@ pub struct PodUsage {
     pub pids: u64,
 }
 
-impl Sources {
+impl SignalFiles {
     /// Reads every node signal; what cannot be read is reported as a gap.
     pub fn read_node(&self) -> Reading {
         let mut reading = Reading::default();
@@ -274,13 +274,13 @@ mod tests {
     fn read_everything() -> (Reading, [tempfile::TempDir; 2]) {
         let proc = proc_root();
         let cgroup = cgroup::tests::hierarchy(Version::V2, Path::new("kubepods.slice"));
-        let sources = Sources {
+        let sources = SignalFiles {
             proc_root: proc.path().into(),
             cgroup_root: cgroup.path().into(),
             nodefs: proc.path().into(),
             imagefs: Some(cgroup.path().into()),
             allocatable_memory: Some(8 << 30),
-            ..Sources::default()
+            ..SignalFiles::default()
         };
         (sources.read_node(), [proc, cgroup])
     }
@@ -319,12 +319,12 @@ mod tests {
         }
         std::fs::write(kubelet.join("kubelet.key"), "secret").unwrap();
         let proc = proc_root();
-        let sources = Sources {
+        let sources = SignalFiles {
             proc_root: proc.path().into(),
             cgroup_root: proc.path().join("no-cgroups"),
             nodefs: kubelet.join("vigil-statfs"),
             imagefs: Some(images.join("vigil-statfs")),
-            ..Sources::default()
+            ..SignalFiles::default()
         };
         let reading = sources.read_node();
         for (name, whole) in [("nodefs", &kubelet), ("imagefs", &images)] {
@@ -364,11 +364,11 @@ mod tests {
         let proc = proc_root();
         std::fs::write(proc.path().join("meminfo"), "MemTotal: garbage\n").unwrap();
         std::fs::remove_file(proc.path().join("pressure/io")).unwrap();
-        let sources = Sources {
+        let sources = SignalFiles {
             proc_root: proc.path().into(),
             cgroup_root: proc.path().join("no-cgroups"),
             nodefs: proc.path().join("missing"),
-            ..Sources::default()
+            ..SignalFiles::default()
         };
         let reading = sources.read_node();
         let gaps: Vec<&str> = reading.gaps.iter().map(|g| g.signal.as_str()).collect();
@@ -390,14 +390,14 @@ mod tests {
 
     #[test]
     fn pod_usage_comes_from_the_pods_cgroup() {
-        let sources = Sources {
+        let sources = SignalFiles {
             driver: Driver::Cgroupfs,
-            ..Sources::default()
+            ..SignalFiles::default()
         };
         let relative = Cgroups::detect(Path::new("/nonexistent"), Driver::Cgroupfs)
             .pod("abc", QosClass::Burstable);
         let cgroup = cgroup::tests::hierarchy(Version::V2, &relative);
-        let sources = Sources {
+        let sources = SignalFiles {
             cgroup_root: cgroup.path().into(),
             ..sources
         };

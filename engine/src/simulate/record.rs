@@ -6,7 +6,7 @@ use crate::config::names::unknown_policies;
 use crate::eviction::{Decision, EvictionSettings, Refusal, Victim};
 use crate::model::QosClass;
 use crate::model::SnapshotData;
-use crate::policy::{PolicyStatus, Source};
+use crate::policy::{Origin, PolicyStatus};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -219,8 +219,8 @@ impl PolicyRecord {
             world: status.world.name(),
             digest: status.digest.hex(),
             file: match status.source {
-                Source::File(path) | Source::LastKnownGood(path) => Some(path),
-                Source::Builtin => None,
+                Origin::File(path) | Origin::LastKnownGood(path) => Some(path),
+                Origin::Builtin => None,
             },
         }
     }

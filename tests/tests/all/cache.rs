@@ -8,7 +8,7 @@ use sha2::{Digest as _, Sha256};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use vigil::base::digest::Digest;
-use vigil::policy::{CacheOutcome, Host, Policy, Source};
+use vigil::policy::{CacheOutcome, Host, Origin, Policy};
 use vigil_tests::*;
 
 /// Magic, component digest, engine key, origin: the claims of a `.mac`
@@ -20,7 +20,7 @@ fn load_bytes_with_cache(dir: &Path, bytes: &[u8]) -> Policy {
     host.load(
         "default-sorter",
         Arc::from(bytes),
-        Source::Builtin,
+        Origin::Builtin,
         test_limits(),
     )
     .unwrap()

@@ -8,13 +8,13 @@ use vigil::authoring::check::check_bytes;
 use vigil::model::{
     Candidate, CandidateUrgency, KeyValue, Layer, OwnerKind, Pod, Signal, Snapshot,
 };
-use vigil::policy::{Contract, Host, Limits, Policy, Source, World};
+use vigil::policy::{Contract, Host, Limits, Origin, Policy, World};
 use vigil::simulate::{RunOptions, Scenario, run};
 use vigil_tests::*;
 
 fn load(name: &str, bytes: &[u8]) -> Policy {
     let host = Host::new(None).expect("host starts");
-    host.load(name, bytes.to_vec(), Source::Builtin, Limits::default())
+    host.load(name, bytes.to_vec(), Origin::Builtin, Limits::default())
         .unwrap_or_else(|e| panic!("{name} does not load: {e}"))
 }
 
@@ -79,7 +79,7 @@ fn a_0_1_0_component_passes_the_check_and_says_which_contract_it_speaks() {
             "legacy.wasm".into(),
             "legacy",
             bytes.to_vec(),
-            Source::Builtin,
+            Origin::Builtin,
             "{}",
         )
         .unwrap_or_else(|e| panic!("the 0.1.0 {world} fails the check: {e}"));
@@ -102,7 +102,7 @@ fn a_0_1_0_component_passes_the_check_and_says_which_contract_it_speaks() {
         "builtin".into(),
         "default-sorter",
         builtin("default-sorter").to_vec(),
-        Source::Builtin,
+        Origin::Builtin,
         "{}",
     )
     .unwrap();

@@ -23,7 +23,7 @@ use vigil::distribution::signature::{
     self, SIGNATURE_ANNOTATION, SIMPLE_SIGNING_MEDIA_TYPE, VerificationKey, signature_tag,
 };
 use vigil::distribution::store::BlobStore;
-use vigil::policy::{Host, Source};
+use vigil::policy::{Host, Origin};
 use vigil_testbed::OciRegistry;
 use vigil_tests::REVERSE_SORTER;
 
@@ -45,7 +45,7 @@ async fn publish_sorter(registry: &OciRegistry, repo: &str) -> String {
         "reverse.wasm".into(),
         "reverse",
         REVERSE_SORTER,
-        Source::File("reverse.wasm".into()),
+        Origin::File("reverse.wasm".into()),
         "{}",
     )
     .unwrap();

@@ -10,7 +10,7 @@ use vigil::eviction::{
 };
 use vigil::model::bindings::{KeyValue, Pod, QosClass, Signal};
 use vigil::policy::FaultKind;
-use vigil::policy::{Registry, Source};
+use vigil::policy::{Origin, Registry};
 use vigil_tests::*;
 
 struct Node {
@@ -65,7 +65,7 @@ impl Node {
         let (registry, clock) = registry(None);
         for (name, bytes) in extra {
             let policy = registry
-                .prepare(name, Arc::from(*bytes), Source::Builtin)
+                .prepare(name, Arc::from(*bytes), Origin::Builtin)
                 .expect("loads");
             registry.install(policy);
         }
@@ -280,7 +280,7 @@ async fn a_failing_sorter_makes_soft_candidates_wait_while_hard_victims_use_the_
     );
     let sorter = node
         .registry
-        .prepare("default-sorter", Arc::from(FLAKY_SORTER), Source::Builtin)
+        .prepare("default-sorter", Arc::from(FLAKY_SORTER), Origin::Builtin)
         .unwrap();
     node.registry.install(sorter);
     node.clock.advance(test_limits().trial);

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 use vigil::base::clock::ManualClock;
 use vigil::model::bindings::{MetLevel, Snapshot};
-use vigil::policy::{Contract, Fault, Host, Limits, LoadError, Source};
+use vigil::policy::{Contract, Fault, Host, Limits, LoadError, Origin};
 use vigil_tests::*;
 
 fn load(bytes: &[u8]) -> Result<vigil::policy::Policy, LoadError> {
@@ -14,7 +14,7 @@ fn load(bytes: &[u8]) -> Result<vigil::policy::Policy, LoadError> {
     host.load(
         "under-test",
         Arc::from(bytes),
-        Source::Builtin,
+        Origin::Builtin,
         test_limits(),
     )
 }
@@ -173,7 +173,7 @@ fn a_bad_new_version_never_replaces_the_serving_one() {
     ];
     for (what, bytes) in bad {
         let error = registry
-            .prepare("default-sorter", Arc::from(bytes), Source::Builtin)
+            .prepare("default-sorter", Arc::from(bytes), Origin::Builtin)
             .expect_err(what);
         if what == "another world under this name" {
             assert_eq!(
@@ -199,7 +199,7 @@ fn a_bad_new_version_never_replaces_the_serving_one() {
 fn a_fault_is_logged_with_the_policy_name_and_version_and_the_guest_output() {
     let (registry, _clock) = registry(None);
     let policy = registry
-        .prepare("flaky", Arc::from(FLAKY_SORTER), Source::Builtin)
+        .prepare("flaky", Arc::from(FLAKY_SORTER), Origin::Builtin)
         .unwrap();
     registry.install(Arc::clone(&policy));
     let logs = CapturedLogs::default();
@@ -238,7 +238,7 @@ fn bounded<T: Send + 'static>(limit: Duration, call: impl FnOnce() -> T + Send +
 fn a_guest_sleeping_through_wasi_cannot_hold_a_call_even_after_passing_the_canary() {
     let (registry, _clock) = registry(None);
     let policy = registry
-        .prepare("sleepy", Arc::from(SLEEPY_SORTER), Source::Builtin)
+        .prepare("sleepy", Arc::from(SLEEPY_SORTER), Origin::Builtin)
         .expect("it passes the canary: it sleeps only on its trigger");
     registry.install(Arc::clone(&policy));
     let candidates = vec![candidate("a", 1), candidate(TRIGGER, 1)];
@@ -263,7 +263,7 @@ fn a_guest_reads_the_hosts_clock_and_its_sleeps_do_not_wait() {
         .load(
             "probe",
             Arc::from(SCRIPTED_STRATEGY),
-            Source::Builtin,
+            Origin::Builtin,
             test_limits(),
         )
         .unwrap();
@@ -295,7 +295,7 @@ fn a_log_flood_is_cut_to_the_call_budget_counted_and_cannot_forge_lines() {
         ..test_limits()
     };
     let policy = host
-        .load("chatty", Arc::from(CHATTY_SORTER), Source::Builtin, patient)
+        .load("chatty", Arc::from(CHATTY_SORTER), Origin::Builtin, patient)
         .unwrap();
     let logs = CapturedLogs::default();
     let subscriber = logs.subscriber();
@@ -345,7 +345,7 @@ fn a_huge_answer_is_refused_before_the_host_copies_it() {
         ..test_limits()
     };
     let policy = host
-        .load("verbose", Arc::from(VERBOSE_SORTER), Source::Builtin, roomy)
+        .load("verbose", Arc::from(VERBOSE_SORTER), Origin::Builtin, roomy)
         .unwrap();
     let fault = policy
         .as_sorter()
@@ -362,7 +362,7 @@ fn a_huge_answer_is_refused_before_the_host_copies_it() {
 fn new_limits_apply_to_a_loaded_policy_without_recompiling_it() {
     let (registry, _clock) = registry(None);
     let policy = registry
-        .prepare("extra-sorter", Arc::from(REVERSE_SORTER), Source::Builtin)
+        .prepare("extra-sorter", Arc::from(REVERSE_SORTER), Origin::Builtin)
         .unwrap();
     registry.install(Arc::clone(&policy));
     let sort = || {
@@ -407,7 +407,7 @@ fn no_call_sees_anything_a_call_before_it_left_in_the_instance() {
             .load(
                 "remembering",
                 Arc::from(REMEMBERING_SORTER),
-                Source::Builtin,
+                Origin::Builtin,
                 patient,
             )
             .unwrap();

@@ -11,11 +11,11 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use vigil::base::clock::ManualClock;
 use vigil::cluster::watches::{self, Reflected};
-use vigil::config::assignment::{ConfigReport, Reason, Status};
+use vigil::config::assignment::{ConfigView, Reason, Status};
 use vigil::eviction::{Settled, Urgency, Victim};
 use vigil::fleet::activity::Activity;
 use vigil::fleet::reconcile::{Inputs, Reconciler};
-use vigil::policy::{Policy, Registry, Source};
+use vigil::policy::{Origin, Policy, Registry};
 use vigil_testbed::{ApiServer, objects};
 use vigil_tests::*;
 
@@ -29,7 +29,7 @@ struct Fleet {
     server: ApiServer,
     registry: Arc<Registry>,
     clock: Arc<ManualClock>,
-    config: watch::Sender<ConfigReport>,
+    config: watch::Sender<ConfigView>,
     activity: watch::Sender<Activity>,
     _node: Reflected<k8s_openapi::api::core::v1::Node>,
     stop: CancellationToken,
@@ -41,8 +41,8 @@ impl Drop for Fleet {
     }
 }
 
-fn report(reason: Reason, message: &str) -> ConfigReport {
-    ConfigReport {
+fn report(reason: Reason, message: &str) -> ConfigView {
+    ConfigView {
         status: Status {
             reason,
             message: message.into(),
@@ -203,7 +203,7 @@ async fn status_objects_appear_follow_the_policies_and_the_loop_and_disappear() 
     let refused = fleet.registry.prepare(
         "reverse-sorter",
         NOT_A_POLICY,
-        Source::File("/p/reverse-sorter.wasm".into()),
+        Origin::File("/p/reverse-sorter.wasm".into()),
     );
     assert!(refused.is_err());
     fleet
@@ -485,7 +485,7 @@ async fn a_restarted_agent_rewrites_no_object_that_says_the_same() {
 fn version(registry: &Registry, name: &str, bytes: &[u8]) -> Arc<Policy> {
     let path = format!("/p/{name}.wasm");
     registry
-        .prepare(name, bytes, Source::File(path.into()))
+        .prepare(name, bytes, Origin::File(path.into()))
         .unwrap()
 }
 

@@ -9,7 +9,7 @@ use vigil::base::digest::Digest;
 use vigil::model::{
     Candidate, Decision, Eviction, Layer, MetLevel, Pod, QosClass, Signal, Snapshot,
 };
-use vigil::policy::{Host, Limits, Policy, Source};
+use vigil::policy::{Host, Limits, Origin, Policy};
 use vigil::simulate::{RunOptions, Scenario, run};
 use vigil_tests::*;
 
@@ -21,7 +21,7 @@ fn cache_dir() -> PathBuf {
 
 /// Loads `bytes` from `source` as the policy `name` through the shared cache.
 /// Loads take turns, so two tests needing the same component compile it once.
-fn load(name: &str, bytes: &[u8], source: Source) -> Policy {
+fn load(name: &str, bytes: &[u8], source: Origin) -> Policy {
     static TURN: Mutex<()> = Mutex::new(());
     let _turn = TURN.lock().unwrap_or_else(PoisonError::into_inner);
     let host = Host::new(Some(cache_dir())).expect("host starts");
@@ -30,11 +30,11 @@ fn load(name: &str, bytes: &[u8], source: Source) -> Policy {
 }
 
 fn rust_policy(name: &str) -> Policy {
-    load(name, builtin(name), Source::Builtin)
+    load(name, builtin(name), Origin::Builtin)
 }
 
 fn example(name: &str) -> Policy {
-    load(name, &example_policy(name), Source::File(name.into()))
+    load(name, &example_policy(name), Origin::File(name.into()))
 }
 
 // ---- Sorters ----------------------------------------------------------------
@@ -132,7 +132,7 @@ fn the_python_sorter_sorts_as_the_rust_sorter() {
 /// with vigil's Rust policies.
 async fn assert_same_evictions_on_every_scenario(policy: &str, name: &str) {
     let bytes = example_policy(name);
-    load(name, &bytes, Source::File(name.into()));
+    load(name, &bytes, Origin::File(name.into()));
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join(format!("{policy}.wasm")), &bytes).unwrap();
     let options = RunOptions {

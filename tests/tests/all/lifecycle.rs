@@ -5,12 +5,12 @@ use std::sync::Arc;
 use std::time::Duration;
 use vigil::base::digest::Digest;
 use vigil::policy::lifecycle::reload::Reloader;
-use vigil::policy::{Fault, LoadError, Phase, Registry, Source};
+use vigil::policy::{Fault, LoadError, Origin, Phase, Registry};
 use vigil_tests::*;
 
 const PAST_TRIAL: Duration = Duration::from_secs(61);
 
-fn install(registry: &Registry, name: &str, bytes: &[u8], source: Source) -> Digest {
+fn install(registry: &Registry, name: &str, bytes: &[u8], source: Origin) -> Digest {
     let policy = registry
         .prepare(name, Arc::from(bytes), source)
         .expect("prepares");
@@ -42,19 +42,19 @@ fn trigger(registry: &Registry, name: &str) -> Fault {
 #[test]
 fn a_fault_during_the_trial_rolls_back_to_the_last_known_good_and_rejects_those_bytes() {
     let (registry, clock) = registry(None);
-    let good = install(&registry, "sorter", REVERSE_SORTER, Source::Builtin);
+    let good = install(&registry, "sorter", REVERSE_SORTER, Origin::Builtin);
     clock.advance(PAST_TRIAL);
     assert_eq!(registry.graduate_due(), ["sorter"]);
     assert_eq!(phase(&registry, "sorter"), Phase::Active);
 
-    let flaky = install(&registry, "sorter", FLAKY_SORTER, Source::Builtin);
+    let flaky = install(&registry, "sorter", FLAKY_SORTER, Origin::Builtin);
     assert!(matches!(phase(&registry, "sorter"), Phase::Trial { .. }));
     assert!(matches!(trigger(&registry, "sorter"), Fault::Trap(_)));
 
     assert_eq!(registry.get("sorter").unwrap().digest(), good);
     assert!(matches!(phase(&registry, "sorter"), Phase::RolledBack { from, .. } if from == flaky));
     assert_eq!(sort_names(&registry, "sorter"), ["c", "b", "a"]);
-    let again = registry.prepare("sorter", Arc::from(FLAKY_SORTER), Source::Builtin);
+    let again = registry.prepare("sorter", Arc::from(FLAKY_SORTER), Origin::Builtin);
     assert!(matches!(again, Err(LoadError::Rejected { digest }) if digest == flaky));
 }
 
@@ -62,7 +62,7 @@ fn a_fault_during_the_trial_rolls_back_to_the_last_known_good_and_rejects_those_
 fn a_failed_override_of_a_builtin_falls_back_to_the_builtin() {
     let (registry, _clock) = registry(None);
     let builtin = registry.get("default-sorter").unwrap().digest();
-    install(&registry, "default-sorter", FLAKY_SORTER, Source::Builtin);
+    install(&registry, "default-sorter", FLAKY_SORTER, Origin::Builtin);
     assert_eq!(sort_names(&registry, "default-sorter"), ["c", "b", "a"]);
     trigger(&registry, "default-sorter");
     assert_eq!(registry.get("default-sorter").unwrap().digest(), builtin);
@@ -72,7 +72,7 @@ fn a_failed_override_of_a_builtin_falls_back_to_the_builtin() {
 #[test]
 fn a_failing_new_policy_with_nothing_to_fall_back_to_is_deregistered() {
     let (registry, _clock) = registry(None);
-    install(&registry, "extra", FLAKY_SORTER, Source::Builtin);
+    install(&registry, "extra", FLAKY_SORTER, Origin::Builtin);
     trigger(&registry, "extra");
     assert!(registry.get("extra").is_none());
     assert!(
@@ -84,7 +84,7 @@ fn a_failing_new_policy_with_nothing_to_fall_back_to_is_deregistered() {
 #[test]
 fn after_graduation_a_fault_is_counted_but_not_rolled_back() {
     let (registry, clock) = registry(None);
-    let flaky = install(&registry, "default-sorter", FLAKY_SORTER, Source::Builtin);
+    let flaky = install(&registry, "default-sorter", FLAKY_SORTER, Origin::Builtin);
     clock.advance(PAST_TRIAL);
     registry.graduate_due();
     trigger(&registry, "default-sorter");
@@ -96,7 +96,7 @@ fn after_graduation_a_fault_is_counted_but_not_rolled_back() {
 #[test]
 fn the_trial_ends_exactly_at_its_duration() {
     let (registry, clock) = registry(None);
-    install(&registry, "sorter", REVERSE_SORTER, Source::Builtin);
+    install(&registry, "sorter", REVERSE_SORTER, Origin::Builtin);
     clock.advance(test_limits().trial - Duration::from_millis(1));
     assert!(registry.graduate_due().is_empty());
     clock.advance(Duration::from_millis(1));
@@ -107,7 +107,7 @@ fn the_trial_ends_exactly_at_its_duration() {
 fn calls_already_holding_a_version_finish_on_it_after_a_swap() {
     let (registry, _clock) = registry(None);
     let old = registry.get("default-sorter").unwrap();
-    install(&registry, "default-sorter", REVERSE_SORTER, Source::Builtin);
+    install(&registry, "default-sorter", REVERSE_SORTER, Origin::Builtin);
     let candidates = three_candidates();
     let from_old = old
         .as_sorter()
@@ -138,7 +138,7 @@ async fn a_restart_with_a_bad_file_on_disk_serves_the_last_known_good() {
 
     let (registry, _clock) = registry(Some(state.path().to_owned()));
     let serving = registry.get("default-sorter").unwrap();
-    assert!(matches!(serving.source(), Source::LastKnownGood(_)));
+    assert!(matches!(serving.origin(), Origin::LastKnownGood(_)));
     let report = Reloader::new(Arc::clone(&registry), policies.path().to_owned())
         .scan()
         .await;
@@ -173,8 +173,8 @@ async fn bytes_that_failed_their_trial_stay_rejected_after_a_restart() {
         "{report:?}"
     );
     assert_eq!(
-        registry.get("default-sorter").unwrap().source(),
-        &Source::Builtin
+        registry.get("default-sorter").unwrap().origin(),
+        &Origin::Builtin
     );
 }
 
@@ -192,14 +192,14 @@ async fn deleting_the_file_forgets_its_last_known_good_too() {
     std::fs::remove_file(&file).unwrap();
     assert_eq!(reloader.scan().await.removed, ["default-sorter"]);
     assert_eq!(
-        registry.get("default-sorter").unwrap().source(),
-        &Source::Builtin
+        registry.get("default-sorter").unwrap().origin(),
+        &Origin::Builtin
     );
     drop(registry);
 
     let (restarted, _clock) = vigil_tests::registry(Some(state.path().to_owned()));
     assert_eq!(
-        restarted.get("default-sorter").unwrap().source(),
-        &Source::Builtin
+        restarted.get("default-sorter").unwrap().origin(),
+        &Origin::Builtin
     );
 }

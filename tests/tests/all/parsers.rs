@@ -11,7 +11,7 @@ use std::sync::Arc;
 use vigil::authoring::check::check_bytes;
 use vigil::config::VigilConfig;
 use vigil::model::Layer;
-use vigil::policy::{Host, Source};
+use vigil::policy::{Host, Origin};
 use vigil::simulate::{RunOptions, Scenario};
 use vigil_tests::*;
 
@@ -202,7 +202,7 @@ fn damaged_components_are_refused_cleanly() {
             let input = mutate(&mut rng, seed);
             let bytes: Arc<[u8]> = Arc::from(input.as_slice());
             answers("loading a component", &input, || {
-                check_bytes(&host, "fuzz".into(), "fuzz", bytes, Source::Builtin, "{}")
+                check_bytes(&host, "fuzz".into(), "fuzz", bytes, Origin::Builtin, "{}")
             })
             .ok();
         }

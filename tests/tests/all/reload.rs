@@ -8,7 +8,7 @@ use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
 use vigil::base::digest::Digest;
 use vigil::policy::lifecycle::reload::{Reloader, ScanReport};
-use vigil::policy::{CacheOutcome, LoadError, Registry, Source};
+use vigil::policy::{CacheOutcome, LoadError, Origin, Registry};
 use vigil_tests::*;
 
 /// A running reloader over a temporary policies directory.
@@ -113,8 +113,8 @@ async fn files_are_registered_replaced_and_deregistered_while_running() {
         .await;
     let serving = agent.registry.get("default-sorter").unwrap();
     assert_eq!(
-        serving.source(),
-        &Source::Builtin,
+        serving.origin(),
+        &Origin::Builtin,
         "falls back to the built-in"
     );
     assert!(agent.registry.get("extra-sorter").is_none());
@@ -131,8 +131,8 @@ async fn a_half_written_file_keeps_the_old_version_until_the_write_completes() {
         .until(|r| r.failed.iter().any(|(name, _)| name == "default-sorter"))
         .await;
     assert_eq!(
-        agent.registry.get("default-sorter").unwrap().source(),
-        &Source::Builtin
+        agent.registry.get("default-sorter").unwrap().origin(),
+        &Origin::Builtin
     );
     assert_eq!(agent.sorts("default-sorter"), ["a", "b", "c"]);
 

@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::{broadcast, mpsc, oneshot};
 use tokio::time::Instant;
-use vigil::eviction::runner::{Heartbeat, NodeSource, Report, Runner};
+use vigil::eviction::runner::{Heartbeat, LoopReport, NodeSource, Runner};
 use vigil::eviction::{CycleReport, EvictionManager, EvictionSettings, NodeState};
 use vigil::model::{Pod, Signal};
 use vigil_tests::{RecordingKiller, registry};
@@ -34,11 +34,11 @@ fn node(available_mib: u64) -> NodeState {
 }
 
 /// The next cycle's report (eviction outcomes in between are skipped).
-async fn next(reports: &mut broadcast::Receiver<Arc<Report>>) -> CycleReport {
+async fn next(reports: &mut broadcast::Receiver<Arc<LoopReport>>) -> CycleReport {
     loop {
         match reports.recv().await.expect("the loop is running").as_ref() {
-            Report::Cycle(report, _) => return report.clone(),
-            Report::Settled { .. } => {}
+            LoopReport::Cycle(report, _) => return report.clone(),
+            LoopReport::Settled { .. } => {}
         }
     }
 }
@@ -153,7 +153,7 @@ fn start(
     killer: Arc<dyn vigil::eviction::Killer>,
     state: NodeState,
 ) -> (
-    broadcast::Receiver<Arc<Report>>,
+    broadcast::Receiver<Arc<LoopReport>>,
     oneshot::Sender<()>,
     tokio::task::JoinHandle<()>,
     mpsc::Sender<()>,
@@ -212,7 +212,7 @@ async fn refusals_in_a_row_start_a_few_cycles_at_once_then_wait_their_turn() {
         if !start.elapsed().is_zero() {
             break;
         }
-        if let Report::Settled { settled, .. } = report.as_ref() {
+        if let LoopReport::Settled { settled, .. } = report.as_ref() {
             asked.push(settled.result().0.pod.name.clone());
         }
     }
@@ -250,7 +250,7 @@ async fn a_kill_call_that_panics_settles_its_victim_and_frees_its_slot() {
     let (mut reports, stop, task, _wake) = start(killer.clone(), node(50));
     let mut results = Vec::new();
     while results.len() < 2 {
-        if let Report::Settled { settled, .. } =
+        if let LoopReport::Settled { settled, .. } =
             reports.recv().await.expect("the loop runs").as_ref()
         {
             let (victim, result) = settled.result();

@@ -4,7 +4,7 @@ use crate::authoring::check::check_bytes;
 use crate::base::policy_name::PolicyName;
 use crate::cli::args::{CacheArgs, RegistryArgs};
 use crate::policy::artifacts::files::{DEFAULT_MAX_POLICY_BYTES, read_policy};
-use crate::policy::{Host, Source};
+use crate::policy::{Host, Origin};
 use anyhow::Context;
 use std::path::PathBuf;
 
@@ -29,7 +29,7 @@ impl PushArgs {
         let host = Host::new(self.cache.dir())?;
         let bytes = read_policy(file, DEFAULT_MAX_POLICY_BYTES)?;
         let origin = file.display().to_string();
-        let source = Source::File(file.to_owned());
+        let source = Origin::File(file.to_owned());
         let report = check_bytes(
             &host,
             origin,

@@ -6,7 +6,7 @@ use crate::base::policy_name::PolicyName;
 use crate::cli::args::CacheArgs;
 use crate::policy::artifacts::files::{DEFAULT_MAX_POLICY_BYTES, read_policy};
 use crate::policy::lifecycle::builtin::builtin;
-use crate::policy::{Host, Source};
+use crate::policy::{Host, Origin};
 use anyhow::{Context, bail};
 use std::path::PathBuf;
 
@@ -57,7 +57,7 @@ impl TestArgs {
             Some(name) => {
                 let bytes = builtin(name)
                     .with_context(|| format!("no built-in policy is called {name}"))?;
-                host.load(name, bytes, Source::Builtin, limits)?
+                host.load(name, bytes, Origin::Builtin, limits)?
             }
             None => {
                 let path = std::path::Path::new(file);
@@ -65,7 +65,7 @@ impl TestArgs {
                 host.load(
                     PolicyName::of_path(path)?.as_str(),
                     bytes,
-                    Source::File(path.into()),
+                    Origin::File(path.into()),
                     limits,
                 )
                 .with_context(|| format!("{file} does not load"))?

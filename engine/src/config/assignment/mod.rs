@@ -77,7 +77,7 @@ pub struct Status {
 
 /// What a node's status object says of its config.
 #[derive(Debug, Clone, PartialEq)]
-pub struct ConfigReport {
+pub struct ConfigView {
     /// What runs and why.
     pub status: Status,
     /// The hash of the layers the cluster assigned last, if any.
@@ -411,9 +411,9 @@ impl Assignment {
     }
 
     /// What runs, what was assigned and what went wrong last.
-    pub fn report(&self) -> ConfigReport {
+    pub fn report(&self) -> ConfigView {
         let checkpoint = &self.checkpoint;
-        ConfigReport {
+        ConfigView {
             status: self.status.clone(),
             assigned: checkpoint.assigned.as_ref().map(|a| a.set.hash.clone()),
             active: self.running_hash().map(str::to_owned),

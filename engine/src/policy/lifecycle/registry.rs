@@ -23,7 +23,7 @@ use crate::policy::lifecycle::builtin::BUILTINS;
 use crate::policy::lifecycle::state::StateStore;
 use crate::policy::runtime::canary;
 use crate::policy::{
-    Fault, Host, LimitsTable, LoadError, Merger, Policy, Sorter, Source, Strategy, Supervisor,
+    Fault, Host, LimitsTable, LoadError, Merger, Origin, Policy, Sorter, Strategy, Supervisor,
     World,
 };
 use arc_swap::ArcSwap;
@@ -101,7 +101,7 @@ pub struct PolicyStatus {
     /// The serving version.
     pub digest: Digest,
     /// Where the serving version came from.
-    pub source: Source,
+    pub source: Origin,
     /// Lifecycle phase.
     pub phase: Phase,
     /// The version a rollback would return to, if any.
@@ -202,7 +202,7 @@ impl Registry {
         let started = clock.now();
         for (name, bytes) in BUILTINS {
             let policy = host
-                .load(name, bytes, Source::Builtin, limits.for_policy(name))
+                .load(name, bytes, Origin::Builtin, limits.for_policy(name))
                 .map_err(|source| RegistryError::Builtin { name, source })?;
             let policy = Arc::new(policy);
             books.builtins.insert(name.to_owned(), Arc::clone(&policy));
@@ -217,7 +217,7 @@ impl Registry {
             );
         }
         for saved in state.last_known_good() {
-            let source = Source::LastKnownGood(saved.path.clone());
+            let source = Origin::LastKnownGood(saved.path.clone());
             match host.load(
                 &saved.name,
                 saved.wasm,
@@ -288,7 +288,7 @@ impl Registry {
                 name: name.clone(),
                 world: lc.current.world(),
                 digest: lc.current.digest(),
-                source: lc.current.source().clone(),
+                source: lc.current.origin().clone(),
                 phase: lc.phase.clone(),
                 last_known_good: match lc.phase {
                     Phase::Trial { .. } => lc.fallback.as_ref().map(|p| p.digest()),
@@ -363,7 +363,7 @@ impl Registry {
         &self,
         name: &str,
         wasm: impl Into<WasmBytes>,
-        source: Source,
+        source: Origin,
     ) -> Result<Arc<Policy>, LoadError> {
         let wasm = wasm.into();
         let digest = wasm.digest();
@@ -395,7 +395,7 @@ impl Registry {
         &self,
         name: &str,
         wasm: WasmBytes,
-        source: Source,
+        source: Origin,
     ) -> Result<Arc<Policy>, LoadError> {
         let digest = wasm.digest();
         if self.lock().rejected.contains(&digest) {
@@ -518,7 +518,7 @@ impl Registry {
         books
             .by_name
             .iter()
-            .filter(|(_, lc)| lc.current.source() != &Source::Builtin || lc.fallback.is_some())
+            .filter(|(_, lc)| lc.current.origin() != &Origin::Builtin || lc.fallback.is_some())
             .map(|(name, _)| name.clone())
             .collect()
     }
@@ -604,7 +604,7 @@ impl Registry {
                 policy = policy.label(),
                 "version passed its trial; it is now the last-known-good"
             );
-            let Source::File(path) = policy.source() else {
+            let Origin::File(path) = policy.origin() else {
                 continue;
             };
             let saved = self

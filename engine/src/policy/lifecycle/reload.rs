@@ -37,7 +37,7 @@ use crate::base::digest::{Digest, WasmBytes};
 use crate::base::policy_name::PolicyName;
 use crate::base::report::Chain;
 use crate::policy::artifacts::files::{self, DEFAULT_MAX_POLICY_BYTES, Stamp};
-use crate::policy::{Collected, LoadError, Registry, Source};
+use crate::policy::{Collected, LoadError, Origin, Registry};
 use notify::{EventKind, RecommendedWatcher, Watcher};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::os::unix::fs::MetadataExt;
@@ -355,7 +355,7 @@ impl Reloader {
         }
         let task_name = name.clone();
         let prepared = tokio::task::spawn_blocking(move || {
-            registry.prepare(&task_name, bytes, Source::File(path))
+            registry.prepare(&task_name, bytes, Origin::File(path))
         })
         .await
         .expect("policy load panicked");

@@ -27,7 +27,7 @@ use wasmtime::{Engine, Store, Trap};
 
 /// Where a policy's bytes came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Source {
+pub enum Origin {
     /// Built into the vigil binary.
     Builtin,
     /// A file in the policies directory.
@@ -51,7 +51,7 @@ pub(crate) struct Parts {
     pub(crate) world: World,
     /// The contract version it was built for.
     pub(crate) contract: Contract,
-    pub(crate) source: Source,
+    pub(crate) source: Origin,
     /// The component's size in bytes (the bytes themselves are not kept).
     pub(crate) size: usize,
     pub(crate) limits: Limits,
@@ -127,7 +127,7 @@ impl Policy {
         self.parts.contract
     }
     /// Where its bytes came from.
-    pub fn source(&self) -> &Source {
+    pub fn origin(&self) -> &Origin {
         &self.parts.source
     }
     /// The component's size in bytes.

@@ -37,8 +37,8 @@ fn load_with(
     name: &str,
     bytes: Vec<u8>,
 ) -> Result<vigil::policy::Policy, vigil::policy::LoadError> {
-    use vigil::policy::{Limits, Source};
-    host.load(name, bytes, Source::Builtin, Limits::default())
+    use vigil::policy::{Limits, Origin};
+    host.load(name, bytes, Origin::Builtin, Limits::default())
 }
 
 /// The files of the cache directory with `extension`.

@@ -19,7 +19,7 @@ use vigil::eviction::EvictionManager;
 use vigil::eviction::runner::NodeSource;
 use vigil::model::{Layer, QosClass};
 use vigil::policy::{Host, LimitsTable, Registry};
-use vigil::signals::{CpuRates, Driver, Sources};
+use vigil::signals::{CpuRates, Driver, SignalFiles};
 use vigil::simulate::{PodSpec, RunOptions, Scenario, run};
 
 /// The virtual start of every simulation.
@@ -129,12 +129,12 @@ async fn hard_memory_pressure_evicts_the_same_pods_at_the_same_times_as_simulate
     let (nodes, mut nodes_writer): (Store<Node>, _) = reflector::store();
     fill(&mut nodes_writer, vec![node]);
     let mut source = ClusterSource {
-        signals: Sources {
+        signals: SignalFiles {
             proc_root: files.path("proc"),
             cgroup_root: files.path("cgroup"),
             driver: Driver::Cgroupfs,
             nodefs: files.root().to_owned(),
-            ..Sources::default()
+            ..SignalFiles::default()
         },
         pods,
         node: nodes,
