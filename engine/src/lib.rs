@@ -24,6 +24,8 @@
 //! - [`agent`]: `vigil agent`, the composition root of the DaemonSet process;
 //! - [`cli`]: the `vigil` command line (`main.rs` only calls [`cli::run`]).
 
+#![warn(unreachable_pub)]
+
 pub mod agent;
 pub mod authoring;
 pub mod base;

@@ -26,7 +26,7 @@ use tokio::net::TcpListener;
 
 /// What the health endpoints look at.
 #[derive(Clone)]
-pub struct Health {
+pub(super) struct Health {
     period: Duration,
     heartbeat: Heartbeat,
     /// When the eviction loop found the pods listed: its first cycle is due
@@ -39,7 +39,7 @@ pub struct Health {
 
 impl Health {
     /// Health of a loop with `period`, beating `heartbeat`.
-    pub fn new(period: Duration, heartbeat: Heartbeat) -> Self {
+    pub(super) fn new(period: Duration, heartbeat: Heartbeat) -> Self {
         Self {
             period,
             heartbeat,
@@ -48,7 +48,7 @@ impl Health {
     }
 
     /// The pods are listed: the loop starts.
-    pub fn listed(&self) {
+    pub(super) fn listed(&self) {
         self.listed.get_or_init(Instant::now);
     }
 
@@ -75,7 +75,7 @@ struct Shared {
 }
 
 /// Serves the endpoints on `listener` until `stop` resolves.
-pub async fn serve(
+pub(super) async fn serve(
     listener: TcpListener,
     metrics: Arc<Metrics>,
     policies: Arc<Registry>,
@@ -147,7 +147,7 @@ async fn readyz(State(shared): State<Arc<Shared>>) -> impl IntoResponse {
 ///
 /// # Errors
 /// The address cannot be listened on.
-pub async fn listen(addr: SocketAddr) -> std::io::Result<TcpListener> {
+pub(super) async fn listen(addr: SocketAddr) -> std::io::Result<TcpListener> {
     if addr.ip() != IpAddr::V6(Ipv6Addr::UNSPECIFIED) {
         return TcpListener::bind(addr).await;
     }

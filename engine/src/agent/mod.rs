@@ -6,7 +6,7 @@
 //! API clients and the watches on this node's pods and Node (and PDBs per
 //! namespace), on the `VigilConfig` and `VigilPolicy` objects and on each
 //! ConfigMap they reference; the HTTP endpoints; the policies (the pull
-//! controller, [`crate::controllers::pulls`], linking beside the policies
+//! controller, `crate::controllers::pulls`, linking beside the policies
 //! directory, and the reloader); the reporting (node conditions and taints,
 //! Events, metrics, the fleet view's status objects); the eviction loop (the
 //! node source → the runner → the Eviction API killer). Every task it

@@ -1,14 +1,14 @@
 //! The policy author's toolbox, the `vigil policy` command: [`check`]
 //! loads component files exactly as the agent would and describes them,
 //! [`replay`] calls one export on input given as data (`policy test`),
-//! [`scaffold`] writes a new policy's skeleton (`policy new`), [`push`]
+//! `scaffold` writes a new policy's skeleton (`policy new`), [`push`]
 //! publishes a checked component to an OCI registry (`policy push`), and
-//! [`precompile`] compiles one for the nodes (`policy precompile`). It stands
+//! `precompile` compiles one for the nodes (`policy precompile`). It stands
 //! above the host, the config and the simulation, which it uses; nothing
 //! below imports it.
 
 pub mod check;
-pub mod precompile;
+pub(crate) mod precompile;
 pub mod push;
 pub mod replay;
-pub mod scaffold;
+pub(crate) mod scaffold;

@@ -30,7 +30,7 @@ use thiserror::Error;
 
 /// Why a policy was not precompiled.
 #[derive(Debug, Error)]
-pub enum PrecompileError {
+pub(crate) enum PrecompileError {
     /// The component is not a policy vigil would serve.
     #[error("not a policy vigil would serve")]
     Check(#[from] LoadError),
@@ -64,7 +64,7 @@ pub enum PrecompileError {
 
 /// A component compiled for one engine.
 #[derive(Debug)]
-pub struct Made {
+pub(crate) struct Made {
     /// The artifact: native code, wasmtime's serialised component.
     pub artifact: Vec<u8>,
     /// What it was made for.
@@ -76,7 +76,7 @@ pub struct Made {
 ///
 /// # Errors
 /// It is not a policy, or does not compile for the baseline.
-pub fn precompile(
+pub(crate) fn precompile(
     host: &Host,
     name: &str,
     component: &[u8],
@@ -118,7 +118,7 @@ fn tag(claims: &Claims) -> String {
 
 /// One version precompiled from the cluster.
 #[derive(Debug)]
-pub struct FromCluster {
+pub(crate) struct FromCluster {
     /// The `VigilPolicy`.
     pub policy: String,
     /// The component's reference.
@@ -138,7 +138,7 @@ pub struct FromCluster {
 /// # Errors
 /// A component cannot be pulled, checked, compiled or published, or an
 /// object cannot be read or patched; what was done before stays done.
-pub async fn from_cluster(
+pub(crate) async fn from_cluster(
     host: &Host,
     policies: &Api<VigilPolicy>,
     store: &BlobStore,

@@ -12,7 +12,7 @@ use thiserror::Error;
 
 /// A language a skeleton can be written in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Lang {
+pub(crate) enum Lang {
     /// Rust, built with the `wasm32-wasip2` target.
     Rust,
     /// C, built with clang, wasi-libc and `wit-bindgen c`.
@@ -25,7 +25,7 @@ pub enum Lang {
 
 /// Why a skeleton was not written.
 #[derive(Debug, Error)]
-pub enum ScaffoldError {
+pub(crate) enum ScaffoldError {
     /// The name cannot be a policy's.
     #[error(
         "{0:?} cannot name a policy: use 1–63 lowercase letters, digits and `-`, starting with a letter"
@@ -221,7 +221,7 @@ fn files(name: &str, world: World, lang: Lang) -> Vec<File> {
 ///
 /// # Errors
 /// A bad name, a directory with files in it, or a file that cannot be written.
-pub fn write(
+pub(crate) fn write(
     dir: &Path,
     name: &str,
     world: World,

@@ -19,26 +19,26 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 /// Events waiting for the writer; more are dropped.
-pub const EVENT_BACKLOG: usize = 256;
+pub(crate) const EVENT_BACKLOG: usize = 256;
 /// The shortest time between two Events of one reason on one object.
-pub const REPEAT_EVERY: Duration = Duration::from_secs(60);
+pub(crate) const REPEAT_EVERY: Duration = Duration::from_secs(60);
 
 /// The sending side: cheap to clone, never waits.
 #[derive(Clone)]
-pub struct Events {
+pub(crate) struct Events {
     queue: mpsc::Sender<(ObjectReference, Event)>,
     last: Arc<Mutex<HashMap<(String, String), Instant>>>,
     metrics: Arc<Metrics>,
 }
 
 /// The writing side: one task.
-pub struct EventWriter {
+pub(crate) struct EventWriter {
     recorder: Recorder,
     queue: mpsc::Receiver<(ObjectReference, Event)>,
 }
 
 /// A queue of Events written by `recorder`, counting drops in `metrics`.
-pub fn queue(recorder: Recorder, metrics: Arc<Metrics>) -> (Events, EventWriter) {
+pub(crate) fn queue(recorder: Recorder, metrics: Arc<Metrics>) -> (Events, EventWriter) {
     let (tx, rx) = mpsc::channel(EVENT_BACKLOG);
     let events = Events {
         queue: tx,
@@ -57,7 +57,7 @@ pub fn queue(recorder: Recorder, metrics: Arc<Metrics>) -> (Events, EventWriter)
 impl Events {
     /// Queues `event` about `regarding`, unless the same reason on the same
     /// object was queued within [`REPEAT_EVERY`] or the queue is full.
-    pub fn send(&self, regarding: ObjectReference, event: Event) {
+    pub(crate) fn send(&self, regarding: ObjectReference, event: Event) {
         let object = regarding
             .uid
             .clone()
@@ -91,7 +91,7 @@ impl Events {
 
 impl EventWriter {
     /// Writes every queued Event until every sender is gone.
-    pub async fn run(mut self) {
+    pub(crate) async fn run(mut self) {
         while let Some((regarding, event)) = self.queue.recv().await {
             if let Err(error) = self.recorder.publish(&event, &regarding).await {
                 let reason = &event.reason;

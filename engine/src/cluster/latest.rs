@@ -14,7 +14,7 @@ use tokio::sync::watch;
 const BACKOFF: Backoff = Backoff::new(Duration::from_millis(250), Duration::from_secs(30));
 
 /// Something written to the API server that only its latest value matters for.
-pub trait LatestWriter<T> {
+pub(crate) trait LatestWriter<T> {
     /// Writes `value`.
     fn write(&mut self, value: &T) -> impl Future<Output = Result<(), kube::Error>> + Send;
 
@@ -29,7 +29,7 @@ pub trait LatestWriter<T> {
 /// (and again after the writer's refresh interval, if it has one for that
 /// value), retrying with exponential backoff (`BACKOFF`) while
 /// writes fail, until the sender is gone; `what` names it in logs.
-pub async fn write_latest<T: Clone + Send + Sync>(
+pub(crate) async fn write_latest<T: Clone + Send + Sync>(
     mut writer: impl LatestWriter<T>,
     mut latest: watch::Receiver<T>,
     what: &str,

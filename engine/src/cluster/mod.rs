@@ -2,24 +2,24 @@
 //!
 //! - [`client`] connects (kubeconfig, in-cluster) and counts requests;
 //! - [`watches`] keeps this node's pods and this Node in local stores;
-//! - [`object_watches`] watches each ConfigMap the config references;
+//! - `object_watches` watches each ConfigMap the config references;
 //! - [`budgets`] watches PodDisruptionBudgets only in the namespaces with
 //!   pods on this node;
-//! - [`pods`] turns a Pod into the contract's record; [`source`] assembles
+//! - `pods` turns a Pod into the contract's record; [`source`] assembles
 //!   the node for each cycle;
 //! - [`evict`] evicts through the Eviction API;
-//! - [`node_status`] writes conditions and taints, each through [`latest`]; [`publisher`] turns the
+//! - `node_status` writes conditions and taints, each through `latest`; `publisher` turns the
 //!   loop's reports into Events (written off the critical path by
-//!   [`events`]) and the node status.
+//!   `events`) and the node status.
 
 pub mod budgets;
 pub mod client;
-pub mod events;
+pub(crate) mod events;
 pub mod evict;
-pub mod latest;
-pub mod node_status;
-pub mod object_watches;
-pub mod pods;
-pub mod publisher;
+pub(crate) mod latest;
+pub(crate) mod node_status;
+pub(crate) mod object_watches;
+pub(crate) mod pods;
+pub(crate) mod publisher;
 pub mod source;
 pub mod watches;

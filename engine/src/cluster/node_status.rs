@@ -26,17 +26,17 @@ use kube::{Api, Client};
 use std::collections::BTreeMap;
 
 /// The field manager of everything vigil applies.
-pub const FIELD_MANAGER: &str = "vigil";
+pub(crate) const FIELD_MANAGER: &str = "vigil";
 /// The prefix of every taint key vigil owns.
-pub const TAINT_PREFIX: &str = "vigil.dev/";
+pub(crate) const TAINT_PREFIX: &str = "vigil.dev/";
 /// Attempts at a taint update that keeps losing to concurrent writers.
 const TAINT_ATTEMPTS: usize = 5;
 /// How often a holding condition's heartbeat is refreshed, by default.
-pub const HEARTBEAT: std::time::Duration = std::time::Duration::from_secs(60);
+pub(crate) const HEARTBEAT: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// What the Node should show, as the eviction loop last decided.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct NodeConditions {
+pub(crate) struct NodeConditions {
     /// Conditions that hold: `True`, with their taints.
     pub active: Vec<ActiveCondition>,
     /// Conditions that ended and whose strategy still runs: `False`.
@@ -51,7 +51,7 @@ pub struct NodeConditions {
 /// The condition type saying whether every threshold on a signal the
 /// kubelet also watches sits ahead of the kubelet's (and behind its image
 /// garbage collection): `True`, or `False` naming those that do not.
-pub const BESIDE_KUBELET: &str = "VigilAheadOfKubelet";
+pub(crate) const BESIDE_KUBELET: &str = "VigilAheadOfKubelet";
 
 /// The [`BESIDE_KUBELET`] condition for `misplaced`: (holds, reason, message).
 fn beside_kubelet(misplaced: &[(String, String)]) -> (bool, &str, String) {
@@ -73,7 +73,7 @@ fn beside_kubelet(misplaced: &[(String, String)]) -> (bool, &str, String) {
 }
 
 /// The node condition type for a strategy's condition name.
-pub fn condition_type(name: &str) -> String {
+pub(crate) fn condition_type(name: &str) -> String {
     if name.starts_with("Vigil") {
         name.to_owned()
     } else {
@@ -82,7 +82,7 @@ pub fn condition_type(name: &str) -> String {
 }
 
 /// The taint key for a strategy's condition name.
-pub fn taint_key(name: &str) -> String {
+pub(crate) fn taint_key(name: &str) -> String {
     format!(
         "{TAINT_PREFIX}{}",
         name.strip_prefix("Vigil").unwrap_or(name)
@@ -90,7 +90,7 @@ pub fn taint_key(name: &str) -> String {
 }
 
 /// Writes this node's conditions and taints.
-pub struct NodeStatus {
+pub(crate) struct NodeStatus {
     api: Api<Node>,
     node: String,
     /// Every condition type written by this process, with whether it holds
@@ -101,7 +101,7 @@ pub struct NodeStatus {
 
 impl NodeStatus {
     /// A writer for the Node `node`.
-    pub fn new(client: Client, node: &str) -> Self {
+    pub(crate) fn new(client: Client, node: &str) -> Self {
         Self {
             api: Api::all(client),
             node: node.to_owned(),
@@ -111,13 +111,13 @@ impl NodeStatus {
     }
 
     /// The same writer refreshing holding conditions every `heartbeat`.
-    pub fn with_heartbeat(mut self, heartbeat: std::time::Duration) -> Self {
+    pub(crate) fn with_heartbeat(mut self, heartbeat: std::time::Duration) -> Self {
         self.heartbeat = heartbeat;
         self
     }
 
     /// How often a holding condition is written again.
-    pub fn heartbeat(&self) -> std::time::Duration {
+    pub(crate) fn heartbeat(&self) -> std::time::Duration {
         self.heartbeat
     }
 
@@ -127,7 +127,7 @@ impl NodeStatus {
     ///
     /// # Errors
     /// The API server refused or could not be reached; call again later.
-    pub async fn publish(&mut self, conditions: &NodeConditions) -> Result<(), kube::Error> {
+    pub(crate) async fn publish(&mut self, conditions: &NodeConditions) -> Result<(), kube::Error> {
         self.apply_conditions(conditions).await?;
         self.update_taints(&conditions.active).await
     }
@@ -216,13 +216,13 @@ impl NodeStatus {
 }
 
 /// The condition type saying which config runs and why.
-pub const CONFIG_CONDITION: &str = "VigilConfigOK";
+pub(crate) const CONFIG_CONDITION: &str = "VigilConfigOK";
 /// The field manager of [`CONFIG_CONDITION`]: apart from the pressure
 /// conditions, so each writer owns exactly its own condition types.
-pub const CONFIG_FIELD_MANAGER: &str = "vigil-config";
+pub(crate) const CONFIG_FIELD_MANAGER: &str = "vigil-config";
 
 /// Writes the `VigilConfigOK` condition of this node.
-pub struct ConfigCondition {
+pub(crate) struct ConfigCondition {
     api: Api<Node>,
     node: String,
     /// Whether the condition held when last written, and since when.
@@ -231,7 +231,7 @@ pub struct ConfigCondition {
 
 impl ConfigCondition {
     /// A writer for the Node `node`.
-    pub fn new(client: Client, node: &str) -> Self {
+    pub(crate) fn new(client: Client, node: &str) -> Self {
         Self {
             api: Api::all(client),
             node: node.to_owned(),

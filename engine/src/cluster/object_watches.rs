@@ -28,7 +28,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 /// A watch whose object was not read for this long is stopped.
-pub const MAX_IDLE: Duration = Duration::from_secs(15 * 60);
+pub(crate) const MAX_IDLE: Duration = Duration::from_secs(15 * 60);
 /// How often idle watches are looked for.
 const RECYCLE_EVERY: Duration = Duration::from_secs(60);
 
@@ -49,7 +49,7 @@ impl fmt::Display for ObjectKey {
 
 /// What a watch says of its object: the object (`None`: it does not exist)
 /// after the first list and after each change, or why it was interrupted.
-pub type Observed = Result<Option<ConfigMap>, String>;
+pub(crate) type Observed = Result<Option<ConfigMap>, String>;
 
 /// Follows one object.
 pub trait ObjectSource: Send + Sync + 'static {
@@ -307,7 +307,7 @@ async fn feed(
 
 /// ConfigMaps from the API server.
 #[derive(Clone)]
-pub struct ApiSource(pub Client);
+pub(crate) struct ApiSource(pub Client);
 
 impl ObjectSource for ApiSource {
     fn follow(&self, key: &ObjectKey) -> BoxStream<'static, Observed> {

@@ -26,7 +26,7 @@ const MAX_ANNOTATION_BYTES: usize = 256;
 
 /// Where a pod is in its life, for the eviction loop.
 #[derive(Debug, Clone)]
-pub enum PodPhase {
+pub(crate) enum PodPhase {
     /// Running: a candidate.
     Live(Pod),
     /// Pending (not yet running): holds nothing to reclaim, never a candidate.
@@ -91,7 +91,7 @@ fn kubelet_eviction(status: &k8s_openapi::api::core::v1::PodStatus) -> Option<Op
 }
 
 /// Reads `pod` into the contract's record (usage zero, no PDB budget).
-pub fn read(pod: &KubePod) -> PodPhase {
+pub(crate) fn read(pod: &KubePod) -> PodPhase {
     let meta = &pod.metadata;
     let uid = meta.uid.clone().unwrap_or_default();
     let namespace = meta.namespace.clone().unwrap_or_default();

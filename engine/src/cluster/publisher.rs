@@ -22,7 +22,7 @@ use std::sync::Arc;
 use tokio::sync::{broadcast, watch};
 
 /// Reads reports until the runner is gone.
-pub struct Publisher {
+pub(crate) struct Publisher {
     /// Queues events.
     pub events: Events,
     /// The Node, for node events.
@@ -35,7 +35,7 @@ pub struct Publisher {
 
 impl Publisher {
     /// A publisher for Node `node`, queueing its Events on `events`.
-    pub fn new(
+    pub(crate) fn new(
         events: Events,
         node: &str,
         metrics: Arc<Metrics>,
@@ -51,7 +51,7 @@ impl Publisher {
 
     /// Handles every report until the runner is gone; a reader that fell
     /// behind skips what it missed.
-    pub async fn run(self, mut reports: broadcast::Receiver<Arc<LoopReport>>) {
+    pub(crate) async fn run(self, mut reports: broadcast::Receiver<Arc<LoopReport>>) {
         while let Some(report) = next_report(&mut reports, "the publisher").await {
             self.metrics.record(&report);
             match report.as_ref() {
@@ -211,7 +211,7 @@ fn node_reference(node: &str) -> ObjectReference {
 
 /// A recorder of Events reporting as `vigil` on `node`, and a reference
 /// to that Node.
-pub fn node_recorder(client: Client, node: &str) -> (Recorder, ObjectReference) {
+pub(crate) fn node_recorder(client: Client, node: &str) -> (Recorder, ObjectReference) {
     let reporter = Reporter {
         controller: "vigil".into(),
         instance: Some(node.to_owned()),

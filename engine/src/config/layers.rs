@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 
 /// The layers that apply to one node, at one time.
 #[derive(Debug, Default)]
-pub struct Selection {
+pub(crate) struct Selection {
     /// The layers, base first.
     pub layers: Vec<Layer>,
     /// When the selection changes by itself next (a layer expiring).
@@ -33,7 +33,7 @@ enum Kind {
 
 /// The layers among `objects` that apply to the node `name` with `labels`
 /// at `now`.
-pub fn select<'a>(
+pub(crate) fn select<'a>(
     objects: impl IntoIterator<Item = &'a ConfigLayer>,
     name: &str,
     labels: &BTreeMap<String, String>,

@@ -1,23 +1,28 @@
 //! vigil's configuration: one Rust type, [`VigilConfig`], that is also the
 //! one schema of it — the JSON Schema that validates every layer on the host
 //! ([`schema`]), the schema of the `VigilConfig` custom resource's
-//! `spec.config` ([`crd`]) and the reference in `docs/configuration.md`.
+//! `spec.config` (`crd`) and the reference in `docs/configuration.md`.
 //!
 //! Layers go base first: the defaults below, then overlays in increasing
 //! specificity (a scenario's `config`, a `--config` file, the `VigilConfig`
-//! objects that select this node: see [`layers`]). Each layer is checked
+//! objects that select this node: see `layers`). Each layer is checked
 //! against the schema, the config-merger policy combines them (its rules
 //! decide which layer wins and how maps combine, nothing else), and the
 //! result is checked against the schema again and parsed strictly.
 
 pub mod assignment;
 pub mod checkpoint;
-pub mod crd;
-pub mod kubelet;
-pub mod layers;
-pub mod names;
-pub mod references;
+// kube's `KubeSchema` derive adds a copy of each type for its schema, which
+// is never reachable: its types are reached through the re-exports below.
+#[allow(unreachable_pub)]
+pub(crate) mod crd;
+pub(crate) mod kubelet;
+pub(crate) mod layers;
+pub(crate) mod names;
+pub(crate) mod references;
 pub mod schema;
+
+pub use crd::{ConfigLayer, ConfigLayerSpec, LayerRollout, Target};
 
 use crate::base::policy_name::{
     DEFAULT_MERGER, DEFAULT_SORTER, DISK_PRESSURE, MEMORY_PRESSURE, PID_PRESSURE, PSI_PRESSURE,

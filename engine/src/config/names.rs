@@ -31,7 +31,7 @@ impl fmt::Display for UnknownPolicy {
 
 /// The policies a config names (its `policies` keys, and its `sorter`) that
 /// are not among `loaded`.
-pub fn unknown_policies<'a, S: AsRef<str>>(
+pub(crate) fn unknown_policies<'a, S: AsRef<str>>(
     policies: impl IntoIterator<Item = &'a String>,
     sorter: &'a String,
     loaded: &[S],

@@ -45,7 +45,7 @@ impl fmt::Display for ConfigRef {
 }
 
 /// Every reference of `config`: by policy name, then in the order written.
-pub fn wanted(config: &VigilConfig) -> Vec<(String, ConfigRef)> {
+pub(crate) fn wanted(config: &VigilConfig) -> Vec<(String, ConfigRef)> {
     config
         .policies
         .iter()
@@ -54,7 +54,7 @@ pub fn wanted(config: &VigilConfig) -> Vec<(String, ConfigRef)> {
 }
 
 /// The source of the layer that resolves `reference` for `policy`.
-pub fn source(policy: &str, reference: &ConfigRef) -> String {
+pub(crate) fn source(policy: &str, reference: &ConfigRef) -> String {
     format!("{reference} for {policy}")
 }
 
@@ -62,7 +62,7 @@ pub fn source(policy: &str, reference: &ConfigRef) -> String {
 ///
 /// # Errors
 /// Why the text is not a YAML or JSON object.
-pub fn layer(policy: &str, reference: &ConfigRef, value: &str) -> Result<Layer, String> {
+pub(crate) fn layer(policy: &str, reference: &ConfigRef, value: &str) -> Result<Layer, String> {
     let parsed: serde_json::Value =
         serde_norway::from_str(value).map_err(|e| format!("not YAML or JSON: {e}"))?;
     if !parsed.is_object() {
@@ -77,7 +77,7 @@ pub fn layer(policy: &str, reference: &ConfigRef, value: &str) -> Result<Layer, 
 
 /// Why a reference could not be resolved.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Unresolved {
+pub(crate) struct Unresolved {
     /// Why, for people.
     pub why: String,
     /// The object could not be read now (a passing fault, not a fault of the
@@ -87,7 +87,7 @@ pub struct Unresolved {
 
 impl Unresolved {
     /// A fault of the config (the object or key is missing, unparsable).
-    pub fn lasting(why: impl Into<String>) -> Self {
+    pub(crate) fn lasting(why: impl Into<String>) -> Self {
         Self {
             why: why.into(),
             transient: false,
@@ -100,7 +100,7 @@ impl Unresolved {
 ///
 /// # Errors
 /// [`ConfigError::Reference`] for the first reference left unresolved.
-pub fn check(
+pub(crate) fn check(
     config: &VigilConfig,
     layers: &[Layer],
     problems: &BTreeMap<String, Unresolved>,

@@ -1,6 +1,6 @@
 //! The config schema: the JSON Schema of [`VigilConfig`], derived from the
 //! Rust type, checks every layer before the merger sees it and the merger's
-//! answer after; the same type gives the CRD its schema ([`super::crd`]) and
+//! answer after; the same type gives the CRD its schema (`super::crd`) and
 //! `docs/configuration.md` its reference table ([`reference()`]).
 
 use super::{ConfigError, MAX_LAYER_BYTES, MAX_LAYER_DEPTH, PolicyConfig, VigilConfig};

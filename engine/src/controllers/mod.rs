@@ -1,11 +1,11 @@
 //! The agent's controllers: loops that follow API objects and bring the
 //! node in step with them. [`config`] follows the `VigilConfig` objects that
-//! target this node (its plan is `config::assignment`); [`pulls`] follows
+//! target this node (its plan is `config::assignment`); `pulls` follows
 //! the `VigilPolicy` objects and links the versions this node serves (its
-//! plan is `distribution::plan`); [`unknown`] warns of policies the config
+//! plan is `distribution::plan`); `unknown` warns of policies the config
 //! names that nothing loads. Each is a thin shell around its plan: the
 //! watches, the I/O and the logs are here, the decisions below.
 
 pub mod config;
-pub mod pulls;
-pub mod unknown;
+pub(crate) mod pulls;
+pub(crate) mod unknown;

@@ -60,10 +60,10 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 /// How long a pull Secret read is used before it is read again.
-pub const SECRET_TTL: Duration = Duration::from_secs(600);
+pub(crate) const SECRET_TTL: Duration = Duration::from_secs(600);
 /// How many times larger than a component its precompiled artifact may be
 /// (a JavaScript component's is about three times its size).
-pub const ARTIFACT_CAP_FACTOR: u64 = 4;
+pub(crate) const ARTIFACT_CAP_FACTOR: u64 = 4;
 
 /// What the fleet view shows of one policy's pulls, if a pull was tried;
 /// `now` is `wall` on the wall clock.
@@ -96,7 +96,7 @@ fn report(state: &PullState, now: Instant, wall: SystemTime) -> Option<PullView>
 
 /// The pulled policies of one node.
 #[derive(Debug)]
-pub struct Pulls {
+pub(crate) struct Pulls {
     node: String,
     store: BlobStore,
     links: PathBuf,
@@ -125,7 +125,7 @@ impl Pulls {
     ///
     /// # Errors
     /// The directories cannot be created, or others could write them.
-    pub fn new(
+    pub(crate) fn new(
         state_dir: &Path,
         node: &str,
         cap: u64,
@@ -156,7 +156,7 @@ impl Pulls {
     /// Links only components a cosign signature under `key` covers, and
     /// unlinks at start what an earlier run linked without one.
     #[must_use]
-    pub fn with_key(mut self, key: VerificationKey) -> Self {
+    pub(crate) fn with_key(mut self, key: VerificationKey) -> Self {
         self.key = Some(key);
         self.unlink_unverified();
         self
@@ -184,39 +184,43 @@ impl Pulls {
     /// Takes precompiled artifacts for `host`'s engine when signed under
     /// `native_key` (never without one), as the host's compile mode says.
     #[must_use]
-    pub fn with_host(mut self, host: Arc<Host>, native_key: Option<VerificationKey>) -> Self {
+    pub(crate) fn with_host(
+        mut self,
+        host: Arc<Host>,
+        native_key: Option<VerificationKey>,
+    ) -> Self {
         self.native = Some((host, native_key));
         self
     }
 
     /// How each pull fares, by policy, after each pass.
-    pub fn reports(&self) -> watch::Receiver<BTreeMap<String, PullView>> {
+    pub(crate) fn reports(&self) -> watch::Receiver<BTreeMap<String, PullView>> {
         self.reports.subscribe()
     }
 
     /// Reads the `pullSecretRef` Secrets with `secrets`.
     #[must_use]
-    pub fn with_secrets(mut self, secrets: Api<Secret>) -> Self {
+    pub(crate) fn with_secrets(mut self, secrets: Api<Secret>) -> Self {
         self.secrets = Some(secrets);
         self
     }
 
     /// Trusts the certificates `pem` beside the system's roots.
     #[must_use]
-    pub fn with_ca(mut self, pem: Vec<u8>) -> Self {
+    pub(crate) fn with_ca(mut self, pem: Vec<u8>) -> Self {
         self.ca = Some(pem);
         self
     }
 
     /// The directory of links the reloader serves.
-    pub fn links(&self) -> &Path {
+    pub(crate) fn links(&self) -> &Path {
         &self.links
     }
 
     /// Follows `policies` (and this node's labels, for canaries) until
     /// `stop`: a pass once the objects are listed, then after each change
     /// of them or of the labels, and when a retry is due.
-    pub async fn run(
+    pub(crate) async fn run(
         mut self,
         policies: Store<VigilPolicy>,
         mut changes: watch::Receiver<Progress>,
@@ -264,7 +268,7 @@ impl Pulls {
 
     /// Brings the links in step with `policies` once; answers when the
     /// next retry is due, if any.
-    pub async fn pass(
+    pub(crate) async fn pass(
         &mut self,
         policies: &[Arc<VigilPolicy>],
         labels: &BTreeMap<String, String>,

@@ -14,7 +14,7 @@ use tokio::sync::{mpsc, watch};
 
 /// Runs until the reloader or the settings are gone. Nothing is reported
 /// before the first scan: until then only the built-ins are loaded.
-pub async fn warn(
+pub(crate) async fn warn(
     registry: Arc<Registry>,
     metrics: Arc<Metrics>,
     mut scans: mpsc::UnboundedReceiver<ScanReport>,

@@ -10,11 +10,11 @@ use std::collections::BTreeMap;
 use thiserror::Error;
 
 /// The key of a dockerconfigjson Secret's data.
-pub const DOCKER_CONFIG_KEY: &str = ".dockerconfigjson";
+pub(crate) const DOCKER_CONFIG_KEY: &str = ".dockerconfigjson";
 
 /// Why a Secret gives no credentials.
 #[derive(Debug, Error, PartialEq, Eq)]
-pub enum CredentialsError {
+pub(crate) enum CredentialsError {
     /// `.dockerconfigjson` does not parse.
     #[error("its {DOCKER_CONFIG_KEY} is not a docker config: {0}")]
     Parse(String),
@@ -54,7 +54,7 @@ fn host(key: &str) -> &str {
 /// # Errors
 /// It does not parse, has no entry for the registry, or the entry is
 /// incomplete.
-pub fn basic(config: &[u8], registry: &str) -> Result<(String, String), CredentialsError> {
+pub(crate) fn basic(config: &[u8], registry: &str) -> Result<(String, String), CredentialsError> {
     let config: DockerConfig =
         serde_json::from_slice(config).map_err(|e| CredentialsError::Parse(e.to_string()))?;
     let entry = config

@@ -1,19 +1,24 @@
 //! Policies as OCI artifacts: [`layout`] says what a policy artifact is (the
 //! CNCF Wasm layout: its media types, its config and manifest);
 //! [`registry`] opens a client to a registry (TLS, plain HTTP only when
-//! asked, credentials); [`crd`] is the `VigilPolicy` resource that names a
-//! policy's artifact and its rollout, and [`rollout`] decides which version
+//! asked, credentials); `crd` is the `VigilPolicy` resource that names a
+//! policy's artifact and its rollout, and `rollout` decides which version
 //! a node takes; [`pull`] brings an artifact pinned by digest into the
 //! node's content-addressed [`store`], after [`signature`] checked it when a
 //! key is configured. The author's `vigil policy push`
 //! publishes with the first two; the agent pulls with the rest.
 
-pub mod crd;
-pub mod credentials;
+// kube's `KubeSchema` derive adds a copy of each type for its schema, which
+// is never reachable: its types are reached through the re-exports below.
+#[allow(unreachable_pub)]
+pub(crate) mod crd;
+pub(crate) mod credentials;
 pub mod layout;
-pub mod plan;
+pub(crate) mod plan;
 pub mod pull;
 pub mod registry;
-pub mod rollout;
+pub(crate) mod rollout;
 pub mod signature;
 pub mod store;
+
+pub use crd::{VigilPolicy, VigilPolicySpec};

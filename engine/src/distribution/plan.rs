@@ -17,9 +17,9 @@ use tokio::time::Instant;
 
 /// The first retry of a failed pull waits this long, doubling after each
 /// further failure up to [`MAX_BACKOFF`].
-pub const FIRST_BACKOFF: Duration = Duration::from_secs(5);
+pub(crate) const FIRST_BACKOFF: Duration = Duration::from_secs(5);
 /// The longest wait between two pulls of one failing reference.
-pub const MAX_BACKOFF: Duration = Duration::from_secs(300);
+pub(crate) const MAX_BACKOFF: Duration = Duration::from_secs(300);
 /// The waits between pulls of a failing reference, each up to a fifth
 /// longer at random (a registry that comes back is not met by the whole
 /// fleet at once).
@@ -27,7 +27,7 @@ const BACKOFF: Backoff = Backoff::new(FIRST_BACKOFF, MAX_BACKOFF).jittered(1.0, 
 
 /// The version of a policy this node serves, and how to pull it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct WantedVersion {
+pub(crate) struct WantedVersion {
     /// The pinned reference.
     pub reference: String,
     /// Whether it is `spec.source` (else `spec.rollout.previous`).
@@ -42,7 +42,10 @@ pub struct WantedVersion {
 
 /// The version each of `policies` has this `node` serve, by policy name;
 /// a policy whose rollout leaves the node without one is absent.
-pub fn choose(policies: &[Arc<VigilPolicy>], node: Node<'_>) -> BTreeMap<String, WantedVersion> {
+pub(crate) fn choose(
+    policies: &[Arc<VigilPolicy>],
+    node: Node<'_>,
+) -> BTreeMap<String, WantedVersion> {
     let mut chosen = BTreeMap::new();
     for policy in policies {
         let name = policy.name_any();
@@ -64,7 +67,7 @@ pub fn choose(policies: &[Arc<VigilPolicy>], node: Node<'_>) -> BTreeMap<String,
 
 /// How the pulls of one policy's wanted version fare.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PullState {
+pub(crate) struct PullState {
     /// The version.
     pub version: WantedVersion,
     /// Whether it is pulled and linked.
@@ -94,7 +97,7 @@ impl PullState {
 
 /// A failure recorded by [`PullPlan::failed`].
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Retry {
+pub(crate) struct Retry {
     /// How long until the next pull.
     pub wait: Duration,
     /// Whether the reason differs from the last failure's (worth a log line).
@@ -103,14 +106,14 @@ pub struct Retry {
 
 /// The pulls of one node: a [`PullState`] per wanted policy.
 #[derive(Debug, Default)]
-pub struct PullPlan {
+pub(crate) struct PullPlan {
     wanted: BTreeMap<String, PullState>,
 }
 
 impl PullPlan {
     /// Follows `chosen`: forgets the policies it no longer has, and starts
     /// afresh where the wanted version changed.
-    pub fn follow(
+    pub(crate) fn follow(
         &mut self,
         chosen: &BTreeMap<String, WantedVersion>,
         now: Instant,
@@ -130,14 +133,14 @@ impl PullPlan {
 
     /// Whether `name`'s version should be pulled at `now`: wanted, not
     /// linked, and no retry pending.
-    pub fn due(&self, name: &str, now: Instant) -> bool {
+    pub(crate) fn due(&self, name: &str, now: Instant) -> bool {
         self.wanted
             .get(name)
             .is_some_and(|s| !s.linked && s.next <= now)
     }
 
     /// `name`'s version is pulled and linked.
-    pub fn linked(&mut self, name: &str, now: Instant, wall: SystemTime) {
+    pub(crate) fn linked(&mut self, name: &str, now: Instant, wall: SystemTime) {
         if let Some(state) = self.wanted.get_mut(name) {
             *state = PullState::new(&state.version, now, wall);
             state.linked = true;
@@ -146,7 +149,7 @@ impl PullPlan {
 
     /// A pull of `name`'s version failed for `reason`: its next pull waits
     /// the backoff. `None` if `name` is not wanted.
-    pub fn failed(
+    pub(crate) fn failed(
         &mut self,
         name: &str,
         reason: &'static str,
@@ -167,7 +170,7 @@ impl PullPlan {
     }
 
     /// When the next retry is due, if any pull is failing.
-    pub fn next_retry(&self) -> Option<Instant> {
+    pub(crate) fn next_retry(&self) -> Option<Instant> {
         self.wanted
             .values()
             .filter(|s| !s.linked && s.failures > 0)
@@ -176,22 +179,22 @@ impl PullPlan {
     }
 
     /// Each wanted policy's state, by name.
-    pub fn states(&self) -> impl Iterator<Item = (&str, &PullState)> {
+    pub(crate) fn states(&self) -> impl Iterator<Item = (&str, &PullState)> {
         self.wanted.iter().map(|(name, s)| (name.as_str(), s))
     }
 
     /// The state of `name`'s pulls, if it is wanted.
-    pub fn state(&self, name: &str) -> Option<&PullState> {
+    pub(crate) fn state(&self, name: &str) -> Option<&PullState> {
         self.wanted.get(name)
     }
 }
 
 /// The suffix of the hidden link to a linked component's manifest.
-pub const MANIFEST_SUFFIX: &str = ".manifest";
+pub(crate) const MANIFEST_SUFFIX: &str = ".manifest";
 
 /// The links of `name` in the links directory: its component, as the
 /// loader sees it, and its manifest, hidden from the loader.
-pub fn link_names(name: &str) -> (String, String) {
+pub(crate) fn link_names(name: &str) -> (String, String) {
     (
         format!("{name}{EXTENSION}"),
         format!(".{name}{MANIFEST_SUFFIX}"),
@@ -200,7 +203,7 @@ pub fn link_names(name: &str) -> (String, String) {
 
 /// The policy a link in the links directory belongs to: `NAME.wasm`, or
 /// `.NAME.manifest` (its manifest); anything else is its own.
-pub fn link_policy(file: &str) -> &str {
+pub(crate) fn link_policy(file: &str) -> &str {
     file.strip_suffix(EXTENSION)
         .or_else(|| file.strip_prefix('.')?.strip_suffix(MANIFEST_SUFFIX))
         .unwrap_or(file)
@@ -208,7 +211,7 @@ pub fn link_policy(file: &str) -> &str {
 
 /// Which of `files` (the links directory's entries) belong to no policy in
 /// `chosen`, and must go.
-pub fn unlinked<'a, T>(
+pub(crate) fn unlinked<'a, T>(
     files: impl IntoIterator<Item = &'a str>,
     chosen: &BTreeMap<String, T>,
 ) -> Vec<&'a str> {

@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 
 /// The node a decision is made for.
 #[derive(Debug, Clone, Copy)]
-pub struct Node<'a> {
+pub(crate) struct Node<'a> {
     /// Its name.
     pub name: &'a str,
     /// Its labels.
@@ -21,7 +21,11 @@ pub struct Node<'a> {
 
 /// Which reference of `spec` the node serves for `policy`, and whether it
 /// is the newest (`source`): `None` when it serves no registry version.
-pub fn choose<'a>(policy: &str, spec: &'a VigilPolicySpec, node: Node<'_>) -> Option<Choice<'a>> {
+pub(crate) fn choose<'a>(
+    policy: &str,
+    spec: &'a VigilPolicySpec,
+    node: Node<'_>,
+) -> Option<Choice<'a>> {
     let newest = Choice {
         reference: &spec.source.oci.reference,
         newest: true,
@@ -40,7 +44,7 @@ pub fn choose<'a>(policy: &str, spec: &'a VigilPolicySpec, node: Node<'_>) -> Op
 
 /// A node's choice.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Choice<'a> {
+pub(crate) struct Choice<'a> {
     /// The pinned reference it serves.
     pub reference: &'a str,
     /// Whether it is `source` (else `rollout.previous`).

@@ -76,7 +76,7 @@ impl fmt::Display for Misplaced {
 
 /// The reported `thresholds` that are out of place beside `kubelet`, with
 /// the node's `signals` (for their capacities).
-pub fn misplaced(
+pub(crate) fn misplaced(
     kubelet: &KubeletConfig,
     thresholds: &[(String, Threshold)],
     signals: &[Signal],
@@ -119,7 +119,7 @@ pub fn misplaced(
 /// signal is below its first eviction line, it evicts; where a filesystem's
 /// free space is below its image GC line, it deletes unused images. In
 /// words, for a timeline that shows the kubelet as a fixed second line.
-pub fn kubelet_acts(kubelet: &KubeletConfig, signals: &[Signal]) -> Vec<String> {
+pub(crate) fn kubelet_acts(kubelet: &KubeletConfig, signals: &[Signal]) -> Vec<String> {
     let mut acts = Vec::new();
     for signal in signals {
         let shown = |line| signal_value(&signal.name, line);

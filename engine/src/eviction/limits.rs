@@ -49,11 +49,16 @@ impl fmt::Display for Cap {
 
 /// The capped evictions decided lately: when, and in which namespace.
 #[derive(Debug, Default)]
-pub struct Recent(VecDeque<(SystemTime, String)>);
+pub(crate) struct Recent(VecDeque<(SystemTime, String)>);
 
 impl Recent {
     /// The cap that holds an eviction in `namespace` back at `now`, if one does.
-    pub fn full(&mut self, now: SystemTime, namespace: &str, limits: &VolumeLimits) -> Option<Cap> {
+    pub(crate) fn full(
+        &mut self,
+        now: SystemTime,
+        namespace: &str,
+        limits: &VolumeLimits,
+    ) -> Option<Cap> {
         while let Some((at, _)) = self.0.front() {
             if now.duration_since(*at).unwrap_or_default() < limits.window {
                 break;
@@ -71,7 +76,7 @@ impl Recent {
     }
 
     /// Counts an eviction in `namespace` decided at `now`.
-    pub fn record(&mut self, now: SystemTime, namespace: &str) {
+    pub(crate) fn record(&mut self, now: SystemTime, namespace: &str) {
         self.0.push_back((now, namespace.to_owned()));
     }
 }

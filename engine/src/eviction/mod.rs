@@ -2,24 +2,24 @@
 //! by policies and actions kept here.
 //!
 //! Start with [`EvictionManager::cycle`]. Around it:
-//! - [`tracker`] carries first-observed and last-observed times between cycles
+//! - `tracker` carries first-observed and last-observed times between cycles
 //!   (grace periods, condition transition periods);
-//! - [`queue`] remembers waiting and in-flight victims and enforces the burst;
-//! - [`killer`] is what starts an eviction (the Eviction API in the agent,
+//! - `queue` remembers waiting and in-flight victims and enforces the burst;
+//! - `killer` is what starts an eviction (the Eviction API in the agent,
 //!   a model of it in simulations);
-//! - [`policies`] is what the manager asks its decisions of (the registry);
-//! - [`settings`] are the manager's knobs;
+//! - `policies` is what the manager asks its decisions of (the registry);
+//! - `settings` are the manager's knobs;
 //! - [`runner`] drives the manager live: every period and on signal events.
 
-pub mod killer;
-pub mod kubelet;
-pub mod limits;
+pub(crate) mod killer;
+pub(crate) mod kubelet;
+pub(crate) mod limits;
 mod manager;
-pub mod policies;
-pub mod queue;
+pub(crate) mod policies;
+pub(crate) mod queue;
 pub mod runner;
-pub mod settings;
-pub mod tracker;
+pub(crate) mod settings;
+pub(crate) mod tracker;
 
 pub use killer::{KillError, Killer};
 pub use manager::{

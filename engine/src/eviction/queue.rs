@@ -51,7 +51,7 @@ impl From<Urgency> for crate::model::CandidateUrgency {
 }
 
 /// The longest a pod the API server will not evict is passed over.
-pub const MAX_POD_BACKOFF: Duration = Duration::from_secs(300);
+pub(crate) const MAX_POD_BACKOFF: Duration = Duration::from_secs(300);
 
 /// A pressure a victim relieves: the strategy, scope and urgency of a threshold.
 type Relief = (String, String, Urgency);
@@ -74,7 +74,7 @@ struct InFlight {
 
 /// What one round of handing out evictions did.
 #[derive(Debug, Default)]
-pub struct Started {
+pub(crate) struct Started {
     /// Victims handed to the killer now.
     pub requested: Vec<Victim>,
     /// Victims left waiting, and why.
@@ -169,7 +169,7 @@ impl Settled {
 
 /// Waiting and in-flight victims, and pods recently refused.
 #[derive(Debug, Default)]
-pub struct KillQueue {
+pub(crate) struct KillQueue {
     waiting: Vec<Queued>,
     in_flight: BTreeMap<String, InFlight>,
     /// Pods passed over, until when, and whether a budget refused them.
@@ -184,7 +184,7 @@ impl KillQueue {
     /// Forgets in-flight victims whose pod is gone (evicted) or whose eviction
     /// has run longer than `timeout`, waiting victims whose pod is gone, and
     /// refusals that are over. Returns the victims whose pod is gone.
-    pub fn settle(
+    pub(crate) fn settle(
         &mut self,
         now: SystemTime,
         present: &HashSet<&str>,
@@ -216,39 +216,39 @@ impl KillQueue {
     }
 
     /// How many victims are being evicted (their call runs, or they are terminating).
-    pub fn in_flight_count(&self) -> usize {
+    pub(crate) fn in_flight_count(&self) -> usize {
         self.in_flight.len()
     }
 
     /// Whether `uid` is being evicted (its call runs, or it is terminating).
-    pub fn in_flight(&self, uid: &str) -> bool {
+    pub(crate) fn in_flight(&self, uid: &str) -> bool {
         self.in_flight.contains_key(uid)
     }
 
     /// Whether `uid` is waiting or being evicted.
-    pub fn holds(&self, uid: &str) -> bool {
+    pub(crate) fn holds(&self, uid: &str) -> bool {
         self.in_flight(uid) || self.waiting.iter().any(|q| q.victim.pod.uid == uid)
     }
 
     /// Whether an eviction of `uid` was refused and its backoff is not over.
-    pub fn refused(&self, uid: &str) -> bool {
+    pub(crate) fn refused(&self, uid: &str) -> bool {
         self.refused.contains_key(uid)
     }
 
     /// Whether `uid` is passed over because a PodDisruptionBudget refused it
     /// (not because the API server will not evict it at all).
-    pub fn refused_by_budget(&self, uid: &str) -> bool {
+    pub(crate) fn refused_by_budget(&self, uid: &str) -> bool {
         self.refused.get(uid).is_some_and(|(_, budget)| *budget)
     }
 
     /// Until when the API server asked for no eviction calls, if it did.
-    pub fn throttled_until(&self) -> Option<SystemTime> {
+    pub(crate) fn throttled_until(&self) -> Option<SystemTime> {
         self.throttled_until
     }
 
     /// Whether a victim counted on by this strategy, scope and urgency is
     /// still waiting or being evicted: reclaim for that pressure is in progress.
-    pub fn reclaiming(&self, strategy: &str, scope: &str, urgency: Urgency) -> bool {
+    pub(crate) fn reclaiming(&self, strategy: &str, scope: &str, urgency: Urgency) -> bool {
         let counts = |q: &Queued| {
             q.relieves
                 .iter()
@@ -258,7 +258,7 @@ impl KillQueue {
     }
 
     /// Queues `victim` unless its pod is already queued or being evicted.
-    pub fn push(&mut self, victim: Victim) -> bool {
+    pub(crate) fn push(&mut self, victim: Victim) -> bool {
         if self.holds(&victim.pod.uid) {
             return false;
         }
@@ -273,7 +273,7 @@ impl KillQueue {
 
     /// Counts the already queued or in-flight pod `uid` as the reclaim of
     /// another threshold too, so that threshold picks no second victim.
-    pub fn share(&mut self, uid: &str, strategy: &str, scope: &str, urgency: Urgency) {
+    pub(crate) fn share(&mut self, uid: &str, strategy: &str, scope: &str, urgency: Urgency) {
         let relief = (strategy.to_owned(), scope.to_owned(), urgency);
         let queued = match self.in_flight.get_mut(uid) {
             Some(flight) => Some(&mut flight.queued),
@@ -285,13 +285,13 @@ impl KillQueue {
     }
 
     /// Keeps only the waiting victims for which `wanted` holds.
-    pub fn retain_waiting(&mut self, wanted: impl Fn(&Victim) -> bool) {
+    pub(crate) fn retain_waiting(&mut self, wanted: impl Fn(&Victim) -> bool) {
         self.waiting.retain(|q| wanted(&q.victim));
     }
 
     /// Hands out waiting victims, most urgent first (first come first within
     /// an urgency), so that at most `burst` eviction calls run at once.
-    pub fn start(&mut self, now: SystemTime, burst: usize) -> Started {
+    pub(crate) fn start(&mut self, now: SystemTime, burst: usize) -> Started {
         let mut report = Started::default();
         if let Some(until) = self.throttled_until.filter(|until| *until > now) {
             let wait = until.duration_since(now).unwrap_or_default();
@@ -334,7 +334,7 @@ impl KillQueue {
     /// not evict for `backoff` doubled with each refusal (at most
     /// [`MAX_POD_BACKOFF`]); throttling holds every call back. `None` if no
     /// call for `uid` runs.
-    pub fn outcome(
+    pub(crate) fn outcome(
         &mut self,
         now: SystemTime,
         uid: &str,

@@ -33,7 +33,7 @@ pub struct ActiveCondition {
 
 /// First-observed and last-observed times, carried from cycle to cycle.
 #[derive(Debug, Default)]
-pub struct Tracker {
+pub(crate) struct Tracker {
     first_met: BTreeMap<(String, u8), SystemTime>,
     conditions: BTreeMap<String, ActiveCondition>,
     /// The strategy that last reported each condition.
@@ -52,7 +52,7 @@ impl Tracker {
     /// Records this cycle's thresholds (by strategy) and returns the met ones,
     /// hard before soft. A threshold not reported met this cycle starts its
     /// grace period afresh next time.
-    pub fn observe(
+    pub(crate) fn observe(
         &mut self,
         now: SystemTime,
         thresholds: &[(String, Threshold)],
@@ -88,7 +88,7 @@ impl Tracker {
 
     /// Forgets the conditions whose strategy is not among `strategies` (it
     /// was disabled or removed): they are no longer reported at all.
-    pub fn forget_unless(&mut self, strategies: &[String]) {
+    pub(crate) fn forget_unless(&mut self, strategies: &[String]) {
         let reporters = &self.reporters;
         self.conditions.retain(|name, _| {
             reporters
@@ -102,7 +102,7 @@ impl Tracker {
 
     /// The conditions seen before but not within the last `transition`
     /// before `now`, whose strategy still runs: reported as not holding.
-    pub fn ended(&self, now: SystemTime, transition: Duration) -> Vec<String> {
+    pub(crate) fn ended(&self, now: SystemTime, transition: Duration) -> Vec<String> {
         self.conditions
             .values()
             .filter(|c| now.duration_since(c.last_observed).unwrap_or_default() >= transition)
@@ -111,7 +111,7 @@ impl Tracker {
     }
 
     /// The conditions observed within the last `transition` before `now`.
-    pub fn conditions(&self, now: SystemTime, transition: Duration) -> Vec<ActiveCondition> {
+    pub(crate) fn conditions(&self, now: SystemTime, transition: Duration) -> Vec<ActiveCondition> {
         self.conditions
             .values()
             .filter(|c| now.duration_since(c.last_observed).unwrap_or_default() < transition)
@@ -123,7 +123,10 @@ impl Tracker {
 /// How the conditions `found` now differ from the names shown `before`:
 /// the names that started (in `found`'s order) and those that ended (in
 /// `before`'s order).
-pub fn transitions(before: &[String], found: &[ActiveCondition]) -> (Vec<String>, Vec<String>) {
+pub(crate) fn transitions(
+    before: &[String],
+    found: &[ActiveCondition],
+) -> (Vec<String>, Vec<String>) {
     let started = found
         .iter()
         .filter(|c| !before.contains(&c.name))

@@ -11,7 +11,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use std::collections::BTreeMap;
 
 /// The node's report.
-pub fn node(config: &ConfigView, activity: &Activity) -> NodeView {
+pub(crate) fn node(config: &ConfigView, activity: &Activity) -> NodeView {
     NodeView {
         config: ConfigState {
             state: config.status.reason.as_str().to_owned(),
@@ -42,7 +42,7 @@ pub fn node(config: &ConfigView, activity: &Activity) -> NodeView {
 /// Every policy's report, by name: those that serve, those whose
 /// only version was refused, and those whose registry version could not be
 /// pulled yet; each with how its pull fares (`pulls`).
-pub fn policies(
+pub(crate) fn policies(
     registry: &Registry,
     pulls: &BTreeMap<String, PullView>,
 ) -> BTreeMap<String, PolicyView> {

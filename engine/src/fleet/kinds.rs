@@ -18,9 +18,9 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// The label naming the node a policy status describes.
-pub const NODE_LABEL: &str = "vigil.dev/node";
+pub(crate) const NODE_LABEL: &str = "vigil.dev/node";
 /// The label naming the policy a policy status describes.
-pub const POLICY_LABEL: &str = "vigil.dev/policy";
+pub(crate) const POLICY_LABEL: &str = "vigil.dev/policy";
 
 /// Which node a `VigilNodeStatus` describes (the object's status says
 /// what its agent runs and did lately).
@@ -65,7 +65,7 @@ pub const POLICY_LABEL: &str = "vigil.dev/policy";
     )
 )]
 #[serde(rename_all = "camelCase")]
-pub struct VigilNodeStatusSpec {
+pub(crate) struct VigilNodeStatusSpec {
     /// The node described.
     pub node: String,
 }
@@ -73,7 +73,7 @@ pub struct VigilNodeStatusSpec {
 /// The node's state as its agent sees it.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-pub struct NodeView {
+pub(crate) struct NodeView {
     /// Which config runs, and why.
     pub config: ConfigState,
     /// The pressure conditions that hold now.
@@ -104,7 +104,7 @@ pub struct NodeView {
 /// The config state of a node.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-pub struct ConfigState {
+pub(crate) struct ConfigState {
     /// The reason of the node's `VigilConfigOK` condition (`Active`,
     /// `Trial`, `RolledBack`, `Rejected`, `CheckpointInUse`, `Defaults`).
     pub state: String,
@@ -190,7 +190,7 @@ pub struct Eviction {
     )
 )]
 #[serde(rename_all = "camelCase")]
-pub struct VigilPolicyStatusSpec {
+pub(crate) struct VigilPolicyStatusSpec {
     /// The node the status is about.
     pub node: String,
     /// The policy's name.
@@ -200,7 +200,7 @@ pub struct VigilPolicyStatusSpec {
 /// One policy on one node.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-pub struct PolicyView {
+pub(crate) struct PolicyView {
     /// `Trial`, `Active`, `RolledBack`, or `Failed` (the newest file was
     /// refused at load; what served before, if anything, still serves).
     pub state: String,
@@ -270,7 +270,7 @@ pub struct PullView {
 /// Something that went wrong with a policy.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-pub struct Fault {
+pub(crate) struct Fault {
     /// When.
     pub time: Time,
     /// What.

@@ -3,15 +3,15 @@
 //! vigilpolicystatuses -l vigil.dev/policy=NAME` answer for a whole fleet
 //! without logging into a node.
 //!
-//! - [`kinds`] defines the `VigilNodeStatus` and `VigilPolicyStatus`
+//! - `kinds` defines the `VigilNodeStatus` and `VigilPolicyStatus`
 //!   custom resources;
 //! - [`activity`] keeps the loop's recent conditions and evictions;
-//! - [`desired`] says what each object should hold;
-//! - [`queue`] is the rate-limited work queue keyed by object;
+//! - `desired` says what each object should hold;
+//! - `queue` is the rate-limited work queue keyed by object;
 //! - [`reconcile`] makes the objects on the API server what they should be.
 
 pub mod activity;
-pub mod desired;
-pub mod kinds;
-pub mod queue;
+pub(crate) mod desired;
+pub(crate) mod kinds;
+pub(crate) mod queue;
 pub mod reconcile;

@@ -26,7 +26,7 @@ const BACKOFF: Backoff = Backoff::new(BACKOFF_BASE, Duration::from_secs(120)).ji
 
 /// How a sync ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Done {
+pub(crate) enum Done {
     /// Nothing needed writing.
     Unchanged,
     /// The object was written.
@@ -47,7 +47,7 @@ struct State<K> {
 
 /// The queue.
 #[derive(Debug)]
-pub struct WorkQueue<K> {
+pub(crate) struct WorkQueue<K> {
     state: Mutex<State<K>>,
     wake: Notify,
     spacing: Duration,
@@ -55,7 +55,7 @@ pub struct WorkQueue<K> {
 
 impl<K: Ord + Clone> WorkQueue<K> {
     /// A queue writing each key at most once per `spacing`.
-    pub fn new(spacing: Duration) -> Self {
+    pub(crate) fn new(spacing: Duration) -> Self {
         Self {
             state: Mutex::new(State {
                 dirty: BTreeSet::new(),
@@ -72,7 +72,7 @@ impl<K: Ord + Clone> WorkQueue<K> {
     }
 
     /// Asks for `key` to be synced.
-    pub fn add(&self, key: K) {
+    pub(crate) fn add(&self, key: K) {
         if self.lock().dirty.insert(key) {
             self.wake.notify_one();
         }
@@ -80,7 +80,7 @@ impl<K: Ord + Clone> WorkQueue<K> {
 
     /// The next key due, waiting for one. Cancel-safe: a key is taken
     /// only when it is returned.
-    pub async fn next(&self) -> K {
+    pub(crate) async fn next(&self) -> K {
         loop {
             let wait = {
                 let mut state = self.lock();
@@ -110,7 +110,7 @@ impl<K: Ord + Clone> WorkQueue<K> {
     }
 
     /// Reports how the sync of `key` (handed out by [`WorkQueue::next`]) ended.
-    pub fn done(&self, key: &K, done: Done) {
+    pub(crate) fn done(&self, key: &K, done: Done) {
         let mut state = self.lock();
         let now = Instant::now();
         match done {
@@ -144,7 +144,7 @@ impl<K: Ord + Clone> WorkQueue<K> {
     }
 
     /// How many syncs of `key` failed in a row.
-    pub fn failures(&self, key: &K) -> u32 {
+    pub(crate) fn failures(&self, key: &K) -> u32 {
         self.lock().failures.get(key).copied().unwrap_or(0)
     }
 }

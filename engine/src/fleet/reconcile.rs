@@ -1,7 +1,7 @@
 //! Publishes the node's status objects the way the kubelet publishes
-//! ResourceSlices: changes put keys on a [`WorkQueue`] (the node, or one
+//! ResourceSlices: changes put keys on a `WorkQueue` (the node, or one
 //! policy), and a single worker syncs each key by comparing what should
-//! exist ([`desired`]) with what does — creating what is missing, updating
+//! exist (`desired`) with what does — creating what is missing, updating
 //! what differs (reusing an obsolete object before creating one), deleting
 //! what is no longer wanted. A failed sync, or a panic in one, is retried
 //! with jittered backoff; each object is written at most once per spacing.

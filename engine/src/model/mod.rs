@@ -1,6 +1,6 @@
 //! The data model of the whole engine, at the bottom of the house: the
 //! records of the `vigil:policy` contract (pods, signals, thresholds,
-//! evictions…), generated from `wit/` ([`bindings`]; the previous contract's in [`v0_1`]), the forms they take as
+//! evictions…), generated from `wit/` ([`bindings`]; the previous contract's in `v0_1`), the forms they take as
 //! data ([`SnapshotData`], [`PartialPod`], [`Rejections`]…), and one way to
 //! build a sample pod ([`fixture`]).
 //!
@@ -10,7 +10,7 @@
 pub mod bindings;
 pub mod fixture;
 mod forms;
-pub mod v0_1;
+pub(crate) mod v0_1;
 
 pub use forms::{PartialCandidate, PartialPod, Rejections, SnapshotData, partial_candidates};
 

@@ -5,7 +5,7 @@
 #![allow(missing_docs)]
 
 /// The 0.1.0 `eviction-strategy` world.
-pub mod strategy {
+pub(crate) mod strategy {
     wasmtime::component::bindgen!({
         path: "../wit/0.1.0",
         world: "eviction-strategy",
@@ -13,7 +13,7 @@ pub mod strategy {
 }
 
 /// The 0.1.0 `candidate-sorter` world.
-pub mod sorter {
+pub(crate) mod sorter {
     wasmtime::component::bindgen!({
         path: "../wit/0.1.0",
         world: "candidate-sorter",
@@ -25,7 +25,7 @@ pub mod sorter {
 }
 
 /// The 0.1.0 `config-merger` world.
-pub mod merger {
+pub(crate) mod merger {
     wasmtime::component::bindgen!({
         path: "../wit/0.1.0",
         world: "config-merger",

@@ -18,7 +18,7 @@ pub(crate) fn cause(error: wasmtime::Error) -> Cause {
 /// What a guest wrote to stderr before it trapped, ahead of the trap itself.
 #[derive(Debug, Error)]
 #[error("it wrote: {said}")]
-pub struct GuestSaid {
+pub(super) struct GuestSaid {
     /// Its last lines, joined by ` | `.
     pub said: String,
     /// The trap.

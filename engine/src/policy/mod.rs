@@ -24,7 +24,7 @@ pub mod artifacts;
 mod error;
 mod host;
 pub mod lifecycle;
-pub mod runtime;
+pub(crate) mod runtime;
 mod world;
 
 pub use artifacts::cache::{CacheOutcome, Collected};

@@ -5,7 +5,7 @@
 
 /// What a signal's value counts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Unit {
+pub(crate) enum Unit {
     /// Bytes: memory and filesystem space.
     Bytes,
     /// Whole things: inodes, process ids.
@@ -28,7 +28,7 @@ const BYTES: [&str; 4] = [
 const COUNTS: [&str; 3] = ["nodefs.inodesFree", "imagefs.inodesFree", "pid.available"];
 
 /// The unit of the signal `name`.
-pub fn unit(name: &str) -> Unit {
+pub(crate) fn unit(name: &str) -> Unit {
     if BYTES.contains(&name) {
         Unit::Bytes
     } else if COUNTS.contains(&name) {
@@ -43,7 +43,7 @@ pub fn unit(name: &str) -> Unit {
 /// Whether the signal `name` measures stalls (pressure stall information,
 /// `psi.…`) rather than a resource running out: waiting is what it
 /// measures, so no budget is ever overridden for it.
-pub fn is_stall(name: &str) -> bool {
+pub(crate) fn is_stall(name: &str) -> bool {
     name.starts_with("psi.")
 }
 
@@ -60,7 +60,7 @@ pub enum Resource {
 }
 
 /// The resource the signal `name` watches, if any.
-pub fn resource(name: &str) -> Option<Resource> {
+pub(crate) fn resource(name: &str) -> Option<Resource> {
     let (head, _) = name.split_once('.')?;
     match head {
         "memory" | "allocatable" => Some(Resource::Memory),
@@ -74,7 +74,7 @@ pub fn resource(name: &str) -> Option<Resource> {
 /// Whether the kubelet evicts on the signal `name` too (when its config
 /// sets a threshold on it): memory, filesystem and pid availability, never
 /// stalls.
-pub fn kubelet_watches(name: &str) -> bool {
+pub(crate) fn kubelet_watches(name: &str) -> bool {
     resource(name).is_some() && !is_stall(name)
 }
 
@@ -128,7 +128,7 @@ fn is_pressure(name: &str) -> bool {
 
 impl Unit {
     /// The most a signal of this unit can be, where the unit alone says.
-    pub fn capacity(self) -> Option<f64> {
+    pub(crate) fn capacity(self) -> Option<f64> {
         (self == Unit::Percent).then_some(100.0)
     }
 }

@@ -19,10 +19,10 @@
 //! - `pid.available` (capacity: `pid_max`);
 //! - `psi.{memory,cpu,io}.{some,full}.{avg10,avg60}` (capacity: 100).
 //!
-//! [`catalogue`] gives each of them its unit.
+//! `catalogue` gives each of them its unit.
 
-pub mod catalogue;
-pub mod cgroup;
+pub(crate) mod catalogue;
+pub(crate) mod cgroup;
 mod cpu;
 mod error;
 mod meminfo;

@@ -8,7 +8,7 @@ use std::path::Path;
 ///
 /// # Errors
 /// A file is missing or malformed.
-pub fn read_pids(proc_root: &Path) -> Result<(u64, u64), SignalError> {
+pub(super) fn read_pids(proc_root: &Path) -> Result<(u64, u64), SignalError> {
     let max = read_u64(&proc_root.join("sys/kernel/pid_max"))?;
     let path = proc_root.join("loadavg");
     let text = read(&path)?;

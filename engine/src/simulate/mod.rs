@@ -4,11 +4,11 @@
 //!
 //! [`Scenario`] parses and validates the file; [`run`] simulates it into a
 //! [`Simulation`], which [`output::render`] prints, serde writes as JSON, and
-//! [`plot::draw`] turns into an SVG chart.
+//! `plot::draw` turns into an SVG chart.
 
 mod api;
 pub mod output;
-pub mod plot;
+pub(crate) mod plot;
 mod record;
 mod run;
 mod scenario;

@@ -251,7 +251,7 @@ pub struct ConfigChange {
 }
 
 /// The largest scenario file read.
-pub const MAX_SCENARIO_BYTES: u64 = 16 << 20;
+pub(super) const MAX_SCENARIO_BYTES: u64 = 16 << 20;
 
 fn default_namespace() -> String {
     "default".into()

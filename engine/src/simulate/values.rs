@@ -54,7 +54,7 @@ impl serde::de::Visitor<'_> for DurationVisitor {
 /// most a day.
 pub const MAX_DURATION: Duration = Duration::from_secs(86_400);
 /// The oldest a pod may be at the scenario's start.
-pub const MAX_AGE: Duration = Duration::from_secs(365 * 86_400);
+pub(super) const MAX_AGE: Duration = Duration::from_secs(365 * 86_400);
 
 /// `text` as a duration (`ms`, `s`, `m`, `h` or `d`), if it is one.
 fn parse_duration(text: &str) -> Option<Duration> {
@@ -117,7 +117,7 @@ pub(crate) fn amount<'de, D: Deserializer<'de>>(deserializer: D) -> Result<f64, 
 }
 
 /// A duration as scenarios write it.
-pub fn duration_schema(_: &mut SchemaGenerator) -> Schema {
+pub(super) fn duration_schema(_: &mut SchemaGenerator) -> Schema {
     json_schema!({
         "type": "string",
         "pattern": "^[0-9]+(\\.[0-9]+)?(ms|s|m|h|d)$",
@@ -126,7 +126,7 @@ pub fn duration_schema(_: &mut SchemaGenerator) -> Schema {
 }
 
 /// A pod's age: a duration of up to a year.
-pub fn age_schema(_: &mut SchemaGenerator) -> Schema {
+pub(super) fn age_schema(_: &mut SchemaGenerator) -> Schema {
     json_schema!({
         "type": "string",
         "pattern": "^[0-9]+(\\.[0-9]+)?(ms|s|m|h|d)$",
@@ -135,7 +135,7 @@ pub fn age_schema(_: &mut SchemaGenerator) -> Schema {
 }
 
 /// An amount: a number, a Kubernetes quantity, or millicores.
-pub fn amount_schema(_: &mut SchemaGenerator) -> Schema {
+pub(super) fn amount_schema(_: &mut SchemaGenerator) -> Schema {
     json_schema!({
         "anyOf": [
             {"type": "number", "minimum": 0},
@@ -146,7 +146,7 @@ pub fn amount_schema(_: &mut SchemaGenerator) -> Schema {
 }
 
 /// A vigil config layer: the config schema itself.
-pub fn config_layer_schema(generator: &mut SchemaGenerator) -> Schema {
+pub(super) fn config_layer_schema(generator: &mut SchemaGenerator) -> Schema {
     generator.subschema_for::<crate::config::VigilConfig>()
 }
 

@@ -527,7 +527,7 @@ impl EvictionManager {
 /// Whether an eviction call's result gives the next candidate its turn at
 /// once: the pod was refused (a budget) or is not evictable. Throttling is
 /// not: nobody is asked while the API server says wait.
-pub fn passes_the_turn(result: &Result<(), KillError>) -> bool {
+pub(super) fn passes_the_turn(result: &Result<(), KillError>) -> bool {
     matches!(
         result,
         Err(KillError::Refused(_) | KillError::NotEvictable(_))

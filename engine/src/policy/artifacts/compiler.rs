@@ -23,7 +23,7 @@ use std::time::Duration;
 use thiserror::Error;
 
 /// The child's exit code for a component that does not compile.
-pub const INVALID_EXIT: i32 = 2;
+pub(crate) const INVALID_EXIT: i32 = 2;
 /// The most of the child's stderr kept for an error message.
 const STDERR_KEPT: usize = 4096;
 
@@ -253,7 +253,7 @@ fn last_words(said: &str) -> String {
 
 /// This process's peak resident memory in KiB, as the child reports it;
 /// `None` if `/proc/self/status` cannot be read or has no `VmHWM`.
-pub fn peak_rss_kib() -> Option<u64> {
+pub(crate) fn peak_rss_kib() -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
     status
         .lines()
@@ -271,7 +271,7 @@ fn out_of_memory(said: &str) -> Option<&str> {
 
 /// Why the child compiler cannot take its component.
 #[derive(Debug, Error)]
-pub enum ChildError {
+pub(crate) enum ChildError {
     /// It cannot be tied to the agent's life.
     #[error("cannot tie the compiler to the agent's life")]
     DeathSignal(#[source] std::io::Error),
@@ -297,7 +297,7 @@ pub enum ChildError {
 ///
 /// # Errors
 /// The limit cannot be set, stdin cannot be read, or it holds another component.
-pub fn child_input(digest: &str, memory_bytes: u64) -> Result<Vec<u8>, ChildError> {
+pub(crate) fn child_input(digest: &str, memory_bytes: u64) -> Result<Vec<u8>, ChildError> {
     use rustix::process::{Resource, Rlimit, Signal, set_parent_process_death_signal, setrlimit};
     // An agent that dies (or is killed) takes its compile with it.
     set_parent_process_death_signal(Some(Signal::KILL))

@@ -1,9 +1,9 @@
 //! The artifacts on disk: the engine and its key ([`engine`]), the
 //! authenticated artifact cache (`cache`), the child process that
-//! compiles into it ([`compiler`]), and component files read as untrusted
+//! compiles into it (`compiler`), and component files read as untrusted
 //! input ([`files`]).
 
 pub(in crate::policy) mod cache;
-pub mod compiler;
+pub(crate) mod compiler;
 pub mod engine;
 pub mod files;

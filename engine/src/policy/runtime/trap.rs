@@ -12,7 +12,7 @@ const MAX_FRAMES: usize = 16;
 /// A guest's trap and where it happened.
 #[derive(Debug, Error)]
 #[error("{trap}{frames}")]
-pub struct GuestTrap {
+pub(crate) struct GuestTrap {
     trap: String,
     /// `; in a ← b ← …`, or why there are no names; empty without a backtrace.
     frames: String,

@@ -21,7 +21,7 @@ use thiserror::Error;
 /// Why the chart could not be drawn.
 #[derive(Debug, Error)]
 #[error("cannot draw the chart to {path}")]
-pub struct PlotError {
+pub(crate) struct PlotError {
     path: String,
     #[source]
     source: Box<dyn std::error::Error + Send + Sync>,
@@ -52,7 +52,7 @@ const DRY_RUN: RGBColor = RGBColor(130, 60, 170);
 ///
 /// # Errors
 /// The file cannot be written.
-pub fn draw(simulation: &Simulation, path: &Path) -> Result<(), PlotError> {
+pub(crate) fn draw(simulation: &Simulation, path: &Path) -> Result<(), PlotError> {
     draw_all(simulation, path).map_err(|source| PlotError {
         path: path.display().to_string(),
         source,
