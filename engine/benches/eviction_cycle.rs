@@ -14,11 +14,11 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 use tokio::sync::{mpsc, oneshot};
 use vigil::base::clock::SystemClock;
-use vigil::eviction::runner::{Heartbeat, LoopReport, NodeSource, Runner};
 use vigil::eviction::{EvictionManager, EvictionSettings, KillError, Killer, NodeState, Victim};
+use vigil::eviction::{Heartbeat, LoopReport, NodeSource, Runner};
 use vigil::model::{KeyValue, QosClass, Signal};
 use vigil::policy::{Host, LimitsTable, Registry};
-use vigil::signals::wake::watch_memory_events;
+use vigil::signals::watch_memory_events;
 
 /// Labels of a typical Deployment's pod (value: the key's, with the pod's number).
 const LABELS: [&str; 6] = [

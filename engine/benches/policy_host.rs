@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use vigil::base::clock::SystemClock;
 use vigil::base::digest::Digest;
-use vigil::policy::lifecycle::reload::Reloader;
+use vigil::policy::Reloader;
 use vigil::policy::{Host, Limits, LimitsTable, Origin, Registry};
 
 fn sorter_ratios(host: &Host) {

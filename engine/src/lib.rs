@@ -22,7 +22,8 @@
 //! - [`authoring`]: the policy author's tools (`vigil policy check|test|new`);
 //! - [`cleanup`]: what an uninstall removes besides the manifests (`vigil cleanup`);
 //! - [`agent`]: `vigil agent`, the composition root of the DaemonSet process;
-//! - [`cli`]: the `vigil` command line (`main.rs` only calls [`cli::run`]).
+//! - [`cli`]: the `vigil` command line (`main.rs` only calls [`cli::run`]);
+//! - [`testing`]: what tests and benchmarks need beyond the rooms' façades.
 
 #![warn(unreachable_pub)]
 
@@ -43,3 +44,4 @@ pub mod model;
 pub mod policy;
 pub mod signals;
 pub mod simulate;
+pub mod testing;

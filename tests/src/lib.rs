@@ -47,7 +47,7 @@ pub const TRIGGER: &str = "trigger-fault";
 
 /// The built-in default sorter's bytes.
 pub fn builtin(name: &str) -> &'static [u8] {
-    vigil::policy::lifecycle::builtin::BUILTINS
+    vigil::policy::BUILTINS
         .iter()
         .find(|(n, _)| *n == name)
         .expect("no such built-in")

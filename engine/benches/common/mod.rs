@@ -2,7 +2,7 @@
 //! timer and the built-in components.
 
 use std::time::{Duration, Instant};
-use vigil::policy::lifecycle::builtin::BUILTINS;
+use vigil::policy::BUILTINS;
 
 /// Name, QoS index, priority, usage and request (MiB) of candidate `i`.
 pub fn facts(i: usize) -> (String, usize, i32, u64, u64) {

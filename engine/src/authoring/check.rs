@@ -118,7 +118,7 @@ pub fn check_bytes(
 ///
 /// # Errors
 /// Why it cannot serve as a policy.
-pub fn check_file(host: &Host, path: &Path, config: &str) -> Result<CheckReport, LoadError> {
+pub(crate) fn check_file(host: &Host, path: &Path, config: &str) -> Result<CheckReport, LoadError> {
     let bytes = crate::policy::artifacts::files::read_policy(
         path,
         crate::policy::artifacts::files::DEFAULT_MAX_POLICY_BYTES,
@@ -137,7 +137,7 @@ pub fn check_file(host: &Host, path: &Path, config: &str) -> Result<CheckReport,
 /// What `vigil policy check` found: the config's names that no policy
 /// answers to, and each component's report or why it cannot serve.
 #[derive(Debug)]
-pub struct CheckRun {
+pub(crate) struct CheckRun {
     /// Policies the config names that are neither checked nor built in.
     pub unknown: Vec<crate::config::names::UnknownPolicy>,
     /// Each component checked, by origin (a path, or `builtin:NAME`).
@@ -148,7 +148,7 @@ pub struct CheckRun {
 
 impl CheckRun {
     /// How many problems were found.
-    pub fn failures(&self) -> usize {
+    pub(crate) fn failures(&self) -> usize {
         let failed = |(_, result): &&(String, Result<CheckReport, LoadError>)| match result {
             Ok(report) => self.with_config && report.declined.is_some(),
             Err(_) => true,
@@ -159,7 +159,7 @@ impl CheckRun {
 
 /// Which built-ins `vigil policy check` checks beside the files.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Builtins {
+pub(crate) enum Builtins {
     /// Only the files.
     Skip,
     /// The policies built into this binary too.
@@ -168,7 +168,7 @@ pub enum Builtins {
 
 /// Checks `files` (and the built-ins), each canary call with its policy's
 /// config from `settings` when given, and the names `settings` uses.
-pub fn check_all(
+pub(crate) fn check_all(
     host: &Host,
     files: &[std::path::PathBuf],
     builtins: Builtins,

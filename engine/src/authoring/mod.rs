@@ -1,4 +1,4 @@
-//! The policy author's toolbox, the `vigil policy` command: [`check`]
+//! The policy author's toolbox, the `vigil policy` command: `check`
 //! loads component files exactly as the agent would and describes them,
 //! [`replay`] calls one export on input given as data (`policy test`),
 //! `scaffold` writes a new policy's skeleton (`policy new`), [`push`]
@@ -7,8 +7,10 @@
 //! above the host, the config and the simulation, which it uses; nothing
 //! below imports it.
 
-pub mod check;
+pub(crate) mod check;
 pub(crate) mod precompile;
-pub mod push;
+pub(crate) mod push;
 pub mod replay;
 pub(crate) mod scaffold;
+pub use check::check_bytes;
+pub use push::push;

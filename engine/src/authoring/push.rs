@@ -79,7 +79,7 @@ pub async fn push(
 ///
 /// # Errors
 /// As [`push`].
-pub async fn push_precompiled(
+pub(crate) async fn push_precompiled(
     artifact: Vec<u8>,
     claims: &Claims,
     reference: &str,
@@ -97,7 +97,7 @@ pub async fn push_precompiled(
 /// # Errors
 /// A reference not pinned by digest, the key cannot sign, or the registry
 /// refused or could not be reached.
-pub async fn push_signature(
+pub(crate) async fn push_signature(
     pinned: &str,
     key: &SigningKey,
     access: &Access,

@@ -52,7 +52,7 @@ impl Default for ClientOptions {
 /// A request that is not a watch took longer than its timeout.
 #[derive(Debug, Error)]
 #[error("no answer within {0:?}")]
-pub struct TimedOut(pub Duration);
+pub(crate) struct TimedOut(pub Duration);
 
 /// Why no client could be made.
 #[derive(Debug, Error)]
@@ -78,7 +78,7 @@ pub enum ClientError {
 
 /// The agent's API clients.
 #[derive(Clone)]
-pub struct Clients {
+pub(crate) struct Clients {
     /// For watches, status and events (kube's default stack).
     pub api: Client,
     /// For evictions: no retry layer.
@@ -89,7 +89,7 @@ pub struct Clients {
 ///
 /// # Errors
 /// See [`ClientError`].
-pub async fn connect(
+pub(crate) async fn connect(
     kubeconfig: Option<&Path>,
     metrics: &Arc<Metrics>,
     options: ClientOptions,

@@ -41,7 +41,7 @@ use std::time::Duration;
 const DEFAULT_RETRY_AFTER: Duration = Duration::from_secs(1);
 /// The longest wait a throttling answer can impose: protection resumes
 /// after this whatever `Retry-After` said.
-pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(30);
+pub(crate) const MAX_RETRY_AFTER: Duration = Duration::from_secs(30);
 /// Largest answer body read.
 const MAX_ANSWER_BYTES: usize = 64 << 10;
 /// The Status cause the API server gives a PodDisruptionBudget refusal.

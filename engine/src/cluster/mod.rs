@@ -1,25 +1,29 @@
 //! The Kubernetes side of the agent: everything that talks to the API server.
 //!
-//! - [`client`] connects (kubeconfig, in-cluster) and counts requests;
+//! - `client` connects (kubeconfig, in-cluster) and counts requests;
 //! - [`watches`] keeps this node's pods and this Node in local stores;
 //! - `object_watches` watches each ConfigMap the config references;
-//! - [`budgets`] watches PodDisruptionBudgets only in the namespaces with
+//! - `budgets` watches PodDisruptionBudgets only in the namespaces with
 //!   pods on this node;
-//! - `pods` turns a Pod into the contract's record; [`source`] assembles
+//! - `pods` turns a Pod into the contract's record; `source` assembles
 //!   the node for each cycle;
-//! - [`evict`] evicts through the Eviction API;
+//! - `evict` evicts through the Eviction API;
 //! - `node_status` writes conditions and taints, each through `latest`; `publisher` turns the
 //!   loop's reports into Events (written off the critical path by
 //!   `events`) and the node status.
 
-pub mod budgets;
-pub mod client;
+pub(crate) mod budgets;
+pub(crate) mod client;
 pub(crate) mod events;
-pub mod evict;
+pub(crate) mod evict;
 pub(crate) mod latest;
 pub(crate) mod node_status;
 pub(crate) mod object_watches;
 pub(crate) mod pods;
 pub(crate) mod publisher;
-pub mod source;
+pub(crate) mod source;
 pub mod watches;
+pub use budgets::Budgets;
+pub use client::{ClientOptions, build};
+pub use evict::EvictionApi;
+pub use source::ClusterSource;

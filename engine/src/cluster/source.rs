@@ -29,7 +29,7 @@ const DEFAULT_GRACE_SECONDS: i64 = 30;
 
 /// How long the budget watches outlive the pressure that started them, so
 /// that pressure that comes and goes does not open and close them each time.
-pub const BUDGETS_IDLE: Duration = Duration::from_secs(5 * 60);
+pub(crate) const BUDGETS_IDLE: Duration = Duration::from_secs(5 * 60);
 
 /// Reads the node for each cycle.
 pub struct ClusterSource {

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use thiserror::Error;
 
 /// Rejected configs remembered (the newest).
-pub const REJECTED_KEPT: usize = 16;
+pub(crate) const REJECTED_KEPT: usize = 16;
 /// Largest checkpoint read.
 const MAX_CHECKPOINT_BYTES: u64 = 8 << 20;
 
@@ -137,7 +137,7 @@ impl Checkpoint {
             .map(|r| r.reason.as_str())
     }
 
-    /// Remembers the config with `hash` as rejected (the newest [`REJECTED_KEPT`]).
+    /// Remembers the config with `hash` as rejected (the newest `REJECTED_KEPT`).
     pub fn reject(&mut self, hash: &str, reason: String) {
         self.rejected.retain(|r| r.hash != hash);
         self.rejected.push(Rejected {

@@ -10,8 +10,8 @@
 //! decide which layer wins and how maps combine, nothing else), and the
 //! result is checked against the schema again and parsed strictly.
 
-pub mod assignment;
-pub mod checkpoint;
+pub(crate) mod assignment;
+pub(crate) mod checkpoint;
 // kube's `KubeSchema` derive adds a copy of each type for its schema, which
 // is never reachable: its types are reached through the re-exports below.
 #[allow(unreachable_pub)]
@@ -22,6 +22,8 @@ pub(crate) mod names;
 pub(crate) mod references;
 pub mod schema;
 
+pub use assignment::{ConfigView, Reason, Status};
+pub use checkpoint::{Assigned, Checkpoint, CheckpointFile, LayerSet};
 pub use crd::{ConfigLayer, ConfigLayerSpec, LayerRollout, Target};
 
 use crate::base::policy_name::{

@@ -6,7 +6,7 @@ use std::fmt;
 
 /// A policy name the config uses that is not loaded.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct UnknownPolicy {
+pub(crate) struct UnknownPolicy {
     /// Where the config names it: `policies.NAME` or `sorter`.
     pub field: String,
     /// The policy name the config uses.

@@ -1,7 +1,7 @@
 //! The agent's config controller: follows the `VigilConfig` objects and its
 //! own Node's labels, and the ConfigMaps their policies' `configFrom` name
 //! (one watch each: `ObjectWatches`); hands what applies to the node to
-//! the config state ([`Assignment`]), and carries out what it decides — new settings to the
+//! the config state (`Assignment`), and carries out what it decides — new settings to the
 //! eviction loop and new call limits to the registry (no policy is
 //! recompiled), the checkpoint saved, the `VigilConfigOK` condition, a
 //! Warning Event on each transition to a failed state, and metrics.

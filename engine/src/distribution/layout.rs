@@ -25,11 +25,11 @@ pub const WASM_LAYER_MEDIA_TYPE: &str = "application/wasm";
 /// An OCI image manifest.
 pub const MANIFEST_MEDIA_TYPE: &str = "application/vnd.oci.image.manifest.v1+json";
 /// The artifact type of a precompiled policy.
-pub const PRECOMPILED_ARTIFACT_TYPE: &str = "application/vnd.vigil.precompiled.v1";
+pub(crate) const PRECOMPILED_ARTIFACT_TYPE: &str = "application/vnd.vigil.precompiled.v1";
 /// The layer of a precompiled policy: wasmtime's serialised component.
-pub const PRECOMPILED_LAYER_MEDIA_TYPE: &str = "application/vnd.vigil.cwasm.v1";
+pub(crate) const PRECOMPILED_LAYER_MEDIA_TYPE: &str = "application/vnd.vigil.cwasm.v1";
 /// OCI's empty config, for artifacts that need none.
-pub const EMPTY_CONFIG_MEDIA_TYPE: &str = "application/vnd.oci.empty.v1+json";
+pub(crate) const EMPTY_CONFIG_MEDIA_TYPE: &str = "application/vnd.oci.empty.v1+json";
 /// The annotation prefix of a precompiled artifact's claims.
 const CLAIM_PREFIX: &str = "dev.vigil.";
 
@@ -40,13 +40,13 @@ pub fn oci_digest(digest: &Digest) -> String {
 
 /// The digest an OCI `sha256:HEX` names; `None` for another algorithm or a
 /// malformed one.
-pub fn parse_oci_digest(text: &str) -> Option<Digest> {
+pub(crate) fn parse_oci_digest(text: &str) -> Option<Digest> {
     Digest::from_hex(text.strip_prefix("sha256:")?)
 }
 
 /// What describes a component in its artifact.
 #[derive(Debug, Clone)]
-pub struct Description<'a> {
+pub(crate) struct Description<'a> {
     /// The component's digest.
     pub digest: Digest,
     /// Its size in bytes.
@@ -63,7 +63,7 @@ pub struct Description<'a> {
 
 /// An artifact's config and manifest, serialised.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Artifact {
+pub(crate) struct Artifact {
     /// The config blob.
     pub config: Vec<u8>,
     /// The manifest.
@@ -72,7 +72,7 @@ pub struct Artifact {
 
 impl Artifact {
     /// The artifact of the component `component` describes.
-    pub fn of(component: &Description<'_>) -> Self {
+    pub(crate) fn of(component: &Description<'_>) -> Self {
         let layer = oci_digest(&component.digest);
         let config = json!({
             "created": component.created,
@@ -187,12 +187,12 @@ impl Claims {
 }
 
 /// The empty config's bytes.
-pub const EMPTY_CONFIG: &[u8] = b"{}";
+pub(crate) const EMPTY_CONFIG: &[u8] = b"{}";
 
 impl Artifact {
     /// The artifact of a precompiled policy of `size` bytes, digest
     /// `layer`, made as `claims` say.
-    pub fn precompiled(layer: &Digest, size: usize, claims: &Claims) -> Self {
+    pub(crate) fn precompiled(layer: &Digest, size: usize, claims: &Claims) -> Self {
         let manifest = json!({
             "schemaVersion": 2,
             "mediaType": MANIFEST_MEDIA_TYPE,

@@ -1,10 +1,10 @@
-//! Policies as OCI artifacts: [`layout`] says what a policy artifact is (the
+//! Policies as OCI artifacts: `layout` says what a policy artifact is (the
 //! CNCF Wasm layout: its media types, its config and manifest);
-//! [`registry`] opens a client to a registry (TLS, plain HTTP only when
+//! `registry` opens a client to a registry (TLS, plain HTTP only when
 //! asked, credentials); `crd` is the `VigilPolicy` resource that names a
 //! policy's artifact and its rollout, and `rollout` decides which version
 //! a node takes; [`pull`] brings an artifact pinned by digest into the
-//! node's content-addressed [`store`], after [`signature`] checked it when a
+//! node's content-addressed `store`, after [`signature`] checked it when a
 //! key is configured. The author's `vigil policy push`
 //! publishes with the first two; the agent pulls with the rest.
 
@@ -13,12 +13,20 @@
 #[allow(unreachable_pub)]
 pub(crate) mod crd;
 pub(crate) mod credentials;
-pub mod layout;
+pub(crate) mod layout;
 pub(crate) mod plan;
-pub mod pull;
-pub mod registry;
+pub(crate) mod pull;
+pub(crate) mod registry;
 pub(crate) mod rollout;
 pub mod signature;
-pub mod store;
+pub(crate) mod store;
 
 pub use crd::{VigilPolicy, VigilPolicySpec};
+pub use layout::{
+    Claims, MANIFEST_MEDIA_TYPE, WASM_CONFIG_MEDIA_TYPE, WASM_LAYER_MEDIA_TYPE, oci_digest,
+};
+pub use pull::{
+    Expect, LEGACY_WASM_LAYER_MEDIA_TYPE, Pinned, PullError, Pulled, pull, verified_components,
+};
+pub use registry::Access;
+pub use store::BlobStore;

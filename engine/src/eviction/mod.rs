@@ -9,7 +9,7 @@
 //!   a model of it in simulations);
 //! - `policies` is what the manager asks its decisions of (the registry);
 //! - `settings` are the manager's knobs;
-//! - [`runner`] drives the manager live: every period and on signal events.
+//! - `runner` drives the manager live: every period and on signal events.
 
 pub(crate) mod killer;
 pub(crate) mod kubelet;
@@ -17,7 +17,7 @@ pub(crate) mod limits;
 mod manager;
 pub(crate) mod policies;
 pub(crate) mod queue;
-pub mod runner;
+pub(crate) mod runner;
 pub(crate) mod settings;
 pub(crate) mod tracker;
 
@@ -28,5 +28,6 @@ pub use manager::{
 };
 pub use policies::{Policies, Unanswered, Which};
 pub use queue::{Deferral, Deferred, Settled, Urgency};
+pub use runner::{Heartbeat, LoopReport, NodeSource, Runner, forward_wakes};
 pub use settings::{EvictionSettings, PolicySettings};
 pub use tracker::{ActiveCondition, MetThreshold};

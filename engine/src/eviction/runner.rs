@@ -54,17 +54,17 @@ pub enum LoopReport {
 
 /// How many reports may wait for a subscriber before it misses the oldest
 /// (the loop never waits for a slow reader).
-pub const REPORT_BACKLOG: usize = 1024;
+pub(crate) const REPORT_BACKLOG: usize = 1024;
 
 /// Cycles a row of refusals may start at once before they are paced.
 pub const RECYCLE_BURST: u32 = 4;
 /// Once the burst is spent, one refusal-started cycle per this long.
-pub const RECYCLE_EVERY: Duration = Duration::from_secs(1);
+pub(crate) const RECYCLE_EVERY: Duration = Duration::from_secs(1);
 
 /// The next of the runner's reports for a subscriber called `reader`;
 /// `None` once the runner is gone. A subscriber that fell behind skips what
 /// it missed (logged): the loop never waits for a reader.
-pub async fn next_report(
+pub(crate) async fn next_report(
     reports: &mut broadcast::Receiver<Arc<LoopReport>>,
     reader: &str,
 ) -> Option<Arc<LoopReport>> {

@@ -16,7 +16,7 @@ use std::time::SystemTime;
 use tokio::sync::{broadcast, watch};
 
 /// How many eviction calls the node's status object lists.
-pub const LAST_EVICTIONS: usize = 10;
+pub(crate) const LAST_EVICTIONS: usize = 10;
 
 /// The loop's recent activity.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -78,14 +78,14 @@ impl Activity {
 }
 
 /// `at` as the API's time (to the second, as the API server keeps it).
-pub fn time(at: SystemTime) -> Time {
+pub(crate) fn time(at: SystemTime) -> Time {
     let stamp = Timestamp::try_from(at).unwrap_or(Timestamp::UNIX_EPOCH);
     Time(Timestamp::from_second(stamp.as_second()).unwrap_or(stamp))
 }
 
 /// Keeps `activity` current from the runner's `reports` (timed by `clock`)
 /// until the runner is gone; a reader that fell behind skips what it missed.
-pub async fn follow(
+pub(crate) async fn follow(
     mut reports: broadcast::Receiver<Arc<LoopReport>>,
     activity: watch::Sender<Activity>,
     clock: Arc<dyn Clock>,

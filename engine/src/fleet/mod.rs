@@ -5,13 +5,15 @@
 //!
 //! - `kinds` defines the `VigilNodeStatus` and `VigilPolicyStatus`
 //!   custom resources;
-//! - [`activity`] keeps the loop's recent conditions and evictions;
+//! - `activity` keeps the loop's recent conditions and evictions;
 //! - `desired` says what each object should hold;
 //! - `queue` is the rate-limited work queue keyed by object;
-//! - [`reconcile`] makes the objects on the API server what they should be.
+//! - `reconcile` makes the objects on the API server what they should be.
 
-pub mod activity;
+pub(crate) mod activity;
 pub(crate) mod desired;
 pub(crate) mod kinds;
 pub(crate) mod queue;
-pub mod reconcile;
+pub(crate) mod reconcile;
+pub use activity::Activity;
+pub use reconcile::{Inputs, Reconciler};

@@ -50,7 +50,7 @@ use tokio_util::sync::CancellationToken;
 /// cache. Each wait is jittered (half to one and a half times this), so a
 /// fleet that started together does not read together: at 5000 nodes with
 /// three policies each, some 6 GETs a second.
-pub const RESYNC: Duration = Duration::from_secs(60 * 60);
+pub(crate) const RESYNC: Duration = Duration::from_secs(60 * 60);
 
 /// The wait before the next resync: [`RESYNC`] times a random factor in [0.5, 1.5).
 fn next_resync() -> Duration {
@@ -59,7 +59,7 @@ fn next_resync() -> Duration {
 
 /// What a key names.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Key {
+pub(crate) enum Key {
     /// Read the objects that exist, then sync every key.
     Read,
     /// The node's `VigilNodeStatus`.
@@ -70,7 +70,7 @@ pub enum Key {
 
 /// Why a sync failed.
 #[derive(Debug, Error)]
-pub enum SyncError {
+pub(crate) enum SyncError {
     /// The objects are not read yet (or a write failed since).
     #[error("the status objects are not read yet")]
     NotRead,
@@ -487,7 +487,7 @@ where
 /// The name of the `VigilPolicyStatus` of `policy` on `node`:
 /// `NODE.POLICY` when that is a valid object name, else the node's name
 /// (shortened if need be) and a hash of both.
-pub fn policy_object_name(node: &str, policy: &str) -> String {
+pub(crate) fn policy_object_name(node: &str, policy: &str) -> String {
     let plain = format!("{node}.{policy}");
     if is_subdomain(&plain) {
         return plain;

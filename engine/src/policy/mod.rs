@@ -30,11 +30,13 @@ mod world;
 pub use artifacts::cache::{CacheOutcome, Collected};
 pub use artifacts::compiler::{ChildCompiler, CompileError};
 pub use artifacts::engine::{Baseline, EngineKey};
+pub use artifacts::{DEFAULT_MAX_POLICY_BYTES, engine_key, precompile};
 pub use error::{Cause, Fault, FaultKind, LoadError};
 pub use host::{CompileMode, Host, HostError};
 pub use lifecycle::registry::{
     Incident, Phase, PolicyStatus, RefusedVersion, Registry, RegistryError,
 };
+pub use lifecycle::{BUILTINS, Reloader, ScanReport};
 pub use runtime::component::{Origin, Outcome, Policy};
 pub use runtime::handle::{Merger, Sorter, Strategy, Supervisor};
 pub use runtime::interest::Declared;

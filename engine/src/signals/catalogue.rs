@@ -92,7 +92,7 @@ impl Resource {
 }
 
 /// `1.5 GiB`, `480.0 MiB`, `12.0 KiB`, `7 B`.
-pub fn bytes(value: f64) -> String {
+pub(crate) fn bytes(value: f64) -> String {
     const UNITS: [(&str, f64); 3] = [("GiB", 1073741824.0), ("MiB", 1048576.0), ("KiB", 1024.0)];
     UNITS
         .iter()
@@ -104,7 +104,7 @@ pub fn bytes(value: f64) -> String {
 }
 
 /// A signal's value in its natural unit.
-pub fn signal_value(name: &str, value: f64) -> String {
+pub(crate) fn signal_value(name: &str, value: f64) -> String {
     match unit(name) {
         Unit::Bytes => bytes(value),
         Unit::Count => format!("{value:.0}"),

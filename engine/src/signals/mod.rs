@@ -5,7 +5,7 @@
 //! files captured from a real machine.
 //!
 //! A signal that cannot be read is a reported [`Gap`]: absent from the
-//! snapshot, never a zero and never a crash. [`wake`] tells the eviction
+//! snapshot, never a zero and never a crash. `wake` tells the eviction
 //! loop when to look again: on a PSI trigger where the kernel allows it,
 //! by polling where it does not.
 //!
@@ -28,13 +28,14 @@ mod error;
 mod meminfo;
 mod pids;
 mod psi;
-pub mod wake;
+pub(crate) mod wake;
 
 pub use cgroup::{Cgroups, Driver, Memory, Version};
 pub use cpu::CpuRates;
 pub use error::SignalError;
 pub use meminfo::MemInfo;
 pub use psi::{Pressure, PsiLine};
+pub use wake::{TriggerSettings, Wake, watch_memory_events};
 
 use crate::model::{QosClass, Signal};
 use std::path::{Path, PathBuf};

@@ -7,7 +7,7 @@
 //! `plot::draw` turns into an SVG chart.
 
 mod api;
-pub mod output;
+pub(crate) mod output;
 pub(crate) mod plot;
 mod record;
 mod run;
@@ -17,6 +17,7 @@ mod timeline;
 mod values;
 
 pub use api::EvictionModel;
+pub use output::render;
 pub use record::{
     DecisionRecord, EvictionRecord, Met, PodUsage, PolicyRecord, Simulation, Step, ThresholdRecord,
 };

@@ -5,10 +5,10 @@ use super::record::{Met, Simulation, Step};
 use std::collections::BTreeSet;
 use std::fmt::Write;
 
-pub use crate::signals::catalogue::{bytes, signal_value};
+pub(crate) use crate::signals::catalogue::{bytes, signal_value};
 
 /// `45s`, `2m05s`.
-pub fn time(seconds: f64) -> String {
+pub(crate) fn time(seconds: f64) -> String {
     let s = seconds.round() as u64;
     if s < 60 {
         format!("{s}s")

@@ -5,8 +5,8 @@
 use oci_client::Reference;
 use oci_client::manifest::OciManifest;
 use vigil::base::digest::Digest;
-use vigil::distribution::layout::{WASM_CONFIG_MEDIA_TYPE, WASM_LAYER_MEDIA_TYPE};
-use vigil::distribution::registry::Access;
+use vigil::distribution::Access;
+use vigil::distribution::{WASM_CONFIG_MEDIA_TYPE, WASM_LAYER_MEDIA_TYPE};
 use vigil_testbed::OciRegistry;
 
 fn vigil(args: &[&str]) -> (bool, String, String) {
@@ -20,7 +20,7 @@ fn vigil(args: &[&str]) -> (bool, String, String) {
 
 /// The built-in sorter, written to a file as an author's build would.
 fn sorter_file(dir: &std::path::Path) -> (String, Vec<u8>) {
-    let bytes = vigil::policy::lifecycle::builtin::BUILTINS
+    let bytes = vigil::policy::BUILTINS
         .iter()
         .find(|(name, _)| *name == "default-sorter")
         .expect("the built-in sorter")

@@ -255,7 +255,7 @@ fn entries(dir: &Path) -> Vec<Digest> {
 #[tokio::test]
 async fn the_agents_reloader_removes_artifacts_no_version_needs_and_nothing_else() {
     use vigil::base::clock::ManualClock;
-    use vigil::policy::lifecycle::reload::Reloader;
+    use vigil::policy::Reloader;
     use vigil::policy::{LimitsTable, Registry};
     let (state, policies) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let cache = state.path().join("cache");
@@ -268,7 +268,7 @@ async fn the_agents_reloader_removes_artifacts_no_version_needs_and_nothing_else
         overrides: Default::default(),
     };
     let registry = Arc::new(Registry::new(host, clock.clone(), limits, None).unwrap());
-    let builtins: Vec<Digest> = vigil::policy::lifecycle::builtin::BUILTINS
+    let builtins: Vec<Digest> = vigil::policy::BUILTINS
         .iter()
         .map(|(_, bytes)| Digest::of(bytes))
         .collect();

@@ -4,7 +4,7 @@
 //! them through the host's adapter, and evict on a scenario through the
 //! real eviction manager.
 
-use vigil::authoring::check::check_bytes;
+use vigil::authoring::check_bytes;
 use vigil::model::{
     Candidate, CandidateUrgency, KeyValue, Layer, OwnerKind, Pod, Signal, Snapshot,
 };

@@ -9,20 +9,20 @@ use ring::rand::SystemRandom;
 use ring::signature::{ECDSA_P256_SHA256_ASN1_SIGNING, EcdsaKeyPair, KeyPair};
 use serde_json::json;
 use std::collections::HashSet;
-use vigil::authoring::check::check_bytes;
-use vigil::authoring::push::push;
+use vigil::authoring::check_bytes;
+use vigil::authoring::push;
 use vigil::base::digest::Digest;
-use vigil::distribution::layout::{
-    MANIFEST_MEDIA_TYPE, WASM_CONFIG_MEDIA_TYPE, WASM_LAYER_MEDIA_TYPE, oci_digest,
-};
-use vigil::distribution::pull::{
-    Expect, LEGACY_WASM_LAYER_MEDIA_TYPE, Pinned, PullError, Pulled, pull, verified_components,
-};
-use vigil::distribution::registry::Access;
+use vigil::distribution::Access;
+use vigil::distribution::BlobStore;
 use vigil::distribution::signature::{
     self, SIGNATURE_ANNOTATION, SIMPLE_SIGNING_MEDIA_TYPE, VerificationKey, signature_tag,
 };
-use vigil::distribution::store::BlobStore;
+use vigil::distribution::{
+    Expect, LEGACY_WASM_LAYER_MEDIA_TYPE, Pinned, PullError, Pulled, pull, verified_components,
+};
+use vigil::distribution::{
+    MANIFEST_MEDIA_TYPE, WASM_CONFIG_MEDIA_TYPE, WASM_LAYER_MEDIA_TYPE, oci_digest,
+};
 use vigil::policy::{Host, Origin};
 use vigil_testbed::OciRegistry;
 use vigil_tests::REVERSE_SORTER;

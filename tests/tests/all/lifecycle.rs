@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 use vigil::base::digest::Digest;
-use vigil::policy::lifecycle::reload::Reloader;
+use vigil::policy::Reloader;
 use vigil::policy::{Fault, LoadError, Origin, Phase, Registry};
 use vigil_tests::*;
 

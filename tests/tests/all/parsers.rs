@@ -8,7 +8,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use vigil::authoring::check::check_bytes;
+use vigil::authoring::check_bytes;
 use vigil::config::VigilConfig;
 use vigil::model::Layer;
 use vigil::policy::{Host, Origin};

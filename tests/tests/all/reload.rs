@@ -7,8 +7,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
 use vigil::base::digest::Digest;
-use vigil::policy::lifecycle::reload::{Reloader, ScanReport};
 use vigil::policy::{CacheOutcome, LoadError, Origin, Registry};
+use vigil::policy::{Reloader, ScanReport};
 use vigil_tests::*;
 
 /// A running reloader over a temporary policies directory.
@@ -519,7 +519,7 @@ async fn the_agent_evicts_past_a_hostile_policies_directory_and_a_sleeping_sorte
         node_name: "node-1".into(),
         kubeconfig: Some(files.path("kubeconfig")),
         policies_dir: policies,
-        max_policy_bytes: vigil::policy::artifacts::files::DEFAULT_MAX_POLICY_BYTES,
+        max_policy_bytes: vigil::policy::DEFAULT_MAX_POLICY_BYTES,
         state_dir: files.path("state"),
         namespace: "vigil-system".into(),
         registry_ca: None,
@@ -538,7 +538,7 @@ async fn the_agent_evicts_past_a_hostile_policies_directory_and_a_sleeping_sorte
         nodefs: files.path(""),
         imagefs: None,
         status_interval: Duration::from_secs(15),
-        api: vigil::cluster::client::ClientOptions::default(),
+        api: vigil::cluster::ClientOptions::default(),
         condition_heartbeat: Duration::from_secs(60),
         compiler: None,
     };

@@ -5,8 +5,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::{broadcast, mpsc, oneshot};
 use tokio::time::Instant;
-use vigil::eviction::runner::{Heartbeat, LoopReport, NodeSource, Runner};
 use vigil::eviction::{CycleReport, EvictionManager, EvictionSettings, NodeState};
+use vigil::eviction::{Heartbeat, LoopReport, NodeSource, Runner};
 use vigil::model::{Pod, Signal};
 use vigil_tests::{RecordingKiller, registry};
 
@@ -99,8 +99,8 @@ async fn a_signal_event_starts_a_cycle_at_once_and_the_period_keeps_them_coming(
 #[test]
 fn polled_stall_growth_is_forwarded_as_wakes_until_the_loop_goes_away() {
     use std::sync::atomic::{AtomicBool, Ordering};
-    use vigil::eviction::runner::forward_wakes;
-    use vigil::signals::wake::{TriggerSettings, Wake};
+    use vigil::eviction::forward_wakes;
+    use vigil::signals::{TriggerSettings, Wake};
     let dir = tempfile::tempdir().unwrap();
     let target = dir.path().join("memory");
     let write = move |total: u64| {
@@ -200,7 +200,7 @@ fn crowded(n: usize) -> NodeState {
 
 #[tokio::test(start_paused = true)]
 async fn refusals_in_a_row_start_a_few_cycles_at_once_then_wait_their_turn() {
-    use vigil::eviction::runner::RECYCLE_BURST;
+    use vigil::testing::RECYCLE_BURST;
     let killer = Arc::new(RecordingKiller::default());
     killer.protect_all();
     let (mut reports, stop, task, _wake) = start(killer.clone(), crowded(20));

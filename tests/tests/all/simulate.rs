@@ -312,7 +312,7 @@ async fn a_policy_fault_is_recorded_with_the_guests_message_and_the_simulation_g
             .iter()
             .all(|s| s.skipped.iter().all(|s| !s.starts_with("strategy script")))
     );
-    let text = vigil::simulate::output::render(&simulation);
+    let text = vigil::simulate::render(&simulation);
     assert!(
         text.contains(".. strategy script skipped: trapped: it wrote: ")
             && text.contains(".. sorter flaky-sorter "),

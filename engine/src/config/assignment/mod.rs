@@ -20,9 +20,9 @@ use std::fmt;
 use std::time::Duration;
 
 /// Starts within one trial after which the config counts as a crash loop.
-pub const MAX_STARTS_IN_TRIAL: u32 = 3;
+pub(crate) const MAX_STARTS_IN_TRIAL: u32 = 3;
 /// Policy faults during a trial that roll the config back.
-pub const MAX_FAULTS_IN_TRIAL: u64 = 3;
+pub(crate) const MAX_FAULTS_IN_TRIAL: u64 = 3;
 
 /// Why the running config runs: the reason of the `VigilConfigOK` condition.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -95,7 +95,7 @@ pub struct ConfigView {
 
 /// How the checkpoint was found at start-up.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CheckpointLoad {
+pub(crate) enum CheckpointLoad {
     /// None saved yet.
     Missing,
     /// Saved, younger than the grace time.
@@ -109,7 +109,7 @@ pub enum CheckpointLoad {
 impl CheckpointLoad {
     /// How a readable checkpoint stands at `now`: fresh while what it
     /// assigns was fetched less than `grace` ago.
-    pub fn of(saved: Option<&Checkpoint>, grace: Duration, now: Timestamp) -> Self {
+    pub(crate) fn of(saved: Option<&Checkpoint>, grace: Duration, now: Timestamp) -> Self {
         let Some(saved) = saved else {
             return Self::Missing;
         };
@@ -121,7 +121,7 @@ impl CheckpointLoad {
     }
 
     /// As metrics label it.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Self::Missing => "missing",
             Self::Fresh => "fresh",
@@ -133,7 +133,7 @@ impl CheckpointLoad {
 
 /// How an assignment from the cluster ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Update {
+pub(crate) enum Update {
     /// Nothing new.
     Unchanged,
     /// A new config runs (on trial, or as it is the last-known-good or the defaults).
@@ -149,7 +149,7 @@ pub enum Update {
 
 impl Update {
     /// As metrics label it.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Self::Unchanged => "unchanged",
             Self::Applied => "applied",
@@ -161,11 +161,11 @@ impl Update {
 }
 
 /// Merges layers (the agent's: its `--config` under them, the merger policy).
-pub type Merge<'a> = &'a dyn Fn(&[Layer]) -> Result<VigilConfig, ConfigError>;
+pub(crate) type Merge<'a> = &'a dyn Fn(&[Layer]) -> Result<VigilConfig, ConfigError>;
 
 /// The config state of one node.
 #[derive(Debug, Clone)]
-pub struct Assignment {
+pub(crate) struct Assignment {
     checkpoint: Checkpoint,
     /// The layers running (`None`: the defaults) and the config they make.
     running: (Option<LayerSet>, VigilConfig),
@@ -182,7 +182,7 @@ impl Assignment {
     /// start against a trial under way (a crash loop is rolled back), then
     /// runs the checkpoint if `load` found it fresh, else the
     /// last-known-good (unless `start_on_defaults`), else `defaults`.
-    pub fn resume(
+    pub(crate) fn resume(
         saved: Option<Checkpoint>,
         load: CheckpointLoad,
         grace: Duration,
@@ -274,7 +274,12 @@ impl Assignment {
     /// What the cluster assigns now (`layers`, fetched at `now`). A new
     /// config is merged and, if it merges, runs on trial; a refused one is
     /// remembered and the running config stays.
-    pub fn assign(&mut self, layers: Vec<Layer>, now: Timestamp, merge: Merge<'_>) -> Update {
+    pub(crate) fn assign(
+        &mut self,
+        layers: Vec<Layer>,
+        now: Timestamp,
+        merge: Merge<'_>,
+    ) -> Update {
         self.retrying = false;
         let set = LayerSet::new(layers);
         let same = self
@@ -306,16 +311,7 @@ impl Assignment {
             return Update::Skipped;
         }
         if set.is_empty() {
-            match merge(&[]) {
-                Ok(config) => self.running = (None, config),
-                Err(error) => return self.defer(&set, &error),
-            }
-            self.checkpoint.trial = None;
-            self.status = Status {
-                reason: Reason::Defaults,
-                message: "no VigilConfig applies to this node; running the defaults".into(),
-            };
-            return Update::Applied;
+            return self.run_defaults(&set, merge);
         }
         if running_it {
             // The checkpoint was running; the API server now confirms it.
@@ -355,9 +351,23 @@ impl Assignment {
         }
     }
 
+    /// No layer applies: the defaults run, with no trial.
+    fn run_defaults(&mut self, set: &LayerSet, merge: Merge<'_>) -> Update {
+        match merge(&[]) {
+            Ok(config) => self.running = (None, config),
+            Err(error) => return self.defer(set, &error),
+        }
+        self.checkpoint.trial = None;
+        self.status = Status {
+            reason: Reason::Defaults,
+            message: "no VigilConfig applies to this node; running the defaults".into(),
+        };
+        Update::Applied
+    }
+
     /// Moves a trial on: graduates it when its time is up, or rolls it back
     /// when `faults` (policy faults since it began) reached the limit.
-    pub fn tick(&mut self, now: Timestamp, faults: u64, merge: Merge<'_>) {
+    pub(crate) fn tick(&mut self, now: Timestamp, faults: u64, merge: Merge<'_>) {
         let Some(trial) = self.checkpoint.trial.clone() else {
             return;
         };
@@ -384,34 +394,34 @@ impl Assignment {
     }
 
     /// When the trial under way ends.
-    pub fn trial_end(&self) -> Option<Timestamp> {
+    pub(crate) fn trial_end(&self) -> Option<Timestamp> {
         let trial = self.checkpoint.trial.as_ref()?;
         let length = SignedDuration::try_from(self.running.1.config_trial()).ok()?;
         trial.since.checked_add(length).ok()
     }
 
     /// When the trial under way began.
-    pub fn trial_since(&self) -> Option<Timestamp> {
+    pub(crate) fn trial_since(&self) -> Option<Timestamp> {
         self.checkpoint.trial.as_ref().map(|t| t.since)
     }
 
     /// The config that runs.
-    pub fn config(&self) -> &VigilConfig {
+    pub(crate) fn config(&self) -> &VigilConfig {
         &self.running.1
     }
 
     /// The hash of the layers that run (`None`: the defaults).
-    pub fn running_hash(&self) -> Option<&str> {
+    pub(crate) fn running_hash(&self) -> Option<&str> {
         self.running.0.as_ref().map(|s| s.hash.as_str())
     }
 
     /// What runs and why.
-    pub fn status(&self) -> &Status {
+    pub(crate) fn status(&self) -> &Status {
         &self.status
     }
 
     /// What runs, what was assigned and what went wrong last.
-    pub fn report(&self) -> ConfigView {
+    pub(crate) fn report(&self) -> ConfigView {
         let checkpoint = &self.checkpoint;
         ConfigView {
             status: self.status.clone(),
@@ -427,7 +437,7 @@ impl Assignment {
     }
 
     /// What to save.
-    pub fn checkpoint(&self) -> &Checkpoint {
+    pub(crate) fn checkpoint(&self) -> &Checkpoint {
         &self.checkpoint
     }
 
@@ -449,7 +459,7 @@ impl Assignment {
 
     /// Whether the assigned config could not be computed for a passing
     /// reason and is waiting to be tried again.
-    pub fn retrying(&self) -> bool {
+    pub(crate) fn retrying(&self) -> bool {
         self.retrying
     }
 

@@ -118,7 +118,7 @@ pub(crate) fn read(path: &Path, file: File, max: u64) -> Result<Vec<u8>, LoadErr
 ///
 /// # Errors
 /// As `open` and `read`.
-pub fn read_policy(path: &Path, max: u64) -> Result<Vec<u8>, LoadError> {
+pub(crate) fn read_policy(path: &Path, max: u64) -> Result<Vec<u8>, LoadError> {
     let (file, _) = open(path, max)?;
     read(path, file, max)
 }

@@ -1,9 +1,11 @@
-//! The artifacts on disk: the engine and its key ([`engine`]), the
+//! The artifacts on disk: the engine and its key (`engine`), the
 //! authenticated artifact cache (`cache`), the child process that
 //! compiles into it (`compiler`), and component files read as untrusted
-//! input ([`files`]).
+//! input (`files`).
 
 pub(in crate::policy) mod cache;
 pub(crate) mod compiler;
-pub mod engine;
-pub mod files;
+pub(crate) mod engine;
+pub(crate) mod files;
+pub use engine::{engine_key, precompile};
+pub use files::DEFAULT_MAX_POLICY_BYTES;

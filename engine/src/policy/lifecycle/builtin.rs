@@ -35,7 +35,7 @@ pub const BUILTINS: [(&str, &[u8]); 6] = [
 ];
 
 /// The component of the built-in policy `name`, if there is one.
-pub fn builtin(name: &str) -> Option<&'static [u8]> {
+pub(crate) fn builtin(name: &str) -> Option<&'static [u8]> {
     BUILTINS
         .iter()
         .find(|(builtin, _)| *builtin == name)

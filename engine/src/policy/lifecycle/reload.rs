@@ -49,10 +49,10 @@ use thiserror::Error;
 use tokio::sync::mpsc;
 
 /// How long the directory must be quiet before a scan.
-pub const DEBOUNCE: Duration = Duration::from_millis(25);
+pub(crate) const DEBOUNCE: Duration = Duration::from_millis(25);
 /// How often trials are checked for graduation and the directory's identity
 /// is checked.
-pub const GRADUATION_PERIOD: Duration = Duration::from_secs(1);
+pub(crate) const GRADUATION_PERIOD: Duration = Duration::from_secs(1);
 
 /// Why the reloader cannot run.
 #[derive(Debug, Error)]

@@ -5,7 +5,7 @@ use super::*;
 
 /// A checkpoint of one layer, fetched `age` ago, as the agent would save it.
 fn save_checkpoint(fixture: &NodeFiles, age: jiff::SignedDuration) {
-    use vigil::config::checkpoint::{Assigned, Checkpoint, CheckpointFile, LayerSet};
+    use vigil::config::{Assigned, Checkpoint, CheckpointFile, LayerSet};
     let set = LayerSet::new(vec![vigil::model::Layer {
         source: "VigilConfig/fleet@7".into(),
         json: r#"{"evictionBurst": 2}"#.into(),
@@ -64,7 +64,7 @@ async fn with_the_api_server_down_at_start_up_the_checkpoint_runs_while_it_is_fr
             assert!(agent.logs().contains("damaged"), "{}", agent.logs());
         } else {
             // Reusing the checkpoint does not make it younger.
-            use vigil::config::checkpoint::CheckpointFile;
+            use vigil::config::CheckpointFile;
             let saved = CheckpointFile::new(&fixture.path("state"))
                 .load()
                 .unwrap()
@@ -84,7 +84,7 @@ async fn with_the_api_server_down_at_start_up_the_checkpoint_runs_while_it_is_fr
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killing_the_agent_while_it_saves_checkpoints_never_leaves_a_damaged_one() {
     let (server, fixture) = test_node().await;
-    let file = vigil::config::checkpoint::CheckpointFile::new(&fixture.path("state"));
+    let file = vigil::config::CheckpointFile::new(&fixture.path("state"));
     for round in 0..8u64 {
         let mut agent = start(&server, &fixture, &[]);
         let config = json!({"evictionBurst": round + 1});
@@ -139,7 +139,7 @@ fn as_agent_user(fixture: &NodeFiles) -> std::path::PathBuf {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_previous_releases_state_directory_is_read_by_the_agent_as_its_own_user() {
     use std::os::unix::fs::MetadataExt;
-    use vigil::config::checkpoint::CheckpointFile;
+    use vigil::config::CheckpointFile;
     let (server, fixture) = test_node().await;
     let state = fixture.path("state");
     let copied = Command::new("cp")

@@ -56,7 +56,7 @@ async fn a_vigil_config_applies_live_graduates_and_a_bad_change_is_rejected_with
     ] {
         assert!(metrics.contains(line), "{line}\n{metrics}");
     }
-    let saved = vigil::config::checkpoint::CheckpointFile::new(&fixture.path("state"))
+    let saved = vigil::config::CheckpointFile::new(&fixture.path("state"))
         .load()
         .expect("a sound checkpoint")
         .expect("saved");

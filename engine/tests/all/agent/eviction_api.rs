@@ -1,7 +1,7 @@
 //! The killer alone, in-process, with a real `kube::Client` against the test server.
 
 use super::*;
-use vigil::cluster::evict::EvictionApi;
+use vigil::cluster::EvictionApi;
 use vigil::eviction::{KillError, Killer, Urgency, Victim};
 use vigil::model::Pod;
 
@@ -135,8 +135,8 @@ async fn the_bookkeeping_client_retries_a_503_and_counts_the_retry() {
     server.put("pods", NS, objects::best_effort_pod(NODE, NS, "web", 30));
     let metrics = std::sync::Arc::new(vigil::metrics::Metrics::default());
     let config = kube::Config::new(server.url().parse().expect("a URL"));
-    let options = vigil::cluster::client::ClientOptions::default();
-    let client = vigil::cluster::client::build(config, &metrics, options, true).unwrap();
+    let options = vigil::cluster::ClientOptions::default();
+    let client = vigil::cluster::build(config, &metrics, options, true).unwrap();
     server.fail_next("/pods/web", 503);
     let pods: kube::Api<k8s_openapi::api::core::v1::Pod> = kube::Api::namespaced(client, NS);
     let pod = pods.get("web").await.expect("answered on the retry");
@@ -163,11 +163,11 @@ async fn a_pod_with_two_budgets_is_not_evictable_and_a_hung_call_times_out() {
     server.put("poddisruptionbudgets", NS, second);
     let metrics = std::sync::Arc::new(vigil::metrics::Metrics::default());
     let config = kube::Config::new(server.url().parse().expect("a URL"));
-    let options = vigil::cluster::client::ClientOptions {
+    let options = vigil::cluster::ClientOptions {
         timeout: Duration::from_millis(200),
         ..Default::default()
     };
-    let client = vigil::cluster::client::build(config, &metrics, options, false).unwrap();
+    let client = vigil::cluster::build(config, &metrics, options, false).unwrap();
     let killer = EvictionApi::new(client);
     let several = killer.evict(&victim("web", "uid-web")).await;
     assert!(

@@ -5,7 +5,7 @@
 
 use super::pulled::example;
 use std::time::Duration;
-use vigil::controllers::config::turn;
+use vigil::testing::turn;
 use vigil_testbed::fleet::{Fleet, FleetOptions, POLICY, Phase};
 
 const NODES: usize = 4;

@@ -228,12 +228,12 @@ async fn a_node_that_never_compiles_serves_signed_native_code_and_refuses_what_i
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn precompiling_from_the_cluster_publishes_each_version_and_pins_only_this_engines_entries() {
     use vigil::base::build::BUILD;
-    use vigil::distribution::layout::Claims;
-    use vigil::distribution::pull::{Expect, Pinned, pull};
-    use vigil::distribution::registry::Access;
-    use vigil::distribution::store::BlobStore;
+    use vigil::distribution::Access;
+    use vigil::distribution::BlobStore;
+    use vigil::distribution::Claims;
+    use vigil::distribution::{Expect, Pinned, pull};
     use vigil::policy::Baseline;
-    use vigil::policy::artifacts::engine::engine_key;
+    use vigil::policy::engine_key;
 
     let registry = OciRegistry::start();
     let work = tempfile::tempdir().unwrap();
@@ -337,7 +337,7 @@ async fn precompiling_from_the_cluster_publishes_each_version_and_pins_only_this
         )
         .await
         .unwrap_or_else(|e| panic!("{reference}: {e}"));
-        let made = vigil::policy::artifacts::engine::precompile(baseline, component).unwrap();
+        let made = vigil::policy::precompile(baseline, component).unwrap();
         assert_eq!(std::fs::read(&pulled.path).unwrap(), made.artifact);
     }
     assert_eq!(versions.len(), 2, "one artifact for each version");
