@@ -18,7 +18,7 @@ pub struct Property<'a> {
 
 impl Property<'_> {
     /// Its description, on one line.
-    pub fn meaning(&self) -> String {
+    pub fn meaning(self) -> String {
         self.schema["description"]
             .as_str()
             .unwrap_or_default()
@@ -32,6 +32,22 @@ pub struct Column<'a> {
     pub heading: &'a str,
     /// The cell of a property.
     pub cell: &'a dyn Fn(Property<'_>) -> String,
+}
+
+impl<'a> Column<'a> {
+    /// A column headed `heading` whose cells `cell` fills.
+    pub fn new(heading: &'a str, cell: &'a dyn Fn(Property<'_>) -> String) -> Self {
+        Self { heading, cell }
+    }
+
+    /// The column every table ends with: each property's description.
+    pub fn meaning() -> Self {
+        Self::new("meaning", &meaning)
+    }
+}
+
+fn meaning(property: Property<'_>) -> String {
+    property.meaning()
 }
 
 /// A group of rows: the properties of one object, each field prefixed.
@@ -116,20 +132,10 @@ mod tests {
         let defaults = serde_json::json!({"a": 3, "b": {"c": "x"}});
         let kind = |p: Property<'_>| p.schema["type"].as_str().unwrap_or("object").to_owned();
         let default = |p: Property<'_>| p.default.map_or_else(String::new, |d| format!("`{d}`"));
-        let meaning = |p: Property<'_>| p.meaning();
         let columns = [
-            Column {
-                heading: "type",
-                cell: &kind,
-            },
-            Column {
-                heading: "default",
-                cell: &default,
-            },
-            Column {
-                heading: "meaning",
-                cell: &meaning,
-            },
+            Column::new("type", &kind),
+            Column::new("default", &default),
+            Column::meaning(),
         ];
         let section = Section {
             prefix: "",

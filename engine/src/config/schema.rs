@@ -142,24 +142,11 @@ pub fn reference() -> String {
         p.default
             .map_or_else(|| "unset".to_owned(), |v| format!("`{v}`"))
     };
-    let meaning = |p: Property<'_>| p.meaning();
     let columns = [
-        Column {
-            heading: "type",
-            cell: &kind,
-        },
-        Column {
-            heading: "default",
-            cell: &default,
-        },
-        Column {
-            heading: "allowed",
-            cell: &allowed,
-        },
-        Column {
-            heading: "meaning",
-            cell: &meaning,
-        },
+        Column::new("type", &kind),
+        Column::new("default", &default),
+        Column::new("allowed", &allowed),
+        Column::meaning(),
     ];
     let sections = [
         Section {

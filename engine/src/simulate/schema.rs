@@ -35,17 +35,7 @@ pub fn reference() -> String {
         section("TIMELINE[].", &defs["Point"]["properties"]),
     ];
     let kind = |p: Property<'_>| kind(p.schema, p.defs);
-    let meaning = |p: Property<'_>| p.meaning();
-    let columns = [
-        Column {
-            heading: "type",
-            cell: &kind,
-        },
-        Column {
-            heading: "meaning",
-            cell: &meaning,
-        },
-    ];
+    let columns = [Column::new("type", &kind), Column::meaning()];
     table(&columns, &sections, defs)
 }
 
