@@ -98,7 +98,7 @@ mod tests {
     use super::*;
 
     /// The pod of the DaemonSet in `deploy/FILE`.
-    pub(super) fn daemonset_pod(file: &str) -> serde_json::Value {
+    fn daemonset_pod(file: &str) -> serde_json::Value {
         let path = format!("{}/../deploy/{file}", env!("CARGO_MANIFEST_DIR"));
         let text = std::fs::read_to_string(path).unwrap();
         let daemonset: serde_json::Value = serde_norway::from_str(&text).unwrap();
@@ -106,7 +106,7 @@ mod tests {
     }
 
     /// `vigil ARGS…` parsed, `args` being a container's JSON `args`.
-    pub(super) fn parse(args: &serde_json::Value) -> Cli {
+    fn parse(args: &serde_json::Value) -> Cli {
         let args: Vec<String> = serde_json::from_value(args.clone()).unwrap();
         let argv = std::iter::once("vigil".to_owned()).chain(args);
         Cli::try_parse_from(argv).unwrap_or_else(|e| panic!("{e}"))
