@@ -178,15 +178,13 @@ pub(crate) fn check_all(
     let canary_config =
         |name: &str| settings.map_or_else(|| "{}".to_owned(), |s| s.policy(name).config);
     let unknown = settings.map_or_else(Vec::new, |settings| {
+        let files = files
+            .iter()
+            .filter_map(|path| PolicyName::of_path(path).ok());
         let known: Vec<String> = BUILTINS
             .iter()
-            .map(|(name, _)| PolicyName::parse(name).expect("built-in names are names"))
-            .chain(
-                files
-                    .iter()
-                    .filter_map(|path| PolicyName::of_path(path).ok()),
-            )
-            .map(String::from)
+            .map(|(name, _)| (*name).to_owned())
+            .chain(files.map(String::from))
             .collect();
         crate::config::names::unknown_policies(settings.policies.keys(), &settings.sorter, &known)
     });

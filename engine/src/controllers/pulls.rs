@@ -1,17 +1,17 @@
-//! The agent's policies from registries: follows the `VigilPolicy` objects,
-//! decides for each which pinned reference this node serves
-//! (`rollout::choose`), pulls it into the store under the state directory
-//! and links it, as `NAME.wasm`, into the directory the reloader serves
-//! over the policies directory. From there the loader takes over, as for
-//! any file: canary, trial, last-known-good, hot swap.
+//! The pull controller, the shell around [`crate::distribution::plan`]:
+//! follows the `VigilPolicy` objects, asks the plan which pinned reference
+//! this node serves and whether a pull is due, pulls it into the store under
+//! the state directory and links it, as `NAME.wasm`, into the directory the
+//! reloader serves over the policies directory. From there the loader takes
+//! over, as for any file: canary, trial, last-known-good, hot swap.
 //!
 //! Start-up never waits for a registry: the links of the last run serve at
 //! once, and a pull the store can answer makes no request. A failed pull
 //! changes nothing that serves; it is counted, logged once per reason, and
-//! retried with exponential backoff and a jitter (`distribution::plan`). A policy whose
-//! object is gone, or whose rollout leaves this node without a version,
-//! loses its link (the policies directory's file or the built-in serves
-//! again). Blobs no link or wanted reference needs are removed.
+//! retried after the plan's backoff. A policy whose object is gone, or whose
+//! rollout leaves this node without a version, loses its link (the policies
+//! directory's file or the built-in serves again). Blobs no link or wanted
+//! reference needs are removed.
 //!
 //! With a verification key (`--verification-key`), a version is linked only
 //! if a cosign signature under that key covers its digest; a refused one

@@ -10,7 +10,11 @@ mod export;
 mod labels;
 mod record;
 
-pub use labels::*;
+pub use labels::{
+    ApiLabels, BuildLabels, CappedLabels, CheckpointLabels, ConfigStateLabels, ConfigUpdateLabels,
+    EvictionLabels, MisplacedLabels, NameLabel, PolicyStateLabels, PullLabels, ThresholdLabels,
+    WaitingLabels,
+};
 
 use crate::policy::Policy;
 use prometheus_client::metrics::counter::Counter;

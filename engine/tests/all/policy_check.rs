@@ -90,6 +90,21 @@ fn nothing_to_check_is_an_error() {
     assert!(!ok && text.contains("nothing to check"), "{text}");
 }
 
+/// A file the agent would never serve, by its name alone, is refused by name
+/// before it is read.
+#[test]
+fn a_file_whose_name_is_not_a_policy_name_is_refused_naming_why() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("x@y.wasm");
+    std::fs::write(&file, b"\0asm").unwrap();
+    let (ok, text) = vigil(&["policy", "check", file.to_str().unwrap()]);
+    assert!(!ok, "{text}");
+    assert!(
+        text.contains(r#"INVALID: "x@y" is not a policy name: it holds @, ~ or /"#),
+        "{text}"
+    );
+}
+
 #[test]
 fn the_example_policies_in_c_javascript_and_python_pass_and_name_their_world() {
     let examples = [
