@@ -51,6 +51,7 @@ pub fn definitions() -> String {
     for crd in kinds() {
         let mut crd = serde_json::to_value(crd).expect("a CRD serialises");
         plain_status(&mut crd);
+        known_formats(&mut crd["spec"]["versions"]);
         yaml.push_str("---\n");
         yaml.push_str(&serde_norway::to_string(&crd).expect("a CRD serialises to YAML"));
     }
@@ -64,6 +65,40 @@ fn plain_status(crd: &mut Value) {
         if let Some(version) = version.as_object_mut() {
             version.remove("subresources");
         }
+    }
+}
+
+/// The `format`s the API server knows (k8s.io/kube-openapi's strfmt
+/// registry and the integer and number formats of OpenAPI itself).
+const KNOWN_FORMATS: [&str; 9] = [
+    "int32",
+    "int64",
+    "float",
+    "double",
+    "byte",
+    "date",
+    "date-time",
+    "duration",
+    "uuid",
+];
+
+/// Drops every `format` the API server does not know (schemars writes
+/// `uint64`, `uint8`, … for Rust's unsigned integers): the server ignores
+/// them but warns at each apply. The bounds stay in `minimum`/`maximum`.
+fn known_formats(schema: &mut Value) {
+    match schema {
+        Value::Object(map) => {
+            if map
+                .get("format")
+                .and_then(Value::as_str)
+                .is_some_and(|f| !KNOWN_FORMATS.contains(&f))
+            {
+                map.remove("format");
+            }
+            map.values_mut().for_each(known_formats);
+        }
+        Value::Array(items) => items.iter_mut().for_each(known_formats),
+        _ => {}
     }
 }
 

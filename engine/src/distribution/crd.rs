@@ -11,7 +11,9 @@ use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
 
 /// The CEL rule of a pinned reference: a `sha256` digest, a tag before it
-/// allowed.
+/// allowed. The API server prices a rule by the longest string it may see:
+/// every string a rule reads has a `maxLength`, and every list of them a
+/// `maxItems`, or the CRD is refused for its cost.
 const PINNED_RULE: &str = "self.matches('^[^@ ]+@sha256:[0-9a-f]{64}$')";
 /// The CEL rule of an engine key.
 const ENGINE_KEY_RULE: &str = "self.matches('^[0-9a-f]{32}$')";
@@ -58,6 +60,7 @@ pub struct VigilPolicySpec {
     /// each for one engine key; a node takes the one for its own key whose
     /// component is the version it serves, if signed by the native-code key.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 32))]
     pub precompiled: Vec<PrecompiledRef>,
 }
 
@@ -67,10 +70,12 @@ pub struct VigilPolicySpec {
 pub struct PrecompiledRef {
     /// The engine key it was made for (`vigil policy precompile` prints it).
     #[x_kube(validation = Rule::new(ENGINE_KEY_RULE).message("engineKey is 32 lowercase hex digits"))]
+    #[schemars(length(max = 32))]
     pub engine_key: String,
     /// `registry/repository[:tag]@sha256:…`: the digest pins the bytes.
     #[serde(rename = "ref")]
     #[x_kube(validation = Rule::new(PINNED_RULE).message("ref must be pinned by digest: registry/repository[:tag]@sha256:<64 hex digits>"))]
+    #[schemars(length(max = 1024))]
     pub reference: String,
 }
 
@@ -89,6 +94,7 @@ pub struct OciSource {
     /// `registry/repository[:tag]@sha256:…`: the digest pins the bytes.
     #[serde(rename = "ref")]
     #[x_kube(validation = Rule::new(PINNED_RULE).message("ref must be pinned by digest: registry/repository[:tag]@sha256:<64 hex digits>"))]
+    #[schemars(length(max = 1024))]
     pub reference: String,
     /// A `kubernetes.io/dockerconfigjson` Secret in vigil's namespace with
     /// the registry's credentials; absent: anonymous.
@@ -120,6 +126,7 @@ pub struct Rollout {
     /// absent: they serve the policy from the ConfigMap or the built-in.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[x_kube(validation = Rule::new(PINNED_RULE).message("previous must be pinned by digest: registry/repository[:tag]@sha256:<64 hex digits>"))]
+    #[schemars(length(max = 1024))]
     pub previous: Option<String>,
     /// Nodes that take `source` whatever `percent` says.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -36,7 +36,23 @@ impl AgentProcess {
         config: &str,
         extra: &[&str],
     ) -> Self {
-        files.write("kubeconfig", &server.kubeconfig());
+        Self::start_with(binary, node, files, &server.kubeconfig(), config, extra)
+    }
+
+    /// Starts `binary agent` as [`AgentProcess::start`] does, for any API
+    /// server: `kubeconfig` is the text of the agent's kubeconfig.
+    ///
+    /// # Panics
+    /// If the files cannot be written or the process cannot start.
+    pub fn start_with(
+        binary: &Path,
+        node: &str,
+        files: &NodeFiles,
+        kubeconfig: &str,
+        config: &str,
+        extra: &[&str],
+    ) -> Self {
+        files.write("kubeconfig", kubeconfig);
         files.write("config.yaml", config);
         std::fs::create_dir_all(files.path("policies")).expect("policies dir");
         let port = std::net::TcpListener::bind("127.0.0.1:0")

@@ -6,7 +6,9 @@
 //! a `vigil agent` process wired to all of them; [`OciRegistry`], a real
 //! OCI registry on loopback to publish policies to; [`cli`], the
 //! binary's other commands and the keys they sign with; and [`fleet`], a
-//! simulated fleet of agents whose API cost is counted phase by phase.
+//! simulated fleet of agents whose API cost is counted phase by phase; and
+//! [`upstream`], the real Kubernetes control plane built from its Go modules,
+//! for what only the real thing can tell.
 
 mod agent;
 mod apiserver;
@@ -15,6 +17,7 @@ pub mod fleet;
 mod node;
 pub mod objects;
 mod registry;
+pub mod upstream;
 
 pub use agent::{AgentProcess, AgentUse};
 pub use apiserver::{Access, ApiServer, Key, Request, Selector};

@@ -1,0 +1,172 @@
+//! The Eviction API as the real server and its disruption controller answer
+//! it, asked by the agent's killer under the agent's own token: a budget's
+//! refusal, two budgets' 500, dry run, graceful termination, and throttling
+//! by API Priority and Fairness that is no budget's refusal.
+
+use super::agent::{agent_identity, register_node, running_pod};
+use super::installed;
+use serde_json::json;
+use std::time::{Duration, Instant};
+use vigil::cluster::EvictionApi;
+use vigil::eviction::{KillError, Killer, Urgency, Victim};
+use vigil_testbed::upstream::Upstream;
+
+/// A bound for a broken test, never a wait.
+const LIMIT: Duration = Duration::from_secs(60);
+
+/// The killer as the agent on `node` builds it, under that agent's token.
+async fn killer(cluster: &Upstream, node: &str) -> EvictionApi {
+    let text = agent_identity(cluster, node);
+    let kubeconfig = kube::config::Kubeconfig::from_yaml(&text).unwrap();
+    let mut config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+        .await
+        .unwrap();
+    config.default_retry = false;
+    EvictionApi::new(kube::Client::try_from(config).unwrap())
+}
+
+fn victim(cluster: &Upstream, namespace: &str, name: &str) -> Victim {
+    let pod = cluster
+        .get(Some(namespace), &format!("pod/{name}"))
+        .expect("the pod");
+    let mut model: vigil::model::Pod = vigil::model::fixture::pod(name).usage_mib(100).build();
+    model.namespace = namespace.into();
+    model.uid = pod["metadata"]["uid"].as_str().unwrap().into();
+    Victim {
+        pod: model,
+        strategy: "memory-pressure".into(),
+        reason: "test".into(),
+        urgency: Urgency::Hard,
+        scope: Some("memory".into()),
+        grace_period_seconds: Some(7),
+        dry_run: false,
+        override_pdb: false,
+    }
+}
+
+/// A PodDisruptionBudget over the pods labelled `app: APP`, once the
+/// disruption controller has judged it.
+fn budget(cluster: &Upstream, namespace: &str, name: &str, app: &str) {
+    cluster.apply(
+        &json!({
+            "apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": app}}},
+        })
+        .to_string(),
+    );
+    let start = Instant::now();
+    loop {
+        let pdb = cluster
+            .get(Some(namespace), &format!("pdb/{name}"))
+            .expect("the budget");
+        if pdb["status"]["observedGeneration"] == pdb["metadata"]["generation"] {
+            return;
+        }
+        assert!(
+            start.elapsed() < LIMIT,
+            "the disruption controller never judged {name}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+fn pod_on(cluster: &Upstream, namespace: &str, name: &str, node: &str) {
+    running_pod(cluster, namespace, name, node, json!({}));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_real_eviction_api_refuses_by_budget_and_terminates_gracefully() {
+    let cluster = &installed().cluster;
+    register_node(cluster, "e1");
+    let ns = "evictions";
+    cluster.kubectl_ok(&["create", "namespace", ns]);
+    for name in ["web", "db", "cache", "shared"] {
+        pod_on(cluster, ns, name, "e1");
+    }
+    budget(cluster, ns, "db", "db");
+    // Two budgets over one pod: the Eviction API cannot judge it.
+    budget(cluster, ns, "shared-a", "shared");
+    budget(cluster, ns, "shared-b", "shared");
+    let killer = killer(cluster, "e1").await;
+
+    let refused = killer.evict(&victim(cluster, ns, "db")).await;
+    assert!(
+        matches!(refused, Err(KillError::Refused(ref m)) if m.contains("disruption budget")),
+        "{refused:?}"
+    );
+    let two = killer.evict(&victim(cluster, ns, "shared")).await;
+    assert!(
+        matches!(two, Err(KillError::NotEvictable(ref m)) if m.contains("more than one PodDisruptionBudget")),
+        "{two:?}"
+    );
+    // Dry run: judged, and nothing changes.
+    let mut dry = victim(cluster, ns, "cache");
+    dry.dry_run = true;
+    assert_eq!(killer.evict(&dry).await, Ok(()));
+    let cache = cluster.get(Some(ns), "pod/cache").unwrap();
+    assert!(
+        cache["metadata"]["deletionTimestamp"].is_null(),
+        "{cache:#}"
+    );
+    // The next candidate is evicted, gracefully: terminating, not gone,
+    // until its kubelet confirms.
+    assert_eq!(killer.evict(&victim(cluster, ns, "web")).await, Ok(()));
+    let web = cluster
+        .get(Some(ns), "pod/web")
+        .expect("terminating, not gone");
+    assert!(web["metadata"]["deletionTimestamp"].is_string(), "{web:#}");
+    assert_eq!(web["metadata"]["deletionGracePeriodSeconds"], 7);
+    // A pod recreated under the name is not the victim.
+    let mut stale = victim(cluster, ns, "cache");
+    stale.pod.uid = "0b7d9b5e-0000-4000-8000-000000000000".into();
+    let gone = killer.evict(&stale).await;
+    assert!(matches!(gone, Err(KillError::Gone(_))), "{gone:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_priority_level_that_rejects_gives_429s_that_are_no_budgets_refusal() {
+    let cluster = &installed().cluster;
+    register_node(cluster, "e2");
+    let ns = "throttled";
+    cluster.kubectl_ok(&["create", "namespace", ns]);
+    pod_on(cluster, ns, "web", "e2");
+    // No seats and nothing borrowed, and a full level rejects at once. (A
+    // level with nothing executing still admits one request, so the 429s
+    // come from evictions asked at once, as a node under pressure asks.)
+    cluster.apply(
+        "apiVersion: flowcontrol.apiserver.k8s.io/v1\nkind: PriorityLevelConfiguration\nmetadata: {name: test-reject}\nspec:\n  type: Limited\n  limited:\n    nominalConcurrencyShares: 0\n    lendablePercent: 0\n    borrowingLimitPercent: 0\n    limitResponse: {type: Reject}\n",
+    );
+    cluster.apply(
+        "apiVersion: flowcontrol.apiserver.k8s.io/v1\nkind: FlowSchema\nmetadata: {name: test-reject}\nspec:\n  matchingPrecedence: 700\n  priorityLevelConfiguration: {name: test-reject}\n  rules:\n  - subjects:\n    - kind: ServiceAccount\n      serviceAccount: {name: vigil, namespace: vigil-system}\n    resourceRules:\n    - verbs: [create]\n      apiGroups: ['']\n      resources: [pods/eviction]\n      namespaces: [throttled]\n",
+    );
+    let killer = killer(cluster, "e2").await;
+    let mut dry = victim(cluster, ns, "web");
+    dry.dry_run = true;
+    let start = Instant::now();
+    let throttled = loop {
+        let answers = futures::future::join_all((0..32).map(|_| killer.evict(&dry))).await;
+        for answer in &answers {
+            assert!(
+                matches!(answer, Ok(()) | Err(KillError::Throttled { .. })),
+                "only admitted or throttled: {answer:?}"
+            );
+        }
+        if let Some(Err(throttled)) = answers.into_iter().find(Result::is_err) {
+            break throttled;
+        }
+        assert!(start.elapsed() < LIMIT, "never throttled");
+    };
+    let KillError::Throttled {
+        retry_after,
+        message,
+    } = throttled
+    else {
+        unreachable!("only throttling is let through above");
+    };
+    assert!(retry_after >= Duration::from_secs(1), "{retry_after:?}");
+    assert!(message.contains("Too many requests"), "{message}");
+    let web = cluster.get(Some(ns), "pod/web").unwrap();
+    assert!(web["metadata"]["deletionTimestamp"].is_null());
+    cluster.kubectl_ok(&["delete", "flowschema", "test-reject"]);
+}

@@ -1,0 +1,193 @@
+//! Install: `deploy/` as docs/operating.md applies it, every component and
+//! example under it, and every manifest the docs show, on the real server.
+
+use super::{installed, root};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+/// A bound for a broken test, never a wait: everything is awaited on changes.
+const LIMIT: Duration = Duration::from_secs(60);
+
+#[test]
+fn deploy_installs_with_every_object_accepted_and_no_warning() {
+    let installed = installed();
+    for (step, stdout, stderr) in &installed.steps {
+        assert!(
+            !stderr.contains("Warning:"),
+            "kubectl {step} warned:\n{stderr}"
+        );
+        assert!(!stdout.is_empty(), "kubectl {step} said nothing");
+    }
+    let cluster = &installed.cluster;
+    for what in [
+        "namespace/vigil-system",
+        "clusterrole/vigil",
+        "validatingadmissionpolicy/vigil-own-node",
+        "validatingadmissionpolicybinding/vigil-own-node",
+        "prioritylevelconfiguration/vigil-evictions",
+        "flowschema/vigil-evictions",
+    ] {
+        assert!(cluster.get(None, what).is_some(), "{what} is served");
+    }
+    for what in [
+        "serviceaccount/vigil",
+        "daemonset/vigil",
+        "service/vigil-metrics",
+    ] {
+        assert!(
+            cluster.get(Some("vigil-system"), what).is_some(),
+            "{what} is served"
+        );
+    }
+}
+
+#[test]
+fn the_admission_policy_type_checks_without_a_warning() {
+    let cluster = &installed().cluster;
+    let start = Instant::now();
+    // The API server type-checks a policy in the background and reports on
+    // the generation it checked.
+    let policy = loop {
+        let policy = cluster
+            .get(None, "validatingadmissionpolicy/vigil-own-node")
+            .expect("installed");
+        if policy["status"]["observedGeneration"] == policy["metadata"]["generation"] {
+            break policy;
+        }
+        assert!(start.elapsed() < LIMIT, "never type-checked: {policy}");
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let warnings = &policy["status"]["typeChecking"]["expressionWarnings"];
+    assert!(
+        warnings.as_array().is_none_or(Vec::is_empty),
+        "type checking warned: {warnings:#}"
+    );
+    // And the server did check it: the status says so.
+    assert!(policy["status"]["typeChecking"].is_object(), "{policy:#}");
+}
+
+/// `deploy/` with `component`, rendered by the cluster's kubectl from an
+/// overlay as docs/operating.md writes one (kustomize takes relative paths
+/// only, so the overlay lives in the repository's `target/`).
+fn with_component(component: &str) -> String {
+    let overlay = root().join("target/upstream-overlays").join(component);
+    std::fs::create_dir_all(&overlay).unwrap();
+    std::fs::write(
+        overlay.join("kustomization.yaml"),
+        format!(
+            "resources: [../../../deploy]\ncomponents: [../../../deploy/components/{component}]\n"
+        ),
+    )
+    .unwrap();
+    installed()
+        .cluster
+        .kubectl_ok(&["kustomize", overlay.to_str().unwrap()])
+}
+
+#[test]
+fn every_component_applies_over_deploy() {
+    let cluster = &installed().cluster;
+    // The Prometheus Operator's CRDs, as a cluster running it has them.
+    for crd in ["podmonitors", "prometheusrules"] {
+        let file = root().join(format!("deploy/schemas/monitoring.coreos.com_{crd}.yaml"));
+        cluster.kubectl_ok(&["apply", "--server-side", "-f", file.to_str().unwrap()]);
+        cluster.kubectl_ok(&[
+            "wait",
+            "--for=condition=Established",
+            "--timeout=60s",
+            &format!("crd/{crd}.monitoring.coreos.com"),
+        ]);
+    }
+    let components = std::fs::read_dir(root().join("deploy/components")).unwrap();
+    let mut seen = Vec::new();
+    for component in components {
+        let name = component.unwrap().file_name().into_string().unwrap();
+        let rendered = with_component(&name);
+        // A dry run: the shared install stays as deploy/ made it.
+        let output = cluster.kubectl_as(
+            &cluster.admin_kubeconfig(),
+            &["apply", "--server-side", "--dry-run=server", "-f", "-"],
+            Some(&rendered),
+        );
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(output.status.success(), "{name}: {stderr}");
+        assert!(!stderr.contains("Warning:"), "{name} warned: {stderr}");
+        seen.push(name);
+    }
+    seen.sort();
+    assert_eq!(seen, ["compile-on-node", "cri-o", "prometheus"]);
+}
+
+#[test]
+fn every_example_under_deploy_and_in_the_docs_applies() {
+    let cluster = &installed().cluster;
+    let mut manifests: Vec<(String, String)> = Vec::new();
+    for entry in std::fs::read_dir(root().join("deploy/examples")).unwrap() {
+        let path = entry.unwrap().path();
+        manifests.push((
+            path.display().to_string(),
+            std::fs::read_to_string(&path).unwrap(),
+        ));
+    }
+    let mut documents = vec![root().join("README.md")];
+    for entry in std::fs::read_dir(root().join("docs")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "md") {
+            documents.push(path);
+        }
+    }
+    for document in documents {
+        manifests.extend(yaml_manifests(&document));
+    }
+    assert!(
+        manifests.len() >= 5,
+        "the docs show manifests: {manifests:?}"
+    );
+    for (origin, manifest) in &manifests {
+        let output = cluster.kubectl_as(
+            &cluster.admin_kubeconfig(),
+            &["apply", "--server-side", "--dry-run=server", "-f", "-"],
+            Some(manifest),
+        );
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            output.status.success(),
+            "{origin} is refused: {stderr}\n{manifest}"
+        );
+        assert!(!stderr.contains("Warning:"), "{origin} warned: {stderr}");
+    }
+}
+
+/// The ```yaml blocks of a Markdown file that are whole Kubernetes objects
+/// (an `apiVersion` and a `kind` at the top level), each named by its line.
+fn yaml_manifests(document: &Path) -> Vec<(String, String)> {
+    let text = std::fs::read_to_string(document).unwrap();
+    let mut manifests = Vec::new();
+    // (first line, indentation of the fence, body so far)
+    let mut block: Option<(usize, usize, String)> = None;
+    for (number, line) in text.lines().enumerate() {
+        let indent = line.len() - line.trim_start().len();
+        match (&mut block, line.trim_start()) {
+            (None, "```yaml") => block = Some((number + 1, indent, String::new())),
+            (Some((start, _, body)), "```") => {
+                if is_object(body) {
+                    manifests.push((format!("{}:{start}", document.display()), body.clone()));
+                }
+                block = None;
+            }
+            (Some((_, fence, body)), _) => {
+                // A block in a list item is indented as its fence is.
+                body.push_str(line.get(*fence..).unwrap_or(""));
+                body.push('\n');
+            }
+            (None, _) => {}
+        }
+    }
+    manifests
+}
+
+fn is_object(yaml: &str) -> bool {
+    yaml.lines().any(|l| l.starts_with("apiVersion:"))
+        && yaml.lines().any(|l| l.starts_with("kind:"))
+        && !yaml.lines().any(|l| l.starts_with("apiVersion: kustomize"))
+}

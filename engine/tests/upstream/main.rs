@@ -1,0 +1,77 @@
+//! vigil against the upstream Kubernetes control plane: kube-apiserver,
+//! kube-controller-manager and etcd built from their Go modules
+//! (`tests/cluster/`), with real TLS, a real service-account issuer, the Node
+//! and RBAC authorizers and NodeRestriction. What the project's own test API
+//! server cannot know — whether the real server accepts `deploy/`, compiles
+//! its CEL, enforces its RBAC and admission policy on the agent's real
+//! identity, and how the Eviction API and server-side apply really behave —
+//! is asked here. Run with `cargo test -p vigil --test upstream`.
+//!
+//! The suites share one cluster with `deploy/` installed ([`installed`]);
+//! each works in namespaces and on nodes of its own.
+
+mod agent;
+mod evictions;
+mod install;
+mod validation;
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+use vigil_testbed::upstream::Upstream;
+
+/// The repository's root.
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// What `kubectl apply` answered when `deploy/` was installed.
+struct Installed {
+    cluster: Upstream,
+    /// kubectl's stdout and stderr for each step, in order.
+    steps: Vec<(String, String, String)>,
+}
+
+/// The shared cluster, with `deploy/` installed as docs/operating.md says:
+/// started by the first suite that needs it.
+fn installed() -> &'static Installed {
+    static INSTALLED: OnceLock<Installed> = OnceLock::new();
+    INSTALLED.get_or_init(|| install(Upstream::start()))
+}
+
+/// Installs `deploy/` on `cluster` as docs/operating.md says, and waits
+/// until its CRDs are served.
+fn install(cluster: Upstream) -> Installed {
+    {
+        let deploy = root().join("deploy");
+        let mut steps = Vec::new();
+        for args in [
+            vec!["apply", "--server-side", "-k", deploy.to_str().unwrap()],
+            vec![
+                "wait",
+                "--for=condition=Established",
+                "--timeout=60s",
+                "crd/vigilconfigs.vigil.dev",
+                "crd/vigilpolicies.vigil.dev",
+                "crd/vigilnodestatuses.vigil.dev",
+                "crd/vigilpolicystatuses.vigil.dev",
+            ],
+        ] {
+            let output = cluster.kubectl(&args);
+            let text = |bytes: &[u8]| String::from_utf8_lossy(bytes).into_owned();
+            assert!(
+                output.status.success(),
+                "kubectl {args:?} refused: {}",
+                text(&output.stderr)
+            );
+            steps.push((args.join(" "), text(&output.stdout), text(&output.stderr)));
+        }
+        Installed { cluster, steps }
+    }
+}
+
+/// The `items` of a kubectl list, as JSON.
+fn items(list: &str) -> Vec<Value> {
+    let list: Value = serde_json::from_str(list).expect("JSON");
+    list["items"].as_array().cloned().unwrap_or_default()
+}

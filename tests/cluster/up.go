@@ -1,0 +1,401 @@
+package main
+
+// `vigil-cluster up DIR`: a whole control plane on loopback, supervised.
+// It writes the cluster's PKI and an admin kubeconfig under DIR, starts etcd,
+// kube-apiserver and kube-controller-manager as child processes (logs in
+// DIR/*.log), waits until the API server is ready and the controller manager
+// has made the default service account, then prints one JSON line describing
+// the cluster on stdout. It then reads commands from stdin, one per line:
+//
+//	restart kube-apiserver    stop it by PID and start it again; prints "ready"
+//
+// End of input, SIGINT or SIGTERM stops every child by PID and exits, so a test
+// process that dies takes its cluster with it.
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// The admission plugins a production cluster enables beyond the defaults.
+const extraAdmission = "NodeRestriction,AlwaysPullImages"
+
+type cluster struct {
+	dir      string
+	self     string
+	ports    map[string]int
+	children map[string]*child
+	// stop receives SIGINT and SIGTERM, also while the cluster starts.
+	stop chan os.Signal
+}
+
+// A running component; done is closed when it has exited.
+type child struct {
+	command *exec.Cmd
+	done    chan struct{}
+}
+
+// Ready is the line `up` prints once the cluster serves.
+type Ready struct {
+	Server     string         `json:"server"`
+	Kubeconfig string         `json:"kubeconfig"`
+	CA         string         `json:"ca"`
+	Issuer     string         `json:"issuer"`
+	Pids       map[string]int `json:"pids"`
+	Version    string         `json:"version"`
+}
+
+const issuer = "https://kubernetes.default.svc.cluster.local"
+
+func up(dir string) error {
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "pki"), 0o700); err != nil {
+		return err
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	c := &cluster{dir: dir, self: self, ports: map[string]int{}, children: map[string]*child{}}
+	for _, name := range []string{"etcd-client", "etcd-peer", "apiserver"} {
+		if c.ports[name], err = freePort(); err != nil {
+			return err
+		}
+	}
+	if err := c.writePKI(); err != nil {
+		return fmt.Errorf("pki: %w", err)
+	}
+	c.stop = make(chan os.Signal, 1)
+	signal.Notify(c.stop, syscall.SIGINT, syscall.SIGTERM)
+	defer c.stopAll()
+	if err := c.start("etcd", c.etcdArgs()); err != nil {
+		return err
+	}
+	if err := c.start("kube-apiserver", c.apiserverArgs()); err != nil {
+		return err
+	}
+	if err := c.waitReady(); err != nil {
+		return err
+	}
+	if err := c.start("kube-controller-manager", c.controllerManagerArgs()); err != nil {
+		return err
+	}
+	if err := c.waitDefaultServiceAccount(); err != nil {
+		return err
+	}
+	if err := c.announce(); err != nil {
+		return err
+	}
+	commands := make(chan string)
+	go func() {
+		scanner := bufio.NewScanner(os.Stdin)
+		for scanner.Scan() {
+			commands <- strings.TrimSpace(scanner.Text())
+		}
+		close(commands)
+	}()
+	for {
+		select {
+		case <-c.stop:
+			return nil
+		case command, open := <-commands:
+			if !open {
+				return nil
+			}
+			if err := c.obey(command); err != nil {
+				fmt.Printf("error: %v\n", err)
+			}
+		}
+	}
+}
+
+func (c *cluster) obey(command string) error {
+	switch command {
+	case "restart kube-apiserver":
+		c.stopOne("kube-apiserver")
+		if err := c.start("kube-apiserver", c.apiserverArgs()); err != nil {
+			return err
+		}
+		if err := c.waitReady(); err != nil {
+			return err
+		}
+		fmt.Println("ready")
+		return nil
+	default:
+		return fmt.Errorf("no command %q", command)
+	}
+}
+
+func (c *cluster) path(parts ...string) string {
+	return filepath.Join(append([]string{c.dir}, parts...)...)
+}
+
+func (c *cluster) server() string {
+	return fmt.Sprintf("https://127.0.0.1:%d", c.ports["apiserver"])
+}
+
+func (c *cluster) writePKI() error {
+	pki := c.path("pki")
+	ca, err := newAuthority(pki)
+	if err != nil {
+		return err
+	}
+	hosts := []string{"127.0.0.1", "localhost", "10.0.0.1", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"}
+	if err := ca.issue(pki, "apiserver", "kube-apiserver", nil, hosts); err != nil {
+		return err
+	}
+	if err := ca.issue(pki, "admin", "vigil-cluster-admin", []string{"system:masters"}, nil); err != nil {
+		return err
+	}
+	if err := ca.issue(pki, "controller-manager", "system:kube-controller-manager", nil, nil); err != nil {
+		return err
+	}
+	if err := newSigningKey(pki); err != nil {
+		return err
+	}
+	for _, user := range []string{"admin", "controller-manager"} {
+		if err := c.writeKubeconfig(user); err != nil {
+			return err
+		}
+	}
+	return os.WriteFile(c.path("audit-policy.yaml"), []byte(auditPolicy), 0o600)
+}
+
+// The audit log records every request of the service accounts in
+// vigil-system (the agent's, the cleanup's), with its answer: tests read it
+// for refusals (DIR/audit.log, one JSON event per line).
+const auditPolicy = `apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+- level: Metadata
+  userGroups: ["system:serviceaccounts:vigil-system"]
+- level: None
+`
+
+func (c *cluster) writeKubeconfig(user string) error {
+	pki := c.path("pki")
+	config := fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters:
+- name: vigil-cluster
+  cluster:
+    server: %s
+    certificate-authority: %s
+users:
+- name: %s
+  user:
+    client-certificate: %s
+    client-key: %s
+contexts:
+- name: %s
+  context:
+    cluster: vigil-cluster
+    user: %s
+current-context: %s
+`, c.server(), filepath.Join(pki, "ca.crt"), user, filepath.Join(pki, user+".crt"), filepath.Join(pki, user+".key"), user, user, user)
+	return os.WriteFile(c.path(user+".conf"), []byte(config), 0o600)
+}
+
+func (c *cluster) etcdArgs() []string {
+	client := fmt.Sprintf("http://127.0.0.1:%d", c.ports["etcd-client"])
+	peer := fmt.Sprintf("http://127.0.0.1:%d", c.ports["etcd-peer"])
+	return []string{
+		"--name=vigil", "--data-dir=" + c.path("etcd"),
+		"--listen-client-urls=" + client, "--advertise-client-urls=" + client,
+		"--listen-peer-urls=" + peer, "--initial-advertise-peer-urls=" + peer,
+		"--initial-cluster=vigil=" + peer, "--log-level=warn",
+		"--quota-backend-bytes=4294967296", "--unsafe-no-fsync",
+	}
+}
+
+func (c *cluster) apiserverArgs() []string {
+	pki := c.path("pki")
+	return []string{
+		fmt.Sprintf("--etcd-servers=http://127.0.0.1:%d", c.ports["etcd-client"]),
+		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
+		fmt.Sprintf("--secure-port=%d", c.ports["apiserver"]),
+		"--cert-dir=" + pki,
+		"--tls-cert-file=" + filepath.Join(pki, "apiserver.crt"),
+		"--tls-private-key-file=" + filepath.Join(pki, "apiserver.key"),
+		"--client-ca-file=" + filepath.Join(pki, "ca.crt"),
+		"--service-account-issuer=" + issuer,
+		"--service-account-key-file=" + filepath.Join(pki, "sa.pub"),
+		"--service-account-signing-key-file=" + filepath.Join(pki, "sa.key"),
+		"--authorization-mode=Node,RBAC",
+		"--enable-admission-plugins=" + extraAdmission,
+		"--service-cluster-ip-range=10.0.0.0/24",
+		"--allow-privileged=true",
+		// The loopback address cannot be the kubernetes Service's endpoint;
+		// nothing in these tests reaches the API server through it.
+		"--endpoint-reconciler-type=none",
+		"--anonymous-auth=false",
+		"--audit-policy-file=" + c.path("audit-policy.yaml"),
+		"--audit-log-path=" + c.path("audit.log"),
+		"--audit-log-format=json",
+		"--profiling=false",
+		"--v=1",
+	}
+}
+
+func (c *cluster) controllerManagerArgs() []string {
+	pki := c.path("pki")
+	return []string{
+		"--kubeconfig=" + c.path("controller-manager.conf"),
+		"--authentication-kubeconfig=" + c.path("controller-manager.conf"),
+		"--authorization-kubeconfig=" + c.path("controller-manager.conf"),
+		"--service-account-private-key-file=" + filepath.Join(pki, "sa.key"),
+		"--root-ca-file=" + filepath.Join(pki, "ca.crt"),
+		"--use-service-account-credentials=true",
+		"--leader-elect=false",
+		"--bind-address=127.0.0.1", "--secure-port=0",
+		// No kubelet runs here: tests play it for their nodes, and the node
+		// lifecycle controller would mark those nodes unreachable.
+		"--controllers=*,-node-lifecycle-controller",
+		"--v=1",
+	}
+}
+
+func (c *cluster) start(name string, args []string) error {
+	log, err := os.OpenFile(c.path(name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return err
+	}
+	command := exec.Command(c.self, append([]string{name}, args...)...)
+	command.Stdout, command.Stderr = log, log
+	// Its own process group, so that a ^C at the terminal reaches only `up`,
+	// which then stops each child in order.
+	command.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := command.Start(); err != nil {
+		return fmt.Errorf("start %s: %w", name, err)
+	}
+	running := &child{command: command, done: make(chan struct{})}
+	go func() { _ = command.Wait(); close(running.done) }()
+	c.children[name] = running
+	return nil
+}
+
+func (c *cluster) stopOne(name string) {
+	running, ok := c.children[name]
+	if !ok {
+		return
+	}
+	delete(c.children, name)
+	_ = running.command.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-running.done:
+	case <-time.After(15 * time.Second):
+		_ = running.command.Process.Kill()
+		<-running.done
+	}
+}
+
+func (c *cluster) stopAll() {
+	for _, name := range []string{"kube-controller-manager", "kube-apiserver", "etcd"} {
+		c.stopOne(name)
+	}
+}
+
+// adminClient speaks to the API server as the admin, over its real TLS.
+func (c *cluster) adminClient() (*http.Client, error) {
+	pki := c.path("pki")
+	pair, err := tls.LoadX509KeyPair(filepath.Join(pki, "admin.crt"), filepath.Join(pki, "admin.key"))
+	if err != nil {
+		return nil, err
+	}
+	caPEM, err := os.ReadFile(filepath.Join(pki, "ca.crt"))
+	if err != nil {
+		return nil, err
+	}
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(caPEM)
+	transport := &http.Transport{TLSClientConfig: &tls.Config{Certificates: []tls.Certificate{pair}, RootCAs: roots}}
+	return &http.Client{Transport: transport, Timeout: 5 * time.Second}, nil
+}
+
+// poll asks path until it answers 200 or the time runs out, and fails early
+// when a child has exited.
+func (c *cluster) poll(path string, within time.Duration) error {
+	client, err := c.adminClient()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), within)
+	defer cancel()
+	last := "no answer"
+	for ctx.Err() == nil {
+		select {
+		case <-c.stop:
+			return fmt.Errorf("stopped while waiting for %s", path)
+		default:
+		}
+		for name, running := range c.children {
+			select {
+			case <-running.done:
+				return fmt.Errorf("%s exited; see %s", name, c.path(name+".log"))
+			default:
+			}
+		}
+		response, err := client.Get(c.server() + path)
+		if err == nil {
+			response.Body.Close()
+			if response.StatusCode == http.StatusOK {
+				return nil
+			}
+			last = response.Status
+		} else {
+			last = err.Error()
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	return fmt.Errorf("%s not ready within %s: %s", path, within, last)
+}
+
+func (c *cluster) waitReady() error {
+	return c.poll("/readyz", 3*time.Minute)
+}
+
+func (c *cluster) waitDefaultServiceAccount() error {
+	return c.poll("/api/v1/namespaces/default/serviceaccounts/default", 2*time.Minute)
+}
+
+func (c *cluster) announce() error {
+	pids := map[string]int{}
+	for name, running := range c.children {
+		pids[name] = running.command.Process.Pid
+	}
+	line, err := json.Marshal(Ready{
+		Server: c.server(), Kubeconfig: c.path("admin.conf"), CA: c.path("pki", "ca.crt"),
+		Issuer: issuer, Pids: pids, Version: kubernetesVersion(),
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Println(string(line))
+	return nil
+}
+
+func freePort() (int, error) {
+	listener, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer listener.Close()
+	return listener.Addr().(*net.TCPAddr).Port, nil
+}

@@ -1,0 +1,235 @@
+//! The upstream Kubernetes control plane, for what only the real thing can
+//! tell: etcd, kube-apiserver, kube-controller-manager and kubectl built from
+//! their Go modules by `tests/cluster/build.sh` and run by its `up` command
+//! (`tests/cluster/README.md`). [`Upstream::start`] builds it (once per test
+//! process; Go's cache makes later builds quick) and starts a cluster of its
+//! own in a temporary directory, stopped when dropped or when the test
+//! process dies (the supervisor stops its children when its stdin closes).
+
+use serde_json::Value;
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Output, Stdio};
+use std::sync::OnceLock;
+
+/// A running control plane.
+#[derive(Debug)]
+pub struct Upstream {
+    supervisor: Child,
+    commands: Option<ChildStdin>,
+    answers: BufReader<ChildStdout>,
+    ready: Value,
+    dir: tempfile::TempDir,
+}
+
+impl Drop for Upstream {
+    fn drop(&mut self) {
+        // Closing stdin asks the supervisor to stop its children by PID.
+        drop(self.commands.take());
+        let _ = self.supervisor.wait();
+    }
+}
+
+/// The built `vigil-cluster` binary, built on first use.
+///
+/// # Panics
+/// If the build fails: its output says why.
+pub fn binary() -> &'static Path {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    BUILT.get_or_init(|| {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let out = root.join("target/vigil-cluster/vigil-cluster");
+        let status = Command::new(root.join("tests/cluster/build.sh"))
+            .arg(&out)
+            .status()
+            .expect("tests/cluster/build.sh runs (Go must be installed)");
+        assert!(status.success(), "tests/cluster/build.sh failed");
+        out
+    })
+}
+
+impl Upstream {
+    /// Builds the components if needed and starts a fresh cluster.
+    ///
+    /// # Panics
+    /// If it does not come up; the panic names the log to read.
+    pub fn start() -> Self {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let mut supervisor = Command::new(binary())
+            .arg("up")
+            .arg(dir.path())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(dir.path().join("up.log")).expect("a log"))
+            .spawn()
+            .expect("vigil-cluster up starts");
+        let commands = supervisor.stdin.take().expect("stdin");
+        let mut answers = BufReader::new(supervisor.stdout.take().expect("stdout"));
+        let mut line = String::new();
+        answers.read_line(&mut line).expect("its first line");
+        let Ok(ready) = serde_json::from_str::<Value>(&line) else {
+            let log = std::fs::read_to_string(dir.path().join("up.log")).unwrap_or_default();
+            // Keep the directory: its logs say why.
+            let kept = dir.keep();
+            panic!(
+                "the cluster did not come up (logs in {}):\n{log}",
+                kept.display()
+            );
+        };
+        Self {
+            supervisor,
+            commands: Some(commands),
+            answers,
+            ready,
+            dir,
+        }
+    }
+
+    /// The API server's address, `https://127.0.0.1:PORT`.
+    pub fn server(&self) -> &str {
+        self.ready["server"].as_str().expect("server")
+    }
+
+    /// The Kubernetes version it runs, `v1.X.Y`.
+    pub fn version(&self) -> &str {
+        self.ready["version"].as_str().expect("version")
+    }
+
+    /// The PID of component `name` (`etcd`, `kube-apiserver`, …).
+    pub fn pid(&self, name: &str) -> u32 {
+        let pid = self.ready["pids"][name].as_u64().expect("a component");
+        u32::try_from(pid).expect("a pid")
+    }
+
+    /// The admin's kubeconfig file (`system:masters`).
+    pub fn admin_kubeconfig(&self) -> PathBuf {
+        PathBuf::from(self.ready["kubeconfig"].as_str().expect("kubeconfig"))
+    }
+
+    /// The directory of its PKI, data and logs.
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// The text of component `name`'s log so far.
+    pub fn log(&self, name: &str) -> String {
+        std::fs::read_to_string(self.dir.path().join(format!("{name}.log"))).unwrap_or_default()
+    }
+
+    /// The audit log's events so far: every request of a service account in
+    /// `vigil-system`, with its user, verb, object and response code.
+    pub fn audit(&self) -> Vec<Value> {
+        let text = std::fs::read_to_string(self.dir.path().join("audit.log")).unwrap_or_default();
+        text.lines()
+            .map(|line| serde_json::from_str(line).expect("an audit event"))
+            .collect()
+    }
+
+    /// Runs the cluster's kubectl as the admin.
+    pub fn kubectl(&self, args: &[&str]) -> Output {
+        self.kubectl_as(&self.admin_kubeconfig(), args, None)
+    }
+
+    /// Runs kubectl with `kubeconfig`, feeding `input` on stdin if given.
+    pub fn kubectl_as(&self, kubeconfig: &Path, args: &[&str], input: Option<&str>) -> Output {
+        let mut child = Command::new(binary())
+            .arg("kubectl")
+            .arg(format!("--kubeconfig={}", kubeconfig.display()))
+            .args(args)
+            .stdin(if input.is_some() {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("kubectl starts");
+        if let Some(input) = input {
+            let mut stdin = child.stdin.take().expect("stdin");
+            stdin.write_all(input.as_bytes()).expect("kubectl reads");
+        }
+        child.wait_with_output().expect("kubectl finishes")
+    }
+
+    /// Runs kubectl as the admin and returns its stdout.
+    ///
+    /// # Panics
+    /// If it fails; the panic carries its stderr.
+    pub fn kubectl_ok(&self, args: &[&str]) -> String {
+        let output = self.kubectl(args);
+        assert!(
+            output.status.success(),
+            "kubectl {args:?} failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8(output.stdout).expect("UTF-8")
+    }
+
+    /// Applies `yaml` as the admin, with server-side apply.
+    ///
+    /// # Panics
+    /// If it is refused.
+    pub fn apply(&self, yaml: &str) {
+        let output = self.kubectl_as(
+            &self.admin_kubeconfig(),
+            &["apply", "--server-side", "--force-conflicts", "-f", "-"],
+            Some(yaml),
+        );
+        assert!(
+            output.status.success(),
+            "apply refused: {}\n{yaml}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+
+    /// The object at `kind/name` (in `namespace` if given) as JSON, if it exists.
+    pub fn get(&self, namespace: Option<&str>, what: &str) -> Option<Value> {
+        let mut args = vec!["get", what, "-o", "json", "--ignore-not-found"];
+        if let Some(namespace) = namespace {
+            args.extend(["-n", namespace]);
+        }
+        let text = self.kubectl_ok(&args);
+        (!text.trim().is_empty()).then(|| serde_json::from_str(&text).expect("JSON"))
+    }
+
+    /// A token the API server issues for ServiceAccount `namespace/name`,
+    /// bound to pod `pod` in the same namespace (so it carries the pod's
+    /// node), for an hour.
+    pub fn pod_token(&self, namespace: &str, name: &str, pod: &str) -> String {
+        let token = self.kubectl_ok(&[
+            "create",
+            "token",
+            name,
+            "-n",
+            namespace,
+            "--bound-object-kind=Pod",
+            &format!("--bound-object-name={pod}"),
+            "--duration=1h",
+        ]);
+        token.trim().to_owned()
+    }
+
+    /// A kubeconfig's text that speaks to this server with `token`.
+    pub fn kubeconfig_for(&self, token: &str) -> String {
+        let ca = self.dir.path().join("pki/ca.crt");
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: upstream\n  cluster:\n    server: {}\n    certificate-authority: {}\nusers:\n- name: token\n  user:\n    token: {token}\ncontexts:\n- name: upstream\n  context: {{cluster: upstream, user: token}}\ncurrent-context: upstream\n",
+            self.server(),
+            ca.display()
+        )
+    }
+
+    /// Stops kube-apiserver by PID and starts it again on the same port and
+    /// etcd; returns when it is ready.
+    ///
+    /// # Panics
+    /// If it does not come back.
+    pub fn restart_apiserver(&mut self) {
+        let commands = self.commands.as_mut().expect("running");
+        writeln!(commands, "restart kube-apiserver").expect("the supervisor reads");
+        let mut line = String::new();
+        self.answers.read_line(&mut line).expect("an answer");
+        assert_eq!(line.trim(), "ready", "{}", self.log("kube-apiserver"));
+    }
+}
