@@ -13,6 +13,7 @@
 mod agent;
 mod evictions;
 mod install;
+mod upgrade;
 mod validation;
 
 use serde_json::Value;
@@ -68,6 +69,13 @@ fn install(cluster: Upstream) -> Installed {
         }
         Installed { cluster, steps }
     }
+}
+
+/// Asserts that the kubectl step `step` succeeded without a warning.
+fn install_steps_ok(step: &str, output: &std::process::Output) {
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{step} refused: {stderr}");
+    assert!(!stderr.contains("Warning:"), "{step} warned:\n{stderr}");
 }
 
 /// The `items` of a kubectl list, as JSON.
