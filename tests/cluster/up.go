@@ -5,27 +5,22 @@ package main
 // kube-apiserver and kube-controller-manager as child processes (logs in
 // DIR/*.log), waits until the API server is ready and the controller manager
 // has made the default service account, then prints one JSON line describing
-// the cluster on stdout. It then reads commands from stdin, one per line:
-//
-//	restart kube-apiserver    stop it by PID and start it again; prints "ready"
-//
-// End of input, SIGINT or SIGTERM stops every child by PID and exits, so a test
-// process that dies takes its cluster with it.
+// the cluster on stdout. End of its input, SIGINT or SIGTERM then stops every
+// child by PID and exits, so a test process that dies takes its cluster with it.
 
 import (
-	"bufio"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"time"
 )
@@ -102,44 +97,17 @@ func up(dir string) error {
 	if err := c.announce(); err != nil {
 		return err
 	}
-	commands := make(chan string)
+	// Its input carries nothing: its end is the signal to stop.
+	ended := make(chan struct{})
 	go func() {
-		scanner := bufio.NewScanner(os.Stdin)
-		for scanner.Scan() {
-			commands <- strings.TrimSpace(scanner.Text())
-		}
-		close(commands)
+		_, _ = io.Copy(io.Discard, os.Stdin)
+		close(ended)
 	}()
-	for {
-		select {
-		case <-c.stop:
-			return nil
-		case command, open := <-commands:
-			if !open {
-				return nil
-			}
-			if err := c.obey(command); err != nil {
-				fmt.Printf("error: %v\n", err)
-			}
-		}
+	select {
+	case <-c.stop:
+	case <-ended:
 	}
-}
-
-func (c *cluster) obey(command string) error {
-	switch command {
-	case "restart kube-apiserver":
-		c.stopOne("kube-apiserver")
-		if err := c.start("kube-apiserver", c.apiserverArgs()); err != nil {
-			return err
-		}
-		if err := c.waitReady(); err != nil {
-			return err
-		}
-		fmt.Println("ready")
-		return nil
-	default:
-		return fmt.Errorf("no command %q", command)
-	}
+	return nil
 }
 
 func (c *cluster) path(parts ...string) string {

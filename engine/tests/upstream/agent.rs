@@ -179,18 +179,18 @@ fn taints(cluster: &Upstream, node: &str) -> Vec<String> {
 }
 
 /// The requests of `user` that RBAC (403) or admission refused, from the
-/// audit log: code, verb, URI, message.
+/// audit log: code, verb, URI, message. (An admission policy's denial is a
+/// 422 whose message names the policy; the audit log has no other mark of it.)
 fn refusals(cluster: &Upstream, user: &str) -> Vec<String> {
     cluster
         .audit()
         .iter()
         .filter(|e| e["user"]["username"] == user)
         .filter(|e| {
+            let message = e["responseStatus"]["message"].as_str().unwrap_or_default();
             e["responseStatus"]["code"] == 403
-                || e["annotations"].as_object().is_some_and(|a| {
-                    a.keys()
-                        .any(|k| k.starts_with("validation.policy.admission.k8s.io"))
-                })
+                || message.contains("ValidatingAdmissionPolicy")
+                || message.contains("admission webhook")
         })
         .map(|e| {
             format!(
@@ -242,6 +242,12 @@ fn the_agent_lives_its_whole_life_under_its_own_token_with_no_refusal() {
         items(&list)
             .iter()
             .any(|s| s["spec"]["policy"] == "team-sorter" && s["spec"]["node"] == "n1")
+    });
+    until("it runs the VigilConfig", &agent, || {
+        cluster.get(None, "vigilnodestatus/n1").is_some_and(|s| {
+            let config = &s["status"]["config"];
+            config["active"].is_string() && config["active"] == config["assigned"]
+        })
     });
 
     // Memory pressure: the top pod is evicted through the real Eviction API,
@@ -475,4 +481,11 @@ fn an_agent_with_another_nodes_token_is_refused_each_write_to_n1s_objects() {
         "{}",
         String::from_utf8_lossy(&output.stderr)
     );
+    // The audit log shows each refusal as `refusals` reads it: the reading
+    // the agent's clean record rests on sees admission denials.
+    let start = Instant::now();
+    while refusals(cluster, AGENT).len() < 6 {
+        assert!(start.elapsed() < LIMIT, "{:#?}", refusals(cluster, AGENT));
+        std::thread::sleep(Duration::from_millis(200));
+    }
 }

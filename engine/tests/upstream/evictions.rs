@@ -71,6 +71,22 @@ fn budget(cluster: &Upstream, namespace: &str, name: &str, app: &str) {
     }
 }
 
+/// The codes the API server answered to evictions of `namespace/pod`, from
+/// its audit log.
+fn answered(cluster: &Upstream, namespace: &str, pod: &str) -> Vec<u64> {
+    let uri = format!("/api/v1/namespaces/{namespace}/pods/{pod}/eviction");
+    cluster
+        .audit()
+        .iter()
+        .filter(|e| {
+            e["requestURI"]
+                .as_str()
+                .is_some_and(|u| u.starts_with(&uri))
+        })
+        .filter_map(|e| e["responseStatus"]["code"].as_u64())
+        .collect()
+}
+
 fn pod_on(cluster: &Upstream, namespace: &str, name: &str, node: &str) {
     running_pod(cluster, namespace, name, node, json!({}));
 }
@@ -100,6 +116,18 @@ async fn the_real_eviction_api_refuses_by_budget_and_terminates_gracefully() {
         matches!(two, Err(KillError::NotEvictable(ref m)) if m.contains("more than one PodDisruptionBudget")),
         "{two:?}"
     );
+    // What the server answered, as its audit log has it: the budget's 429
+    // and the real 500.
+    let start = Instant::now();
+    while answered(cluster, ns, "db") != [429] || answered(cluster, ns, "shared") != [500] {
+        assert!(
+            start.elapsed() < LIMIT,
+            "db: {:?}, shared: {:?}",
+            answered(cluster, ns, "db"),
+            answered(cluster, ns, "shared")
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
     // Dry run: judged, and nothing changes.
     let mut dry = victim(cluster, ns, "cache");
     dry.dry_run = true;

@@ -191,3 +191,22 @@ fn is_object(yaml: &str) -> bool {
         && yaml.lines().any(|l| l.starts_with("kind:"))
         && !yaml.lines().any(|l| l.starts_with("apiVersion: kustomize"))
 }
+
+#[test]
+fn the_docs_name_the_kubernetes_version_the_tests_run() {
+    let cluster = &installed().cluster;
+    let version: serde_json::Value =
+        serde_json::from_str(&cluster.kubectl_ok(&["version", "-o", "json"])).unwrap();
+    let server = version["serverVersion"]["gitVersion"].as_str().unwrap();
+    assert_eq!(server, cluster.version(), "the server is the build it says");
+    assert_eq!(
+        version["clientVersion"]["gitVersion"], server,
+        "kubectl of the same version"
+    );
+    let guide = std::fs::read_to_string(root().join("docs/operating.md")).unwrap();
+    let tested = format!("**Tested: Kubernetes {}**", server.trim_start_matches('v'));
+    assert!(
+        guide.contains(&tested),
+        "docs/operating.md does not say {tested}"
+    );
+}

@@ -9,7 +9,7 @@
 use serde_json::Value;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, ChildStdout, Command, Output, Stdio};
+use std::process::{Child, ChildStdin, Command, Output, Stdio};
 use std::sync::OnceLock;
 
 /// A running control plane.
@@ -17,7 +17,6 @@ use std::sync::OnceLock;
 pub struct Upstream {
     supervisor: Child,
     commands: Option<ChildStdin>,
-    answers: BufReader<ChildStdout>,
     ready: Value,
     dir: tempfile::TempDir,
 }
@@ -79,7 +78,6 @@ impl Upstream {
         Self {
             supervisor,
             commands: Some(commands),
-            answers,
             ready,
             dir,
         }
@@ -95,25 +93,9 @@ impl Upstream {
         self.ready["version"].as_str().expect("version")
     }
 
-    /// The PID of component `name` (`etcd`, `kube-apiserver`, …).
-    pub fn pid(&self, name: &str) -> u32 {
-        let pid = self.ready["pids"][name].as_u64().expect("a component");
-        u32::try_from(pid).expect("a pid")
-    }
-
     /// The admin's kubeconfig file (`system:masters`).
     pub fn admin_kubeconfig(&self) -> PathBuf {
         PathBuf::from(self.ready["kubeconfig"].as_str().expect("kubeconfig"))
-    }
-
-    /// The directory of its PKI, data and logs.
-    pub fn dir(&self) -> &Path {
-        self.dir.path()
-    }
-
-    /// The text of component `name`'s log so far.
-    pub fn log(&self, name: &str) -> String {
-        std::fs::read_to_string(self.dir.path().join(format!("{name}.log"))).unwrap_or_default()
     }
 
     /// The audit log's events so far: every request of a service account in
@@ -218,18 +200,5 @@ impl Upstream {
             self.server(),
             ca.display()
         )
-    }
-
-    /// Stops kube-apiserver by PID and starts it again on the same port and
-    /// etcd; returns when it is ready.
-    ///
-    /// # Panics
-    /// If it does not come back.
-    pub fn restart_apiserver(&mut self) {
-        let commands = self.commands.as_mut().expect("running");
-        writeln!(commands, "restart kube-apiserver").expect("the supervisor reads");
-        let mut line = String::new();
-        self.answers.read_line(&mut line).expect("an answer");
-        assert_eq!(line.trim(), "ready", "{}", self.log("kube-apiserver"));
     }
 }
