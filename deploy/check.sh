@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Checks the deployment offline: every manifest, and kustomize's render of
-# them where kubectl is installed, validates strictly (unknown fields are
+# them (kubectl: see below), validates strictly (unknown fields are
 # errors) against the OpenAPI schemas of Kubernetes 1.37, with the pinned
 # kubernetes-validate from PyPI in a venv under target/toolchains/.
 # The render holds no policies ConfigMap (an upgrade must not wipe policies).
@@ -21,6 +21,15 @@ validate() { "$venv/bin/kubernetes-validate" --strict --quiet --kubernetes-versi
 validate namespace.yaml crds.yaml rbac.yaml admission.yaml flowcontrol.yaml quota.yaml daemonset.yaml \
   service.yaml
 check() { "$venv/bin/python" check.py "$@"; }
+# kubectl: the one on PATH, else the tests' build of the upstream one
+# (tests/cluster/build.sh), else the renders go unchecked, and it says so.
+cluster=../target/vigil-cluster/vigil-cluster
+if ! command -v kubectl > /dev/null && [ -x "$cluster" ]; then
+  kubectl() { "$cluster" kubectl "$@"; }
+fi
+if ! command -v kubectl > /dev/null; then
+  echo "deploy/: no kubectl, so kustomize's renders are not checked (tests/cluster/build.sh builds one)" >&2
+fi
 if command -v kubectl > /dev/null; then
   rendered=$(mktemp)
   trap 'rm -f "$rendered"' EXIT
