@@ -199,7 +199,6 @@ func (c *cluster) apiserverArgs() []string {
 		fmt.Sprintf("--etcd-servers=http://127.0.0.1:%d", c.ports["etcd-client"]),
 		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
 		fmt.Sprintf("--secure-port=%d", c.ports["apiserver"]),
-		"--cert-dir=" + pki,
 		"--tls-cert-file=" + filepath.Join(pki, "apiserver.crt"),
 		"--tls-private-key-file=" + filepath.Join(pki, "apiserver.key"),
 		"--client-ca-file=" + filepath.Join(pki, "ca.crt"),

@@ -4,7 +4,7 @@
 //! life is read back from the API server's audit log; a second agent with
 //! node `n2`'s token is refused each write to `n1`'s objects.
 
-use super::{Installed, install, installed, items};
+use super::{install, installed, items};
 use serde_json::{Value, json};
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -79,9 +79,7 @@ pub(crate) fn kubelet_heartbeat(cluster: &Upstream, name: &str) {
 
 /// The kubelet's conditions on `node`, whole.
 fn kubelet_conditions(cluster: &Upstream, node: &str) -> Vec<Value> {
-    let node = cluster
-        .get(None, &format!("node/{node}"))
-        .unwrap_or(Value::Null);
+    let node = node_object(cluster, node);
     node["status"]["conditions"]
         .as_array()
         .into_iter()
@@ -145,14 +143,51 @@ pub(crate) fn agent_identity(cluster: &Upstream, node: &str) -> String {
         node,
         json!({"serviceAccountName": "vigil"}),
     );
+    // Labelled as the DaemonSet labels its pods: `vigil cleanup` sees an agent.
+    cluster.kubectl_ok(&[
+        "label",
+        "pod",
+        &pod,
+        "-n",
+        "vigil-system",
+        "app.kubernetes.io/name=vigil",
+    ]);
     cluster.kubeconfig_for(&cluster.pod_token("vigil-system", "vigil", &pod))
+}
+
+/// The agents go, as the guide's uninstall begins: the DaemonSet deleted,
+/// and its pods' kubelets (the test) confirm their containers have ended.
+pub(crate) fn remove_agents(cluster: &Upstream) {
+    cluster.kubectl_ok(&[
+        "delete",
+        "daemonset",
+        "vigil",
+        "-n",
+        "vigil-system",
+        "--wait",
+    ]);
+    cluster.kubectl_ok(&[
+        "delete",
+        "pods",
+        "-n",
+        "vigil-system",
+        "-l",
+        "app.kubernetes.io/name=vigil",
+        "--grace-period=0",
+        "--force",
+    ]);
+}
+
+/// Node `name` as the API server has it (null if it has none).
+fn node_object(cluster: &Upstream, name: &str) -> Value {
+    cluster
+        .get(None, &format!("node/{name}"))
+        .unwrap_or(Value::Null)
 }
 
 /// The node's conditions by type: status.
 fn conditions(cluster: &Upstream, node: &str) -> Vec<(String, String)> {
-    let node = cluster
-        .get(None, &format!("node/{node}"))
-        .unwrap_or(Value::Null);
+    let node = node_object(cluster, node);
     node["status"]["conditions"]
         .as_array()
         .into_iter()
@@ -167,9 +202,7 @@ fn conditions(cluster: &Upstream, node: &str) -> Vec<(String, String)> {
 }
 
 fn taints(cluster: &Upstream, node: &str) -> Vec<String> {
-    let node = cluster
-        .get(None, &format!("node/{node}"))
-        .unwrap_or(Value::Null);
+    let node = node_object(cluster, node);
     node["spec"]["taints"]
         .as_array()
         .into_iter()
@@ -210,7 +243,7 @@ fn vigil() -> &'static Path {
 
 #[test]
 fn the_agent_lives_its_whole_life_under_its_own_token_with_no_refusal() {
-    let Installed { cluster, .. } = install(Upstream::start());
+    let cluster = install(Upstream::start());
     for node in ["n1", "n2"] {
         register_node(&cluster, node);
     }
@@ -315,35 +348,7 @@ fn the_agent_lives_its_whole_life_under_its_own_token_with_no_refusal() {
         "-k",
         super::root().join("deploy/cleanup").to_str().unwrap(),
     ]);
-    cluster.kubectl_ok(&[
-        "delete",
-        "daemonset",
-        "vigil",
-        "-n",
-        "vigil-system",
-        "--wait",
-    ]);
-    cluster.kubectl_ok(&[
-        "delete",
-        "pods",
-        "-n",
-        "vigil-system",
-        "-l",
-        "app.kubernetes.io/name=vigil",
-        "--grace-period=0",
-        "--force",
-    ]);
-    cluster.kubectl_ok(&[
-        "delete",
-        "pod",
-        "vigil-agent-n1",
-        "vigil-agent-n2",
-        "-n",
-        "vigil-system",
-        "--ignore-not-found",
-        "--grace-period=0",
-        "--force",
-    ]);
+    remove_agents(&cluster);
     running_pod(
         &cluster,
         "vigil-system",
@@ -401,7 +406,7 @@ fn the_agent_lives_its_whole_life_under_its_own_token_with_no_refusal() {
 
 #[test]
 fn an_agent_with_another_nodes_token_is_refused_each_write_to_n1s_objects() {
-    let cluster = &installed().cluster;
+    let cluster = installed();
     for node in ["n1", "n2"] {
         register_node(cluster, node);
     }

@@ -93,7 +93,7 @@ fn pod_on(cluster: &Upstream, namespace: &str, name: &str, node: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_real_eviction_api_refuses_by_budget_and_terminates_gracefully() {
-    let cluster = &installed().cluster;
+    let cluster = installed();
     register_node(cluster, "e1");
     let ns = "evictions";
     cluster.kubectl_ok(&["create", "namespace", ns]);
@@ -154,7 +154,7 @@ async fn the_real_eviction_api_refuses_by_budget_and_terminates_gracefully() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_priority_level_that_rejects_gives_429s_that_are_no_budgets_refusal() {
-    let cluster = &installed().cluster;
+    let cluster = installed();
     register_node(cluster, "e2");
     let ns = "throttled";
     cluster.kubectl_ok(&["create", "namespace", ns]);

@@ -1,24 +1,18 @@
 //! Install: `deploy/` as docs/operating.md applies it, every component and
 //! example under it, and every manifest the docs show, on the real server.
 
-use super::{installed, root};
+use super::{install_steps_ok, installed, root};
 use std::path::Path;
 use std::time::{Duration, Instant};
+use vigil_testbed::upstream::Upstream;
 
 /// A bound for a broken test, never a wait: everything is awaited on changes.
 const LIMIT: Duration = Duration::from_secs(60);
 
 #[test]
 fn deploy_installs_with_every_object_accepted_and_no_warning() {
-    let installed = installed();
-    for (step, stdout, stderr) in &installed.steps {
-        assert!(
-            !stderr.contains("Warning:"),
-            "kubectl {step} warned:\n{stderr}"
-        );
-        assert!(!stdout.is_empty(), "kubectl {step} said nothing");
-    }
-    let cluster = &installed.cluster;
+    // Each step accepted, said what it did, and warned of nothing: install().
+    let cluster = installed();
     for what in [
         "namespace/vigil-system",
         "clusterrole/vigil",
@@ -43,7 +37,7 @@ fn deploy_installs_with_every_object_accepted_and_no_warning() {
 
 #[test]
 fn the_admission_policy_type_checks_without_a_warning() {
-    let cluster = &installed().cluster;
+    let cluster = installed();
     let start = Instant::now();
     // The API server type-checks a policy in the background and reports on
     // the generation it checked.
@@ -79,14 +73,12 @@ fn with_component(component: &str) -> String {
         ),
     )
     .unwrap();
-    installed()
-        .cluster
-        .kubectl_ok(&["kustomize", overlay.to_str().unwrap()])
+    installed().kubectl_ok(&["kustomize", overlay.to_str().unwrap()])
 }
 
 #[test]
 fn every_component_applies_over_deploy() {
-    let cluster = &installed().cluster;
+    let cluster = installed();
     // The Prometheus Operator's CRDs, as a cluster running it has them.
     for crd in ["podmonitors", "prometheusrules"] {
         let file = root().join(format!("deploy/schemas/monitoring.coreos.com_{crd}.yaml"));
@@ -104,14 +96,11 @@ fn every_component_applies_over_deploy() {
         let name = component.unwrap().file_name().into_string().unwrap();
         let rendered = with_component(&name);
         // A dry run: the shared install stays as deploy/ made it.
-        let output = cluster.kubectl_as(
-            &cluster.admin_kubeconfig(),
-            &["apply", "--server-side", "--dry-run=server", "-f", "-"],
-            Some(&rendered),
+        dry_run(
+            cluster,
+            &format!("deploy/ with components/{name}"),
+            &rendered,
         );
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        assert!(output.status.success(), "{name}: {stderr}");
-        assert!(!stderr.contains("Warning:"), "{name} warned: {stderr}");
         seen.push(name);
     }
     seen.sort();
@@ -120,7 +109,7 @@ fn every_component_applies_over_deploy() {
 
 #[test]
 fn every_example_under_deploy_and_in_the_docs_applies() {
-    let cluster = &installed().cluster;
+    let cluster = installed();
     let mut manifests: Vec<(String, String)> = Vec::new();
     for entry in std::fs::read_dir(root().join("deploy/examples")).unwrap() {
         let path = entry.unwrap().path();
@@ -144,18 +133,19 @@ fn every_example_under_deploy_and_in_the_docs_applies() {
         "the docs show manifests: {manifests:?}"
     );
     for (origin, manifest) in &manifests {
-        let output = cluster.kubectl_as(
-            &cluster.admin_kubeconfig(),
-            &["apply", "--server-side", "--dry-run=server", "-f", "-"],
-            Some(manifest),
-        );
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        assert!(
-            output.status.success(),
-            "{origin} is refused: {stderr}\n{manifest}"
-        );
-        assert!(!stderr.contains("Warning:"), "{origin} warned: {stderr}");
+        dry_run(cluster, origin, manifest);
     }
+}
+
+/// Applies `yaml` server-side as a dry run: the server judges every object
+/// and keeps none. Asserted as an install step.
+fn dry_run(cluster: &Upstream, what: &str, yaml: &str) {
+    let output = cluster.kubectl_as(
+        &cluster.admin_kubeconfig(),
+        &["apply", "--server-side", "--dry-run=server", "-f", "-"],
+        Some(yaml),
+    );
+    install_steps_ok(what, &output);
 }
 
 /// The ```yaml blocks of a Markdown file that are whole Kubernetes objects
@@ -194,7 +184,7 @@ fn is_object(yaml: &str) -> bool {
 
 #[test]
 fn the_docs_name_the_kubernetes_version_the_tests_run() {
-    let cluster = &installed().cluster;
+    let cluster = installed();
     let version: serde_json::Value =
         serde_json::from_str(&cluster.kubectl_ok(&["version", "-o", "json"])).unwrap();
     let server = version["serverVersion"]["gitVersion"].as_str().unwrap();

@@ -26,56 +26,44 @@ fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
-/// What `kubectl apply` answered when `deploy/` was installed.
-struct Installed {
-    cluster: Upstream,
-    /// kubectl's stdout and stderr for each step, in order.
-    steps: Vec<(String, String, String)>,
-}
-
 /// The shared cluster, with `deploy/` installed as docs/operating.md says:
 /// started by the first suite that needs it.
-fn installed() -> &'static Installed {
-    static INSTALLED: OnceLock<Installed> = OnceLock::new();
+fn installed() -> &'static Upstream {
+    static INSTALLED: OnceLock<Upstream> = OnceLock::new();
     INSTALLED.get_or_init(|| install(Upstream::start()))
 }
 
-/// Installs `deploy/` on `cluster` as docs/operating.md says, and waits
-/// until its CRDs are served.
-fn install(cluster: Upstream) -> Installed {
-    {
-        let deploy = root().join("deploy");
-        let mut steps = Vec::new();
-        for args in [
-            vec!["apply", "--server-side", "-k", deploy.to_str().unwrap()],
-            vec![
-                "wait",
-                "--for=condition=Established",
-                "--timeout=60s",
-                "crd/vigilconfigs.vigil.dev",
-                "crd/vigilpolicies.vigil.dev",
-                "crd/vigilnodestatuses.vigil.dev",
-                "crd/vigilpolicystatuses.vigil.dev",
-            ],
-        ] {
-            let output = cluster.kubectl(&args);
-            let text = |bytes: &[u8]| String::from_utf8_lossy(bytes).into_owned();
-            assert!(
-                output.status.success(),
-                "kubectl {args:?} refused: {}",
-                text(&output.stderr)
-            );
-            steps.push((args.join(" "), text(&output.stdout), text(&output.stderr)));
-        }
-        Installed { cluster, steps }
+/// Installs `deploy/` on `cluster` as docs/operating.md says, each step
+/// accepted without a warning, and waits until its CRDs are served.
+fn install(cluster: Upstream) -> Upstream {
+    let deploy = root().join("deploy");
+    for args in [
+        vec!["apply", "--server-side", "-k", deploy.to_str().unwrap()],
+        vec![
+            "wait",
+            "--for=condition=Established",
+            "--timeout=60s",
+            "crd/vigilconfigs.vigil.dev",
+            "crd/vigilpolicies.vigil.dev",
+            "crd/vigilnodestatuses.vigil.dev",
+            "crd/vigilpolicystatuses.vigil.dev",
+        ],
+    ] {
+        install_steps_ok(
+            &format!("kubectl {}", args.join(" ")),
+            &cluster.kubectl(&args),
+        );
     }
+    cluster
 }
 
-/// Asserts that the kubectl step `step` succeeded without a warning.
+/// Asserts that the kubectl step `step` succeeded, said what it did, and
+/// warned of nothing.
 fn install_steps_ok(step: &str, output: &std::process::Output) {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "{step} refused: {stderr}");
     assert!(!stderr.contains("Warning:"), "{step} warned:\n{stderr}");
+    assert!(!output.stdout.is_empty(), "{step} said nothing");
 }
 
 /// The `items` of a kubectl list, as JSON.

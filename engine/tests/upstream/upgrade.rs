@@ -7,7 +7,7 @@
 //! `vigil cleanup` refuses while an agent runs, then leaves no taint,
 //! condition or status object, and `kubectl delete -k` leaves nothing.
 
-use super::agent::{agent_identity, register_node, running_pod};
+use super::agent::{agent_identity, register_node, remove_agents, running_pod};
 use super::{install_steps_ok, root};
 use std::time::{Duration, Instant};
 use vigil_testbed::upstream::Upstream;
@@ -174,26 +174,7 @@ fn a_cluster_of_0_1_0_upgrades_keeps_its_config_and_uninstalls_to_nothing() {
         "nothing removed"
     );
     assert!(agent.terminate().success(), "{}", agent.logs());
-    cluster.kubectl_ok(&["delete", "daemonset", "vigil", "-n", "vigil-system"]);
-    cluster.kubectl_ok(&[
-        "delete",
-        "pods",
-        "-n",
-        "vigil-system",
-        "-l",
-        "app.kubernetes.io/name=vigil",
-        "--grace-period=0",
-        "--force",
-    ]);
-    cluster.kubectl_ok(&[
-        "delete",
-        "pod",
-        "vigil-agent-n1",
-        "-n",
-        "vigil-system",
-        "--grace-period=0",
-        "--force",
-    ]);
+    remove_agents(&cluster);
     let cleaned = cleanup();
     assert!(
         cleaned.status.success(),

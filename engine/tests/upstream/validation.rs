@@ -530,7 +530,7 @@ fn every_bound_of_the_crds_has_a_case() {
 
 #[test]
 fn the_real_server_refuses_each_broken_bound_and_accepts_its_neighbour() {
-    let cluster = &installed().cluster;
+    let cluster = installed();
     let census = census();
     let mut cases = numeric_cases(&census);
     cases.extend(other_cases());
