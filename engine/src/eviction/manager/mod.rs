@@ -60,7 +60,7 @@ use super::tracker::{ActiveCondition, MetThreshold, Tracker};
 use crate::config::MIN_GRACE_PERIOD_SECONDS;
 use crate::model::{Eviction, MetLevel, Snapshot, Threshold};
 use crate::signals::catalogue::{self, Resource};
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -96,6 +96,9 @@ pub struct EvictionManager {
     tracker: Tracker,
     queue: KillQueue,
     last_met: HashMap<String, MetLevel>,
+    /// Each strategy's last answered threshold: one that misses a cycle (a
+    /// fault, its deadline) keeps its place beside the kubelet meanwhile.
+    last_threshold: BTreeMap<String, Threshold>,
     /// Dry-run victims already asked about, until when they are not asked again.
     dry_runs: HashMap<String, SystemTime>,
     /// Hard thresholds (strategy, scope) whose every candidate is refused, since when.
@@ -129,6 +132,7 @@ impl EvictionManager {
             tracker: Tracker::default(),
             queue: KillQueue::default(),
             last_met: HashMap::new(),
+            last_threshold: BTreeMap::new(),
             dry_runs: HashMap::new(),
             blocked: HashMap::new(),
             overridden: HashMap::new(),
@@ -201,11 +205,12 @@ impl EvictionManager {
         let answers = self.ask_strategies(&strategies, &mut snapshot, &mut report);
         let met = self.tracker.observe(now, &answers.thresholds);
         self.tracker.forget_unless(&strategies);
-        report.misplaced = kubelet::misplaced(
-            &self.settings.kubelet,
-            &answers.thresholds,
-            &snapshot.signals,
-        );
+        self.last_threshold
+            .retain(|name, _| strategies.contains(name));
+        let judged: Vec<(String, Threshold)> = (self.last_threshold.iter())
+            .map(|(name, threshold)| (name.clone(), threshold.clone()))
+            .collect();
+        report.misplaced = kubelet::misplaced(&self.settings.kubelet, &judged, &snapshot.signals);
         report.reported = answers.thresholds.clone();
         report.conditions = self
             .tracker
@@ -330,6 +335,7 @@ impl EvictionManager {
                 }),
                 Ok(mut decision) => {
                     self.last_met.insert(name.clone(), decision.threshold.met);
+                    (self.last_threshold).insert(name.clone(), decision.threshold.clone());
                     if let Some(condition) = &mut decision.threshold.condition {
                         self.check_effects(name, &mut condition.effects, report);
                     }

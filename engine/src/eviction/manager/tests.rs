@@ -25,6 +25,8 @@ struct Fake {
     /// The sorter reverses the order it is given.
     sorter_reverses: bool,
     sorter_faults: bool,
+    /// `fake`'s evaluation traps (set between cycles).
+    strategy_faults: Mutex<bool>,
     /// The hard threshold watches a stall signal.
     stall: bool,
     /// Taint effects the threshold's condition asks for (`NoSchedule` if none).
@@ -48,6 +50,12 @@ impl Policies for Fake {
     }
 
     fn evaluate(&self, name: &str, _: &mut Snapshot) -> Result<Answer, Unanswered> {
+        if name == "fake" && *self.strategy_faults.lock().unwrap() {
+            return Err(Unanswered::Fault {
+                kind: crate::policy::FaultKind::Trap,
+                message: "trapped".into(),
+            });
+        }
         let met = match name {
             "fake" => self.met.lock().unwrap().unwrap_or(MetLevel::NotMet),
             _ => MetLevel::NotMet,
@@ -861,4 +869,26 @@ fn a_budget_is_overridden_at_most_once_per_window() {
     let report = refuse_all(&mut m, window, &rest_facts);
     assert_eq!(uids(&report.requested), ["b"]);
     assert!(report.requested[0].override_pdb);
+}
+
+#[test]
+fn a_strategy_that_misses_a_cycle_keeps_its_place_beside_the_kubelet() {
+    let (mut m, fake) = manager(Fake::default());
+    let answered = m.cycle(T0, node(&[])).misplaced;
+    assert_eq!(
+        answered.len(),
+        1,
+        "2 bytes free is behind the kubelet's 100 MiB"
+    );
+    *fake.strategy_faults.lock().unwrap() = true;
+    let missed = m.cycle(T0 + Duration::from_secs(1), node(&[]));
+    assert!(
+        (missed.skipped.iter())
+            .any(|s| matches!(s, Skipped::Strategy { name, .. } if name == "fake")),
+        "{:?}",
+        missed.skipped
+    );
+    // No flap: the Node's condition and Warning do not come and go with a
+    // fault.
+    assert_eq!(missed.misplaced, answered);
 }
