@@ -12,10 +12,21 @@
 //! server saw, per node, and extrapolates to 1000 and 5000 nodes (per-node
 //! figures times the fleet: every agent acts alone, on its own node's
 //! objects, so its cost does not grow with the fleet).
+//!
+//! The first node's agent starts alone and its compiled built-ins are
+//! copied to the other nodes' artifact caches (`FleetOptions::warm_cache`):
+//! each node's compiles are its own CPU, measured by the `agent` benchmark.
+//!
+//! `VIGIL_FLEET_SERVER=upstream` runs it against the upstream control plane
+//! (`tests/cluster/`, `deploy/` installed, each agent under its own
+//! pod-bound token) instead, and prints the API server's own account of
+//! each phase beside the agents' requests (from its audit log).
 
 use std::path::Path;
 use std::time::Duration;
-use vigil_testbed::fleet::{Fleet, FleetOptions, Phase};
+use vigil_testbed::ApiServer;
+use vigil_testbed::fleet::{Fleet, FleetOptions, Phase, UpstreamPlane};
+use vigil_testbed::upstream::Upstream;
 
 fn env_or(name: &str, default: u64) -> u64 {
     std::env::var(name)
@@ -29,6 +40,7 @@ fn main() {
     let rest = Duration::from_secs(env_or("VIGIL_FLEET_REST_SECONDS", 120));
     let wave =
         usize::try_from(env_or("VIGIL_FLEET_WAVE", nodes.div_ceil(10) as u64)).expect("a count");
+    let upstream = std::env::var("VIGIL_FLEET_SERVER").is_ok_and(|s| s == "upstream");
     let c_sorter =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/policies/c-sorter/c-sorter.wasm");
     let options = FleetOptions {
@@ -38,15 +50,30 @@ fn main() {
         config_spread: Duration::from_secs(30),
         policy: c_sorter.exists().then_some(c_sorter),
         wave,
+        warm_cache: true,
+        // On the real server a phase's last writes (rate-limited to one per
+        // object per 15 s) come after its condition holds.
+        quiet: Duration::from_secs(if upstream { 16 } else { 0 }),
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .expect("a runtime");
-    let (_, phases) = runtime.block_on(Fleet::simulate(options));
-    println!(
-        "{nodes} agents started {wave} at a time, one test API server; per node unless said\n"
-    );
+    let phases = if upstream {
+        let deploy = Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy");
+        let plane = UpstreamPlane::install(Upstream::start(), &deploy);
+        runtime.block_on(Fleet::simulate(plane, options)).2
+    } else {
+        runtime
+            .block_on(async { Fleet::simulate(ApiServer::start().await, options).await })
+            .2
+    };
+    let server = if upstream {
+        "the upstream kube-apiserver"
+    } else {
+        "one test API server"
+    };
+    println!("{nodes} agents started {wave} at a time, {server}; per node unless said\n");
     println!(
         "| phase | took | non-watch requests | writes | LISTs (from cache) | watch requests | writes spread over |"
     );
@@ -98,6 +125,9 @@ fn main() {
             restart.lists().count() as f64 * scale,
         );
     }
+    if upstream {
+        print_server(&phases);
+    }
     for phase in &phases {
         println!("\n{} ({:?}):", phase.name, phase.elapsed);
         for (kind, count) in phase.by_kind() {
@@ -119,4 +149,41 @@ fn print_row(phase: &Phase) {
         phase.per_node(phase.watches().count()),
         phase.write_span().as_secs_f64(),
     );
+}
+
+/// The API server's own account of each phase (every client: the agents,
+/// the controller manager, the harness's own reads).
+fn print_server(phases: &[Phase]) {
+    println!("\nthe API server's metrics, every client, per node:\n");
+    println!(
+        "| phase | non-watch requests | etcd requests | watches open at its end | API server CPU | its resident memory |"
+    );
+    println!("|---|---|---|---|---|---|");
+    for phase in phases {
+        let Some(server) = &phase.server else {
+            continue;
+        };
+        println!(
+            "| {} | {:.2} | {:.2} | {:.1} | {:.2} s ({:.0} ms per node) | {:.0} MiB |",
+            phase.name,
+            phase.per_node(server.non_watch() as usize),
+            phase.per_node(server.etcd_total() as usize),
+            phase.per_node(server.watches as usize),
+            server.cpu.as_secs_f64(),
+            phase.per_node(server.cpu.as_millis() as usize),
+            server.resident_mib,
+        );
+    }
+    for phase in phases {
+        let Some(server) = &phase.server else {
+            continue;
+        };
+        println!("\n{}: the API server counted", phase.name);
+        for (kind, count) in &server.requests {
+            println!("  {kind}: {count}");
+        }
+        for (operation, count) in &server.etcd {
+            println!("  etcd {operation}: {count}");
+        }
+    }
 }

@@ -5,16 +5,19 @@ package main
 // kube-apiserver and kube-controller-manager as child processes (logs in
 // DIR/*.log), waits until the API server is ready and the controller manager
 // has made the default service account, then prints one JSON line describing
-// the cluster on stdout. End of its input, SIGINT or SIGTERM then stops every
-// child by PID and exits, so a test process that dies takes its cluster with it.
+// the cluster on stdout. Then each line of its input is a command: `restart
+// kube-apiserver` stops the API server, starts it again on the same port and
+// store, waits until it is ready and prints the cluster's line again (its new
+// PID). End of its input, SIGINT or SIGTERM stops every child by PID and
+// exits, so a test process that dies takes its cluster with it.
 
 import (
+	"bufio"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
@@ -97,17 +100,43 @@ func up(dir string) error {
 	if err := c.announce(); err != nil {
 		return err
 	}
-	// Its input carries nothing: its end is the signal to stop.
-	ended := make(chan struct{})
+	// Its input carries commands; its end is the signal to stop.
+	commands := make(chan string)
 	go func() {
-		_, _ = io.Copy(io.Discard, os.Stdin)
-		close(ended)
+		lines := bufio.NewScanner(os.Stdin)
+		for lines.Scan() {
+			commands <- lines.Text()
+		}
+		close(commands)
 	}()
-	select {
-	case <-c.stop:
-	case <-ended:
+	for {
+		select {
+		case <-c.stop:
+			return nil
+		case command, open := <-commands:
+			if !open {
+				return nil
+			}
+			if err := c.run(command); err != nil {
+				return err
+			}
+		}
 	}
-	return nil
+}
+
+// run carries out one command of the input.
+func (c *cluster) run(command string) error {
+	if command != "restart kube-apiserver" {
+		return fmt.Errorf("unknown command %q (known: restart kube-apiserver)", command)
+	}
+	c.stopOne("kube-apiserver")
+	if err := c.start("kube-apiserver", c.apiserverArgs()); err != nil {
+		return err
+	}
+	if err := c.waitReady(); err != nil {
+		return err
+	}
+	return c.announce()
 }
 
 func (c *cluster) path(parts ...string) string {
@@ -146,12 +175,20 @@ func (c *cluster) writePKI() error {
 }
 
 // The audit log records every request of the service accounts in
-// vigil-system (the agent's, the cleanup's), with its answer: tests read it
-// for refusals (DIR/audit.log, one JSON event per line).
+// vigil-system (the agent's, the cleanup's), with its answer, and the Events
+// and status objects they write whole (what an Event is about, what a
+// status write changed): tests read it for refusals and count requests
+// (DIR/audit.log, one JSON event per line).
 const auditPolicy = `apiVersion: audit.k8s.io/v1
 kind: Policy
 omitStages: [RequestReceived]
 rules:
+- level: Request
+  userGroups: ["system:serviceaccounts:vigil-system"]
+  resources:
+  - {group: "", resources: ["events"]}
+  - {group: "events.k8s.io", resources: ["events"]}
+  - {group: "vigil.dev", resources: ["vigilnodestatuses", "vigilpolicystatuses"]}
 - level: Metadata
   userGroups: ["system:serviceaccounts:vigil-system"]
 - level: None

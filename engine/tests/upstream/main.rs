@@ -12,6 +12,7 @@
 
 mod agent;
 mod evictions;
+mod fleet;
 mod install;
 mod upgrade;
 mod validation;
@@ -36,23 +37,8 @@ fn installed() -> &'static Upstream {
 /// Installs `deploy/` on `cluster` as docs/operating.md says, each step
 /// accepted without a warning, and waits until its CRDs are served.
 fn install(cluster: Upstream) -> Upstream {
-    let deploy = root().join("deploy");
-    for args in [
-        vec!["apply", "--server-side", "-k", deploy.to_str().unwrap()],
-        vec![
-            "wait",
-            "--for=condition=Established",
-            "--timeout=60s",
-            "crd/vigilconfigs.vigil.dev",
-            "crd/vigilpolicies.vigil.dev",
-            "crd/vigilnodestatuses.vigil.dev",
-            "crd/vigilpolicystatuses.vigil.dev",
-        ],
-    ] {
-        install_steps_ok(
-            &format!("kubectl {}", args.join(" ")),
-            &cluster.kubectl(&args),
-        );
+    for (step, output) in cluster.install_steps(&root().join("deploy")) {
+        install_steps_ok(&step, &output);
     }
     cluster
 }

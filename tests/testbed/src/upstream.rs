@@ -9,7 +9,7 @@
 use serde_json::Value;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, Output, Stdio};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Output, Stdio};
 use std::sync::OnceLock;
 
 /// A running control plane.
@@ -17,7 +17,9 @@ use std::sync::OnceLock;
 pub struct Upstream {
     supervisor: Child,
     commands: Option<ChildStdin>,
+    answers: BufReader<ChildStdout>,
     ready: Value,
+    restarted: Option<jiff::Timestamp>,
     dir: tempfile::TempDir,
 }
 
@@ -63,24 +65,81 @@ impl Upstream {
             .spawn()
             .expect("vigil-cluster up starts");
         let commands = supervisor.stdin.take().expect("stdin");
-        let mut answers = BufReader::new(supervisor.stdout.take().expect("stdout"));
-        let mut line = String::new();
-        answers.read_line(&mut line).expect("its first line");
-        let Ok(ready) = serde_json::from_str::<Value>(&line) else {
-            let log = std::fs::read_to_string(dir.path().join("up.log")).unwrap_or_default();
-            // Keep the directory: its logs say why.
-            let kept = dir.keep();
-            panic!(
-                "the cluster did not come up (logs in {}):\n{log}",
-                kept.display()
-            );
-        };
-        Self {
+        let answers = BufReader::new(supervisor.stdout.take().expect("stdout"));
+        let mut cluster = Self {
             supervisor,
             commands: Some(commands),
-            ready,
+            answers,
+            ready: Value::Null,
+            restarted: None,
             dir,
-        }
+        };
+        cluster.ready = cluster.answer("the cluster did not come up");
+        cluster
+    }
+
+    /// The supervisor's next line, the cluster's description.
+    fn answer(&mut self, failure: &str) -> Value {
+        let mut line = String::new();
+        self.answers.read_line(&mut line).expect("its answer");
+        serde_json::from_str(&line).unwrap_or_else(|_| {
+            // Keep the directory: its logs say why.
+            self.dir.disable_cleanup(true);
+            let log = std::fs::read_to_string(self.dir.path().join("up.log")).unwrap_or_default();
+            panic!("{failure} (logs in {}):\n{log}", self.dir.path().display());
+        })
+    }
+
+    /// Restarts kube-apiserver on the same port and etcd, and returns once
+    /// it is ready again: its watch caches and every connection are lost.
+    ///
+    /// # Panics
+    /// If it does not come back.
+    pub fn restart_apiserver(&mut self) {
+        let commands = self.commands.as_mut().expect("the supervisor's input");
+        writeln!(commands, "restart kube-apiserver").expect("the supervisor reads");
+        self.ready = self.answer("the API server did not come back");
+        self.restarted = Some(jiff::Timestamp::now());
+    }
+
+    /// When the API server last came back ready from a restart. (It serves
+    /// before: its port opens before its readiness, and its RBAC refuses what
+    /// its caches do not hold yet.)
+    pub fn restarted(&self) -> Option<jiff::Timestamp> {
+        self.restarted
+    }
+
+    /// The API server's own metrics (`/metrics`, the Prometheus text format).
+    pub fn metrics(&self) -> String {
+        self.kubectl_ok(&["get", "--raw", "/metrics"])
+    }
+
+    /// Installs `deploy` (a kustomization) as docs/operating.md says:
+    /// `kubectl apply --server-side -k`, then waits until vigil's CRDs are
+    /// served. Each step's command and output, in order, for the caller to
+    /// judge.
+    pub fn install_steps(&self, deploy: &Path) -> Vec<(String, Output)> {
+        let steps = [
+            vec![
+                "apply",
+                "--server-side",
+                "-k",
+                deploy.to_str().expect("UTF-8"),
+            ],
+            vec![
+                "wait",
+                "--for=condition=Established",
+                "--timeout=60s",
+                "crd/vigilconfigs.vigil.dev",
+                "crd/vigilpolicies.vigil.dev",
+                "crd/vigilnodestatuses.vigil.dev",
+                "crd/vigilpolicystatuses.vigil.dev",
+            ],
+        ];
+        steps
+            .iter()
+            .map(|args| (format!("kubectl {}", args.join(" ")), self.kubectl(args)))
+            .collect()
     }
 
     /// The API server's address, `https://127.0.0.1:PORT`.
@@ -98,10 +157,15 @@ impl Upstream {
         PathBuf::from(self.ready["kubeconfig"].as_str().expect("kubeconfig"))
     }
 
+    /// The audit log: one JSON event per line.
+    pub fn audit_log(&self) -> PathBuf {
+        self.dir.path().join("audit.log")
+    }
+
     /// The audit log's events so far: every request of a service account in
     /// `vigil-system`, with its user, verb, object and response code.
     pub fn audit(&self) -> Vec<Value> {
-        let text = std::fs::read_to_string(self.dir.path().join("audit.log")).unwrap_or_default();
+        let text = std::fs::read_to_string(self.audit_log()).unwrap_or_default();
         text.lines()
             .map(|line| serde_json::from_str(line).expect("an audit event"))
             .collect()

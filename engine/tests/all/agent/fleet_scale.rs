@@ -6,30 +6,11 @@
 use super::pulled::example;
 use std::time::Duration;
 use vigil::testing::turn;
-use vigil_testbed::fleet::{Fleet, FleetOptions, POLICY, Phase};
+use vigil_testbed::ApiServer;
+use vigil_testbed::fleet::{Fleet, FleetOptions, POLICY, phase};
 
 const NODES: usize = 4;
 const SPREAD: Duration = Duration::from_secs(6);
-
-fn phase<'a>(phases: &'a [Phase], name: &str) -> &'a Phase {
-    phases
-        .iter()
-        .find(|p| p.name == name)
-        .expect("the phase ran")
-}
-
-fn all_lists_from_the_cache(phase: &Phase) {
-    let consistent: Vec<&str> = (phase.lists())
-        .filter(|r| !r.from_cache())
-        .map(|r| r.uri.as_str())
-        .collect();
-    assert!(
-        consistent.is_empty(),
-        "{}: consistent reads {consistent:?}",
-        phase.name
-    );
-    assert!(phase.lists().count() >= NODES, "{}: lists", phase.name);
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_small_fleet_meets_the_per_node_targets_in_every_phase() {
@@ -41,49 +22,14 @@ async fn a_small_fleet_meets_the_per_node_targets_in_every_phase() {
         config_spread: SPREAD,
         policy: Some(c_sorter.into()),
         wave: NODES,
+        warm_cache: false,
+        quiet: Duration::ZERO,
     };
-    let (names, phases) = Fleet::simulate(options).await;
+    let (_, names, phases) = Fleet::simulate(ApiServer::start().await, options).await;
 
-    let start = phase(&phases, "start");
-    all_lists_from_the_cache(start);
-
-    let rest = phase(&phases, "at rest");
-    let quiet: Vec<_> = (rest.non_watch())
-        .map(|r| (&r.method, r.status, &r.uri, &r.body))
-        .collect();
-    assert!(
-        rest.per_node_minute(quiet.len()) <= 0.1,
-        "at rest: {quiet:?}"
-    );
-    let open = rest.open_watches.expect("counted at rest");
-    assert!(open <= 4 * NODES, "{open} watches open for {NODES} nodes");
-
-    // Each node writes at most twice, and not before its turn.
-    let change = phase(&phases, "VigilConfig change");
-    for node in &names {
-        let writes: Vec<_> = change.writes_of(node).collect();
-        assert!(
-            (1..=2).contains(&writes.len()),
-            "{node}: {:?}",
-            writes
-                .iter()
-                .map(|r| (&r.method, &r.uri))
-                .collect::<Vec<_>>()
-        );
-        let due = change.began + turn(node, SPREAD);
-        assert!(
-            writes.iter().all(|w| w.at >= due),
-            "{node} wrote before its turn"
-        );
-    }
-    assert_eq!(
-        change.writes().count(),
-        names
-            .iter()
-            .map(|n| change.writes_of(n).count())
-            .sum::<usize>(),
-        "every write is a node's own"
-    );
+    phase(&phases, "start").assert_lists_from_the_cache();
+    phase(&phases, "at rest").assert_at_rest();
+    phase(&phases, "VigilConfig change").assert_config_change(&names, |n| turn(n, SPREAD));
 
     let rollout = phase(&phases, "policy rollout");
     for node in &names {
@@ -98,7 +44,7 @@ async fn a_small_fleet_meets_the_per_node_targets_in_every_phase() {
     ];
     for restart in restarts.map(|name| phase(&phases, name)) {
         if restart.name != "after the restart" {
-            all_lists_from_the_cache(restart);
+            restart.assert_lists_from_the_cache();
         }
         // Every built-in is as it was: a restart rewrites none of their
         // objects. (The pulled policy's trial, 5 min, starts again.)

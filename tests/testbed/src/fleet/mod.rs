@@ -1,13 +1,24 @@
-//! A simulated fleet, to measure what vigil costs the API server: one
-//! [`ApiServer`] and N real `vigil agent` processes, each with its own node
+//! A simulated fleet, to measure what vigil costs the API server: one API
+//! server (a [`ControlPlane`]: the project's test server, or the upstream
+//! control plane) and N real `vigil agent` processes, each with its own node
 //! files, Node object and pods, taken through the phases a fleet lives
 //! through — start, at rest, a `VigilConfig` change, a policy rollout from
 //! a registry, every agent restarting (a DaemonSet rollout) and a window at
-//! rest after it, the API server
-//! dropping every watch and forgetting its history (a restart). Each
-//! [`Phase`] holds the requests the server saw while it lasted.
+//! rest after it, the API server restarting. Each [`Phase`] holds the
+//! agents' requests the server saw while it lasted and, from a server that
+//! keeps metrics, its own account of them.
 
-use crate::{AgentProcess, AgentUse, ApiServer, NodeFiles, OciRegistry, Request, cli, objects};
+mod plane;
+mod server_use;
+mod targets;
+mod upstream;
+
+pub use plane::ControlPlane;
+pub use server_use::{Sample, ServerUse};
+pub use targets::phase;
+pub use upstream::UpstreamPlane;
+
+use crate::{AgentProcess, AgentUse, NodeFiles, OciRegistry, Request, cli, objects};
 use serde_json::{Value, json};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -41,6 +52,19 @@ pub struct FleetOptions {
     /// one before has started (a DaemonSet's rolling update). `nodes`: all
     /// at once.
     pub wave: usize,
+    /// Whether the nodes start with the compiled built-ins in their
+    /// artifact cache: the first node's agent starts alone, and its cache
+    /// (its key, the native code and its MACs) is copied to every other
+    /// node before its agent starts. Each node compiling the built-ins is
+    /// that node's CPU, not the API server's: on a machine that runs a
+    /// hundred nodes it only delays the start.
+    pub warm_cache: bool,
+    /// How long no agent may have written for a phase that changes
+    /// something to end, after its condition holds: what a change leaves to
+    /// write (a status object due again after `--status-interval`, 15 s)
+    /// counts to the change, not to the phase after. Zero: a phase ends with
+    /// its condition.
+    pub quiet: Duration,
 }
 
 /// One phase: when it began, how long it lasted, what the server saw.
@@ -54,8 +78,11 @@ pub struct Phase {
     pub began: Instant,
     /// How long it lasted.
     pub elapsed: Duration,
-    /// The requests the API server saw meanwhile.
+    /// The agents' requests the API server saw meanwhile.
     pub requests: Vec<Request>,
+    /// The server's own account of the phase (every client's requests),
+    /// from a server that keeps metrics.
+    pub server: Option<ServerUse>,
     /// Watch streams open at its end (counted at rest only).
     pub open_watches: Option<usize>,
     /// Each agent's resident memory at its end, and the CPU time it used
@@ -136,31 +163,40 @@ fn mentions(body: &Value, node: &str) -> bool {
 struct SimNode {
     name: String,
     files: NodeFiles,
+    kubeconfig: String,
     agent: Option<AgentProcess>,
 }
 
+/// Where a phase began: the time, the requests seen, the server's metrics.
+struct Start {
+    at: Instant,
+    mark: usize,
+    sample: Option<Sample>,
+}
+
 /// The fleet under simulation.
-pub struct Fleet {
+pub struct Fleet<P> {
     /// The API server every agent talks to.
-    pub server: ApiServer,
+    pub plane: P,
     options: FleetOptions,
     nodes: Vec<SimNode>,
 }
 
-impl Fleet {
+impl<P: ControlPlane> Fleet<P> {
     /// The node names, in order.
     pub fn node_names(&self) -> Vec<String> {
         self.nodes.iter().map(|n| n.name.clone()).collect()
     }
 
-    /// Runs every phase and answers them in order, the fleet stopped.
+    /// Runs every phase against `plane` and answers them in order, the
+    /// fleet stopped, with the plane for a last look.
     ///
     /// # Panics
     /// When a phase does not end within its bound (an agent failing to
     /// start, say), with what it waited for.
-    pub async fn simulate(options: FleetOptions) -> (Vec<String>, Vec<Phase>) {
+    pub async fn simulate(plane: P, options: FleetOptions) -> (P, Vec<String>, Vec<Phase>) {
         let mut fleet = Self {
-            server: ApiServer::start().await,
+            plane,
             options,
             nodes: Vec::new(),
         };
@@ -176,17 +212,56 @@ impl Fleet {
         for node in &mut fleet.nodes {
             node.agent = None;
         }
-        (names, phases)
+        (fleet.plane, names, phases)
     }
 
-    /// A phase's requests from `mark` on.
-    fn phase(&self, name: &'static str, began: Instant, mark: usize) -> Phase {
+    /// A phase begins.
+    fn begin(&self) -> Start {
+        Start {
+            at: Instant::now(),
+            mark: self.plane.request_count(),
+            sample: self.plane.usage(),
+        }
+    }
+
+    /// Waits until no agent has written since `start` for the options'
+    /// `quiet`.
+    async fn quiet(&self, start: &Start) {
+        if self.options.quiet.is_zero() {
+            return;
+        }
+        loop {
+            let requests = self.plane.requests_since(start.mark);
+            let last = (requests.iter().filter(|r| r.method != "GET"))
+                .map(|r| r.at)
+                .max()
+                .unwrap_or(start.at);
+            let due = last + self.options.quiet;
+            if Instant::now() >= due {
+                return;
+            }
+            assert!(
+                start.at.elapsed() < LIMIT,
+                "the agents never stopped writing"
+            );
+            // A window without writes, not a wait for an event.
+            tokio::time::sleep_until(due.into()).await;
+        }
+    }
+
+    /// The phase `name` that began at `start` ends.
+    fn phase(&self, name: &'static str, start: &Start) -> Phase {
+        let elapsed = start.at.elapsed();
+        let server = (start.sample.as_ref())
+            .zip(self.plane.usage())
+            .map(|(before, after)| before.until(&after));
         Phase {
             name,
             nodes: self.nodes.len(),
-            began,
-            elapsed: began.elapsed(),
-            requests: self.server.requests_since(mark),
+            began: start.at,
+            elapsed,
+            requests: self.plane.requests_since(start.mark),
+            server,
             open_watches: None,
             agents: Vec::new(),
         }
@@ -197,11 +272,11 @@ impl Fleet {
             "--config-spread={}ms",
             self.options.config_spread.as_millis()
         );
-        AgentProcess::start(
+        AgentProcess::start_with(
             &self.options.binary,
             &node.name,
             &node.files,
-            &self.server,
+            &node.kubeconfig,
             CONFIG,
             &[&spread],
         )
@@ -210,7 +285,7 @@ impl Fleet {
     /// Waits until `n` agents since `mark` have opened their pod watch (the
     /// first pod list is done) and read their `VigilNodeStatus`.
     async fn until_started(&self, what: &str, mark: usize, n: usize) {
-        self.server
+        self.plane
             .until(LIMIT, what, |s| {
                 let pod_watches =
                     s.count_since(mark, |r| r.is_watch() && r.uri.starts_with("/api/v1/pods?"));
@@ -225,57 +300,99 @@ impl Fleet {
     /// Nodes, pods and agents appear, wave by wave; ends once every agent
     /// has published its status objects.
     async fn start(&mut self) -> Phase {
-        let (began, mark) = (Instant::now(), self.server.request_count());
-        for i in 0..self.options.nodes {
-            if i > 0 && i % self.wave() == 0 {
-                self.until_started("a wave started", mark, i).await;
-            }
-            let name = format!("sim-{i:04}");
-            self.server.put("nodes", "", objects::node(&name));
-            for p in 0..PODS {
-                let namespace = ["shop", "batch"][p % 2];
-                let pod = objects::best_effort_pod(&name, namespace, &format!("{name}-{p}"), 30);
-                self.server.put("pods", namespace, pod);
-            }
-            let mut node = SimNode {
-                name,
-                files: NodeFiles::default(),
-                agent: None,
-            };
-            node.agent = Some(self.spawn(&node));
-            self.nodes.push(node);
+        let start = self.begin();
+        let mut waves: Vec<std::ops::Range<usize>> = (0..self.options.nodes)
+            .step_by(self.wave())
+            .map(|first| first..(first + self.wave()).min(self.options.nodes))
+            .collect();
+        if self.options.warm_cache {
+            waves = std::iter::once(0..1)
+                .chain(waves.into_iter().map(|w| w.start.max(1)..w.end))
+                .filter(|w| !w.is_empty())
+                .collect();
         }
-        self.until_started("every agent started", mark, self.nodes.len())
+        for wave in waves {
+            if wave.start > 0 {
+                self.until_started("a wave started", start.mark, wave.start)
+                    .await;
+            }
+            if wave.start == 1 && self.options.warm_cache {
+                self.until_published(&self.node_names()).await;
+            }
+            let names: Vec<String> = wave.map(|i| format!("sim-{i:04}")).collect();
+            self.plane
+                .put("nodes", names.iter().map(|n| objects::node(n)).collect());
+            let pods = names.iter().flat_map(|name| {
+                (0..PODS).map(move |p| {
+                    let namespace = ["shop", "batch"][p % 2];
+                    objects::best_effort_pod(name, namespace, &format!("{name}-{p}"), 30)
+                })
+            });
+            self.plane.put("pods", pods.collect());
+            let kubeconfigs = self.plane.agent_kubeconfigs(&names);
+            for (name, kubeconfig) in names.into_iter().zip(kubeconfigs) {
+                let files = NodeFiles::default();
+                if let Some(first) = self.nodes.first().filter(|_| self.options.warm_cache) {
+                    copy_files(&first.files.path("state/cache"), &files.path("state/cache"));
+                }
+                let mut node = SimNode {
+                    name,
+                    files,
+                    kubeconfig,
+                    agent: None,
+                };
+                node.agent = Some(self.spawn(&node));
+                self.nodes.push(node);
+            }
+        }
+        self.until_started("every agent started", start.mark, self.nodes.len())
             .await;
-        let names = self.node_names();
-        self.server
+        self.until_published(&self.node_names()).await;
+        self.quiet(&start).await;
+        self.phase("start", &start)
+    }
+
+    /// Waits until each of `names` has published its status objects: its
+    /// `VigilNodeStatus`, saying it runs the config the API server assigns
+    /// (not a checkpoint: an agent throttled at start reads its config
+    /// late), and one `VigilPolicyStatus` per policy it lists.
+    async fn until_published(&self, names: &[String]) {
+        self.plane
             .until(LIMIT, "every node's status objects", |s| {
                 names.iter().all(|n| {
-                    let Some(node) = s.get("vigilnodestatuses", "", n) else {
+                    let Some(node) = s.get("vigilnodestatuses", n) else {
                         return false;
                     };
+                    if node["status"]["config"]["state"] == "CheckpointInUse" {
+                        return false;
+                    }
                     let policies = node["status"]["policies"].as_array().cloned();
                     policies.is_some_and(|p| {
-                        p.iter().filter_map(Value::as_str).all(|p| {
-                            s.get("vigilpolicystatuses", "", &format!("{n}.{p}"))
-                                .is_some()
-                        })
+                        p.iter()
+                            .filter_map(Value::as_str)
+                            .all(|p| s.get("vigilpolicystatuses", &format!("{n}.{p}")).is_some())
                     })
                 })
             })
             .await;
-        self.phase("start", began, mark)
     }
 
     /// Nothing happens for `rest`: what a fleet at rest costs (and what
     /// the phase before left to do).
     async fn at_rest(&mut self, name: &'static str) -> Phase {
-        let (began, mark) = (Instant::now(), self.server.request_count());
+        let start = self.begin();
         let before: Vec<AgentUse> = self.agents().map(AgentProcess::usage).collect();
         // A measurement window, not a wait for an event.
         tokio::time::sleep(self.options.rest).await;
-        let open = self.server.open_watches("");
-        let mut phase = self.phase(name, began, mark);
+        for node in &mut self.nodes {
+            if let Some(agent) = node.agent.as_mut()
+                && !agent.alive()
+            {
+                panic!("{}'s agent exited:\n{}", node.name, agent.logs());
+            }
+        }
+        let open = self.plane.open_watches();
+        let mut phase = self.phase(name, &start);
         phase.open_watches = Some(open);
         phase.agents = self
             .agents()
@@ -294,23 +411,24 @@ impl Fleet {
     /// A cluster-wide `VigilConfig` appears; ends when every node runs it
     /// on trial and says so on its `VigilNodeStatus`.
     async fn config_change(&mut self) -> Phase {
-        let (began, mark) = (Instant::now(), self.server.request_count());
+        let start = self.begin();
         let layer = json!({
             "apiVersion": "vigil.dev/v1alpha1", "kind": "VigilConfig",
             "metadata": {"name": LAYER},
             "spec": {"config": {"evictionBurst": 2}},
         });
-        self.server.put("vigilconfigs", "", layer);
+        self.plane.put("vigilconfigs", vec![layer]);
         let names = self.node_names();
-        self.server
+        self.plane
             .until(LIMIT, "every node on trial of the new config", |s| {
                 names.iter().all(|n| {
-                    s.get("vigilnodestatuses", "", n)
+                    s.get("vigilnodestatuses", n)
                         .is_some_and(|o| o["status"]["config"]["state"] == "Trial")
                 })
             })
             .await;
-        self.phase("VigilConfig change", began, mark)
+        self.quiet(&start).await;
+        self.phase("VigilConfig change", &start)
     }
 
     /// `policy` is published to a registry and a `VigilPolicy` names it;
@@ -332,29 +450,30 @@ impl Fleet {
             ],
         );
         let reference = cli::printed(&out, "pin:");
-        let (began, mark) = (Instant::now(), self.server.request_count());
+        let start = self.begin();
         let object = json!({
             "apiVersion": "vigil.dev/v1alpha1", "kind": "VigilPolicy",
             "metadata": {"name": POLICY},
             "spec": {"source": {"oci": {"ref": reference, "insecure": true}}},
         });
-        self.server.put("vigilpolicies", "", object);
+        self.plane.put("vigilpolicies", vec![object]);
         let names = self.node_names();
-        self.server
+        self.plane
             .until(LIMIT, "every node serving the pulled policy", |s| {
                 names.iter().all(|n| {
-                    s.get("vigilpolicystatuses", "", &format!("{n}.{POLICY}"))
+                    s.get("vigilpolicystatuses", &format!("{n}.{POLICY}"))
                         .is_some_and(|o| o["status"]["pull"]["state"] == "Pulled")
                 })
             })
             .await;
-        self.phase("policy rollout", began, mark)
+        self.quiet(&start).await;
+        self.phase("policy rollout", &start)
     }
 
     /// Every agent is killed and started again on its node's state, wave
     /// by wave (a DaemonSet rollout).
     async fn restart_all(&mut self) -> Phase {
-        let (began, mark) = (Instant::now(), self.server.request_count());
+        let start = self.begin();
         let wave = self.wave();
         for first in (0..self.nodes.len()).step_by(wave) {
             let last = (first + wave).min(self.nodes.len());
@@ -365,9 +484,11 @@ impl Fleet {
                 let agent = self.spawn(&self.nodes[i]);
                 self.nodes[i].agent = Some(agent);
             }
-            self.until_started("a wave restarted", mark, last).await;
+            self.until_started("a wave restarted", start.mark, last)
+                .await;
         }
-        self.phase("restart every agent", began, mark)
+        self.quiet(&start).await;
+        self.phase("restart every agent", &start)
     }
 
     fn wave(&self) -> usize {
@@ -379,32 +500,25 @@ impl Fleet {
         self.nodes.iter().filter_map(|n| n.agent.as_ref())
     }
 
-    /// The API server forgets its history and drops every watch, as a
-    /// restarted API server does; ends when every watch is open again.
+    /// The API server restarts; ends when every agent watches again. The
+    /// server's account is the new process's, from its start.
     async fn api_restart(&mut self) -> Phase {
-        let (began, mark) = (Instant::now(), self.server.request_count());
-        self.server.restart();
-        // Every watch resuming is told its version is gone (410), lists and
-        // watches again: the phase ends when every agent watches its pods
-        // again after a LIST, and its Node again.
+        let mut start = self.begin();
         let names = self.node_names();
-        self.server
-            .until(LIMIT, "every agent watching again", |s| {
-                let requests = s.requests_since(mark);
-                names.iter().all(|node| {
-                    let of = |path: &'static str| {
-                        move |r: &&Request| r.uri.starts_with(path) && r.uri.contains(node.as_str())
-                    };
-                    let pods = || requests.iter().filter(of("/api/v1/pods?"));
-                    let listed = pods().position(Request::is_list);
-                    listed.is_some_and(|at| pods().skip(at).any(Request::is_watch))
-                        && requests
-                            .iter()
-                            .filter(of("/api/v1/nodes?"))
-                            .any(Request::is_watch)
-                })
-            })
-            .await;
-        self.phase("API server restart", began, mark)
+        self.plane.restart(&names, LIMIT).await;
+        start.sample = start.sample.map(|_| Sample::default());
+        self.quiet(&start).await;
+        self.phase("API server restart", &start)
+    }
+}
+
+/// Copies the files of directory `from` (not its subdirectories) into `to`.
+fn copy_files(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).expect("a directory");
+    for entry in std::fs::read_dir(from).expect("a directory") {
+        let entry = entry.expect("an entry");
+        if entry.file_type().expect("a type").is_file() {
+            std::fs::copy(entry.path(), to.join(entry.file_name())).expect("a copy");
+        }
     }
 }
