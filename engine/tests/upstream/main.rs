@@ -12,7 +12,6 @@
 
 mod agent;
 mod evictions;
-mod fleet;
 mod install;
 mod upgrade;
 mod validation;
