@@ -6,7 +6,8 @@
 //! a `vigil agent` process wired to all of them; [`OciRegistry`], a real
 //! OCI registry on loopback to publish policies to; [`cli`], the
 //! binary's other commands and the keys they sign with; and [`fleet`], a
-//! simulated fleet of agents whose API cost is counted phase by phase; and
+//! simulated fleet of agents whose API cost is counted phase by phase, on
+//! the test server or the upstream one; and
 //! [`upstream`], the real Kubernetes control plane built from its Go modules,
 //! for what only the real thing can tell.
 
