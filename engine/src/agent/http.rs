@@ -7,7 +7,8 @@
 //! restart would only add one more LIST to it.
 //!
 //! They listen where `--metrics-addr` says; `[::]` (the DaemonSet's) is
-//! dual-stack, IPv6 and IPv4 alike ([`listen`]).
+//! dual-stack, IPv6 and IPv4 alike ([`listen`]); the agent logs the
+//! address it bound (a port `0` asks the kernel for a free one).
 
 use crate::eviction::runner::Heartbeat;
 use crate::metrics::Metrics;

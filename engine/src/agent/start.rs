@@ -160,6 +160,9 @@ impl Agent<'_> {
         let listener = http::listen(addr)
             .await
             .with_context(|| format!("cannot listen on {addr}"))?;
+        // The bound address, a port `:0` asked for included.
+        let bound = listener.local_addr().unwrap_or(addr);
+        tracing::info!(addr = %bound, "serving /metrics, /healthz and /readyz");
         let health = Health::new(eviction.period, heartbeat.clone());
         self.tasks.spawn(http::serve(
             listener,

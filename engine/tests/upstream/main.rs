@@ -12,6 +12,7 @@
 
 mod agent;
 mod evictions;
+mod fleet;
 mod install;
 mod upgrade;
 mod validation;

@@ -1,25 +1,34 @@
 //! A `vigil agent` process on the test node: started with the node's files
 //! as its `/proc` and cgroup roots, a kubeconfig for the [`ApiServer`], a
 //! config file, and empty policies and state directories beside them; its
-//! log goes to a file. Killed when dropped.
+//! log goes to a file. It listens on a port the kernel picks and says which
+//! in its log: a port picked here and freed before the agent binds it can
+//! be taken meanwhile by any process's outgoing connection. Killed when
+//! dropped.
 
 use super::{ApiServer, NodeFiles};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
 /// The running agent.
 #[derive(Debug)]
 pub struct AgentProcess {
-    child: Child,
+    child: Mutex<Child>,
     log: PathBuf,
-    metrics: String,
+    /// Where it serves `/metrics`, once its log says.
+    addr: OnceLock<String>,
 }
+
+/// The line the agent logs once it listens, with `addr=` on it.
+const LISTENING: &str = "serving /metrics, /healthz and /readyz";
 
 impl Drop for AgentProcess {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        let child = self.child.get_mut().unwrap_or_else(|e| e.into_inner());
+        let _ = child.kill();
+        let _ = child.wait();
     }
 }
 
@@ -55,11 +64,6 @@ impl AgentProcess {
         files.write("kubeconfig", kubeconfig);
         files.write("config.yaml", config);
         std::fs::create_dir_all(files.path("policies")).expect("policies dir");
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("a free port")
-            .port();
-        let metrics = format!("127.0.0.1:{port}");
         let log = files.path("agent.log");
         let arg = |p: &str| files.path(p).display().to_string();
         let child = Command::new(binary)
@@ -73,7 +77,12 @@ impl AgentProcess {
                 "--policies-dir",
                 &arg("policies"),
             ])
-            .args(["--config", &arg("config.yaml"), "--metrics-addr", &metrics])
+            .args([
+                "--config",
+                &arg("config.yaml"),
+                "--metrics-addr",
+                "127.0.0.1:0",
+            ])
             // Config changes at once; a test of the spread gives its own.
             .arg("--config-spread=0s")
             .args(extra)
@@ -83,15 +92,32 @@ impl AgentProcess {
             .spawn()
             .expect("the agent starts");
         Self {
-            child,
+            child: Mutex::new(child),
             log,
-            metrics,
+            addr: OnceLock::new(),
         }
     }
 
     /// The process id.
     pub fn pid(&self) -> u32 {
-        self.child.id()
+        self.child().id()
+    }
+
+    fn child(&self) -> std::sync::MutexGuard<'_, Child> {
+        self.child.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Where it serves its endpoints, once it has said so.
+    fn addr(&self) -> Option<&str> {
+        if self.addr.get().is_none() {
+            let logs = self.logs();
+            let line = logs.lines().find(|l| l.contains(LISTENING))?;
+            let addr = line
+                .split_whitespace()
+                .find_map(|w| w.strip_prefix("addr="))?;
+            let _ = self.addr.set(addr.to_owned());
+        }
+        self.addr.get().map(String::as_str)
     }
 
     /// Its resident memory and the CPU time it used so far.
@@ -105,18 +131,18 @@ impl AgentProcess {
     }
 
     /// Whether it still runs.
-    pub fn alive(&mut self) -> bool {
-        self.child.try_wait().expect("wait").is_none()
+    pub fn alive(&self) -> bool {
+        self.child().try_wait().expect("wait").is_none()
     }
 
     /// Sends SIGTERM and waits for the exit status.
     pub fn terminate(&mut self) -> ExitStatus {
-        let pid = self.child.id().to_string();
+        let pid = self.pid().to_string();
         Command::new("kill")
             .args(["-TERM", &pid])
             .status()
             .expect("kill runs");
-        self.child.wait().expect("the agent exits")
+        self.child().wait().expect("the agent exits")
     }
 
     /// The value of the first metric line starting with `name` (a name,
@@ -134,10 +160,13 @@ impl AgentProcess {
     }
 
     /// The whole HTTP response (status line, headers, body) of its endpoint
-    /// `path`; empty if it does not answer.
+    /// `path`; empty if it does not answer (or does not listen yet).
     pub fn get(&self, path: &str) -> String {
         use std::io::{Read, Write};
-        let Ok(mut stream) = std::net::TcpStream::connect(&self.metrics) else {
+        let Some(addr) = self.addr() else {
+            return String::new();
+        };
+        let Ok(mut stream) = std::net::TcpStream::connect(addr) else {
             return String::new();
         };
         let request = format!("GET {path} HTTP/1.1\r\nHost: agent\r\nConnection: close\r\n\r\n");

@@ -19,6 +19,7 @@ pub struct Upstream {
     commands: Option<ChildStdin>,
     answers: BufReader<ChildStdout>,
     ready: Value,
+    restarted: Option<jiff::Timestamp>,
     dir: tempfile::TempDir,
 }
 
@@ -70,6 +71,7 @@ impl Upstream {
             commands: Some(commands),
             answers,
             ready: Value::Null,
+            restarted: None,
             dir,
         };
         cluster.ready = cluster.answer("the cluster did not come up");
@@ -97,6 +99,14 @@ impl Upstream {
         let commands = self.commands.as_mut().expect("the supervisor's input");
         writeln!(commands, "restart kube-apiserver").expect("the supervisor reads");
         self.ready = self.answer("the API server did not come back");
+        self.restarted = Some(jiff::Timestamp::now());
+    }
+
+    /// When the API server last came back ready from a restart. (It serves
+    /// before: its port opens before its readiness, and its RBAC refuses what
+    /// its caches do not hold yet.)
+    pub fn restarted(&self) -> Option<jiff::Timestamp> {
+        self.restarted
     }
 
     /// The API server's own metrics (`/metrics`, the Prometheus text format).

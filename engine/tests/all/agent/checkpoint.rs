@@ -86,7 +86,7 @@ async fn killing_the_agent_while_it_saves_checkpoints_never_leaves_a_damaged_one
     let (server, fixture) = test_node().await;
     let file = vigil::config::CheckpointFile::new(&fixture.path("state"));
     for round in 0..8u64 {
-        let mut agent = start(&server, &fixture, &[]);
+        let agent = start(&server, &fixture, &[]);
         let config = json!({"evictionBurst": round + 1});
         server.put(
             "vigilconfigs",

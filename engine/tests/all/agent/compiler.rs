@@ -127,7 +127,7 @@ async fn a_policy_whose_compile_runs_out_of_memory_is_refused_and_the_built_in_s
     )
     .unwrap();
     let binary = std::path::Path::new(env!("CARGO_BIN_EXE_vigil"));
-    let mut agent = AgentProcess::start(
+    let agent = AgentProcess::start(
         binary,
         NODE,
         &fixture,

@@ -254,7 +254,7 @@ async fn an_api_outage_under_pressure_is_survived_and_evictions_resume() {
     let (server, fixture) = test_node().await;
     pod(&server, &fixture, "small", 100);
     pod(&server, &fixture, "big", 900);
-    let mut agent = start(&server, &fixture, &[]);
+    let agent = start(&server, &fixture, &[]);
     watching(&server).await;
 
     server.outage(true);

@@ -282,19 +282,41 @@ impl<P: ControlPlane> Fleet<P> {
         )
     }
 
+    /// Waits until the plane meets `condition`; an agent that exits
+    /// meanwhile ends the wait with its log (a wave waiting for it would
+    /// only reach the limit).
+    async fn until(&self, what: &str, condition: impl Fn(&P) -> bool) {
+        self.plane
+            .until(LIMIT, what, |s| {
+                self.assert_agents_run();
+                condition(s)
+            })
+            .await;
+    }
+
+    /// Panics with the log of an agent that exited.
+    fn assert_agents_run(&self) {
+        for node in &self.nodes {
+            if let Some(agent) = &node.agent
+                && !agent.alive()
+            {
+                panic!("{}'s agent exited:\n{}", node.name, agent.logs());
+            }
+        }
+    }
+
     /// Waits until `n` agents since `mark` have opened their pod watch (the
     /// first pod list is done) and read their `VigilNodeStatus`.
     async fn until_started(&self, what: &str, mark: usize, n: usize) {
-        self.plane
-            .until(LIMIT, what, |s| {
-                let pod_watches =
-                    s.count_since(mark, |r| r.is_watch() && r.uri.starts_with("/api/v1/pods?"));
-                let status_reads = s.count_since(mark, |r| {
-                    r.method == "GET" && r.uri.contains("/vigilnodestatuses/")
-                });
-                pod_watches >= n && status_reads >= n
-            })
-            .await;
+        self.until(what, |s| {
+            let pod_watches =
+                s.count_since(mark, |r| r.is_watch() && r.uri.starts_with("/api/v1/pods?"));
+            let status_reads = s.count_since(mark, |r| {
+                r.method == "GET" && r.uri.contains("/vigilnodestatuses/")
+            });
+            pod_watches >= n && status_reads >= n
+        })
+        .await;
     }
 
     /// Nodes, pods and agents appear, wave by wave; ends once every agent
@@ -357,24 +379,23 @@ impl<P: ControlPlane> Fleet<P> {
     /// (not a checkpoint: an agent throttled at start reads its config
     /// late), and one `VigilPolicyStatus` per policy it lists.
     async fn until_published(&self, names: &[String]) {
-        self.plane
-            .until(LIMIT, "every node's status objects", |s| {
-                names.iter().all(|n| {
-                    let Some(node) = s.get("vigilnodestatuses", n) else {
-                        return false;
-                    };
-                    if node["status"]["config"]["state"] == "CheckpointInUse" {
-                        return false;
-                    }
-                    let policies = node["status"]["policies"].as_array().cloned();
-                    policies.is_some_and(|p| {
-                        p.iter()
-                            .filter_map(Value::as_str)
-                            .all(|p| s.get("vigilpolicystatuses", &format!("{n}.{p}")).is_some())
-                    })
+        self.until("every node's status objects", |s| {
+            names.iter().all(|n| {
+                let Some(node) = s.get("vigilnodestatuses", n) else {
+                    return false;
+                };
+                if node["status"]["config"]["state"] == "CheckpointInUse" {
+                    return false;
+                }
+                let policies = node["status"]["policies"].as_array().cloned();
+                policies.is_some_and(|p| {
+                    p.iter()
+                        .filter_map(Value::as_str)
+                        .all(|p| s.get("vigilpolicystatuses", &format!("{n}.{p}")).is_some())
                 })
             })
-            .await;
+        })
+        .await;
     }
 
     /// Nothing happens for `rest`: what a fleet at rest costs (and what
@@ -384,13 +405,7 @@ impl<P: ControlPlane> Fleet<P> {
         let before: Vec<AgentUse> = self.agents().map(AgentProcess::usage).collect();
         // A measurement window, not a wait for an event.
         tokio::time::sleep(self.options.rest).await;
-        for node in &mut self.nodes {
-            if let Some(agent) = node.agent.as_mut()
-                && !agent.alive()
-            {
-                panic!("{}'s agent exited:\n{}", node.name, agent.logs());
-            }
-        }
+        self.assert_agents_run();
         let open = self.plane.open_watches();
         let mut phase = self.phase(name, &start);
         phase.open_watches = Some(open);
@@ -419,14 +434,13 @@ impl<P: ControlPlane> Fleet<P> {
         });
         self.plane.put("vigilconfigs", vec![layer]);
         let names = self.node_names();
-        self.plane
-            .until(LIMIT, "every node on trial of the new config", |s| {
-                names.iter().all(|n| {
-                    s.get("vigilnodestatuses", n)
-                        .is_some_and(|o| o["status"]["config"]["state"] == "Trial")
-                })
+        self.until("every node on trial of the new config", |s| {
+            names.iter().all(|n| {
+                s.get("vigilnodestatuses", n)
+                    .is_some_and(|o| o["status"]["config"]["state"] == "Trial")
             })
-            .await;
+        })
+        .await;
         self.quiet(&start).await;
         self.phase("VigilConfig change", &start)
     }
@@ -458,14 +472,13 @@ impl<P: ControlPlane> Fleet<P> {
         });
         self.plane.put("vigilpolicies", vec![object]);
         let names = self.node_names();
-        self.plane
-            .until(LIMIT, "every node serving the pulled policy", |s| {
-                names.iter().all(|n| {
-                    s.get("vigilpolicystatuses", &format!("{n}.{POLICY}"))
-                        .is_some_and(|o| o["status"]["pull"]["state"] == "Pulled")
-                })
+        self.until("every node serving the pulled policy", |s| {
+            names.iter().all(|n| {
+                s.get("vigilpolicystatuses", &format!("{n}.{POLICY}"))
+                    .is_some_and(|o| o["status"]["pull"]["state"] == "Pulled")
             })
-            .await;
+        })
+        .await;
         self.quiet(&start).await;
         self.phase("policy rollout", &start)
     }

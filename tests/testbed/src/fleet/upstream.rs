@@ -64,6 +64,11 @@ impl UpstreamPlane {
         }
     }
 
+    /// The cluster.
+    pub fn cluster(&self) -> &Upstream {
+        &self.cluster
+    }
+
     /// Applies `items` as one List, server-side, as the admin.
     fn apply(&self, items: Vec<Value>, subresource: Option<&str>) {
         if items.is_empty() {
