@@ -18,6 +18,7 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -395,11 +396,36 @@ func (c *cluster) announce() error {
 	return nil
 }
 
+// freePort picks a port that is free now, below the kernel's ephemeral range:
+// one from the range, freed again until its server binds it, could be taken
+// meanwhile by an outgoing connection (the agents reconnecting while the API
+// server restarts make hundreds).
 func freePort() (int, error) {
-	listener, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
+	low := ephemeralLow()
+	for try := 0; try < 100 && low > lowestPort; try++ {
+		port := lowestPort + rand.IntN(low-lowestPort)
+		listener, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err != nil {
+			continue
+		}
+		listener.Close()
+		return port, nil
 	}
-	defer listener.Close()
-	return listener.Addr().(*net.TCPAddr).Port, nil
+	return 0, fmt.Errorf("no free port in %d-%d", lowestPort, low-1)
+}
+
+// The lowest port freePort picks: above those services usually take.
+const lowestPort = 10000
+
+// ephemeralLow is where the kernel's range for outgoing connections starts.
+func ephemeralLow() int {
+	text, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 32768
+	}
+	var low, high int
+	if _, err := fmt.Sscan(string(text), &low, &high); err != nil {
+		return 32768
+	}
+	return low
 }
