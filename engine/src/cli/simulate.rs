@@ -1,6 +1,7 @@
 //! `vigil simulate`: a scenario on virtual time, printed or drawn.
 
 use super::args::CacheArgs;
+use crate::simulate::shadow::ShadowFile;
 use crate::simulate::{RunOptions, Scenario, output, plot};
 use anyhow::Context;
 use std::path::PathBuf;
@@ -25,6 +26,12 @@ pub(super) struct SimulateArgs {
     /// it (`snapshot`), the input `vigil policy test` takes.
     #[arg(long)]
     snapshots: bool,
+    /// Run the component FILE in shadow of the serving policy NAME (a
+    /// strategy or a sorter): asked what NAME is asked each cycle, never
+    /// acted on; where it would have decided otherwise is printed.
+    /// Repeatable, one per policy.
+    #[arg(long, value_name = "NAME=FILE")]
+    shadow: Vec<ShadowFile>,
 }
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
@@ -43,6 +50,7 @@ impl SimulateArgs {
             policies_dir: self.policies_dir,
             cache_dir: self.cache.dir(),
             snapshots: self.snapshots,
+            shadows: self.shadow,
         };
         let simulation = crate::simulate::run(&scenario, base, &options)
             .await

@@ -9,6 +9,8 @@
 //!   a model of it in simulations);
 //! - `policies` is what the manager asks its decisions of (the registry);
 //! - `settings` are the manager's knobs;
+//! - `shadow` asks a second version of a policy what the serving one is
+//!   asked, and compares;
 //! - `runner` drives the manager live: every period and on signal events.
 
 pub(crate) mod killer;
@@ -19,6 +21,7 @@ pub(crate) mod policies;
 pub(crate) mod queue;
 pub(crate) mod runner;
 pub(crate) mod settings;
+pub mod shadow;
 pub(crate) mod tracker;
 
 pub use killer::{KillError, Killer};

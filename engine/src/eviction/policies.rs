@@ -83,7 +83,7 @@ pub enum Which {
     BuiltIn,
 }
 
-fn answer<T>(outcome: crate::policy::Outcome<T, String>) -> Result<T, Unanswered> {
+pub(super) fn answer<T>(outcome: crate::policy::Outcome<T, String>) -> Result<T, Unanswered> {
     match outcome {
         Ok(Ok(answer)) => Ok(answer),
         Ok(Err(reason)) => Err(Unanswered::Declined(reason)),

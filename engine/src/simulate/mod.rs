@@ -13,13 +13,15 @@ mod record;
 mod run;
 mod scenario;
 pub mod schema;
+pub mod shadow;
 mod timeline;
 mod values;
 
 pub use api::EvictionModel;
 pub use output::render;
 pub use record::{
-    DecisionRecord, EvictionRecord, Met, PodUsage, PolicyRecord, Simulation, Step, ThresholdRecord,
+    DecisionRecord, EvictionRecord, Met, PodUsage, PolicyRecord, ShadowRecord, Simulation, Step,
+    ThresholdRecord,
 };
 pub use run::{RunOptions, SimulateError, run};
 pub use scenario::{ConfigChange, NodeSpec, PodSpec, Qos, ResourceSpec, Scenario, ScenarioError};

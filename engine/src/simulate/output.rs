@@ -56,7 +56,10 @@ fn notes(step: &Step) -> Vec<String> {
             r.sorter, r.pod, r.strategy, r.reason
         )
     });
-    step.skipped.iter().cloned().chain(refusals).collect()
+    (step.skipped.iter().cloned())
+        .chain(refusals)
+        .chain(step.shadow.iter().cloned())
+        .collect()
 }
 
 /// The timeline: a row for the first and last cycle and for every cycle in
@@ -79,6 +82,16 @@ pub fn render(simulation: &Simulation) -> String {
             )
             .unwrap();
         }
+    }
+    for shadow in &simulation.shadows {
+        writeln!(
+            w,
+            "shadow {}@{} from {}",
+            shadow.policy,
+            &shadow.digest[..12],
+            shadow.file.display()
+        )
+        .unwrap();
     }
     for warning in &simulation.warnings {
         writeln!(w, "warning: {warning}").unwrap();
@@ -163,6 +176,19 @@ fn summary(w: &mut String, simulation: &Simulation) {
             time(e.gone_at),
             bytes(e.freed_memory_bytes as f64),
             e.reason
+        )
+        .unwrap();
+    }
+    for s in &simulation.shadows {
+        writeln!(
+            w,
+            "\nshadow {}@{}: {} comparison(s), {} agreed, {} differed, {} faulted",
+            s.policy,
+            &s.digest[..12],
+            s.comparisons,
+            s.agreements,
+            s.divergences,
+            s.faults
         )
         .unwrap();
     }

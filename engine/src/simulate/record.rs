@@ -152,6 +152,9 @@ pub struct Step {
     pub refusals: Vec<Refusal>,
     /// Config changes that came due this cycle, applied or refused.
     pub config: Vec<String>,
+    /// Where a version in shadow decided otherwise this cycle, or faulted.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub shadow: Vec<String>,
     /// The node as the strategies saw it, if asked for (`--snapshots`): the
     /// input `vigil policy test` takes.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -226,6 +229,39 @@ impl PolicyRecord {
     }
 }
 
+/// A version that ran in shadow, and how it compared with the serving one.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ShadowRecord {
+    /// The policy it shadowed.
+    pub policy: String,
+    /// Its file.
+    pub file: PathBuf,
+    /// The sha256 of its component.
+    pub digest: String,
+    /// Calls of the serving version it was asked too, and answered or faulted.
+    pub comparisons: u64,
+    /// Of those, the ones it answered as the serving version did.
+    pub agreements: u64,
+    /// The ones it answered otherwise.
+    pub divergences: u64,
+    /// The ones it faulted on.
+    pub faults: u64,
+}
+
+impl ShadowRecord {
+    pub(super) fn new(policy: &str, file: &std::path::Path, digest: String) -> Self {
+        Self {
+            policy: policy.to_owned(),
+            file: file.to_owned(),
+            digest,
+            comparisons: 0,
+            agreements: 0,
+            divergences: 0,
+            faults: 0,
+        }
+    }
+}
+
 /// A whole simulation.
 #[derive(Debug, Clone, Serialize)]
 pub struct Simulation {
@@ -247,6 +283,9 @@ pub struct Simulation {
     pub steps: Vec<Step>,
     /// Every eviction, in order.
     pub evictions: Vec<EvictionRecord>,
+    /// The versions that ran in shadow (`--shadow`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub shadows: Vec<ShadowRecord>,
 }
 
 impl Simulation {
@@ -275,6 +314,7 @@ impl Simulation {
             capacities: BTreeMap::new(),
             steps: Vec::new(),
             evictions: Vec::new(),
+            shadows: Vec::new(),
         }
     }
 }

@@ -7,6 +7,7 @@ use super::record::{
     DecisionRecord, EvictionRecord, PodUsage, PolicyRecord, Simulation, Step, ThresholdRecord,
 };
 use super::scenario::{ConfigChange, PodSpec, Scenario};
+use super::shadow::{ShadowError, ShadowFile, Shadows};
 use crate::base::clock::ManualClock;
 use crate::base::report::Chain;
 use crate::config::{ConfigError, VigilConfig, references};
@@ -35,6 +36,9 @@ pub enum SimulateError {
     /// The policy registry could not start.
     #[error(transparent)]
     Registry(#[from] RegistryError),
+    /// A version to run in shadow cannot.
+    #[error(transparent)]
+    Shadow(#[from] ShadowError),
     /// The scenario's config layer is rejected.
     #[error("the scenario's config")]
     Config(#[from] ConfigError),
@@ -115,6 +119,8 @@ pub struct RunOptions {
     pub cache_dir: Option<PathBuf>,
     /// Record the node of every step ([`Step::snapshot`]).
     pub snapshots: bool,
+    /// Versions to run in shadow of the serving policies of their names.
+    pub shadows: Vec<ShadowFile>,
 }
 
 /// The policies and config a simulation starts with.
@@ -207,7 +213,8 @@ pub async fn run(
         failed,
     } = load(scenario, base, options, Arc::clone(&clock)).await?;
     let settings = EvictionSettings::from(&config);
-    let mut manager = EvictionManager::new(registry.clone(), settings.clone());
+    let mut shadows = Shadows::load(&registry, &options.shadows)?;
+    let mut manager = EvictionManager::new(shadows.policies(), settings.clone());
     let mut pods: Vec<SimPod<'_>> = scenario
         .pods
         .iter()
@@ -253,6 +260,7 @@ pub async fn run(
                 .filter_map(|s| Some((s.name.clone(), s.capacity?))),
         );
         let mut step = step(t, &node, &report);
+        shadows.judge(&mut step);
         step.kubelet = kubelet_acts(&manager.settings().kubelet, &node.signals);
         // A version that faults in its trial is rolled back, as in the agent.
         let now_serving = versions(&registry);
@@ -268,6 +276,7 @@ pub async fn run(
         t += period;
         clock.advance(period);
     }
+    simulation.shadows = shadows.into_records();
     Ok(simulation)
 }
 
@@ -479,6 +488,7 @@ fn step(t: Duration, node: &NodeState, report: &crate::eviction::CycleReport) ->
             .collect(),
         refusals: report.refusals.clone(),
         config: Vec::new(),
+        shadow: Vec::new(),
         snapshot: None,
     }
 }

@@ -13,4 +13,5 @@ mod lifecycle;
 mod parsers;
 mod reload;
 mod runner;
+mod shadow;
 mod simulate;

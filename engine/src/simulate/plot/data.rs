@@ -452,6 +452,7 @@ mod tests {
             unanswered: Vec::new(),
             refusals: Vec::new(),
             config: Vec::new(),
+            shadow: Vec::new(),
             snapshot: None,
         }
     }
@@ -587,6 +588,7 @@ mod tests {
             capacities: [("memory.available".to_owned(), 100.0)].into(),
             steps,
             evictions: Vec::new(),
+            shadows: Vec::new(),
         };
         let line = vec![(0.0, 50.0), (5.0, 70.0)];
         let bands = bands(&simulation, "memory.available", 1.0, &line);

@@ -1,0 +1,475 @@
+//! Shadow evaluation: a second version of a policy is asked what the
+//! serving version is asked, on the same inputs, and its answers are
+//! compared — never used.
+//!
+//! [`Shadowed`] stands where the eviction manager asks its policies: it
+//! passes every call to the serving policies and answers with theirs, and
+//! for a policy that has a version in shadow it keeps the call's inputs
+//! (before any narrowing to the policy's interest) and the serving answer.
+//! [`Shadowed::judge`], after the cycle has acted, asks the shadow versions
+//! the kept calls and compares: so a shadow that is slow, faults or traps
+//! costs the cycle neither its deadline nor an answer. The shadow versions
+//! are called unsupervised ([`ShadowSet`]): a fault is the shadow's,
+//! reported as such, and never rolls back what serves.
+//!
+//! What is compared is what the manager acts on: a strategy's threshold
+//! (met, signal, value), its force evictions and its soft candidates in
+//! order; its top victims in order; a sorter's order and its refusals.
+
+use super::policies::{Policies, Unanswered, Which, answer};
+use crate::model::{Candidate, Decision, Eviction, MetLevel, Pod, Snapshot, Sorted};
+use crate::policy::{Policy, World};
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::sync::{Arc, Mutex};
+
+/// The most calls kept for the shadow between two judgements: a cycle asks
+/// each strategy twice at most and the sorter a few times, so this bound is
+/// only reached if nobody judges, and then the calls beyond it are not kept.
+const MAX_PENDING: usize = 256;
+
+/// The versions deciding in shadow, one per policy name, called without a
+/// supervisor: their faults roll nothing back.
+#[derive(Default)]
+pub struct ShadowSet {
+    policies: BTreeMap<String, Arc<Policy>>,
+}
+
+impl ShadowSet {
+    /// The set of `policies`, each in shadow of the policy of its name.
+    pub fn new(policies: impl IntoIterator<Item = Arc<Policy>>) -> Self {
+        Self {
+            policies: policies
+                .into_iter()
+                .map(|p| (p.name().to_owned(), p))
+                .collect(),
+        }
+    }
+
+    /// The names of the policies with a version in shadow.
+    pub fn names(&self) -> BTreeSet<String> {
+        self.policies.keys().cloned().collect()
+    }
+
+    fn get(&self, name: &str) -> Result<&Policy, Unanswered> {
+        self.policies
+            .get(name)
+            .map(Arc::as_ref)
+            .ok_or(Unanswered::NotLoaded)
+    }
+}
+
+impl Policies for ShadowSet {
+    fn strategies(&self) -> Vec<String> {
+        (self.policies.values())
+            .filter(|p| p.world() == World::EvictionStrategy)
+            .map(|p| p.name().to_owned())
+            .collect()
+    }
+
+    fn evaluate(&self, name: &str, snapshot: &mut Snapshot) -> Result<Decision, Unanswered> {
+        let strategy = self.get(name)?.as_strategy();
+        answer(strategy.ok_or(Unanswered::NotLoaded)?.evaluate(snapshot))
+    }
+
+    fn top_victims(
+        &self,
+        name: &str,
+        snapshot: &mut Snapshot,
+        scope: &str,
+        n: u32,
+    ) -> Result<Vec<Eviction>, Unanswered> {
+        let strategy = self.get(name)?.as_strategy();
+        answer(
+            strategy
+                .ok_or(Unanswered::NotLoaded)?
+                .top_victims(snapshot, scope, n),
+        )
+    }
+
+    fn sort(
+        &self,
+        name: &str,
+        _which: Which,
+        strategies: &[String],
+        candidates: &mut [Candidate],
+        config: &str,
+    ) -> Result<Sorted, Unanswered> {
+        let sorter = self.get(name)?.as_sorter();
+        answer(
+            sorter
+                .ok_or(Unanswered::NotLoaded)?
+                .sort(strategies, candidates, config),
+        )
+    }
+}
+
+/// Which call a comparison is of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CallKind {
+    /// A strategy's `evaluate`.
+    Evaluate,
+    /// A strategy's `top-victims`.
+    TopVictims,
+    /// A sorter's `sort`.
+    Sort,
+}
+
+impl fmt::Display for CallKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Evaluate => "evaluate",
+            Self::TopVictims => "top-victims",
+            Self::Sort => "sort",
+        })
+    }
+}
+
+/// How the shadow's answer compares with the serving version's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    /// The same decision.
+    Agree,
+    /// Another decision: where they first part, in words.
+    Differ(String),
+    /// The shadow faulted (trap, deadline, memory, contract): its message.
+    Fault(String),
+}
+
+/// One call judged.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Comparison {
+    /// The policy.
+    pub policy: String,
+    /// The call.
+    pub call: CallKind,
+    /// The verdict.
+    pub verdict: Verdict,
+}
+
+/// A call's inputs, as the serving version got them.
+enum Inputs {
+    Evaluate(Snapshot),
+    TopVictims(Snapshot, String, u32),
+    Sort(Vec<String>, Vec<Candidate>, String),
+}
+
+/// The serving version's answer.
+enum Answer {
+    Decision(Decision),
+    Victims(Vec<Eviction>),
+    Sorted(Sorted),
+}
+
+/// A call kept for the shadow.
+struct Pending {
+    policy: String,
+    inputs: Inputs,
+    serving: Result<Answer, Unanswered>,
+}
+
+/// The serving policies, with versions in shadow beside some of them.
+pub struct Shadowed {
+    serving: Arc<dyn Policies>,
+    shadow: Arc<dyn Policies>,
+    names: BTreeSet<String>,
+    pending: Mutex<Vec<Pending>>,
+}
+
+impl Shadowed {
+    /// `serving`, with `shadow` asked beside it for the policies `names`.
+    pub fn new(
+        serving: Arc<dyn Policies>,
+        shadow: Arc<dyn Policies>,
+        names: BTreeSet<String>,
+    ) -> Self {
+        Self {
+            serving,
+            shadow,
+            names,
+            pending: Mutex::new(Vec::new()),
+        }
+    }
+
+    fn keep(&self, name: &str, inputs: impl FnOnce() -> Inputs) -> Option<Inputs> {
+        self.names.contains(name).then(inputs)
+    }
+
+    fn push(&self, policy: &str, inputs: Option<Inputs>, serving: Result<Answer, Unanswered>) {
+        let Some(inputs) = inputs else {
+            return;
+        };
+        let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+        if pending.len() < MAX_PENDING {
+            pending.push(Pending {
+                policy: policy.to_owned(),
+                inputs,
+                serving,
+            });
+        }
+    }
+
+    /// Asks the shadow versions every call kept since the last judgement
+    /// and compares their answers with the serving ones. A call the serving
+    /// version did not answer (it faulted, or was not loaded) is compared
+    /// with nothing, but a fault of the shadow is always reported.
+    pub fn judge(&self) -> Vec<Comparison> {
+        let pending = std::mem::take(&mut *self.pending.lock().unwrap_or_else(|e| e.into_inner()));
+        pending
+            .into_iter()
+            .filter_map(|call| self.judge_one(call))
+            .collect()
+    }
+
+    fn judge_one(&self, call: Pending) -> Option<Comparison> {
+        let Pending {
+            policy,
+            inputs,
+            serving,
+        } = call;
+        let (kind, shadow, described) = match inputs {
+            Inputs::Evaluate(mut snapshot) => {
+                let pods = snapshot.pods.clone();
+                let shadow = self.shadow.evaluate(&policy, &mut snapshot);
+                let shadow = shadow.map(Answer::Decision);
+                (CallKind::Evaluate, shadow, Described::Pods(pods))
+            }
+            Inputs::TopVictims(mut snapshot, scope, n) => {
+                let pods = snapshot.pods.clone();
+                let shadow = self.shadow.top_victims(&policy, &mut snapshot, &scope, n);
+                let shadow = shadow.map(Answer::Victims);
+                (CallKind::TopVictims, shadow, Described::Pods(pods))
+            }
+            Inputs::Sort(strategies, mut candidates, config) => {
+                let shadow = (self.shadow).sort(
+                    &policy,
+                    Which::Serving,
+                    &strategies,
+                    &mut candidates,
+                    &config,
+                );
+                let shadow = shadow.map(Answer::Sorted);
+                (CallKind::Sort, shadow, Described::Candidates(candidates))
+            }
+        };
+        let verdict = verdict(&described, serving, shadow)?;
+        Some(Comparison {
+            policy,
+            call: kind,
+            verdict,
+        })
+    }
+}
+
+/// What names the pods an answer refers to.
+enum Described {
+    /// A snapshot's pods, by UID.
+    Pods(Vec<Pod>),
+    /// The candidates, by index.
+    Candidates(Vec<Candidate>),
+}
+
+impl Described {
+    fn uid(&self, uid: &str) -> String {
+        let pods: &[Pod] = match self {
+            Self::Pods(pods) => pods,
+            Self::Candidates(_) => &[],
+        };
+        pods.iter()
+            .find(|p| p.uid == uid)
+            .map_or_else(|| format!("pod {uid}"), pod_name)
+    }
+
+    fn index(&self, index: u32) -> String {
+        match self {
+            Self::Candidates(candidates) => candidates
+                .get(index as usize)
+                .map_or_else(|| format!("candidate {index}"), |c| pod_name(&c.pod)),
+            Self::Pods(_) => format!("candidate {index}"),
+        }
+    }
+}
+
+fn pod_name(pod: &Pod) -> String {
+    format!("{}/{}", pod.namespace, pod.name)
+}
+
+fn verdict(
+    described: &Described,
+    serving: Result<Answer, Unanswered>,
+    shadow: Result<Answer, Unanswered>,
+) -> Option<Verdict> {
+    let difference = match (serving, shadow) {
+        (_, Err(Unanswered::Fault { message, .. })) => return Some(Verdict::Fault(message)),
+        (_, Err(Unanswered::NotLoaded))
+        | (Err(Unanswered::NotLoaded | Unanswered::Fault { .. }), _) => return None,
+        (Err(Unanswered::Declined(_)), Err(Unanswered::Declined(_))) => None,
+        (Err(Unanswered::Declined(reason)), Ok(_)) => {
+            Some(format!("serving declined ({reason}), shadow answered"))
+        }
+        (Ok(_), Err(Unanswered::Declined(reason))) => Some(format!("shadow declined: {reason}")),
+        (Ok(Answer::Decision(s)), Ok(Answer::Decision(h))) => decisions(described, &s, &h),
+        (Ok(Answer::Victims(s)), Ok(Answer::Victims(h))) => {
+            ranks(&uids(described, &s), &uids(described, &h), "picks")
+        }
+        (Ok(Answer::Sorted(s)), Ok(Answer::Sorted(h))) => sorted(described, &s, &h),
+        // Both answers are of the one call kept.
+        (Ok(_), Ok(_)) => unreachable!("a serving and a shadow answer of different calls"),
+    };
+    Some(difference.map_or(Verdict::Agree, Verdict::Differ))
+}
+
+fn uids(described: &Described, evictions: &[Eviction]) -> Vec<String> {
+    evictions.iter().map(|e| described.uid(&e.uid)).collect()
+}
+
+/// Where two strategy decisions first part: the threshold, then the force
+/// evictions, then the soft candidates.
+fn decisions(described: &Described, serving: &Decision, shadow: &Decision) -> Option<String> {
+    let (s, h) = (&serving.threshold, &shadow.threshold);
+    if s.met != h.met {
+        return Some(format!(
+            "serving finds {} {} ({} against {}), shadow {} ({} against {})",
+            s.signal,
+            met(s.met),
+            s.observed,
+            s.threshold,
+            met(h.met),
+            h.observed,
+            h.threshold
+        ));
+    }
+    if s.signal != h.signal || s.threshold != h.threshold {
+        return Some(format!(
+            "serving holds {} to {}, shadow {} to {}",
+            s.signal, s.threshold, h.signal, h.threshold
+        ));
+    }
+    let force = |d: &Decision| -> BTreeSet<String> {
+        uids(described, &d.force_evictions).into_iter().collect()
+    };
+    let (sf, hf) = (force(serving), force(shadow));
+    if sf != hf {
+        let list = |set: &BTreeSet<String>| {
+            if set.is_empty() {
+                "nobody".to_owned()
+            } else {
+                set.iter().cloned().collect::<Vec<_>>().join(", ")
+            }
+        };
+        return Some(format!(
+            "serving force-evicts {}, shadow {}",
+            list(&sf),
+            list(&hf)
+        ));
+    }
+    ranks(
+        &uids(described, &serving.soft_candidates),
+        &uids(described, &shadow.soft_candidates),
+        "proposes",
+    )
+}
+
+fn met(level: MetLevel) -> &'static str {
+    match level {
+        MetLevel::NotMet => "not met",
+        MetLevel::Soft => "met soft",
+        MetLevel::Hard => "met hard",
+    }
+}
+
+/// Where two sorters' answers first part: the order, then the refusals.
+fn sorted(described: &Described, serving: &Sorted, shadow: &Sorted) -> Option<String> {
+    let order =
+        |s: &Sorted| -> Vec<String> { s.order.iter().map(|&i| described.index(i)).collect() };
+    if let Some(words) = ranks(&order(serving), &order(shadow), "evicts") {
+        return Some(words);
+    }
+    let refused = |s: &Sorted| -> BTreeMap<u32, String> {
+        s.rejected
+            .iter()
+            .map(|r| (r.index, r.reason.clone()))
+            .collect()
+    };
+    let (sr, hr) = (refused(serving), refused(shadow));
+    let only = |a: &BTreeMap<u32, String>, b: &BTreeMap<u32, String>| {
+        a.iter()
+            .find(|(i, _)| !b.contains_key(i))
+            .map(|(&i, reason)| (described.index(i), reason.clone()))
+    };
+    if let Some((pod, reason)) = only(&hr, &sr) {
+        return Some(format!("shadow refuses {pod} ({reason}), serving does not"));
+    }
+    only(&sr, &hr).map(|(pod, reason)| format!("serving refuses {pod} ({reason}), shadow does not"))
+}
+
+/// The first rank at which two lists of pods differ, in words.
+fn ranks(serving: &[String], shadow: &[String], verb: &str) -> Option<String> {
+    let longest = serving.len().max(shadow.len());
+    (0..longest).find_map(|i| {
+        let (s, h) = (serving.get(i), shadow.get(i));
+        (s != h).then(|| {
+            let name = |p: Option<&String>| p.map_or("nobody", String::as_str).to_owned();
+            format!(
+                "serving {verb} {} (rank {}), shadow {verb} {}",
+                name(s),
+                i + 1,
+                name(h)
+            )
+        })
+    })
+}
+
+impl Policies for Shadowed {
+    fn strategies(&self) -> Vec<String> {
+        self.serving.strategies()
+    }
+
+    fn evaluate(&self, name: &str, snapshot: &mut Snapshot) -> Result<Decision, Unanswered> {
+        let inputs = self.keep(name, || Inputs::Evaluate(snapshot.clone()));
+        let answer = self.serving.evaluate(name, snapshot);
+        let kept = answer.clone().map(Answer::Decision);
+        self.push(name, inputs, kept);
+        answer
+    }
+
+    fn top_victims(
+        &self,
+        name: &str,
+        snapshot: &mut Snapshot,
+        scope: &str,
+        n: u32,
+    ) -> Result<Vec<Eviction>, Unanswered> {
+        let inputs = self.keep(name, || {
+            Inputs::TopVictims(snapshot.clone(), scope.to_owned(), n)
+        });
+        let answer = self.serving.top_victims(name, snapshot, scope, n);
+        self.push(name, inputs, answer.clone().map(Answer::Victims));
+        answer
+    }
+
+    fn sort(
+        &self,
+        name: &str,
+        which: Which,
+        strategies: &[String],
+        candidates: &mut [Candidate],
+        config: &str,
+    ) -> Result<Sorted, Unanswered> {
+        // The built-in asked in place of a faulting sorter has no shadow.
+        let inputs = (which == Which::Serving)
+            .then(|| {
+                self.keep(name, || {
+                    Inputs::Sort(strategies.to_vec(), candidates.to_vec(), config.to_owned())
+                })
+            })
+            .flatten();
+        let answer = (self.serving).sort(name, which, strategies, candidates, config);
+        self.push(name, inputs, answer.clone().map(Answer::Sorted));
+        answer
+    }
+}
+
+#[cfg(test)]
+mod tests;
