@@ -6,7 +6,12 @@
 //!   pods have), calm (every strategy judges, nobody is evicted) and under hard
 //!   memory pressure (plus top victims, the sorter and the killer);
 //! - the time from a signal event (a write to a cgroup's `memory.events`,
-//!   seen through inotify) to the killer being called.
+//!   seen through inotify) to the killer being called;
+//! - what a sorter in shadow costs (`eviction::shadow`), for the Rust
+//!   built-in and the JavaScript example (after `examples/policies/build.sh`):
+//!   the extra time of a cycle under hard pressure (keeping the inputs) and
+//!   of its judgement (the shadow's own sort), and the resident memory the
+//!   shadow adds, loaded from the artifact cache and judging 30 cycles.
 
 use futures::FutureExt;
 use futures::future::BoxFuture;
@@ -14,10 +19,11 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 use tokio::sync::{mpsc, oneshot};
 use vigil::base::clock::SystemClock;
+use vigil::eviction::shadow::{ShadowSet, Shadowed};
 use vigil::eviction::{EvictionManager, EvictionSettings, KillError, Killer, NodeState, Victim};
-use vigil::eviction::{Heartbeat, LoopReport, NodeSource, Runner};
+use vigil::eviction::{Heartbeat, LoopReport, NodeSource, Policies, Runner};
 use vigil::model::{KeyValue, QosClass, Signal};
-use vigil::policy::{Host, LimitsTable, Registry};
+use vigil::policy::{BUILTINS, Host, Limits, LimitsTable, Origin, Registry};
 use vigil::signals::watch_memory_events;
 
 /// Labels of a typical Deployment's pod (value: the key's, with the pod's number).
@@ -202,12 +208,94 @@ async fn event_to_killer(registry: &Arc<Registry>) {
     );
 }
 
+/// This process's resident memory, in KiB.
+fn resident_kib() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").expect("status");
+    (status.lines())
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .expect("VmRSS")
+}
+
+/// Under hard pressure at 110 pods: a cycle with `policies`, and the
+/// judgement after it (none without a shadow); medians.
+fn pressed_cycle(policies: &Arc<dyn Policies>, judge: impl Fn()) -> (Duration, Duration) {
+    let pressed = node(110, 50);
+    let (mut cycles, mut judgements) = (Vec::new(), Vec::new());
+    for _ in 0..30 {
+        let mut manager = EvictionManager::new(policies.clone(), EvictionSettings::default());
+        let pressed = pressed.clone();
+        let t = Instant::now();
+        let report = manager.cycle(SystemTime::now(), pressed);
+        cycles.push(t.elapsed());
+        assert_eq!(report.requested.len(), 1, "the benchmark must evict");
+        let t = Instant::now();
+        judge();
+        judgements.push(t.elapsed());
+    }
+    (median(cycles), median(judgements))
+}
+
+fn shadow_costs(registry: &Arc<Registry>) {
+    let js = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../examples/policies/js-sorter/js-sorter.wasm");
+    let rust = BUILTINS.iter().find(|(n, _)| *n == "default-sorter");
+    let mut shadows = vec![("Rust (built-in)", rust.expect("built in").1.to_vec())];
+    match std::fs::read(&js) {
+        Ok(bytes) => shadows.push(("JavaScript (example)", bytes)),
+        Err(e) => println!("{}: {e}; run examples/policies/build.sh", js.display()),
+    }
+    let alone: Arc<dyn Policies> = registry.clone();
+    let (cycle, _) = pressed_cycle(&alone, || {});
+    println!("\na sorter in shadow of default-sorter, hard pressure, 110 pods (median of 30)");
+    println!("without a shadow: cycle {}", ms(cycle));
+    println!(
+        "{:<22} {:>10} {:>10} {:>12} {:>14}",
+        "shadow", "cycle", "judgement", "extra/cycle", "resident +MiB"
+    );
+    // As an agent loads a pulled version: its engine is up, its artifact in
+    // the cache (compiled once before the measure).
+    let cache = tempfile::tempdir().expect("temp dir");
+    let host = Host::new(Some(cache.path().to_owned())).expect("host");
+    let limits = Limits {
+        deadline: Duration::from_secs(10),
+        ..Limits::default()
+    };
+    let load = |bytes: &[u8]| {
+        host.load("default-sorter", bytes.to_vec(), Origin::Builtin, limits)
+            .expect("the shadow loads")
+    };
+    for (language, bytes) in shadows {
+        drop(load(&bytes));
+        let before = resident_kib();
+        let policy = load(&bytes);
+        let set = ShadowSet::new([Arc::new(policy)]);
+        let names = set.names();
+        let shadowed = Arc::new(Shadowed::new(alone.clone(), Arc::new(set), names));
+        let policies: Arc<dyn Policies> = shadowed.clone();
+        let (with, judgement) = pressed_cycle(&policies, || {
+            let comparisons = shadowed.judge();
+            assert_eq!(comparisons.len(), 1, "one sort judged a cycle");
+        });
+        let added = resident_kib().saturating_sub(before) as f64 / 1024.0;
+        let extra = (with + judgement).saturating_sub(cycle);
+        println!(
+            "{language:<22} {:>10} {:>10} {:>12} {:>14.1}",
+            ms(with),
+            ms(judgement),
+            ms(extra),
+            added
+        );
+    }
+}
+
 fn main() {
     let host = Arc::new(Host::new(None).expect("host"));
     let registry = Arc::new(
         Registry::new(host, Arc::new(SystemClock), LimitsTable::default(), None).expect("registry"),
     );
     cycle_times(&registry);
+    shadow_costs(&registry);
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

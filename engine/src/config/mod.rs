@@ -12,6 +12,7 @@
 
 pub(crate) mod assignment;
 pub(crate) mod checkpoint;
+pub mod compare;
 // kube's `KubeSchema` derive adds a copy of each type for its schema, which
 // is never reachable: its types are reached through the re-exports below.
 #[allow(unreachable_pub)]
@@ -30,7 +31,7 @@ use crate::base::policy_name::{
     DEFAULT_MERGER, DEFAULT_SORTER, DISK_PRESSURE, MEMORY_PRESSURE, PID_PRESSURE, PSI_PRESSURE,
 };
 use crate::model::{Layer, Rejections};
-use crate::policy::{Fault, Limits, LimitsTable, Registry};
+use crate::policy::{Fault, Limits, LimitsTable, Merger, Registry};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -317,6 +318,15 @@ impl VigilConfig {
     pub fn merge(registry: &Registry, overlays: Vec<Layer>) -> Result<Self, ConfigError> {
         let policy = registry.get(DEFAULT_MERGER).ok_or(ConfigError::NoMerger)?;
         let merger = registry.merger(&policy).ok_or(ConfigError::NoMerger)?;
+        Self::merge_by(&merger, overlays)
+    }
+
+    /// [`VigilConfig::merge`] by `merger`, whichever serves (a version in
+    /// shadow, say).
+    ///
+    /// # Errors
+    /// As [`VigilConfig::merge`].
+    pub fn merge_by(merger: &Merger<'_>, overlays: Vec<Layer>) -> Result<Self, ConfigError> {
         for layer in &overlays {
             schema::check_layer(layer)?;
         }

@@ -196,6 +196,22 @@ fn merged(
     Ok(config)
 }
 
+/// `serving`, the config [`merged`] made of `json`, judged against what the
+/// merger in shadow, if any, makes of it.
+fn judge_merge(
+    shadows: &mut Shadows,
+    serving: &Result<VigilConfig, ConfigError>,
+    json: Option<&serde_json::Value>,
+    source: &str,
+) {
+    shadows.judge_merge(serving, |merger| {
+        let layers = overlay(json, source);
+        let config = VigilConfig::merge_by(merger, layers.clone())?;
+        references::check(&config, &layers, &BTreeMap::new())?;
+        Ok(config)
+    });
+}
+
 /// Runs `scenario`; `base` is the directory its relative paths start from.
 ///
 /// # Errors
@@ -214,6 +230,12 @@ pub async fn run(
     } = load(scenario, base, options, Arc::clone(&clock)).await?;
     let settings = EvictionSettings::from(&config);
     let mut shadows = Shadows::load(&registry, &options.shadows)?;
+    judge_merge(
+        &mut shadows,
+        &Ok(config.clone()),
+        scenario.config.as_ref(),
+        "scenario",
+    );
     let mut manager = EvictionManager::new(shadows.policies(), settings.clone());
     let mut pods: Vec<SimPod<'_>> = scenario
         .pods
@@ -241,7 +263,13 @@ pub async fn run(
     while t <= scenario.duration {
         let config_notes: Vec<String> = std::iter::from_fn(|| changes.next_if(|(_, c)| c.at <= t))
             .map(|(i, change)| {
-                apply_change(&registry, &mut manager, &mut simulation, &loaded, i, change)
+                let mut simulated = Simulated {
+                    registry: &registry,
+                    manager: &mut manager,
+                    simulation: &mut simulation,
+                    shadows: &mut shadows,
+                };
+                apply_change(&mut simulated, &loaded, i, change)
             })
             .collect();
         let period = manager.settings().period;
@@ -304,19 +332,33 @@ fn evict(pods: &mut [SimPod<'_>], victim: &crate::eviction::Victim, t: Duration)
     EvictionRecord::new(victim, t, t + grace)
 }
 
+/// What a config change acts on.
+struct Simulated<'a> {
+    registry: &'a Registry,
+    manager: &'a mut EvictionManager,
+    simulation: &'a mut Simulation,
+    shadows: &'a mut Shadows,
+}
+
 /// Puts the scenario's config change `i` in force from the cycle at its
 /// time, as an edit of the config object would: the note for that step. A refused change
 /// is also a warning, and the config before it stays.
 fn apply_change(
-    registry: &Registry,
-    manager: &mut EvictionManager,
-    simulation: &mut Simulation,
+    simulated: &mut Simulated<'_>,
     loaded: &[String],
     i: usize,
     change: &ConfigChange,
 ) -> String {
+    let Simulated {
+        registry,
+        manager,
+        simulation,
+        shadows,
+    } = simulated;
     let source = format!("configChanges[{i}]");
-    match merged(registry, Some(&change.config), &source) {
+    let merged = merged(registry, Some(&change.config), &source);
+    judge_merge(shadows, &merged, Some(&change.config), &source);
+    match merged {
         Ok(config) => {
             registry.set_limits(config.limits());
             let settings = EvictionSettings::from(&config);

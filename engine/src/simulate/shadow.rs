@@ -2,12 +2,16 @@
 //! simulate --shadow NAME=FILE`): asked what the serving version is asked
 //! each cycle, on the same inputs, never acted on; where it would have
 //! decided otherwise is in the timeline, and the tally in the summary. What
-//! an author sees before any node runs the new version.
+//! an author sees before any node runs the new version. A merger in shadow
+//! merges the layers the serving one merges (the scenario's config, each
+//! change) and the two configs are compared.
 
 use super::record::{ShadowRecord, Step};
+use crate::base::report::Chain;
+use crate::config::{ConfigError, VigilConfig, compare};
 use crate::eviction::Policies;
-use crate::eviction::shadow::{Comparison, ShadowSet, Shadowed, Verdict};
-use crate::policy::{LoadError, Origin, Registry, World};
+use crate::eviction::shadow::{CallKind, Comparison, ShadowSet, Shadowed, Verdict};
+use crate::policy::{LoadError, Merger, Origin, Policy, Registry, World};
 use std::path::PathBuf;
 use std::sync::Arc;
 use thiserror::Error;
@@ -70,7 +74,7 @@ pub enum ShadowError {
         /// The file.
         path: PathBuf,
     },
-    /// It is of another world than the policy it shadows, or a merger.
+    /// It is of another world than the policy it shadows.
     #[error("{} is of world {shadow}, {policy} of {serving}: {why}", path.display(), shadow = shadow.name(), serving = serving.name())]
     World {
         /// The policy.
@@ -89,7 +93,11 @@ pub enum ShadowError {
 /// The versions in shadow of one simulation, and their tallies.
 pub(super) struct Shadows {
     shadowed: Arc<Shadowed>,
+    /// The merger in shadow, if any.
+    merger: Option<Arc<Policy>>,
     records: Vec<ShadowRecord>,
+    /// Notes of the config's merges, for the next step.
+    notes: Vec<String>,
 }
 
 impl Shadows {
@@ -103,6 +111,7 @@ impl Shadows {
     ) -> Result<Self, ShadowError> {
         let mut policies = Vec::new();
         let mut records = Vec::new();
+        let mut merger = None;
         for ShadowFile { policy, path } in files {
             let serving = registry
                 .get(policy)
@@ -124,31 +133,63 @@ impl Shadows {
                     path: path.clone(),
                     source,
                 })?;
-            let world = |why| ShadowError::World {
-                policy: policy.clone(),
-                path: path.clone(),
-                shadow: shadow.world(),
-                serving: serving.world(),
-                why,
-            };
             if shadow.world() != serving.world() {
-                return Err(world("a shadow is a version of the policy it shadows"));
-            }
-            if shadow.world() == World::ConfigMerger {
-                return Err(world(
-                    "a simulation merges its config once per change; a merger cannot be shadowed in one",
-                ));
+                return Err(ShadowError::World {
+                    policy: policy.clone(),
+                    path: path.clone(),
+                    shadow: shadow.world(),
+                    serving: serving.world(),
+                    why: "a shadow is a version of the policy it shadows",
+                });
             }
             records.push(ShadowRecord::new(policy, path, shadow.digest().hex()));
-            policies.push(Arc::new(shadow));
+            if shadow.world() == World::ConfigMerger {
+                merger = Some(Arc::new(shadow));
+            } else {
+                policies.push(Arc::new(shadow));
+            }
         }
         let set = ShadowSet::new(policies);
         let names = set.names();
         let serving: Arc<dyn Policies> = Arc::<Registry>::clone(registry);
         Ok(Self {
             shadowed: Arc::new(Shadowed::new(serving, Arc::new(set), names)),
+            merger,
             records,
+            notes: Vec::new(),
         })
+    }
+
+    /// Judges one merge of the config: `serving` is what the serving merger
+    /// made of the layers, `merge` makes them again with another merger.
+    pub(super) fn judge_merge(
+        &mut self,
+        serving: &Result<VigilConfig, ConfigError>,
+        merge: impl FnOnce(&Merger<'_>) -> Result<VigilConfig, ConfigError>,
+    ) {
+        let Some(policy) = self.merger.clone() else {
+            return;
+        };
+        let Some(merger) = policy.as_merger() else {
+            return;
+        };
+        let config = |c: &VigilConfig| serde_json::to_value(c).expect("a config serialises");
+        let verdict = match (serving, merge(&merger)) {
+            (_, Err(ConfigError::MergerFault(fault))) => Verdict::Fault(Chain(&fault).to_string()),
+            (Ok(s), Ok(h)) => {
+                compare::difference(&config(s), &config(&h)).map_or(Verdict::Agree, Verdict::Differ)
+            }
+            (Err(_), Err(_)) => Verdict::Agree,
+            (Ok(_), Err(why)) => Verdict::Differ(format!("shadow refuses: {}", Chain(&why))),
+            (Err(why), Ok(_)) => {
+                Verdict::Differ(format!("serving refuses ({}), shadow merges", Chain(why)))
+            }
+        };
+        self.tally(Comparison {
+            policy: policy.name().to_owned(),
+            call: CallKind::Merge,
+            verdict,
+        });
     }
 
     /// What the eviction manager asks: the serving policies, watched.
@@ -156,38 +197,43 @@ impl Shadows {
         self.shadowed.clone()
     }
 
-    /// Judges the cycle just run: its divergences and faults go to `step`,
-    /// every comparison to the tally.
+    /// Judges the cycle just run: its divergences and faults (and those of
+    /// the config's merges since the last step) go to `step`, every
+    /// comparison to the tally.
     pub(super) fn judge(&mut self, step: &mut Step) {
-        for Comparison {
+        for comparison in self.shadowed.judge() {
+            self.tally(comparison);
+        }
+        step.shadow.append(&mut self.notes);
+    }
+
+    fn tally(&mut self, comparison: Comparison) {
+        let Comparison {
             policy,
             call,
             verdict,
-        } in self.shadowed.judge()
-        {
-            let Some(record) = self.records.iter_mut().find(|r| r.policy == policy) else {
-                continue;
-            };
-            record.comparisons += 1;
-            let digest = &record.digest[..12];
-            match verdict {
-                Verdict::Agree => record.agreements += 1,
-                Verdict::Differ(words) => {
-                    record.divergences += 1;
-                    step.shadow.push(format!(
-                        "shadow {policy}@{digest} differs ({call}): {words}"
-                    ));
-                }
-                Verdict::Fault(message) => {
-                    record.faults += 1;
-                    step.shadow.push(format!(
-                        "shadow {policy}@{digest} faulted ({call}): {message}"
-                    ));
-                }
+        } = comparison;
+        let Some(record) = self.records.iter_mut().find(|r| r.policy == policy) else {
+            return;
+        };
+        record.comparisons += 1;
+        let digest = &record.digest[..12];
+        match verdict {
+            Verdict::Agree => record.agreements += 1,
+            Verdict::Differ(words) => {
+                record.divergences += 1;
+                (self.notes).push(format!(
+                    "shadow {policy}@{digest} differs ({call}): {words}"
+                ));
+            }
+            Verdict::Fault(message) => {
+                record.faults += 1;
+                (self.notes).push(format!(
+                    "shadow {policy}@{digest} faulted ({call}): {message}"
+                ));
             }
         }
     }
-
     /// The tallies.
     pub(super) fn into_records(self) -> Vec<ShadowRecord> {
         self.records

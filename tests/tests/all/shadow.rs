@@ -167,3 +167,53 @@ fn a_shadow_is_given_as_name_equals_file() {
         assert!(error.contains("is not NAME=FILE"), "{error}");
     }
 }
+
+/// A scenario whose config is merged three times: at the start, then by a
+/// change the schema refuses, then by one that turns dry run off.
+const CHANGES: &str = "name: x\nduration: 1m\nnode: {memory: 4Gi}\n\
+    config: {dryRun: true, policies: {memory-pressure: {config: {hard: 1Gi}}}}\n\
+    configChanges:\n\
+    \x20 - {at: 20s, config: {bogus: 1}}\n\
+    \x20 - {at: 40s, config: {policies: {memory-pressure: {config: {hard: 1Gi}}}}}\n\
+    pods:\n  - name: hog\n    memory: [{at: 0s, value: 3500Mi}]\n";
+
+async fn with_changes(dir: &Path, merger: &[u8]) -> Simulation {
+    let path = dir.join("scenario.yaml");
+    std::fs::write(&path, CHANGES).unwrap();
+    let scenario = Scenario::load(&path).unwrap();
+    let options = RunOptions {
+        shadows: vec![shadow(dir, "default-merger", "merger.wasm", merger)],
+        ..RunOptions::default()
+    };
+    run(&scenario, dir, &options).await.unwrap()
+}
+
+#[tokio::test]
+async fn a_merger_in_shadow_merges_each_config_the_serving_one_merges() {
+    let dir = tempfile::tempdir().unwrap();
+    let same = with_changes(dir.path(), vigil_tests::builtin("default-merger")).await;
+    let record = &same.shadows[0];
+    assert_eq!(
+        (record.comparisons, record.agreements),
+        (3, 3),
+        "the start and both changes, the refused one refused by both: {record:?}"
+    );
+    // A merger of the previous contract whose last layer wins whole: the
+    // scenario's layer replaces the defaults' policies.
+    let other = with_changes(dir.path(), vigil_tests::MERGER_0_1).await;
+    let record = &other.shadows[0];
+    assert_eq!(
+        (record.agreements, record.divergences, record.faults),
+        (1, 2, 0),
+        "{record:?}"
+    );
+    let notes: Vec<(f64, &str)> = (other.steps.iter())
+        .flat_map(|s| s.shadow.iter().map(|n| (s.t, n.as_str())))
+        .collect();
+    let words = format!(
+        "shadow default-merger@{} differs (merge): serving sets policies.disk-pressure to {{\"config\":{{}},\"dryRun\":false,\"enabled\":true,\"pdbOverride\":true}}, shadow to nothing",
+        &record.digest[..12]
+    );
+    assert_eq!(notes, [(0.0, words.as_str()), (40.0, words.as_str())]);
+    assert_eq!(evictions(&other), evictions(&same), "the shadow never acts");
+}

@@ -114,6 +114,8 @@ pub enum CallKind {
     TopVictims,
     /// A sorter's `sort`.
     Sort,
+    /// A merger's `merge`.
+    Merge,
 }
 
 impl fmt::Display for CallKind {
@@ -122,6 +124,7 @@ impl fmt::Display for CallKind {
             Self::Evaluate => "evaluate",
             Self::TopVictims => "top-victims",
             Self::Sort => "sort",
+            Self::Merge => "merge",
         })
     }
 }
