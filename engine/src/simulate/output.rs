@@ -67,35 +67,7 @@ fn notes(step: &Step) -> Vec<String> {
 pub fn render(simulation: &Simulation) -> String {
     let mut out = String::new();
     let w = &mut out;
-    writeln!(w, "vigil simulate: {}", simulation.scenario).unwrap();
-    if !simulation.description.is_empty() {
-        writeln!(w, "{}", simulation.description).unwrap();
-    }
-    for policy in &simulation.policies {
-        if let Some(file) = &policy.file {
-            let digest = &policy.digest[..12];
-            let (name, world) = (&policy.name, policy.world);
-            writeln!(
-                w,
-                "policy {name}@{digest} ({world}) from {}",
-                file.display()
-            )
-            .unwrap();
-        }
-    }
-    for shadow in &simulation.shadows {
-        writeln!(
-            w,
-            "shadow {}@{} from {}",
-            shadow.policy,
-            &shadow.digest[..12],
-            shadow.file.display()
-        )
-        .unwrap();
-    }
-    for warning in &simulation.warnings {
-        writeln!(w, "warning: {warning}").unwrap();
-    }
+    header(w, simulation);
     writeln!(w).unwrap();
     // memory.available, and every signal whose threshold is met at some point.
     let mut shown: BTreeSet<&str> = ["memory.available"].into();
@@ -153,6 +125,39 @@ pub fn render(simulation: &Simulation) -> String {
     }
     summary(w, simulation);
     out
+}
+
+/// The scenario, the policies from files and in shadow, the warnings.
+fn header(w: &mut String, simulation: &Simulation) {
+    writeln!(w, "vigil simulate: {}", simulation.scenario).unwrap();
+    if !simulation.description.is_empty() {
+        writeln!(w, "{}", simulation.description).unwrap();
+    }
+    for policy in &simulation.policies {
+        if let Some(file) = &policy.file {
+            let digest = &policy.digest[..12];
+            let (name, world) = (&policy.name, policy.world);
+            writeln!(
+                w,
+                "policy {name}@{digest} ({world}) from {}",
+                file.display()
+            )
+            .unwrap();
+        }
+    }
+    for shadow in &simulation.shadows {
+        writeln!(
+            w,
+            "shadow {}@{} from {}",
+            shadow.policy,
+            &shadow.digest[..12],
+            shadow.file.display()
+        )
+        .unwrap();
+    }
+    for warning in &simulation.warnings {
+        writeln!(w, "warning: {warning}").unwrap();
+    }
 }
 
 fn summary(w: &mut String, simulation: &Simulation) {

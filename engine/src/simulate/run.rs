@@ -237,26 +237,9 @@ pub async fn run(
         "scenario",
     );
     let mut manager = EvictionManager::new(shadows.policies(), settings.clone());
-    let mut pods: Vec<SimPod<'_>> = scenario
-        .pods
-        .iter()
-        .map(|spec| SimPod {
-            spec,
-            uid: format!("{}-{}", spec.namespace, spec.name),
-            leaves_at: spec.leaves_at,
-        })
-        .collect();
-    let mut simulation = Simulation::new(scenario, settings.period);
-    simulation.policies = registry
-        .status()
-        .into_iter()
-        .map(PolicyRecord::new)
-        .collect();
+    let mut pods = sim_pods(scenario);
+    let mut simulation = begun(scenario, &registry, &settings, failed);
     let loaded: Vec<String> = simulation.policies.iter().map(|p| p.name.clone()).collect();
-    for warning in failed {
-        simulation.warn(warning);
-    }
-    simulation.warn_unknown(&settings, &loaded);
     let mut serving = versions(&registry);
     let mut changes = scenario.config_changes.iter().enumerate().peekable();
     let mut t = Duration::ZERO;
@@ -306,6 +289,37 @@ pub async fn run(
     }
     simulation.shadows = shadows.into_records();
     Ok(simulation)
+}
+
+/// The scenario's pods, none evicted yet.
+fn sim_pods(scenario: &Scenario) -> Vec<SimPod<'_>> {
+    (scenario.pods.iter())
+        .map(|spec| SimPod {
+            spec,
+            uid: format!("{}-{}", spec.namespace, spec.name),
+            leaves_at: spec.leaves_at,
+        })
+        .collect()
+}
+
+/// The record of a simulation before its first step: the policies that
+/// serve, the files that did not load and config for policies not loaded.
+fn begun(
+    scenario: &Scenario,
+    registry: &Registry,
+    settings: &EvictionSettings,
+    failed: Vec<String>,
+) -> Simulation {
+    let mut simulation = Simulation::new(scenario, settings.period);
+    simulation.policies = (registry.status().into_iter())
+        .map(PolicyRecord::new)
+        .collect();
+    let loaded: Vec<String> = simulation.policies.iter().map(|p| p.name.clone()).collect();
+    for warning in failed {
+        simulation.warn(warning);
+    }
+    simulation.warn_unknown(settings, &loaded);
+    simulation
 }
 
 /// The node at `t` as the strategies saw it, the input `vigil policy test` takes.
