@@ -21,7 +21,6 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
-use std::collections::HashMap;
 use std::sync::{Mutex, Weak};
 
 /// One policy version's counts when they were last added to the counters.
@@ -59,8 +58,10 @@ pub struct Metrics {
     pub policy_faults: Family<NameLabel, Counter>,
     /// Log lines dropped because a call went over its budget, by policy.
     pub policy_log_lines_dropped: Family<NameLabel, Counter>,
-    /// The version of each policy last counted, and its counts then.
-    policy_counted: Mutex<HashMap<String, Counted>>,
+    /// Every policy version counted that still exists (serving, or kept as
+    /// a last-known-good or built-in that may serve again), and its counts
+    /// then.
+    policy_counted: Mutex<Vec<Counted>>,
     /// Lifecycle state of each serving policy (1 for its current state).
     pub policy_state: Family<PolicyStateLabels, Gauge>,
     /// Candidates a sorter refused, by sorter (once per cycle it refused them).

@@ -136,14 +136,17 @@ impl Metrics {
             .policy_counted
             .lock()
             .expect("policy counts lock poisoned");
-        counted.retain(|name, _| serving.iter().any(|p| p.name() == name));
+        // A version that no longer exists never serves again.
+        counted.retain(|seen| seen.version.strong_count() > 0);
         for policy in serving {
             let counts = [policy.calls(), policy.faults(), policy.log_lines_dropped()];
-            // A version counts from zero: what a new one did is all new.
-            let before = match counted.get(policy.name()) {
-                Some(seen) if Weak::ptr_eq(&seen.version, &Arc::downgrade(&policy)) => seen.counts,
-                _ => [0; 3],
-            };
+            // A version counts from zero: what a new one did is all new; one
+            // that serves again (a rollback) only adds what is new since.
+            let version = Arc::downgrade(&policy);
+            let seen = counted
+                .iter_mut()
+                .find(|c| Weak::ptr_eq(&c.version, &version));
+            let before = seen.as_ref().map_or([0; 3], |seen| seen.counts);
             let name = NameLabel {
                 name: policy.name().to_owned(),
             };
@@ -157,8 +160,10 @@ impl Metrics {
                     .get_or_create(&name)
                     .inc_by(now.saturating_sub(before));
             }
-            let version = Arc::downgrade(&policy);
-            counted.insert(policy.name().to_owned(), Counted { version, counts });
+            match seen {
+                Some(seen) => seen.counts = counts,
+                None => counted.push(Counted { version, counts }),
+            }
         }
     }
 }

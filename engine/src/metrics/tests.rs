@@ -167,6 +167,18 @@ fn policy_calls_count_on_across_a_new_version() {
     assert_eq!(second.calls(), 1);
     assert_eq!(calls(), 4, "the new version's call adds to the old ones'");
     assert_eq!(m.policy_faults.get_or_create(&name).get(), 0);
+
+    // The first version serves again (a rollback keeps its object): only
+    // its call since is new, not the three counted before.
+    registry.install(Arc::clone(&first));
+    call(&first);
+    m.policies(&registry);
+    assert_eq!(first.calls(), 4);
+    assert_eq!(
+        calls(),
+        5,
+        "a version that serves again is not counted twice"
+    );
 }
 
 const OBSERVABILITY: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy/observability");
