@@ -151,25 +151,31 @@ pub struct Comparison {
     pub verdict: Verdict,
 }
 
-/// A call's inputs, as the serving version got them.
-enum Inputs {
-    Evaluate(Snapshot),
-    TopVictims(Snapshot, String, u32),
-    Sort(Vec<String>, Vec<Candidate>, String),
+/// A call kept for the shadow: its inputs, as the serving version got
+/// them, and the serving version's answer.
+enum Kept {
+    Evaluate {
+        snapshot: Snapshot,
+        serving: Result<Decision, Unanswered>,
+    },
+    TopVictims {
+        snapshot: Snapshot,
+        scope: String,
+        n: u32,
+        serving: Result<Vec<Eviction>, Unanswered>,
+    },
+    Sort {
+        strategies: Vec<String>,
+        candidates: Vec<Candidate>,
+        config: String,
+        serving: Result<Sorted, Unanswered>,
+    },
 }
 
-/// The serving version's answer.
-enum Answer {
-    Decision(Decision),
-    Victims(Vec<Eviction>),
-    Sorted(Sorted),
-}
-
-/// A call kept for the shadow.
+/// A kept call of one policy.
 struct Pending {
     policy: String,
-    inputs: Inputs,
-    serving: Result<Answer, Unanswered>,
+    kept: Kept,
 }
 
 /// The serving policies, with versions in shadow beside some of them.
@@ -195,20 +201,16 @@ impl Shadowed {
         }
     }
 
-    fn keep(&self, name: &str, inputs: impl FnOnce() -> Inputs) -> Option<Inputs> {
-        self.names.contains(name).then(inputs)
+    fn keeps(&self, name: &str) -> bool {
+        self.names.contains(name)
     }
 
-    fn push(&self, policy: &str, inputs: Option<Inputs>, serving: Result<Answer, Unanswered>) {
-        let Some(inputs) = inputs else {
-            return;
-        };
+    fn push(&self, policy: &str, kept: Kept) {
         let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
         if pending.len() < MAX_PENDING {
             pending.push(Pending {
                 policy: policy.to_owned(),
-                inputs,
-                serving,
+                kept,
             });
         }
     }
@@ -226,25 +228,36 @@ impl Shadowed {
     }
 
     fn judge_one(&self, call: Pending) -> Option<Comparison> {
-        let Pending {
-            policy,
-            inputs,
-            serving,
-        } = call;
-        let (kind, shadow, described) = match inputs {
-            Inputs::Evaluate(mut snapshot) => {
-                let pods = snapshot.pods.clone();
+        let Pending { policy, kept } = call;
+        let (call, verdict) = match kept {
+            Kept::Evaluate {
+                mut snapshot,
+                serving,
+            } => {
                 let shadow = self.shadow.evaluate(&policy, &mut snapshot);
-                let shadow = shadow.map(Answer::Decision);
-                (CallKind::Evaluate, shadow, Described::Pods(pods))
+                let named = Described::Pods(&snapshot.pods);
+                let verdict = verdict(serving, shadow, |s, h| decisions(&named, s, h));
+                (CallKind::Evaluate, verdict)
             }
-            Inputs::TopVictims(mut snapshot, scope, n) => {
-                let pods = snapshot.pods.clone();
-                let shadow = self.shadow.top_victims(&policy, &mut snapshot, &scope, n);
-                let shadow = shadow.map(Answer::Victims);
-                (CallKind::TopVictims, shadow, Described::Pods(pods))
+            Kept::TopVictims {
+                mut snapshot,
+                scope,
+                n,
+                serving,
+            } => {
+                let shadow = (self.shadow).top_victims(&policy, &mut snapshot, &scope, n);
+                let named = Described::Pods(&snapshot.pods);
+                let verdict = verdict(serving, shadow, |s, h| {
+                    ranks(&uids(&named, s), &uids(&named, h), "picks")
+                });
+                (CallKind::TopVictims, verdict)
             }
-            Inputs::Sort(strategies, mut candidates, config) => {
+            Kept::Sort {
+                strategies,
+                mut candidates,
+                config,
+                serving,
+            } => {
                 let shadow = (self.shadow).sort(
                     &policy,
                     Which::Serving,
@@ -252,28 +265,29 @@ impl Shadowed {
                     &mut candidates,
                     &config,
                 );
-                let shadow = shadow.map(Answer::Sorted);
-                (CallKind::Sort, shadow, Described::Candidates(candidates))
+                let named = Described::Candidates(&candidates);
+                let verdict = verdict(serving, shadow, |s, h| sorted(&named, s, h));
+                (CallKind::Sort, verdict)
             }
         };
-        let verdict = verdict(&described, serving, shadow)?;
         Some(Comparison {
             policy,
-            call: kind,
-            verdict,
+            call,
+            verdict: verdict?,
         })
     }
 }
 
-/// What names the pods an answer refers to.
-enum Described {
+/// What names the pods an answer refers to (the shadow's inputs, given
+/// back as they were after its call).
+enum Described<'a> {
     /// A snapshot's pods, by UID.
-    Pods(Vec<Pod>),
+    Pods(&'a [Pod]),
     /// The candidates, by index.
-    Candidates(Vec<Candidate>),
+    Candidates(&'a [Candidate]),
 }
 
-impl Described {
+impl Described<'_> {
     fn uid(&self, uid: &str) -> String {
         let pods: &[Pod] = match self {
             Self::Pods(pods) => pods,
@@ -298,10 +312,12 @@ fn pod_name(pod: &Pod) -> String {
     format!("{}/{}", pod.namespace, pod.name)
 }
 
-fn verdict(
-    described: &Described,
-    serving: Result<Answer, Unanswered>,
-    shadow: Result<Answer, Unanswered>,
+/// The verdict on two answers to one call, `differ` naming where two
+/// answers part; `None` when there is nothing to compare.
+fn verdict<T>(
+    serving: Result<T, Unanswered>,
+    shadow: Result<T, Unanswered>,
+    differ: impl FnOnce(&T, &T) -> Option<String>,
 ) -> Option<Verdict> {
     let difference = match (serving, shadow) {
         (_, Err(Unanswered::Fault { message, .. })) => return Some(Verdict::Fault(message)),
@@ -312,24 +328,18 @@ fn verdict(
             Some(format!("serving declined ({reason}), shadow answered"))
         }
         (Ok(_), Err(Unanswered::Declined(reason))) => Some(format!("shadow declined: {reason}")),
-        (Ok(Answer::Decision(s)), Ok(Answer::Decision(h))) => decisions(described, &s, &h),
-        (Ok(Answer::Victims(s)), Ok(Answer::Victims(h))) => {
-            ranks(&uids(described, &s), &uids(described, &h), "picks")
-        }
-        (Ok(Answer::Sorted(s)), Ok(Answer::Sorted(h))) => sorted(described, &s, &h),
-        // Both answers are of the one call kept.
-        (Ok(_), Ok(_)) => unreachable!("a serving and a shadow answer of different calls"),
+        (Ok(s), Ok(h)) => differ(&s, &h),
     };
     Some(difference.map_or(Verdict::Agree, Verdict::Differ))
 }
 
-fn uids(described: &Described, evictions: &[Eviction]) -> Vec<String> {
+fn uids(described: &Described<'_>, evictions: &[Eviction]) -> Vec<String> {
     evictions.iter().map(|e| described.uid(&e.uid)).collect()
 }
 
 /// Where two strategy decisions first part: the threshold, then the force
 /// evictions, then the soft candidates.
-fn decisions(described: &Described, serving: &Decision, shadow: &Decision) -> Option<String> {
+fn decisions(described: &Described<'_>, serving: &Decision, shadow: &Decision) -> Option<String> {
     let (s, h) = (&serving.threshold, &shadow.threshold);
     if s.met != h.met {
         return Some(format!(
@@ -383,7 +393,7 @@ fn met(level: MetLevel) -> &'static str {
 }
 
 /// Where two sorters' answers first part: the order, then the refusals.
-fn sorted(described: &Described, serving: &Sorted, shadow: &Sorted) -> Option<String> {
+fn sorted(described: &Described<'_>, serving: &Sorted, shadow: &Sorted) -> Option<String> {
     let order =
         |s: &Sorted| -> Vec<String> { s.order.iter().map(|&i| described.index(i)).collect() };
     if let Some(words) = ranks(&order(serving), &order(shadow), "evicts") {
@@ -430,10 +440,12 @@ impl Policies for Shadowed {
     }
 
     fn evaluate(&self, name: &str, snapshot: &mut Snapshot) -> Result<Decision, Unanswered> {
-        let inputs = self.keep(name, || Inputs::Evaluate(snapshot.clone()));
+        let kept = self.keeps(name).then(|| snapshot.clone());
         let answer = self.serving.evaluate(name, snapshot);
-        let kept = answer.clone().map(Answer::Decision);
-        self.push(name, inputs, kept);
+        if let Some(snapshot) = kept {
+            let serving = answer.clone();
+            self.push(name, Kept::Evaluate { snapshot, serving });
+        }
         answer
     }
 
@@ -444,11 +456,21 @@ impl Policies for Shadowed {
         scope: &str,
         n: u32,
     ) -> Result<Vec<Eviction>, Unanswered> {
-        let inputs = self.keep(name, || {
-            Inputs::TopVictims(snapshot.clone(), scope.to_owned(), n)
-        });
+        let kept = self.keeps(name).then(|| snapshot.clone());
         let answer = self.serving.top_victims(name, snapshot, scope, n);
-        self.push(name, inputs, answer.clone().map(Answer::Victims));
+        if let Some(snapshot) = kept {
+            let scope = scope.to_owned();
+            let serving = answer.clone();
+            self.push(
+                name,
+                Kept::TopVictims {
+                    snapshot,
+                    scope,
+                    n,
+                    serving,
+                },
+            );
+        }
         answer
     }
 
@@ -461,15 +483,19 @@ impl Policies for Shadowed {
         config: &str,
     ) -> Result<Sorted, Unanswered> {
         // The built-in asked in place of a faulting sorter has no shadow.
-        let inputs = (which == Which::Serving)
-            .then(|| {
-                self.keep(name, || {
-                    Inputs::Sort(strategies.to_vec(), candidates.to_vec(), config.to_owned())
-                })
-            })
-            .flatten();
+        let kept = (which == Which::Serving && self.keeps(name)).then(|| candidates.to_vec());
         let answer = (self.serving).sort(name, which, strategies, candidates, config);
-        self.push(name, inputs, answer.clone().map(Answer::Sorted));
+        if let Some(candidates) = kept {
+            self.push(
+                name,
+                Kept::Sort {
+                    strategies: strategies.to_vec(),
+                    candidates,
+                    config: config.to_owned(),
+                    serving: answer.clone(),
+                },
+            );
+        }
         answer
     }
 }

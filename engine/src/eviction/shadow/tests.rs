@@ -194,7 +194,7 @@ fn a_refusal_only_the_shadow_makes_differs_naming_the_pod_and_its_reason() {
         Verdict::Differ("serving evicts default/c (rank 3), shadow evicts nobody".into())
     );
     let words = sorted(
-        &Described::Candidates(candidates()),
+        &Described::Candidates(&candidates()),
         &Sorted {
             order: vec![0, 1],
             rejected: Vec::new(),
