@@ -27,9 +27,9 @@ pub(super) struct SimulateArgs {
     #[arg(long)]
     snapshots: bool,
     /// Run the component FILE in shadow of the serving policy NAME (a
-    /// strategy or a sorter): asked what NAME is asked each cycle, never
+    /// strategy, a sorter or a merger): asked what NAME is asked, never
     /// acted on; where it would have decided otherwise is printed.
-    /// Repeatable, one per policy.
+    /// Repeatable, one file per policy.
     #[arg(long, value_name = "NAME=FILE")]
     shadow: Vec<ShadowFile>,
 }

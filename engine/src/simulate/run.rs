@@ -190,8 +190,18 @@ fn merged(
     json: Option<&serde_json::Value>,
     source: &str,
 ) -> Result<VigilConfig, ConfigError> {
+    checked(json, source, |layers| VigilConfig::merge(registry, layers))
+}
+
+/// The config `merge` makes of `json` over the defaults, its policy
+/// references checked.
+fn checked(
+    json: Option<&serde_json::Value>,
+    source: &str,
+    merge: impl FnOnce(Vec<Layer>) -> Result<VigilConfig, ConfigError>,
+) -> Result<VigilConfig, ConfigError> {
     let layers = overlay(json, source);
-    let config = VigilConfig::merge(registry, layers.clone())?;
+    let config = merge(layers.clone())?;
     references::check(&config, &layers, &BTreeMap::new())?;
     Ok(config)
 }
@@ -205,10 +215,7 @@ fn judge_merge(
     source: &str,
 ) {
     shadows.judge_merge(serving, |merger| {
-        let layers = overlay(json, source);
-        let config = VigilConfig::merge_by(merger, layers.clone())?;
-        references::check(&config, &layers, &BTreeMap::new())?;
-        Ok(config)
+        checked(json, source, |layers| VigilConfig::merge_by(merger, layers))
     });
 }
 

@@ -74,6 +74,16 @@ pub enum ShadowError {
         /// The file.
         path: PathBuf,
     },
+    /// A second file for a policy that already has one in shadow.
+    #[error("{} and {} both shadow {policy}: one version in shadow per policy", first.display(), path.display())]
+    Twice {
+        /// The policy.
+        policy: String,
+        /// The file given first.
+        first: PathBuf,
+        /// The file given again.
+        path: PathBuf,
+    },
     /// It is of another world than the policy it shadows.
     #[error("{} is of world {shadow}, {policy} of {serving}: {why}", path.display(), shadow = shadow.name(), serving = serving.name())]
     World {
@@ -113,6 +123,13 @@ impl Shadows {
         let mut records = Vec::new();
         let mut merger = None;
         for ShadowFile { policy, path } in files {
+            if let Some(first) = records.iter().find(|r: &&ShadowRecord| &r.policy == policy) {
+                return Err(ShadowError::Twice {
+                    policy: policy.clone(),
+                    first: first.file.clone(),
+                    path: path.clone(),
+                });
+            }
             let serving = registry
                 .get(policy)
                 .ok_or_else(|| ShadowError::NotServing {

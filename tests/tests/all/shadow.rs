@@ -140,6 +140,19 @@ async fn a_shadow_must_be_a_version_of_a_policy_that_serves() {
             dir.path().join("b.wasm").display()
         )
     );
+    let twice = vec![
+        shadow(dir.path(), "default-sorter", "v2.wasm", reverse),
+        shadow(dir.path(), "default-sorter", "v3.wasm", reverse),
+    ];
+    let error = simulate(twice).await.unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        format!(
+            "{} and {} both shadow default-sorter: one version in shadow per policy",
+            dir.path().join("v2.wasm").display(),
+            dir.path().join("v3.wasm").display()
+        )
+    );
     let not_a_policy = shadow(dir.path(), "default-sorter", "c.wasm", b"not wasm");
     let error = simulate(vec![not_a_policy]).await.unwrap_err();
     assert!(
