@@ -23,6 +23,7 @@ use crate::config::VigilConfig;
 use crate::controllers::config::defaults;
 use crate::distribution::signature::VerificationKey;
 use crate::eviction::runner::Heartbeat;
+use crate::eviction::shadow::Shadowed;
 use crate::metrics::Metrics;
 use crate::model::Layer;
 use crate::policy::{ChildCompiler, CompileMode, Registry};
@@ -114,6 +115,7 @@ pub async fn run(config: AgentConfig, shutdown: impl Future<Output = ()>) -> any
         config: &config,
         clock,
         metrics,
+        shadowed: Arc::new(Shadowed::alone(registry.clone())),
         registry,
         host,
         clients,
@@ -124,9 +126,9 @@ pub async fn run(config: AgentConfig, shutdown: impl Future<Output = ()>) -> any
     let watches = start::Watches::start(&agent);
     let heartbeat = Heartbeat::default();
     let health = agent.http(&eviction, &heartbeat).await?;
-    let pulls = agent.policies(&watches, &controller)?;
+    let pulled = agent.policies(&watches, &controller)?;
     let config_task = agent.config_controller(&watches, controller);
-    let reports = agent.reporting(&watches, config_report, pulls);
+    let reports = agent.reporting(&watches, config_report, pulled);
     let (wakes_tx, wakes) = agent.wakes(&eviction);
     let memory_events = watch_memory_events(&config, wakes_tx);
     let parts = start::Loop {

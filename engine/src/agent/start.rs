@@ -14,15 +14,17 @@ use crate::cluster::evict::EvictionApi;
 use crate::cluster::latest::write_latest;
 use crate::cluster::node_status::{ConfigCondition, NodeStatus};
 use crate::cluster::object_watches::{ApiSource, ObjectWatches};
-use crate::cluster::publisher::{Publisher, node_recorder};
+use crate::cluster::publisher::{Publisher, node_recorder, node_reference};
 use crate::cluster::source::ClusterSource;
 use crate::cluster::watches::{self, Reflected};
 use crate::config::VigilConfig;
 use crate::config::crd::ConfigLayer;
 use crate::controllers::config::{ConfigController, ConfigOptions};
-use crate::controllers::pulls::Pulls;
+use crate::controllers::pulls::{Pulls, ShadowPull};
+use crate::controllers::shadow::ShadowController;
 use crate::distribution::crd::VigilPolicy;
 use crate::eviction::runner::{Heartbeat, LoopReport, REPORT_BACKLOG, Runner, forward_wakes};
+use crate::eviction::shadow::Shadowed;
 use crate::eviction::{EvictionManager, EvictionSettings};
 use crate::fleet::activity::{self, Activity};
 use crate::fleet::kinds::PullView;
@@ -103,6 +105,8 @@ pub(super) struct Agent<'a> {
     pub(super) clock: Arc<dyn Clock>,
     pub(super) metrics: Arc<Metrics>,
     pub(super) registry: Arc<Registry>,
+    /// The registry's policies, with versions in shadow beside some.
+    pub(super) shadowed: Arc<Shadowed>,
     pub(super) host: Arc<Host>,
     pub(super) clients: Clients,
     /// Cancelled on shutdown.
@@ -177,15 +181,18 @@ impl Agent<'_> {
     /// The pull controller (components from registries, linked beside the
     /// policies directory), the reloader serving both, and the warning of
     /// policies the config names that none of them loads. Answers how the
-    /// pulls fare, for the fleet view.
+    /// pulls fare, for the fleet view, and the versions linked for shadow.
     pub(super) fn policies(
         &self,
         watches: &Watches,
         controller: &ConfigController,
-    ) -> anyhow::Result<watch::Receiver<BTreeMap<String, PullView>>> {
+    ) -> anyhow::Result<Pulled> {
         let config = self.config;
         let pulls = self.pulls()?;
-        let reports = pulls.reports();
+        let pulled = Pulled {
+            reports: pulls.reports(),
+            shadows: pulls.shadows(),
+        };
         let reloader = Reloader::new(Arc::clone(&self.registry), config.policies_dir.clone())
             .with_pulled(pulls.links().to_owned())
             .max_file_bytes(config.max_policy_bytes)
@@ -210,7 +217,7 @@ impl Agent<'_> {
                 tracing::error!(error = %crate::base::report::Chain(&error), "the policy reloader stopped; serving the loaded policies");
             }
         });
-        Ok(reports)
+        Ok(pulled)
     }
 
     /// The pull controller, configured from the agent's flags.
@@ -263,13 +270,14 @@ impl Agent<'_> {
     }
 
     /// What the eviction loop reports goes to: the node's conditions and
-    /// taints, Events and metrics (the publisher), and the fleet view's
-    /// status objects. Answers the sender the loop reports to.
+    /// taints, Events and metrics (the publisher), the shadow controller,
+    /// and the fleet view's status objects. Answers the sender the loop
+    /// reports to.
     pub(super) fn reporting(
         &self,
         watches: &Watches,
         config: watch::Receiver<crate::config::assignment::ConfigView>,
-        pulls: watch::Receiver<BTreeMap<String, PullView>>,
+        pulled: Pulled,
     ) -> broadcast::Sender<Arc<LoopReport>> {
         let (api, node_name) = (&self.clients.api, &self.config.node_name);
         let (conditions_tx, conditions_rx) = watch::channel(None);
@@ -282,6 +290,18 @@ impl Agent<'_> {
         let (recorder, _) = node_recorder(api.clone(), node_name);
         let (events, event_writer) = events::queue(recorder, Arc::clone(&self.metrics));
         self.tasks.spawn(event_writer.run());
+        let (views, shadows) = watch::channel(BTreeMap::new());
+        let shadow = ShadowController {
+            registry: Arc::clone(&self.registry),
+            shadowed: Arc::clone(&self.shadowed),
+            metrics: Arc::clone(&self.metrics),
+            events: events.clone(),
+            node: node_reference(node_name),
+            clock: Arc::clone(&self.clock),
+            views,
+        };
+        let shadow = shadow.run(pulled.shadows, reports.subscribe(), self.stop.clone());
+        self.tasks.spawn(shadow);
         let publisher = Publisher::new(events, node_name, Arc::clone(&self.metrics), conditions_tx);
         self.tasks.spawn(publisher.run(reports.subscribe()));
         let (activity_tx, activity) = watch::channel(Activity::default());
@@ -294,7 +314,8 @@ impl Agent<'_> {
             activity,
             node: watches.node.store.clone(),
             node_changes: watches.node.progress.clone(),
-            pulls,
+            pulls: pulled.reports,
+            shadows,
         };
         let interval = self.config.status_interval;
         let fleet = Reconciler::new(api.clone(), node_name, inputs, interval);
@@ -339,7 +360,7 @@ impl Agent<'_> {
             budgets_until: None,
         };
         let runner = Runner {
-            manager: EvictionManager::new(self.registry.clone(), parts.eviction),
+            manager: EvictionManager::new(self.shadowed.clone(), parts.eviction),
             clock: Arc::clone(&self.clock),
             killer: Arc::new(EvictionApi::new(self.clients.evictions.clone())),
             wakes: parts.wakes,
@@ -362,6 +383,14 @@ impl Agent<'_> {
             }
         })
     }
+}
+
+/// What the pull controller tells the others.
+pub(super) struct Pulled {
+    /// How the pulls of the serving versions fare, for the fleet view.
+    reports: watch::Receiver<BTreeMap<String, PullView>>,
+    /// The versions linked for shadow, for the shadow controller.
+    shadows: watch::Receiver<BTreeMap<String, ShadowPull>>,
 }
 
 /// What the eviction loop is started with, besides the watches.

@@ -200,7 +200,8 @@ fn shown(conditions: &NodeConditions) -> Shown<'_> {
     (active, &conditions.ended, conditions.misplaced.as_deref())
 }
 
-fn node_reference(node: &str) -> ObjectReference {
+/// A reference to the Node `node`, for its Events.
+pub(crate) fn node_reference(node: &str) -> ObjectReference {
     ObjectReference {
         api_version: Some("v1".into()),
         kind: Some("Node".into()),

@@ -2,10 +2,13 @@
 //! node in step with them. [`config`] follows the `VigilConfig` objects that
 //! target this node (its plan is `config::assignment`); `pulls` follows
 //! the `VigilPolicy` objects and links the versions this node serves (its
-//! plan is `distribution::plan`); `unknown` warns of policies the config
-//! names that nothing loads. Each is a thin shell around its plan: the
+//! plan is `distribution::plan`); `shadow` runs the versions a rollout puts
+//! in shadow beside the serving ones and judges them (its plan is
+//! `shadow::board`); `unknown` warns of policies the config names that
+//! nothing loads. Each is a thin shell around its plan: the
 //! watches, the I/O and the logs are here, the decisions below.
 
 pub mod config;
 pub(crate) mod pulls;
+pub(crate) mod shadow;
 pub(crate) mod unknown;

@@ -131,7 +131,35 @@ pub struct Rollout {
     /// Nodes that take `source` whatever `percent` says.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub canary: Option<Canary>,
+    /// Nodes that run `source` in shadow beside what they serve: it is
+    /// asked what the serving version is asked and never acted on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shadow: Option<Shadow>,
 }
+
+/// A rollout's shadow stage: where `source` decides beside the serving
+/// version, compared and never acted on.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct Shadow {
+    /// The share of nodes, by the same stable hash as `percent`, that run
+    /// `source` in shadow; the nodes that serve it (under `percent`, or
+    /// canaries) do not, so `shadow.percent` above `percent` is the share
+    /// that judges it before it serves.
+    #[schemars(range(min = 0, max = 100))]
+    pub percent: u8,
+    /// At most this share (in percent) of a node's comparisons may differ
+    /// once it has made 20 of them: above it the node stops
+    /// running the version in shadow and its status says why. Absent: no
+    /// bound.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = 100))]
+    pub max_divergence_percent: Option<u8>,
+}
+
+/// The comparisons a shadow makes on a node before its divergence is held
+/// to `maxDivergencePercent`: a few cycles say nothing of a share.
+pub const MIN_JUDGED: u64 = 20;
 
 /// A rollout's canary stage: nodes by labels or by name.
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
@@ -168,10 +196,17 @@ mod tests {
                 "{field}"
             );
         }
-        let percent = &spec["properties"]["rollout"]["properties"]["percent"];
-        assert_eq!(
-            (percent["minimum"].as_f64(), percent["maximum"].as_f64()),
-            (Some(0.0), Some(100.0))
-        );
+        let rollout = &spec["properties"]["rollout"]["properties"];
+        let shadow = &rollout["shadow"]["properties"];
+        for percent in [
+            &rollout["percent"],
+            &shadow["percent"],
+            &shadow["maxDivergencePercent"],
+        ] {
+            assert_eq!(
+                (percent["minimum"].as_f64(), percent["maximum"].as_f64()),
+                (Some(0.0), Some(100.0))
+            );
+        }
     }
 }

@@ -25,42 +25,88 @@ pub(crate) const MAX_BACKOFF: Duration = Duration::from_secs(300);
 /// fleet at once).
 const BACKOFF: Backoff = Backoff::new(FIRST_BACKOFF, MAX_BACKOFF).jittered(1.0, 1.2);
 
-/// The version of a policy this node serves, and how to pull it.
+/// Where a node stands in a policy's rollout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Stage {
+    /// It serves `spec.source`.
+    Newest,
+    /// It serves `spec.rollout.previous`.
+    Previous,
+    /// It runs `spec.source` in shadow beside what it serves.
+    Shadow,
+}
+
+impl Stage {
+    /// As the fleet view shows it.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Self::Newest => "newest",
+            Self::Previous => "previous",
+            Self::Shadow => "shadow",
+        }
+    }
+}
+
+/// A version of a policy this node serves or runs in shadow, and how to
+/// pull it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct WantedVersion {
     /// The pinned reference.
     pub reference: String,
-    /// Whether it is `spec.source` (else `spec.rollout.previous`).
-    pub newest: bool,
+    /// Where the node stands in the rollout.
+    pub stage: Stage,
     /// Plain HTTP to its registry.
     pub insecure: bool,
     /// The Secret holding its registry's credentials.
     pub pull_secret: Option<String>,
     /// The policy's precompiled artifacts, for any engine.
     pub precompiled: Vec<PrecompiledRef>,
+    /// In shadow: the most divergence allowed, in percent of comparisons.
+    pub max_divergence: Option<u8>,
 }
 
-/// The version each of `policies` has this `node` serve, by policy name;
-/// a policy whose rollout leaves the node without one is absent.
-pub(crate) fn choose(
-    policies: &[Arc<VigilPolicy>],
-    node: Node<'_>,
-) -> BTreeMap<String, WantedVersion> {
-    let mut chosen = BTreeMap::new();
+/// The versions a node wants, by policy name.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub(crate) struct Chosen {
+    /// The version it serves; a policy whose rollout leaves the node
+    /// without one is absent.
+    pub serving: BTreeMap<String, WantedVersion>,
+    /// The version it runs in shadow, where it runs one.
+    pub shadow: BTreeMap<String, WantedVersion>,
+}
+
+/// The versions each of `policies` has this `node` serve and run in shadow.
+pub(crate) fn choose(policies: &[Arc<VigilPolicy>], node: Node<'_>) -> Chosen {
+    let mut chosen = Chosen::default();
     for policy in policies {
         let name = policy.name_any();
-        let Some(choice) = rollout::choose(&name, &policy.spec, node) else {
-            continue;
-        };
+        let choice = rollout::choose(&name, &policy.spec, node);
         let oci = &policy.spec.source.oci;
-        let version = WantedVersion {
-            reference: choice.reference.to_owned(),
-            newest: choice.newest,
+        let version = |reference: &str, stage| WantedVersion {
+            reference: reference.to_owned(),
+            stage,
             insecure: oci.insecure,
             pull_secret: oci.pull_secret_ref.as_ref().map(|r| r.name.clone()),
             precompiled: policy.spec.precompiled.clone(),
+            max_divergence: None,
         };
-        chosen.insert(name, version);
+        if let Some(reference) = rollout::shadow(&name, &policy.spec, node, choice) {
+            let mut shadow = version(reference, Stage::Shadow);
+            shadow.max_divergence = (policy.spec.rollout.as_ref())
+                .and_then(|r| r.shadow.as_ref())
+                .and_then(|s| s.max_divergence_percent);
+            chosen.shadow.insert(name.clone(), shadow);
+        }
+        if let Some(choice) = choice {
+            let stage = if choice.newest {
+                Stage::Newest
+            } else {
+                Stage::Previous
+            };
+            chosen
+                .serving
+                .insert(name, version(choice.reference, stage));
+        }
     }
     chosen
 }
@@ -228,10 +274,11 @@ mod tests {
     fn version(reference: &str) -> WantedVersion {
         WantedVersion {
             reference: reference.to_owned(),
-            newest: true,
+            stage: Stage::Newest,
             insecure: false,
             pull_secret: None,
             precompiled: Vec::new(),
+            max_divergence: None,
         }
     }
 

@@ -3,7 +3,8 @@
 //! `rollout.percent` take `source`; the others keep `rollout.previous` (or,
 //! without one, no registry version at all). The hash is the same in every
 //! process and release, so every agent decides alone and raising the
-//! percentage only adds nodes.
+//! percentage only adds nodes. Of the nodes that do not serve `source`,
+//! those under `rollout.shadow.percent` (same hash) run it in shadow.
 
 use super::crd::{Rollout, VigilPolicySpec};
 use crate::base::node_hash::bucket;
@@ -42,6 +43,21 @@ pub(crate) fn choose<'a>(
     })
 }
 
+/// Whether the node runs `source` in shadow of `policy`: it does not serve
+/// it (`serving`, from [`choose`]) and its hash falls under
+/// `rollout.shadow.percent`. Answers the reference.
+pub(crate) fn shadow<'a>(
+    policy: &str,
+    spec: &'a VigilPolicySpec,
+    node: Node<'_>,
+    serving: Option<Choice<'_>>,
+) -> Option<&'a str> {
+    let shadow = spec.rollout.as_ref()?.shadow.as_ref()?;
+    let serves_newest = serving.is_some_and(|c| c.newest);
+    (!serves_newest && bucket(policy, node.name) < shadow.percent)
+        .then_some(spec.source.oci.reference.as_str())
+}
+
 /// A node's choice.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Choice<'a> {
@@ -70,7 +86,7 @@ fn is_canary(rollout: &Rollout, node: Node<'_>) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::distribution::crd::{Canary, OciSource, PolicySource};
+    use crate::distribution::crd::{Canary, OciSource, PolicySource, Shadow};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
     const NEW: &str = "registry.example/vigil/sorter@sha256:new";
@@ -89,6 +105,7 @@ mod tests {
                 percent,
                 previous: previous.map(String::from),
                 canary,
+                shadow: None,
             }),
             precompiled: Vec::new(),
         }
@@ -177,6 +194,42 @@ mod tests {
         assert!(newest("node-0001", &pool));
         assert!(newest("node-0007", &other));
         assert!(!newest("node-0001", &other));
+    }
+
+    #[test]
+    fn the_shadow_share_is_the_nodes_under_its_percent_that_do_not_serve_source() {
+        let nodes = nodes();
+        let labels = BTreeMap::new();
+        let mut spec = spec(10, Some(OLD), None);
+        spec.rollout.as_mut().unwrap().shadow = Some(Shadow {
+            percent: 30,
+            max_divergence_percent: None,
+        });
+        let newest = taking_new(&spec, &nodes);
+        let shadowing: Vec<&String> = nodes
+            .iter()
+            .filter(|name| {
+                let node = Node {
+                    name,
+                    labels: &labels,
+                };
+                let serving = choose("sorter", &spec, node);
+                shadow("sorter", &spec, node, serving).is_some()
+            })
+            .collect();
+        assert!(shadowing.iter().all(|n| !newest.contains(n)));
+        // About a fifth: under 30 but not under 10, within 4 deviations.
+        assert!(shadowing.len().abs_diff(200) <= 51, "{}", shadowing.len());
+        // A shadow below the percentage has no node left to run on.
+        spec.rollout.as_mut().unwrap().percent = 30;
+        let none = nodes.iter().any(|name| {
+            let node = Node {
+                name,
+                labels: &labels,
+            };
+            shadow("sorter", &spec, node, choose("sorter", &spec, node)).is_some()
+        });
+        assert!(!none);
     }
 
     #[test]

@@ -3,7 +3,9 @@
 //! registry; and whether an object already says it.
 
 use super::activity::{Activity, time};
-use super::kinds::{ConfigState, Fault, NodeView, PolicyView, PressureCondition, PullView};
+use super::kinds::{
+    ConfigState, Fault, NodeView, PolicyView, PressureCondition, PullView, ShadowView,
+};
 use crate::cluster::node_status::condition_type;
 use crate::config::assignment::ConfigView;
 use crate::policy::{Incident, Origin, Phase, PolicyStatus, RefusedVersion, Registry};
@@ -41,10 +43,12 @@ pub(crate) fn node(config: &ConfigView, activity: &Activity) -> NodeView {
 
 /// Every policy's report, by name: those that serve, those whose
 /// only version was refused, and those whose registry version could not be
-/// pulled yet; each with how its pull fares (`pulls`).
+/// pulled yet; each with how its pull fares (`pulls`) and its version in
+/// shadow (`shadows`).
 pub(crate) fn policies(
     registry: &Registry,
     pulls: &BTreeMap<String, PullView>,
+    shadows: &BTreeMap<String, ShadowView>,
 ) -> BTreeMap<String, PolicyView> {
     let faults: BTreeMap<String, u64> = registry
         .serving()
@@ -71,6 +75,12 @@ pub(crate) fn policies(
             .or_insert_with(|| unserved(&pull.state, pull.since.clone()));
         report.pull = Some(pull.clone());
     }
+    for (name, shadow) in shadows {
+        let report = reports
+            .entry(name.clone())
+            .or_insert_with(|| unserved("Unserved", shadow.since.clone()));
+        report.shadow = Some(shadow.clone());
+    }
     reports
 }
 
@@ -88,6 +98,7 @@ fn unserved(state: &str, since: Time) -> PolicyView {
         last_fault: None,
         faults: 0,
         pull: None,
+        shadow: None,
     }
 }
 
@@ -123,6 +134,7 @@ fn serving(status: &PolicyStatus, faults: u64) -> PolicyView {
         last_fault,
         faults,
         pull: None,
+        shadow: None,
     }
 }
 
@@ -162,6 +174,7 @@ mod tests {
             last_fault: None,
             faults,
             pull: None,
+            shadow: None,
         }
     }
 

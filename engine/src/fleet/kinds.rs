@@ -202,7 +202,9 @@ pub(crate) struct VigilPolicyStatusSpec {
 #[serde(rename_all = "camelCase")]
 pub(crate) struct PolicyView {
     /// `Trial`, `Active`, `RolledBack`, or `Failed` (the newest file was
-    /// refused at load; what served before, if anything, still serves).
+    /// refused at load; what served before, if anything, still serves);
+    /// while no version serves, its pull's state (`PullFailed`) or
+    /// `Unserved` (only a version in shadow runs).
     pub state: String,
     /// Since when it is in this state.
     pub since: Time,
@@ -235,6 +237,55 @@ pub(crate) struct PolicyView {
     /// The registry version its `VigilPolicy` gives this node, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pull: Option<PullView>,
+    /// The version its `VigilPolicy` has this node run in shadow, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shadow: Option<ShadowView>,
+}
+
+/// A version running in shadow on one node: compared with the serving
+/// version on the same inputs, never acted on. The counts are those of
+/// the last write: it is written when its state changes, at the first
+/// divergence of a pressure episode, and otherwise at most every ten
+/// minutes (`vigil_policy_shadow_total` counts as it goes).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ShadowView {
+    /// The pinned reference (`spec.source`).
+    pub reference: String,
+    /// Its component's digest, first 12 digits, once loaded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    /// `Pulling`, `PullFailed`, `Comparing`, `Refused` (it does not load,
+    /// or is of another world than what serves) or `Rejected` (it diverged
+    /// more than `maxDivergencePercent` allows).
+    pub state: String,
+    /// Since when it is in this state.
+    pub since: Time,
+    /// Why it is not comparing, for people.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// Calls compared.
+    pub comparisons: u64,
+    /// Of those, the same decision.
+    pub agreements: u64,
+    /// Of those, the shadow faulted (trap, deadline, memory, contract).
+    pub faults: u64,
+    /// The latest call on which the shadow decided otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_divergence: Option<Divergence>,
+}
+
+/// One call on which a version in shadow decided otherwise.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Divergence {
+    /// When.
+    pub time: Time,
+    /// `evaluate`, `top-victims` or `sort`.
+    pub call: String,
+    /// Where the decisions part, e.g. "serving evicts default/a (rank 1),
+    /// shadow evicts default/b".
+    pub message: String,
 }
 
 /// The registry version a `VigilPolicy` gives one node, and how pulling it

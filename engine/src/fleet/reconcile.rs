@@ -24,8 +24,8 @@
 use super::activity::Activity;
 use super::desired;
 use super::kinds::{
-    NODE_LABEL, POLICY_LABEL, PolicyView, PullView, VigilNodeStatus, VigilNodeStatusSpec,
-    VigilPolicyStatus, VigilPolicyStatusSpec,
+    NODE_LABEL, POLICY_LABEL, PolicyView, PullView, ShadowView, VigilNodeStatus,
+    VigilNodeStatusSpec, VigilPolicyStatus, VigilPolicyStatusSpec,
 };
 use super::queue::{Done, WorkQueue};
 use crate::base::report::Chain;
@@ -107,6 +107,8 @@ pub struct Inputs {
     pub node_changes: watch::Receiver<crate::cluster::watches::Progress>,
     /// How the pulls of registry versions fare, by policy.
     pub pulls: watch::Receiver<BTreeMap<String, PullView>>,
+    /// The versions in shadow, by policy.
+    pub shadows: watch::Receiver<BTreeMap<String, ShadowView>>,
 }
 
 /// The objects that exist, as last read or written.
@@ -157,11 +159,11 @@ impl Reconciler {
         self.owner_uid = self.owner().ok().map(|o| o.uid);
         let mut registry = self.inputs.registry.subscribe();
         let (mut config, mut activity) = (self.inputs.config.clone(), self.inputs.activity.clone());
-        let mut pulls = self.inputs.pulls.clone();
+        let (mut pulls, mut shadows) = (self.inputs.pulls.clone(), self.inputs.shadows.clone());
         self.queue.add(Key::Read);
         let resync = tokio::time::sleep(next_resync());
         tokio::pin!(resync);
-        let mut open = [true; 4];
+        let mut open = [true; 5];
         loop {
             tokio::select! {
                 () = stop.cancelled() => return,
@@ -180,6 +182,10 @@ impl Reconciler {
                 changed = pulls.changed(), if open[3] => match changed {
                     Ok(()) => self.policies_changed(),
                     Err(_) => open[3] = false,
+                },
+                changed = shadows.changed(), if open[4] => match changed {
+                    Ok(()) => self.policies_changed(),
+                    Err(_) => open[4] = false,
                 },
                 changed = node.changed() => match changed {
                     Ok(()) => self.node_changed(),
@@ -223,9 +229,15 @@ impl Reconciler {
         }
     }
 
+    /// What every policy's status object should say.
+    fn wanted_policies(&self) -> BTreeMap<String, PolicyView> {
+        let (pulls, shadows) = (self.inputs.pulls.borrow(), self.inputs.shadows.borrow());
+        desired::policies(&self.inputs.registry, &pulls, &shadows)
+    }
+
     /// Queues every policy known to the registry or to the API server.
     fn policies_changed(&self) {
-        let wanted = desired::policies(&self.inputs.registry, &self.inputs.pulls.borrow());
+        let wanted = self.wanted_policies();
         let names: BTreeSet<&String> = wanted.keys().chain(self.actual.policies.keys()).collect();
         for name in names {
             self.queue.add(Key::Policy(name.clone()));
@@ -261,7 +273,7 @@ impl Reconciler {
         if let (Some(_), None | Some(None)) = (&node, &recorded) {
             self.delete_unnamed().await?;
         }
-        let wanted = desired::policies(&self.inputs.registry, &self.inputs.pulls.borrow());
+        let wanted = self.wanted_policies();
         let known: BTreeSet<String> = wanted
             .into_keys()
             .chain(recorded.flatten().unwrap_or_default())
@@ -324,7 +336,7 @@ impl Reconciler {
         let mut report =
             desired::node(&self.inputs.config.borrow(), &self.inputs.activity.borrow());
         // Every policy with an object, or about to have one.
-        let wanted = desired::policies(&self.inputs.registry, &self.inputs.pulls.borrow());
+        let wanted = self.wanted_policies();
         let policies: BTreeSet<String> = wanted
             .into_keys()
             .chain(self.actual.policies.keys().cloned())
@@ -366,7 +378,7 @@ impl Reconciler {
         if !self.actual.read {
             return Err(SyncError::NotRead);
         }
-        let wanted = desired::policies(&self.inputs.registry, &self.inputs.pulls.borrow());
+        let wanted = self.wanted_policies();
         let name = policy_object_name(&self.node_name, policy);
         let Some(report) = wanted.get(policy) else {
             if !self.actual.policies.contains_key(policy) {

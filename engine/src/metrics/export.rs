@@ -93,6 +93,11 @@ fn policies(registry: &mut Registry, m: &Metrics) {
         m.policy_state.clone(),
     );
     registry.register(
+        "policy_shadow",
+        "Calls of a version in shadow compared with the serving version's, by result",
+        m.policy_shadow.clone(),
+    );
+    registry.register(
         "sorter_refusals",
         "Candidates a sorter refused, by sorter",
         m.sorter_refusals.clone(),

@@ -59,11 +59,23 @@ pub struct CappedLabels {
     pub cap: String,
 }
 
+/// Labels of what one version of a policy did.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PolicyLabels {
+    /// The policy, by name.
+    pub name: String,
+    /// The version (its component digest's first 12 digits), so a canary
+    /// and the version it replaces compare.
+    pub version: String,
+}
+
 /// Labels of a policy's state.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct PolicyStateLabels {
     /// The policy, by name.
     pub policy: String,
+    /// The version serving (its component digest's first 12 digits).
+    pub version: String,
     /// `trial`, `active` or `rolled-back`.
     pub state: String,
 }
@@ -92,6 +104,17 @@ pub struct PullLabels {
     pub result: String,
 }
 
+/// Labels of a comparison of a version in shadow with the serving one.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ShadowLabels {
+    /// The policy, by name.
+    pub policy: String,
+    /// The version in shadow (its digest's first 12 digits).
+    pub version: String,
+    /// `agree`, `differ` or `fault`.
+    pub result: String,
+}
+
 /// Labels of a checkpoint load.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct CheckpointLabels {
@@ -111,6 +134,9 @@ pub struct ConfigStateLabels {
 pub struct BuildLabels {
     /// vigil's version.
     pub version: String,
+    /// The source revision it was built from (`VIGIL_BUILD_ID` at build
+    /// time, else the git commit, else `source`).
+    pub commit: String,
     /// The policy contract's version.
     pub contract: String,
 }

@@ -12,8 +12,8 @@ mod record;
 
 pub use labels::{
     ApiLabels, BuildLabels, CappedLabels, CheckpointLabels, ConfigStateLabels, ConfigUpdateLabels,
-    EvictionLabels, MisplacedLabels, NameLabel, PolicyStateLabels, PullLabels, ThresholdLabels,
-    WaitingLabels,
+    EvictionLabels, MisplacedLabels, NameLabel, PolicyLabels, PolicyStateLabels, PullLabels,
+    ShadowLabels, ThresholdLabels, WaitingLabels,
 };
 
 use crate::policy::Policy;
@@ -52,18 +52,22 @@ pub struct Metrics {
     pub cycle_seconds: Histogram,
     /// From a signal event to an accepted eviction, in seconds.
     pub signal_to_eviction_seconds: Histogram,
-    /// Policy calls, by policy (every version of it this process served).
-    pub policy_calls: Family<NameLabel, Counter>,
-    /// Policy calls that faulted, by policy.
-    pub policy_faults: Family<NameLabel, Counter>,
-    /// Log lines dropped because a call went over its budget, by policy.
-    pub policy_log_lines_dropped: Family<NameLabel, Counter>,
+    /// Policy calls, by policy and version.
+    pub policy_calls: Family<PolicyLabels, Counter>,
+    /// Policy calls that faulted, by policy and version.
+    pub policy_faults: Family<PolicyLabels, Counter>,
+    /// Log lines dropped because a call went over its budget, by policy
+    /// and version.
+    pub policy_log_lines_dropped: Family<PolicyLabels, Counter>,
     /// Every policy version counted that still exists (serving, or kept as
     /// a last-known-good or built-in that may serve again), and its counts
     /// then.
     policy_counted: Mutex<Vec<Counted>>,
     /// Lifecycle state of each serving policy (1 for its current state).
     pub policy_state: Family<PolicyStateLabels, Gauge>,
+    /// Calls of a version in shadow compared with the serving version's,
+    /// by policy, version and result.
+    pub policy_shadow: Family<ShadowLabels, Counter>,
     /// Candidates a sorter refused, by sorter (once per cycle it refused them).
     pub sorter_refusals: Family<NameLabel, Counter>,
     /// Policy names the config in force uses that are not loaded.
@@ -116,6 +120,7 @@ impl Default for Metrics {
             policy_log_lines_dropped: Family::default(),
             policy_counted: Mutex::default(),
             policy_state: Family::default(),
+            policy_shadow: Family::default(),
             sorter_refusals: Family::default(),
             config_unknown_policies: Gauge::default(),
             watch_restarts: Family::default(),
@@ -136,6 +141,7 @@ impl Default for Metrics {
             .build_info
             .get_or_create(&BuildLabels {
                 version: env!("CARGO_PKG_VERSION").into(),
+                commit: env!("VIGIL_BUILD_REVISION").into(),
                 contract: crate::policy::CONTRACT_VERSION.into(),
             })
             .set(1);
@@ -161,6 +167,18 @@ impl Metrics {
                 reason: reason.into(),
             })
             .set(1);
+    }
+
+    /// Counts a comparison of `policy`'s `version` in shadow that ended
+    /// with `result` (`agree`, `differ` or `fault`).
+    pub fn shadow_compared(&self, policy: &str, version: &str, result: &str) {
+        self.policy_shadow
+            .get_or_create(&ShadowLabels {
+                policy: policy.into(),
+                version: version.into(),
+                result: result.into(),
+            })
+            .inc();
     }
 
     /// Counts a policy pull that ended with `result`, having fetched `bytes`.

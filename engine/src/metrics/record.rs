@@ -2,8 +2,8 @@
 //! loop, each eviction settled, and the policies the registry serves.
 
 use super::labels::{
-    CappedLabels, EvictionLabels, MisplacedLabels, NameLabel, PolicyStateLabels, ThresholdLabels,
-    WaitingLabels,
+    CappedLabels, EvictionLabels, MisplacedLabels, NameLabel, PolicyLabels, PolicyStateLabels,
+    ThresholdLabels, WaitingLabels,
 };
 use super::{Counted, Metrics};
 use crate::eviction::runner::LoopReport;
@@ -127,6 +127,7 @@ impl Metrics {
             self.policy_state
                 .get_or_create(&PolicyStateLabels {
                     policy: status.name.clone(),
+                    version: status.digest.to_string(),
                     state: state.into(),
                 })
                 .set(1);
@@ -140,15 +141,17 @@ impl Metrics {
         counted.retain(|seen| seen.version.strong_count() > 0);
         for policy in serving {
             let counts = [policy.calls(), policy.faults(), policy.log_lines_dropped()];
-            // A version counts from zero: what a new one did is all new; one
-            // that serves again (a rollback) only adds what is new since.
+            // A version counts from zero, under its own label: what a new one
+            // did is all new; one that serves again (a rollback) only adds
+            // what is new since.
             let version = Arc::downgrade(&policy);
             let seen = counted
                 .iter_mut()
                 .find(|c| Weak::ptr_eq(&c.version, &version));
             let before = seen.as_ref().map_or([0; 3], |seen| seen.counts);
-            let name = NameLabel {
+            let name = PolicyLabels {
                 name: policy.name().to_owned(),
+                version: policy.digest().to_string(),
             };
             let families = [
                 &self.policy_calls,

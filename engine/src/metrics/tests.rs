@@ -24,15 +24,21 @@ fn exported() -> BTreeSet<String> {
     };
     m.thresholds_met.get_or_create(&threshold).set(1);
     m.conditions.get_or_create(&name).set(1);
+    let version = PolicyLabels {
+        name: text("p"),
+        version: text("0123456789ab"),
+    };
     for family in [
         &m.policy_calls,
         &m.policy_faults,
         &m.policy_log_lines_dropped,
     ] {
-        family.get_or_create(&name).inc();
+        family.get_or_create(&version).inc();
     }
+    m.shadow_compared("p", "0123456789ab", "agree");
     let state = PolicyStateLabels {
         policy: text("p"),
+        version: text("0123456789ab"),
         state: text("trial"),
     };
     m.policy_state.get_or_create(&state).set(1);
@@ -127,10 +133,11 @@ struct Rule {
     annotations: BTreeMap<String, String>,
 }
 
-/// Calls, faults and dropped lines are counters: a new version of a
-/// policy (counting from zero) adds to them rather than resetting them.
+/// Calls, faults and dropped lines are counters, by version: a new version
+/// of a policy counts under its own label, and one that serves again
+/// counts on from where it stopped.
 #[test]
-fn policy_calls_count_on_across_a_new_version() {
+fn policy_calls_count_by_version_across_a_new_version_and_a_rollback() {
     use crate::base::clock::{Clock, ManualClock};
     use crate::policy::{Host, LimitsTable, Origin};
     let clock: Arc<dyn Clock> = Arc::new(ManualClock::new(std::time::UNIX_EPOCH));
@@ -138,21 +145,22 @@ fn policy_calls_count_on_across_a_new_version() {
     let registry = Registry::new(Arc::clone(&host), clock, LimitsTable::default(), None);
     let registry = registry.unwrap();
     let m = Metrics::default();
-    let name = NameLabel {
+    let label = |policy: &Policy| PolicyLabels {
         name: "default-merger".into(),
+        version: policy.digest().to_string(),
     };
-    let calls = || m.policy_calls.get_or_create(&name).get();
+    let calls = |policy: &Policy| m.policy_calls.get_or_create(&label(policy)).get();
     let call = |policy: &Policy| crate::policy::runtime::canary::run(policy, "{}").unwrap();
 
     let first = registry.get("default-merger").unwrap();
     call(&first);
     call(&first);
     m.policies(&registry);
-    assert_eq!(calls(), 2);
+    assert_eq!(calls(&first), 2);
     call(&first);
     m.policies(&registry);
     m.policies(&registry);
-    assert_eq!(calls(), 3, "a scrape counts only what is new");
+    assert_eq!(calls(&first), 3, "a scrape counts only what is new");
 
     let merger = crate::base::policy_name::DEFAULT_MERGER;
     let bytes = crate::policy::lifecycle::builtin::builtin(merger).unwrap();
@@ -165,8 +173,13 @@ fn policy_calls_count_on_across_a_new_version() {
     call(&second);
     m.policies(&registry);
     assert_eq!(second.calls(), 1);
-    assert_eq!(calls(), 4, "the new version's call adds to the old ones'");
-    assert_eq!(m.policy_faults.get_or_create(&name).get(), 0);
+    assert_eq!(
+        calls(&second),
+        1,
+        "the new version counts under its own label"
+    );
+    assert_eq!(calls(&first), 3, "the old version's count stays");
+    assert_eq!(m.policy_faults.get_or_create(&label(&second)).get(), 0);
 
     // The first version serves again (a rollback keeps its object): only
     // its call since is new, not the three counted before.
@@ -175,10 +188,11 @@ fn policy_calls_count_on_across_a_new_version() {
     m.policies(&registry);
     assert_eq!(first.calls(), 4);
     assert_eq!(
-        calls(),
-        5,
+        calls(&first),
+        4,
         "a version that serves again is not counted twice"
     );
+    assert_eq!(calls(&second), 1);
 }
 
 const OBSERVABILITY: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy/observability");

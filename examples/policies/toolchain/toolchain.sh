@@ -111,7 +111,7 @@ need_c_tools() {
   cargo run --quiet --manifest-path "$ROOT/Cargo.toml" -p wasi-adapter -- "$ADAPTER"
 }
 
-# Builds the JavaScript policy NAME from SOURCE (in its folder) for WORLD with
+# Builds the JavaScript policy NAME from SOURCE (in its folder, or a path) for WORLD with
 # componentize-js. WASI features a policy has no use for are left out; stdio
 # stays, so an exception's message and stack written to stderr reach vigil's
 # fault report.
@@ -119,11 +119,13 @@ build_js_policy() {
   local name=$1 source=$2 world=$3
   local here="$ROOT/examples/policies/$name"
   local out="$here/$name.wasm"
-  skip_if_fresh "$out" "$here/$source" "$here/build.sh"
+  # SOURCE is in the policy's folder, or a path of its own (a generated one).
+  [[ $source == /* ]] || source="$here/$source"
+  skip_if_fresh "$out" "$source" "$here/build.sh"
   need_js_tools
-  componentize-js "$here/$source" --wit "$WIT" --world-name "$world" \
+  componentize-js "$source" --wit "$WIT" --world-name "$world" \
     --disable random clocks http fetch-event -o "$out.tmp"
-  publish "$out.tmp" "$out" "$here/$source" "$here/build.sh"
+  publish "$out.tmp" "$out" "$source" "$here/build.sh"
 }
 
 # Builds the Python policy NAME from MODULE.py (in its folder) for WORLD with

@@ -76,6 +76,7 @@ impl Fleet {
             node: node.store.clone(),
             node_changes: node.progress.clone(),
             pulls: watch::Sender::new(Default::default()).subscribe(),
+            shadows: watch::Sender::new(Default::default()).subscribe(),
         };
         let stop = CancellationToken::new();
         let reconciler = Reconciler::new(client, NODE, inputs, spacing);

@@ -21,7 +21,7 @@ use crate::model::{Candidate, Decision, Eviction, MetLevel, Pod, Snapshot, Sorte
 use crate::policy::{Policy, World};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 
 /// The most calls kept for the shadow between two judgements: a cycle asks
 /// each strategy twice at most and the sorter a few times, so this bound is
@@ -178,11 +178,16 @@ struct Pending {
     kept: Kept,
 }
 
+/// The versions in shadow and the names of the policies they shadow.
+struct InShadow {
+    policies: Arc<dyn Policies>,
+    names: BTreeSet<String>,
+}
+
 /// The serving policies, with versions in shadow beside some of them.
 pub struct Shadowed {
     serving: Arc<dyn Policies>,
-    shadow: Arc<dyn Policies>,
-    names: BTreeSet<String>,
+    shadow: RwLock<InShadow>,
     pending: Mutex<Vec<Pending>>,
 }
 
@@ -195,14 +200,42 @@ impl Shadowed {
     ) -> Self {
         Self {
             serving,
-            shadow,
-            names,
+            shadow: RwLock::new(InShadow {
+                policies: shadow,
+                names,
+            }),
             pending: Mutex::new(Vec::new()),
         }
     }
 
+    /// The serving policies alone, until [`Shadowed::put`] gives some a
+    /// version in shadow.
+    pub fn alone(serving: Arc<dyn Policies>) -> Self {
+        Self::new(serving, Arc::new(ShadowSet::default()), BTreeSet::new())
+    }
+
+    /// Puts `shadow` in shadow of the policies `names` from now on; the
+    /// calls kept for the versions it replaces are dropped unjudged.
+    pub fn put(&self, shadow: Arc<dyn Policies>, names: BTreeSet<String>) {
+        let mut current = self.shadow.write().unwrap_or_else(|e| e.into_inner());
+        *current = InShadow {
+            policies: shadow,
+            names,
+        };
+        self.pending
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
+    }
+
     fn keeps(&self, name: &str) -> bool {
-        self.names.contains(name)
+        let shadow = self.shadow.read().unwrap_or_else(|e| e.into_inner());
+        shadow.names.contains(name)
+    }
+
+    fn in_shadow(&self) -> Arc<dyn Policies> {
+        let shadow = self.shadow.read().unwrap_or_else(|e| e.into_inner());
+        Arc::clone(&shadow.policies)
     }
 
     fn push(&self, policy: &str, kept: Kept) {
@@ -220,62 +253,68 @@ impl Shadowed {
     /// version did not answer (it faulted, or was not loaded) is compared
     /// with nothing, but a fault of the shadow is always reported.
     pub fn judge(&self) -> Vec<Comparison> {
-        let pending = std::mem::take(&mut *self.pending.lock().unwrap_or_else(|e| e.into_inner()));
+        // The versions in shadow when the calls are taken: a put after
+        // this judges nothing it did not keep.
+        let (pending, shadow) = {
+            let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+            (std::mem::take(&mut *pending), self.in_shadow())
+        };
         pending
             .into_iter()
-            .filter_map(|call| self.judge_one(call))
+            .filter_map(|call| judge_one(shadow.as_ref(), call))
             .collect()
     }
+}
 
-    fn judge_one(&self, call: Pending) -> Option<Comparison> {
-        let Pending { policy, kept } = call;
-        let (call, verdict) = match kept {
-            Kept::Evaluate {
-                mut snapshot,
-                serving,
-            } => {
-                let shadow = self.shadow.evaluate(&policy, &mut snapshot);
-                let named = Described::Pods(&snapshot.pods);
-                let verdict = verdict(serving, shadow, |s, h| decisions(&named, s, h));
-                (CallKind::Evaluate, verdict)
-            }
-            Kept::TopVictims {
-                mut snapshot,
-                scope,
-                n,
-                serving,
-            } => {
-                let shadow = (self.shadow).top_victims(&policy, &mut snapshot, &scope, n);
-                let named = Described::Pods(&snapshot.pods);
-                let verdict = verdict(serving, shadow, |s, h| {
-                    ranks(&uids(&named, s), &uids(&named, h), "picks")
-                });
-                (CallKind::TopVictims, verdict)
-            }
-            Kept::Sort {
-                strategies,
-                mut candidates,
-                config,
-                serving,
-            } => {
-                let shadow = (self.shadow).sort(
-                    &policy,
-                    Which::Serving,
-                    &strategies,
-                    &mut candidates,
-                    &config,
-                );
-                let named = Described::Candidates(&candidates);
-                let verdict = verdict(serving, shadow, |s, h| sorted(&named, s, h));
-                (CallKind::Sort, verdict)
-            }
-        };
-        Some(Comparison {
-            policy,
-            call,
-            verdict: verdict?,
-        })
-    }
+/// Asks `shadow` one kept call and compares its answer with the serving one.
+fn judge_one(shadow: &dyn Policies, call: Pending) -> Option<Comparison> {
+    let Pending { policy, kept } = call;
+    let (call, verdict) = match kept {
+        Kept::Evaluate {
+            mut snapshot,
+            serving,
+        } => {
+            let shadow = shadow.evaluate(&policy, &mut snapshot);
+            let named = Described::Pods(&snapshot.pods);
+            let verdict = verdict(serving, shadow, |s, h| decisions(&named, s, h));
+            (CallKind::Evaluate, verdict)
+        }
+        Kept::TopVictims {
+            mut snapshot,
+            scope,
+            n,
+            serving,
+        } => {
+            let shadow = shadow.top_victims(&policy, &mut snapshot, &scope, n);
+            let named = Described::Pods(&snapshot.pods);
+            let verdict = verdict(serving, shadow, |s, h| {
+                ranks(&uids(&named, s), &uids(&named, h), "picks")
+            });
+            (CallKind::TopVictims, verdict)
+        }
+        Kept::Sort {
+            strategies,
+            mut candidates,
+            config,
+            serving,
+        } => {
+            let shadow = shadow.sort(
+                &policy,
+                Which::Serving,
+                &strategies,
+                &mut candidates,
+                &config,
+            );
+            let named = Described::Candidates(&candidates);
+            let verdict = verdict(serving, shadow, |s, h| sorted(&named, s, h));
+            (CallKind::Sort, verdict)
+        }
+    };
+    Some(Comparison {
+        policy,
+        call,
+        verdict: verdict?,
+    })
 }
 
 /// What names the pods an answer refers to (the shadow's inputs, given

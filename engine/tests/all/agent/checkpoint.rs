@@ -158,11 +158,9 @@ async fn the_previous_releases_state_directory_is_read_by_the_agent_as_its_own_u
     std::fs::create_dir_all(fixture.path("policies")).unwrap();
     let lkg: Vec<_> = std::fs::read_dir(state.join("lkg")).unwrap().collect();
     assert_eq!(lkg.len(), 1);
-    std::fs::copy(
-        lkg[0].as_ref().unwrap().path(),
-        fixture.path("policies/legacy-sorter.wasm"),
-    )
-    .unwrap();
+    let legacy = lkg[0].as_ref().unwrap().path();
+    std::fs::copy(&legacy, fixture.path("policies/legacy-sorter.wasm")).unwrap();
+    let legacy = vigil::base::digest::Digest::of(&std::fs::read(legacy).unwrap());
 
     // The init container's step, then the agent as its own user: the
     // node's files are world-readable, as the host's are.
@@ -194,10 +192,13 @@ async fn the_previous_releases_state_directory_is_read_by_the_agent_as_its_own_u
     );
     // Without the API server: the checkpoint's config and the policy's
     // last-known-good, both as 0.1.0 left them.
+    let state_line = format!(
+        r#"vigil_policy_state{{policy="legacy-sorter",version="{legacy}",state="active"}} 1"#
+    );
     for line in [
         r#"vigil_config_checkpoint_loads_total{status="fresh"} 1"#,
         r#"vigil_config_state{reason="CheckpointInUse"} 1"#,
-        r#"vigil_policy_state{policy="legacy-sorter",state="active"} 1"#,
+        &state_line,
     ] {
         until_metric(&server, &agent, line).await;
     }

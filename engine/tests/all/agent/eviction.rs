@@ -88,7 +88,15 @@ async fn memory_pressure_evicts_the_top_pod_through_the_api_and_shows_it_on_the_
         "{metrics}"
     );
     assert!(metrics.contains("vigil_api_requests_total{verb=\"POST\",code=\"201\"}"));
-    assert!(metrics.contains("vigil_build_info"));
+    let build = format!(
+        "vigil_build_info{{version=\"{}\",commit=\"",
+        env!("CARGO_PKG_VERSION")
+    );
+    assert!(metrics.contains(&build), "{metrics}");
+    let sorter = metrics
+        .lines()
+        .find(|l| l.starts_with("vigil_policy_calls_total{name=\"default-sorter\",version=\""));
+    assert!(sorter.is_some(), "{metrics}");
     assert!(agent.get("/healthz").starts_with("HTTP/1.1 200"));
     assert!(agent.get("/readyz").starts_with("HTTP/1.1 200"));
     assert_the_cluster_role_allows_every_request(&server);

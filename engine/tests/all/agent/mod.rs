@@ -20,6 +20,7 @@ mod fleet_scale;
 mod precompiled;
 mod pulled;
 mod scenario_replay;
+mod shadow;
 mod startup;
 
 use serde_json::{Value, json};

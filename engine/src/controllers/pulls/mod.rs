@@ -5,6 +5,11 @@
 //! reloader serves over the policies directory. From there the loader takes
 //! over, as for any file: canary, trial, last-known-good, hot swap.
 //!
+//! A version the rollout has this node run in shadow (`rollout.shadow`)
+//! is pulled and checked the same way into a directory of its own, which
+//! only the shadow controller (`controllers::shadow`) loads: it never
+//! serves.
+//!
 //! Start-up never waits for a registry: the links of the last run serve at
 //! once, and a pull the store can answer makes no request. A failed pull
 //! changes nothing that serves; it is counted, logged once per reason, and
@@ -28,6 +33,8 @@
 //! compiled on the node (`--compile=fallback`), or not linked at all
 //! (`--compile=never`).
 
+mod views;
+
 use crate::base::build::BUILD;
 use crate::base::clock::Clock;
 use crate::base::digest::Digest;
@@ -37,13 +44,12 @@ use crate::cluster::watches::Progress;
 use crate::distribution::crd::VigilPolicy;
 use crate::distribution::credentials::{self, DOCKER_CONFIG_KEY};
 use crate::distribution::layout::{Claims, oci_digest};
-use crate::distribution::plan::{self, PullPlan, PullState, WantedVersion};
+use crate::distribution::plan::{self, PullPlan, WantedVersion};
 use crate::distribution::pull::{Expect, Pinned, PullError, Pulled, pull, verified_components};
 use crate::distribution::registry::Access;
 use crate::distribution::rollout::Node;
 use crate::distribution::signature::VerificationKey;
 use crate::distribution::store::BlobStore;
-use crate::fleet::activity::time;
 use crate::fleet::kinds::PullView;
 use crate::metrics::Metrics;
 use crate::policy::artifacts::engine::Baseline;
@@ -54,10 +60,12 @@ use kube::{Api, ResourceExt};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 use tokio::sync::watch;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
+pub(crate) use views::ShadowPull;
+use views::report;
 
 /// How long a pull Secret read is used before it is read again.
 pub(crate) const SECRET_TTL: Duration = Duration::from_secs(600);
@@ -65,33 +73,30 @@ pub(crate) const SECRET_TTL: Duration = Duration::from_secs(600);
 /// (a JavaScript component's is about three times its size).
 pub(crate) const ARTIFACT_CAP_FACTOR: u64 = 4;
 
-/// What the fleet view shows of one policy's pulls, if a pull was tried;
-/// `now` is `wall` on the wall clock.
-fn report(state: &PullState, now: Instant, wall: SystemTime) -> Option<PullView> {
-    let (status, reason, message, next_retry) = match &state.last_error {
-        _ if state.linked => ("Pulled", None, None, None),
-        Some((reason, message)) => (
-            "PullFailed",
-            Some((*reason).to_owned()),
-            Some(message.clone()),
-            Some(time(wall + state.next.saturating_duration_since(now))),
-        ),
-        None => return None,
-    };
-    let stage = if state.version.newest {
-        "newest"
-    } else {
-        "previous"
-    };
-    Some(PullView {
-        reference: state.version.reference.clone(),
-        stage: stage.to_owned(),
-        state: status.to_owned(),
-        since: time(state.since),
-        reason,
-        message,
-        next_retry,
-    })
+/// Which versions a set of links holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Lane {
+    /// The versions that serve, linked for the reloader.
+    Serving,
+    /// The versions in shadow, linked for the shadow controller.
+    Shadow,
+}
+
+/// A directory of links and the pulls that keep it.
+#[derive(Debug)]
+struct Links {
+    dir: PathBuf,
+    plan: PullPlan,
+}
+
+impl Links {
+    fn open(dir: PathBuf) -> std::io::Result<Self> {
+        private_dir(&dir)?;
+        Ok(Self {
+            dir,
+            plan: PullPlan::default(),
+        })
+    }
 }
 
 /// The pulled policies of one node.
@@ -99,10 +104,10 @@ fn report(state: &PullState, now: Instant, wall: SystemTime) -> Option<PullView>
 pub(crate) struct Pulls {
     node: String,
     store: BlobStore,
-    links: PathBuf,
+    serving: Links,
+    shadow: Links,
     cap: u64,
     metrics: Arc<Metrics>,
-    plan: PullPlan,
     /// Where pull Secrets are read (vigil's namespace).
     secrets: Option<Api<Secret>>,
     /// The `.dockerconfigjson` of each pull Secret, and when it was read.
@@ -117,6 +122,8 @@ pub(crate) struct Pulls {
     clock: Arc<dyn Clock>,
     /// How each pull fares, for the fleet view.
     reports: watch::Sender<BTreeMap<String, PullView>>,
+    /// The versions in shadow, for the shadow controller.
+    shadows: watch::Sender<BTreeMap<String, ShadowPull>>,
 }
 
 impl Pulls {
@@ -134,15 +141,13 @@ impl Pulls {
     ) -> std::io::Result<Self> {
         let root = state_dir.join("oci");
         let store = BlobStore::open(&root)?;
-        let links = root.join("policies");
-        private_dir(&links)?;
         Ok(Self {
             node: node.to_owned(),
             store,
-            links,
+            serving: Links::open(root.join("policies"))?,
+            shadow: Links::open(root.join("shadow"))?,
             cap,
             metrics,
-            plan: PullPlan::default(),
             secrets: None,
             secret_cache: HashMap::new(),
             ca: None,
@@ -150,6 +155,7 @@ impl Pulls {
             native: None,
             clock,
             reports: watch::Sender::new(BTreeMap::new()),
+            shadows: watch::Sender::new(BTreeMap::new()),
         })
     }
 
@@ -167,10 +173,11 @@ impl Pulls {
     fn unlink_unverified(&self) {
         let Some(key) = &self.key else { return };
         let verified = verified_components(&self.store, key);
-        let Ok(entries) = std::fs::read_dir(&self.links) else {
-            return;
-        };
-        for entry in entries.flatten() {
+        let entries = [&self.serving.dir, &self.shadow.dir]
+            .into_iter()
+            .filter_map(|dir| std::fs::read_dir(dir).ok())
+            .flat_map(|entries| entries.flatten());
+        for entry in entries {
             if !entry.file_name().to_string_lossy().ends_with(EXTENSION) {
                 continue;
             }
@@ -214,7 +221,19 @@ impl Pulls {
 
     /// The directory of links the reloader serves.
     pub(crate) fn links(&self) -> &Path {
-        &self.links
+        &self.serving.dir
+    }
+
+    /// The versions in shadow, by policy, after each pass.
+    pub(crate) fn shadows(&self) -> watch::Receiver<BTreeMap<String, ShadowPull>> {
+        self.shadows.subscribe()
+    }
+
+    fn lane(&mut self, lane: Lane) -> &mut Links {
+        match lane {
+            Lane::Serving => &mut self.serving,
+            Lane::Shadow => &mut self.shadow,
+        }
     }
 
     /// Follows `policies` (and this node's labels, for canaries) until
@@ -278,11 +297,18 @@ impl Pulls {
             labels,
         };
         let chosen = plan::choose(policies, node);
-        self.plan.follow(&chosen, Instant::now(), self.clock.now());
-        let mut changed = self.unlink_others(&chosen);
+        let mut changed = false;
         let mut keep = HashSet::new();
-        for (name, source) in &chosen {
-            changed |= self.sync(name, source, &mut keep).await;
+        for (lane, chosen) in [
+            (Lane::Serving, &chosen.serving),
+            (Lane::Shadow, &chosen.shadow),
+        ] {
+            let (now, wall) = (Instant::now(), self.clock.now());
+            self.lane(lane).plan.follow(chosen, now, wall);
+            changed |= self.unlink_others(lane, chosen);
+            for (name, source) in chosen {
+                changed |= self.sync(lane, name, source, &mut keep).await;
+            }
         }
         if changed {
             keep.extend(self.linked());
@@ -298,18 +324,37 @@ impl Pulls {
                 Err(error) => tracing::warn!(%error, "cannot collect the pulled blobs"),
             }
         }
+        self.report();
+        [&self.serving, &self.shadow]
+            .into_iter()
+            .filter_map(|lane| lane.plan.next_retry())
+            .min()
+    }
+
+    /// Tells the fleet view how the pulls fare, and the shadow controller
+    /// which versions are in shadow, if that changed.
+    fn report(&self) {
         let (now, wall) = (Instant::now(), self.clock.now());
-        let reports: BTreeMap<String, PullView> = self
-            .plan
-            .states()
+        let reports: BTreeMap<String, PullView> = (self.serving.plan.states())
             .filter_map(|(name, state)| Some((name.to_owned(), report(state, now, wall)?)))
             .collect();
-        self.reports.send_if_modified(|shown| {
-            let changed = *shown != reports;
-            *shown = reports;
-            changed
-        });
-        self.plan.next_retry()
+        let shadows: BTreeMap<String, ShadowPull> = (self.shadow.plan.states())
+            .map(|(name, state)| {
+                let shadow = ShadowPull {
+                    component: state
+                        .linked
+                        .then(|| self.shadow.dir.join(plan::link_names(name).0)),
+                    reference: state.version.reference.clone(),
+                    max_divergence: state.version.max_divergence,
+                    pull: report(state, now, wall),
+                };
+                (name.to_owned(), shadow)
+            })
+            .collect();
+        self.reports
+            .send_if_modified(|shown| replace(shown, reports));
+        self.shadows
+            .send_if_modified(|shown| replace(shown, shadows));
     }
 
     /// Pulls `reference` for `name` and links it, unless it is linked
@@ -317,6 +362,7 @@ impl Pulls {
     /// Answers whether the links changed.
     async fn sync(
         &mut self,
+        lane: Lane,
         name: &str,
         source: &WantedVersion,
         keep: &mut HashSet<Digest>,
@@ -325,18 +371,18 @@ impl Pulls {
         let pinned = match Pinned::parse(reference) {
             Ok(pinned) => pinned,
             Err(error) => {
-                self.failed(name, &error);
+                self.failed(lane, name, &error);
                 return false;
             }
         };
         keep.insert(pinned.manifest());
-        if !self.plan.due(name, Instant::now()) {
+        if !self.lane(lane).plan.due(name, Instant::now()) {
             return false;
         }
         let access = match self.access(source, pinned.registry()).await {
             Ok(access) => access,
             Err(error) => {
-                self.failed(name, &error);
+                self.failed(lane, name, &error);
                 return false;
             }
         };
@@ -362,22 +408,25 @@ impl Pulls {
                 if let Err(error) = self.precompiled(source, pulled.layer, keep).await {
                     self.metrics.policy_precompiled(error.reason());
                     self.retry(
+                        lane,
                         name,
                         error.reason(),
                         format!("its precompiled artifact: {error}"),
                     );
                     return false;
                 }
-                if let Err(error) = self.link(name, &pulled) {
+                if let Err(error) = self.link(lane, name, &pulled) {
                     tracing::error!(policy = name, %error, "cannot link a pulled policy; keeping what serves");
                     return false;
                 }
-                tracing::info!(policy = name, reference, component = %oci_digest(&pulled.layer), bytes = pulled.size, fetched = pulled.fetched, "policy linked");
-                self.plan.linked(name, Instant::now(), self.clock.now());
+                let stage = source.stage.name();
+                tracing::info!(policy = name, reference, stage, component = %oci_digest(&pulled.layer), bytes = pulled.size, fetched = pulled.fetched, "policy linked");
+                let (now, wall) = (Instant::now(), self.clock.now());
+                self.lane(lane).plan.linked(name, now, wall);
                 true
             }
             Err(error) => {
-                self.failed(name, &error);
+                self.failed(lane, name, &error);
                 false
             }
         }
@@ -518,49 +567,51 @@ impl Pulls {
     }
 
     /// Counts a failed pull of `name`'s reference, and retries it later.
-    fn failed(&mut self, name: &str, error: &PullError) {
+    fn failed(&mut self, lane: Lane, name: &str, error: &PullError) {
         self.metrics.policy_pulled(error.reason(), 0);
-        self.retry(name, error.reason(), error.to_string());
+        self.retry(lane, name, error.reason(), error.to_string());
     }
 
     /// Logs why `name`'s version is not linked (each reason once in a
     /// row), and sets its next retry.
-    fn retry(&mut self, name: &str, reason: &'static str, message: String) {
+    fn retry(&mut self, lane: Lane, name: &str, reason: &'static str, message: String) {
         if matches!(reason, "unauthorized" | "credentials") {
             // Read the credentials again at the next try: they may have changed.
-            let secret = self
-                .plan
-                .state(name)
-                .and_then(|s| s.version.pull_secret.clone());
+            let secret =
+                (self.lane(lane).plan.state(name)).and_then(|s| s.version.pull_secret.clone());
             if let Some(secret) = secret {
                 self.secret_cache.remove(&secret);
             }
         }
         let (now, wall) = (Instant::now(), self.clock.now());
-        let Some(retry) = self.plan.failed(name, reason, message.clone(), now, wall) else {
+        let plan = &mut self.lane(lane).plan;
+        let Some(retry) = plan.failed(name, reason, message.clone(), now, wall) else {
             return;
         };
         if retry.new_reason {
-            let reference = self.plan.state(name).map(|s| s.version.reference.clone());
+            let reference = plan.state(name).map(|s| s.version.reference.clone());
             tracing::warn!(policy = name, reference, error = message, retry_in = ?retry.wait, "cannot take a policy version; keeping what serves");
         }
     }
 
     /// Points `links/NAME.wasm` at the pulled component, and
     /// `links/.NAME.manifest` at its manifest, each in one rename.
-    fn link(&self, name: &str, pulled: &Pulled) -> std::io::Result<()> {
+    fn link(&mut self, lane: Lane, name: &str, pulled: &Pulled) -> std::io::Result<()> {
         // The manifest's link first (hidden from the loader): while the
         // component's link stands, the manifest it came from is kept too, so
         // its signatures can be checked again after a restart.
         let (component, manifest) = plan::link_names(name);
-        replace_link(&self.links, &manifest, &self.store.path(&pulled.manifest))?;
-        replace_link(&self.links, &component, &pulled.path)
+        let manifest_path = self.store.path(&pulled.manifest);
+        let dir = &self.lane(lane).dir;
+        replace_link(dir, &manifest, &manifest_path)?;
+        replace_link(dir, &component, &pulled.path)
     }
 
     /// Removes the links of policies not in `chosen`; answers whether it
     /// removed any.
-    fn unlink_others<T>(&self, chosen: &BTreeMap<String, T>) -> bool {
-        let Ok(entries) = std::fs::read_dir(&self.links) else {
+    fn unlink_others<T>(&mut self, lane: Lane, chosen: &BTreeMap<String, T>) -> bool {
+        let dir = self.lane(lane).dir.clone();
+        let Ok(entries) = std::fs::read_dir(&dir) else {
             return false;
         };
         let files: Vec<String> = entries
@@ -571,26 +622,38 @@ impl Pulls {
         for file in plan::unlinked(files.iter().map(String::as_str), chosen) {
             if file.ends_with(EXTENSION) {
                 let policy = plan::link_policy(file);
-                tracing::info!(
-                    policy,
-                    "no VigilPolicy gives this node a version; unlinking"
-                );
+                match lane {
+                    Lane::Serving => tracing::info!(
+                        policy,
+                        "no VigilPolicy gives this node a version; unlinking"
+                    ),
+                    Lane::Shadow => tracing::info!(
+                        policy,
+                        "no version runs in shadow on this node any more; unlinking"
+                    ),
+                }
             }
-            removed |= std::fs::remove_file(self.links.join(file)).is_ok();
+            removed |= std::fs::remove_file(dir.join(file)).is_ok();
         }
         removed
     }
 
     /// The blobs the links point at.
     fn linked(&self) -> Vec<Digest> {
-        let Ok(entries) = std::fs::read_dir(&self.links) else {
-            return Vec::new();
-        };
-        entries
-            .flatten()
+        [&self.serving.dir, &self.shadow.dir]
+            .into_iter()
+            .filter_map(|dir| std::fs::read_dir(dir).ok())
+            .flat_map(|entries| entries.flatten())
             .filter_map(|e| blob_of(&e.path()))
             .collect()
     }
+}
+
+/// Puts `new` in `shown`; answers whether that changed it.
+fn replace<T: PartialEq>(shown: &mut T, new: T) -> bool {
+    let changed = *shown != new;
+    *shown = new;
+    changed
 }
 
 /// The blob a link points at.

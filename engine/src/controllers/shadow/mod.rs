@@ -1,0 +1,230 @@
+//! The shadow controller, the shell around [`board`]: loads the versions
+//! the pull controller linked for shadow (`rollout.shadow`), puts them in
+//! shadow of the serving policies of their names ([`Shadowed`]), and after
+//! each cycle of the eviction loop — off its path, on a blocking thread —
+//! has them judge the calls kept for them. Each comparison is counted in
+//! `vigil_policy_shadow_total`; the first divergence of a pressure episode
+//! is an Event on the Node; a version that diverges past its
+//! `maxDivergencePercent` is taken out of shadow, with an Event; the fleet
+//! view (`status.shadow` of the policy's `VigilPolicyStatus`) is told as
+//! [`board::Board::publish`] says.
+//!
+//! A version in shadow never acts: its answers go nowhere but into the
+//! comparison, and it is called without the supervisor, so its faults are
+//! its own and roll back nothing that serves.
+
+mod board;
+
+use crate::base::clock::Clock;
+use crate::base::report::Chain;
+use crate::cluster::events::Events;
+use crate::controllers::pulls::ShadowPull;
+use crate::eviction::runner::{LoopReport, next_report};
+use crate::eviction::shadow::{ShadowSet, Shadowed};
+use crate::fleet::kinds::ShadowView;
+use crate::metrics::Metrics;
+use crate::policy::{Origin, Policy, Registry, World};
+use board::{Board, Notice};
+use k8s_openapi::api::core::v1::ObjectReference;
+use kube::runtime::events::{Event, EventType};
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+use tokio::sync::{broadcast, watch};
+use tokio_util::sync::CancellationToken;
+
+/// The shadow controller of one node.
+pub(crate) struct ShadowController {
+    /// The serving policies: the host to load with, their limits and worlds.
+    pub registry: Arc<Registry>,
+    /// Where the eviction manager asks its policies.
+    pub shadowed: Arc<Shadowed>,
+    /// Counts comparisons.
+    pub metrics: Arc<Metrics>,
+    /// Queues the Events, about `node`.
+    pub events: Events,
+    /// The Node.
+    pub node: ObjectReference,
+    /// Time for the states and divergences.
+    pub clock: Arc<dyn Clock>,
+    /// Where the fleet view reads the versions in shadow.
+    pub views: watch::Sender<BTreeMap<String, ShadowView>>,
+}
+
+impl ShadowController {
+    /// Follows the versions linked for shadow (`pulls`) and judges after
+    /// each cycle the loop `reports`, until `stop`.
+    pub(crate) async fn run(
+        self,
+        mut pulls: watch::Receiver<BTreeMap<String, ShadowPull>>,
+        mut reports: broadcast::Receiver<Arc<LoopReport>>,
+        stop: CancellationToken,
+    ) {
+        let mut board = Board::default();
+        let mut loaded: BTreeMap<String, Arc<Policy>> = BTreeMap::new();
+        let mut pulls_open = true;
+        loop {
+            tokio::select! {
+                () = stop.cancelled() => return,
+                changed = pulls.changed(), if pulls_open => {
+                    if changed.is_err() {
+                        pulls_open = false;
+                        continue;
+                    }
+                    let shadows = pulls.borrow_and_update().clone();
+                    self.follow(&mut board, &mut loaded, &shadows).await;
+                }
+                report = next_report(&mut reports, "the shadow controller") => {
+                    let Some(report) = report else { return };
+                    let LoopReport::Cycle(cycle, _) = report.as_ref() else {
+                        continue;
+                    };
+                    if loaded.is_empty() {
+                        continue;
+                    }
+                    let pressure = !cycle.thresholds.is_empty();
+                    self.judge(&mut board, &mut loaded, pressure).await;
+                }
+            }
+            if let Some(views) = board.publish(self.clock.now()) {
+                self.views.send_replace(views);
+            }
+        }
+    }
+
+    /// Brings the loaded versions in step with `shadows`.
+    async fn follow(
+        &self,
+        board: &mut Board,
+        loaded: &mut BTreeMap<String, Arc<Policy>>,
+        shadows: &BTreeMap<String, ShadowPull>,
+    ) {
+        let loads = board.follow(shadows, self.clock.now());
+        for (policy, component) in loads {
+            let result = self.load(&policy, &component).await;
+            let outcome = match result {
+                Ok(version) => {
+                    let digest = version.digest().to_string();
+                    tracing::info!(policy, version = digest, "a version runs in shadow");
+                    loaded.insert(policy.clone(), version);
+                    Ok(digest)
+                }
+                Err(why) => {
+                    tracing::warn!(policy, error = why, "a version in shadow is refused");
+                    loaded.remove(&policy);
+                    Err(why)
+                }
+            };
+            board.loaded(&policy, outcome, self.clock.now());
+        }
+        self.put(board, loaded);
+    }
+
+    /// Loads `component` as a version of `policy` in shadow, with the
+    /// limits the serving version has; refuses one of another world, and
+    /// a merger (the node compares strategies and sorters).
+    async fn load(&self, policy: &str, component: &Path) -> Result<Arc<Policy>, String> {
+        let bytes = std::fs::read(component)
+            .map_err(|e| format!("cannot read {}: {e}", component.display()))?;
+        let (registry, name) = (Arc::clone(&self.registry), policy.to_owned());
+        let origin = Origin::File(component.to_owned());
+        let loading = tokio::task::spawn_blocking(move || {
+            let limits = registry.limits().for_policy(&name);
+            (registry.host()).load(&name, bytes, origin, limits)
+        });
+        let version = match loading.await {
+            Ok(Ok(version)) => version,
+            Ok(Err(error)) => return Err(format!("it does not load: {}", Chain(&error))),
+            Err(error) => return Err(format!("its load did not finish: {error}")),
+        };
+        if version.world() == World::ConfigMerger {
+            return Err(
+                "a config merger in shadow is judged by `vigil simulate --shadow`, not on the node"
+                    .into(),
+            );
+        }
+        if let Some(serving) = self.registry.get(policy)
+            && serving.world() != version.world()
+        {
+            return Err(format!(
+                "it is of world {}, the serving version of {}",
+                version.world().name(),
+                serving.world().name()
+            ));
+        }
+        Ok(Arc::new(version))
+    }
+
+    /// Puts what `board` compares in shadow.
+    fn put(&self, board: &Board, loaded: &mut BTreeMap<String, Arc<Policy>>) {
+        let comparing = board.comparing();
+        loaded.retain(|name, _| comparing.contains(name));
+        let set = ShadowSet::new(loaded.values().cloned());
+        self.shadowed.put(Arc::new(set), comparing);
+    }
+
+    /// Has the versions in shadow judge the calls kept since the last
+    /// time, on a blocking thread; counts, tells and rejects.
+    async fn judge(
+        &self,
+        board: &mut Board,
+        loaded: &mut BTreeMap<String, Arc<Policy>>,
+        pressure: bool,
+    ) {
+        let shadowed = Arc::clone(&self.shadowed);
+        let comparisons = match tokio::task::spawn_blocking(move || shadowed.judge()).await {
+            Ok(comparisons) => comparisons,
+            Err(error) => {
+                tracing::error!(%error, "judging the versions in shadow failed");
+                return;
+            }
+        };
+        let (counted, notices) = board.record(comparisons, pressure, self.clock.now());
+        for c in counted {
+            (self.metrics).shadow_compared(&c.policy, &c.version, c.result);
+        }
+        let rejected = notices.iter().any(|n| matches!(n, Notice::Rejected { .. }));
+        for notice in notices {
+            self.tell(notice);
+        }
+        if rejected {
+            self.put(board, loaded);
+        }
+    }
+
+    fn tell(&self, notice: Notice) {
+        let (type_, reason, note) = match notice {
+            Notice::Differs {
+                policy,
+                version,
+                words,
+            } => {
+                tracing::info!(
+                    policy,
+                    version,
+                    divergence = words,
+                    "a version in shadow decides otherwise"
+                );
+                let note = format!("{policy}@{version} in shadow decides otherwise: {words}");
+                (EventType::Normal, "PolicyShadowDiffers", note)
+            }
+            Notice::Rejected {
+                policy,
+                version,
+                message,
+            } => {
+                tracing::warn!(policy, version, message, "a version in shadow is rejected");
+                let note = format!("{policy}@{version} taken out of shadow: {message}");
+                (EventType::Warning, "PolicyShadowRejected", note)
+            }
+        };
+        let event = Event {
+            type_,
+            reason: reason.into(),
+            note: Some(crate::base::text::bounded(&note, 1024)),
+            action: "Compare".into(),
+            secondary: None,
+        };
+        self.events.send(self.node.clone(), event);
+    }
+}

@@ -1,0 +1,149 @@
+//! A new version of a policy in shadow on the node (`rollout.shadow`):
+//! pulled from the loopback registry like any version, asked beside the
+//! serving one on the same candidates, compared and never acted on; then
+//! served when the rollout reaches the node, and in shadow no more.
+
+use super::pulled::{example, push};
+use super::*;
+use vigil::base::digest::Digest;
+use vigil::base::node_hash::bucket;
+use vigil_testbed::OciRegistry;
+
+/// The policy the versions are of: the sorter the config uses.
+const SORTER: &str = "default-sorter";
+
+/// A `VigilPolicy` for [`SORTER`]: `source` to `percent` of the nodes over
+/// `previous`, and in shadow up to `shadow` percent.
+fn sorter_policy(source: &str, previous: &str, percent: u8, shadow: u8) -> Value {
+    json!({"apiVersion": "vigil.dev/v1alpha1", "kind": "VigilPolicy",
+           "metadata": {"name": SORTER},
+           "spec": {"source": {"oci": {"ref": source, "insecure": true}},
+                    "rollout": {"percent": percent, "previous": previous,
+                                "shadow": {"percent": shadow}}}})
+}
+
+/// The sorter's status on this node.
+fn sorter_status(server: &ApiServer) -> Value {
+    policy_statuses(server)
+        .get(SORTER)
+        .map_or(Value::Null, |o| o["status"].clone())
+}
+
+/// Waits until the node evicted `pod` (accepted).
+async fn until_evicted(server: &ApiServer, pod: &str) {
+    server
+        .until(LIMIT, &format!("{pod} evicted"), |s| {
+            evicted_names(s).contains(&(pod.to_owned(), 201))
+        })
+        .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reversing_sorter_in_shadow_differs_while_the_serving_version_evicts_until_it_serves() {
+    let registry = OciRegistry::start();
+    let cache = tempfile::tempdir().unwrap();
+    let (v1_file, v1) = example("js-sorter");
+    let (v2_file, v2) = example("js-sorter-v2");
+    let old = push(&registry, &v1_file, "1", cache.path());
+    let new = push(&registry, &v2_file, "2", cache.path());
+    let v2_version = Digest::of(&v2).to_string();
+
+    // The rollout stops just short of this node's bucket, the shadow takes
+    // it: v1 serves, v2 runs in shadow.
+    let mine = bucket(SORTER, NODE);
+    assert!(mine < 100);
+    let (server, fixture) = test_node().await;
+    pod(&server, &fixture, "small", 100);
+    pod(&server, &fixture, "big", 900);
+    pod(&server, &fixture, "medium", 300);
+    server.put(
+        "vigilpolicies",
+        "",
+        sorter_policy(&new, &old, mine, mine + 1),
+    );
+    let agent = start(&server, &fixture, &["--status-interval", "100ms"]);
+    let v1_digest = Digest::of(&v1).hex();
+    server
+        .until(LIMIT, "v1 serving and v2 comparing in shadow", |s| {
+            let status = sorter_status(s);
+            status["digest"] == v1_digest.as_str()
+                && status["shadow"]["state"] == "Comparing"
+                && status["shadow"]["version"] == v2_version.as_str()
+        })
+        .await;
+    assert_eq!(sorter_status(&server)["shadow"]["reference"], new.as_str());
+    watching(&server).await;
+
+    // Pressure: v1 keeps the strategy's order and evicts the biggest; v2
+    // would have evicted the smallest, and says so; it evicts nobody.
+    fixture.memory_available(50);
+    until_evicted(&server, "big").await;
+    let divergence = "serving evicts shop/big (rank 1), shadow evicts shop/small";
+    server
+        .until(LIMIT, "the divergence as an Event on the Node", |s| {
+            !events(s, "PolicyShadowDiffers").is_empty()
+        })
+        .await;
+    let event = &events(&server, "PolicyShadowDiffers")[0];
+    assert_eq!(event["regarding"]["kind"], "Node");
+    let note = event["note"].as_str().unwrap();
+    assert!(
+        note.starts_with(&format!(
+            "{SORTER}@{v2_version} in shadow decides otherwise: "
+        )),
+        "{note}"
+    );
+    assert!(note.contains(divergence), "{note}");
+    server
+        .until(LIMIT, "the divergence on the policy's status", |s| {
+            let last = &sorter_status(s)["shadow"]["lastDivergence"];
+            last["call"] == "sort"
+                && last["message"]
+                    .as_str()
+                    .is_some_and(|m| m.contains(divergence))
+        })
+        .await;
+    fixture.memory_available(4096);
+    let differ = format!(
+        "vigil_policy_shadow_total{{policy=\"{SORTER}\",version=\"{v2_version}\",result=\"differ\"}}"
+    );
+    until_metric(&server, &agent, &differ).await;
+    assert_eq!(evicted_names(&server), [("big".to_owned(), 201)]);
+    assert!(
+        !agent.metrics().contains("result=\"fault\""),
+        "{}",
+        agent.metrics()
+    );
+
+    // The rollout reaches the node: v2 serves, nothing runs in shadow, and
+    // the next pressure evicts what v2 puts first.
+    server.put(
+        "vigilpolicies",
+        "",
+        sorter_policy(&new, &old, mine + 1, mine + 1),
+    );
+    let v2_digest = Digest::of(&v2).hex();
+    server
+        .until(LIMIT, "v2 serving, no shadow", |s| {
+            let status = sorter_status(s);
+            status["digest"] == v2_digest.as_str() && status["shadow"].is_null()
+        })
+        .await;
+    server
+        .until(LIMIT, "the kubelet removed big", |s| {
+            s.get("pods", NS, "big").is_none()
+        })
+        .await;
+    fixture.memory_available(50);
+    until_evicted(&server, "small").await;
+    fixture.memory_available(4096);
+    assert!(
+        !evicted_names(&server)
+            .iter()
+            .any(|(pod, _)| pod == "medium"),
+        "{:?}",
+        evicted_names(&server)
+    );
+    assert_the_cluster_role_allows_every_request(&server);
+    terminated_cleanly(agent).await;
+}
