@@ -9,6 +9,7 @@ mod own_state;
 mod policy;
 mod schemas;
 mod simulate;
+mod status;
 
 use clap::{Parser, Subcommand};
 
@@ -62,6 +63,10 @@ enum Command {
     /// Work with policy components.
     #[command(subcommand)]
     Policy(policy::PolicyCommand),
+    /// How far a policy has rolled out: nodes per version, stage and state, the agreement
+    /// of its version in shadow, the nodes where it failed and why. Also `kubectl vigil
+    /// status POLICY`, with this binary on the PATH as `kubectl-vigil`.
+    Status(status::StatusArgs),
     /// Remove what vigil leaves behind when it is uninstalled (deploy/cleanup/ runs it).
     #[command(subcommand)]
     Cleanup(cleanup::CleanupCommand),
@@ -85,6 +90,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Agent(args) => args.execute().await,
         Command::Simulate(args) => args.execute().await,
         Command::Policy(command) => command.execute().await,
+        Command::Status(args) => args.execute().await,
         Command::Cleanup(command) => command.execute().await,
         Command::OwnState(args) => args.execute(),
         Command::Crd => schemas::crd(),

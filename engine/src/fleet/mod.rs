@@ -8,12 +8,14 @@
 //! - `activity` keeps the loop's recent conditions and evictions;
 //! - `desired` says what each object should hold;
 //! - `queue` is the rate-limited work queue keyed by object;
-//! - `reconcile` makes the objects on the API server what they should be.
+//! - `reconcile` makes the objects on the API server what they should be;
+//! - `summary` counts one policy's rollout from those objects (`vigil status`).
 
 pub(crate) mod activity;
 pub(crate) mod desired;
 pub(crate) mod kinds;
 pub(crate) mod queue;
 pub(crate) mod reconcile;
+pub(crate) mod summary;
 pub use activity::Activity;
 pub use reconcile::{Inputs, Reconciler};

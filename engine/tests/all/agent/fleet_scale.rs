@@ -1,7 +1,8 @@
 //! The fleet simulation at a small N (the benchmark `fleet` runs it at full
 //! size): real agents against one test API server, through start, rest, a
 //! config change, a policy rollout, a restart of every agent and of the
-//! API server, each held to the per-node targets.
+//! API server, each held to the per-node targets; then `kubectl vigil
+//! status` of the policy rolled out, as an admin would ask.
 
 use super::pulled::example;
 use std::time::Duration;
@@ -14,7 +15,7 @@ const SPREAD: Duration = Duration::from_secs(6);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_small_fleet_meets_the_per_node_targets_in_every_phase() {
-    let (c_sorter, _) = example("c-sorter");
+    let (c_sorter, c_sorter_bytes) = example("c-sorter");
     let options = FleetOptions {
         binary: env!("CARGO_BIN_EXE_vigil").into(),
         nodes: NODES,
@@ -25,7 +26,7 @@ async fn a_small_fleet_meets_the_per_node_targets_in_every_phase() {
         warm_cache: false,
         quiet: Duration::ZERO,
     };
-    let (_, names, phases) = Fleet::simulate(ApiServer::start().await, options).await;
+    let (server, names, phases) = Fleet::simulate(ApiServer::start().await, options).await;
 
     phase(&phases, "start").assert_lists_from_the_cache();
     phase(&phases, "at rest").assert_at_rest();
@@ -54,4 +55,33 @@ async fn a_small_fleet_meets_the_per_node_targets_in_every_phase() {
             .collect();
         assert!(rewritten.is_empty(), "{}: {rewritten:?}", restart.name);
     }
+
+    // The rollout as `kubectl vigil status` shows it: the binary on the
+    // PATH under the plugin's name, the admin's kubeconfig.
+    let version = vigil::base::digest::Digest::of(&c_sorter_bytes).to_string();
+    let status = kubectl_vigil(&server, &["status", POLICY]);
+    let expected = format!(
+        "policy {POLICY}: {NODES} node(s) report it\n\
+         VERSION        STAGE     STATE        NODES\n\
+         {version:<14} newest    Trial            {NODES}\n"
+    );
+    assert_eq!(status, expected);
+    let builtin = kubectl_vigil(&server, &["status", "default-sorter"]);
+    assert!(
+        builtin.contains(&format!(" -         Active           {NODES}\n")),
+        "{builtin}"
+    );
+}
+
+/// What `kubectl vigil ARGS` prints: the vigil binary linked as
+/// `kubectl-vigil` and run by that name with `server`'s kubeconfig.
+fn kubectl_vigil(server: &ApiServer, args: &[&str]) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let plugin = dir.path().join("kubectl-vigil");
+    std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_vigil"), &plugin).unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(&kubeconfig, server.kubeconfig()).unwrap();
+    let kubeconfig = kubeconfig.display().to_string();
+    let args = [args, &["--kubeconfig", &kubeconfig]].concat();
+    vigil_testbed::cli::run(&plugin, &args)
 }
