@@ -5,11 +5,11 @@
 mod agent;
 mod args;
 mod cleanup;
+mod fleet;
 mod own_state;
 mod policy;
 mod schemas;
 mod simulate;
-mod status;
 
 use clap::{Parser, Subcommand};
 
@@ -66,7 +66,11 @@ enum Command {
     /// How far a policy has rolled out: nodes per version, stage and state, the agreement
     /// of its version in shadow, the nodes where it failed and why. Also `kubectl vigil
     /// status POLICY`, with this binary on the PATH as `kubectl-vigil`.
-    Status(status::StatusArgs),
+    Status(fleet::StatusArgs),
+    /// Why a pod was evicted: each eviction call about it the nodes still keep, with the
+    /// strategy and its version, the threshold that held, the sorter, its version and the
+    /// pod's rank. Also `kubectl vigil explain NAMESPACE/NAME`.
+    Explain(fleet::ExplainArgs),
     /// Remove what vigil leaves behind when it is uninstalled (deploy/cleanup/ runs it).
     #[command(subcommand)]
     Cleanup(cleanup::CleanupCommand),
@@ -91,6 +95,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Simulate(args) => args.execute().await,
         Command::Policy(command) => command.execute().await,
         Command::Status(args) => args.execute().await,
+        Command::Explain(args) => args.execute().await,
         Command::Cleanup(command) => command.execute().await,
         Command::OwnState(args) => args.execute(),
         Command::Crd => schemas::crd(),

@@ -266,6 +266,7 @@ mod tests {
             grace_period_seconds: Some(0),
             dry_run: false,
             override_pdb: false,
+            why: crate::eviction::Why::default(),
         };
         for override_pdb in [false, true] {
             victim.override_pdb = override_pdb;

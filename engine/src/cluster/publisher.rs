@@ -125,7 +125,7 @@ impl Publisher {
                 (v, EventType::Warning, "EvictionOverridePDB", note)
             }
             Settled::Accepted(v) => {
-                let note = format!("{}: {}", v.strategy, v.reason);
+                let note = format!("{}: {}; {}", v.strategy, v.reason, v.why.words(&v.strategy));
                 (v, EventType::Normal, "Evicting", note)
             }
             Settled::Refused(v, why) | Settled::NotEvictable(v, why) => {
@@ -174,7 +174,8 @@ impl Publisher {
         let event = Event {
             type_: kind,
             reason: reason.into(),
-            note: Some(note),
+            // The API server refuses a note over 1 KiB.
+            note: Some(crate::base::text::bounded(&note, 1024)),
             action: "Evict".into(),
             secondary: None,
         };

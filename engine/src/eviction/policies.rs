@@ -38,6 +38,12 @@ pub trait Policies: Send + Sync {
     /// Names of the eviction strategies that serve now.
     fn strategies(&self) -> Vec<String>;
 
+    /// The version of policy `name` (the one `which` says) that answers
+    /// now: its component digest's first 12 digits; `None` if unknown.
+    fn version(&self, _name: &str, _which: Which) -> Option<String> {
+        None
+    }
+
     /// Asks strategy `name` to judge `snapshot` (lent mutably so its pods can
     /// be narrowed to what the strategy reads; they are given back as they
     /// were).
@@ -100,6 +106,14 @@ impl Policies for Registry {
             .iter()
             .map(|p| p.name().to_owned())
             .collect()
+    }
+
+    fn version(&self, name: &str, which: Which) -> Option<String> {
+        let policy = match which {
+            Which::Serving => self.get(name),
+            Which::BuiltIn => self.builtin(name),
+        };
+        policy.map(|p| p.digest().to_string())
     }
 
     fn evaluate(&self, name: &str, snapshot: &mut Snapshot) -> Result<Decision, Unanswered> {

@@ -73,6 +73,7 @@ impl Activity {
             result: result.to_owned(),
             message,
             time: time(at),
+            why: Some(victim.why.words(&victim.strategy)),
         });
     }
 }
@@ -134,6 +135,7 @@ pub(super) mod tests {
             grace_period_seconds: None,
             dry_run: false,
             override_pdb: false,
+            why: crate::eviction::Why::default(),
         }
     }
 

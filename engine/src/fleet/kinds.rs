@@ -157,6 +157,10 @@ pub struct Eviction {
     pub message: Option<String>,
     /// When the call ended.
     pub time: Time,
+    /// Why this pod, in words: the strategy and its version, the signal
+    /// and threshold that held, the sorter, its version and the pod's rank.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub why: Option<String>,
 }
 
 /// Which node and policy a `VigilPolicyStatus` describes (the object's

@@ -9,10 +9,12 @@
 //! - `desired` says what each object should hold;
 //! - `queue` is the rate-limited work queue keyed by object;
 //! - `reconcile` makes the objects on the API server what they should be;
-//! - `summary` counts one policy's rollout from those objects (`vigil status`).
+//! - `summary` counts one policy's rollout from those objects (`vigil status`);
+//! - `explain` tells why a pod was evicted from them (`vigil explain`).
 
 pub(crate) mod activity;
 pub(crate) mod desired;
+pub(crate) mod explain;
 pub(crate) mod kinds;
 pub(crate) mod queue;
 pub(crate) mod reconcile;

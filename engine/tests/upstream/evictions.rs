@@ -41,6 +41,7 @@ fn victim(cluster: &Upstream, namespace: &str, name: &str) -> Victim {
         grace_period_seconds: Some(7),
         dry_run: false,
         override_pdb: false,
+        why: vigil::eviction::Why::default(),
     }
 }
 

@@ -132,6 +132,7 @@ fn victim(name: &str) -> Victim {
         grace_period_seconds: None,
         dry_run: false,
         override_pdb: false,
+        why: vigil::eviction::Why::default(),
     }
 }
 

@@ -47,7 +47,7 @@ mod tests;
 
 pub use report::{
     Call, CycleReport, Decision, KubeletEviction, NodeState, PodFacts, Reclaim, Refusal, Skipped,
-    Terminating, Victim, Withheld,
+    Terminating, Victim, Why, Withheld,
 };
 
 use super::killer::{KillError, Killer};

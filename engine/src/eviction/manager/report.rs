@@ -35,6 +35,47 @@ pub struct Victim {
     /// `pdb_override_after` under a hard threshold: delete the pod instead of
     /// evicting it, as the kubelet would.
     pub override_pdb: bool,
+    /// Why this pod: the versions that decided, the threshold, its rank.
+    pub why: Why,
+}
+
+/// Why a victim was chosen, for whoever asks afterwards ("why was this pod
+/// evicted?"): what decided, in which version, on what evidence.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Why {
+    /// The strategy's version (its component digest's first 12 digits).
+    pub strategy_version: Option<String>,
+    /// The signal and threshold that held, e.g. `memory.available 50 < 500
+    /// (hard)` (threshold victims only).
+    pub threshold: Option<String>,
+    /// The sorter that validated and ordered the candidates.
+    pub sorter: Option<String>,
+    /// Its version.
+    pub sorter_version: Option<String>,
+    /// The pod's place in the sorter's order (1 is first), and how many it
+    /// ordered.
+    pub rank: Option<(u32, u32)>,
+}
+
+impl Why {
+    /// In words, for `strategy`: `chosen by memory-pressure@0123456789ab
+    /// (memory.available 50 < 500 (hard)), rank 1 of 3 by
+    /// default-sorter@ba9876543210`.
+    pub fn words(&self, strategy: &str) -> String {
+        let at =
+            |version: &Option<String>| version.as_ref().map_or(String::new(), |v| format!("@{v}"));
+        let mut words = format!("chosen by {strategy}{}", at(&self.strategy_version));
+        if let Some(threshold) = &self.threshold {
+            words.push_str(&format!(" ({threshold})"));
+        }
+        if let (Some(sorter), Some((rank, of))) = (&self.sorter, self.rank) {
+            words.push_str(&format!(
+                ", rank {rank} of {of} by {sorter}{}",
+                at(&self.sorter_version)
+            ));
+        }
+        words
+    }
 }
 
 /// What the host knows of a pod beyond the contract's record.

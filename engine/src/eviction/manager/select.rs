@@ -4,7 +4,7 @@
 //! soft candidate, and the sorter's validation with the host's protection of
 //! static, mirror and critical pods.
 
-use super::report::{Call, CycleReport, Reclaim, Refusal, Skipped, Victim, Withheld};
+use super::report::{Call, CycleReport, Reclaim, Refusal, Skipped, Victim, Why, Withheld};
 use super::{EvictionManager, FALLBACK_SORTER, HOST};
 use crate::eviction::policies::Which;
 use crate::eviction::queue::Urgency;
@@ -68,7 +68,7 @@ impl EvictionManager {
         )?;
         // The sorter's order decides: the strategy ranked the candidates, the
         // sorter refused some and may have reordered the rest.
-        let valid: Vec<usize> = sorted.order.iter().map(|&i| i as usize).collect();
+        let valid: Vec<usize> = sorted.sorted.order.iter().map(|&i| i as usize).collect();
         let (index, override_pdb) = self.pick(now, met, &candidates, &valid, report)?;
         let (candidate, eviction) = (&candidates[index], &victims[index]);
         if self.queue.holds(&candidate.pod.uid) {
@@ -82,6 +82,11 @@ impl EvictionManager {
             return None;
         }
         let mut chosen = victim(name, candidate, eviction, urgency, Some(scope.clone()));
+        let position = valid.iter().position(|&i| i == index).unwrap_or_default();
+        chosen.why = Why {
+            threshold: Some(threshold_words(met)),
+            ..self.why(name, &sorted, position)
+        };
         if override_pdb {
             tracing::warn!(pod = %chosen.pod.name, strategy = %name, "every candidate's eviction was refused under hard pressure; deleting the top victim despite its PodDisruptionBudget");
             chosen.override_pdb = true;
@@ -217,14 +222,16 @@ impl EvictionManager {
             ) else {
                 continue;
             };
-            for index in sorted.order {
-                victims.push(victim(
+            for (position, &index) in sorted.sorted.order.iter().enumerate() {
+                let mut chosen = victim(
                     &name,
                     &candidates[index as usize],
                     &group[index as usize],
                     Urgency::Force,
                     None,
-                ));
+                );
+                chosen.why = self.why(&name, &sorted, position);
+                victims.push(chosen);
             }
         }
         victims
@@ -257,15 +264,23 @@ impl EvictionManager {
             return None;
         }
         let sorted = self.sort(&strategies, &mut candidates, OnSorterFault::Skip, report)?;
-        let first = *sorted.order.first()? as usize;
+        let first = *sorted.sorted.order.first()? as usize;
         let (name, eviction) = open[first];
-        Some(victim(
-            name,
-            &candidates[first],
-            eviction,
-            Urgency::Soft,
-            None,
-        ))
+        let mut chosen = victim(name, &candidates[first], eviction, Urgency::Soft, None);
+        chosen.why = self.why(name, &sorted, 0);
+        Some(chosen)
+    }
+
+    /// Why `strategy`'s candidate at `position` of `sorted`'s order goes.
+    fn why(&self, strategy: &str, sorted: &SortedBy, position: usize) -> Why {
+        let count = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
+        Why {
+            strategy_version: self.policies.version(strategy, Which::Serving),
+            threshold: None,
+            sorter: Some(sorted.sorter.to_owned()),
+            sorter_version: sorted.version.clone(),
+            rank: Some((count(position + 1), count(sorted.sorted.order.len()))),
+        }
     }
 
     /// Validates and orders `candidates` with the configured sorter; if it
@@ -276,7 +291,7 @@ impl EvictionManager {
         candidates: &mut [Candidate],
         on_fault: OnSorterFault,
         report: &mut CycleReport,
-    ) -> Option<Sorted> {
+    ) -> Option<SortedBy> {
         let fallback = on_fault == OnSorterFault::BuiltIn;
         let name = &self.settings.sorter;
         let config = self.settings.policy(name).config;
@@ -287,7 +302,11 @@ impl EvictionManager {
             Ok(mut sorted) => {
                 record_refusals(name, strategies, candidates, &sorted, report);
                 protect(strategies, candidates, &mut sorted, report);
-                return Some(sorted);
+                return Some(SortedBy {
+                    sorted,
+                    sorter: name.clone(),
+                    version: self.policies.version(name, Which::Serving),
+                });
             }
             Err(why) => why,
         };
@@ -312,8 +331,34 @@ impl EvictionManager {
             .ok()?;
         record_refusals(FALLBACK_SORTER, strategies, candidates, &sorted, report);
         protect(strategies, candidates, &mut sorted, report);
-        Some(sorted)
+        Some(SortedBy {
+            sorted,
+            sorter: FALLBACK_SORTER.to_owned(),
+            version: self.policies.version(FALLBACK_SORTER, Which::BuiltIn),
+        })
     }
+}
+
+/// A sorter's answer, and which sorter (and version) gave it.
+struct SortedBy {
+    sorted: Sorted,
+    sorter: String,
+    version: Option<String>,
+}
+
+/// The threshold that held, in words: `memory.available at 52428800,
+/// threshold 524288000, met hard`.
+fn threshold_words(met: &MetThreshold) -> String {
+    let t = &met.threshold;
+    let level = match t.met {
+        MetLevel::Hard => "hard",
+        MetLevel::Soft => "soft",
+        MetLevel::NotMet => "not",
+    };
+    format!(
+        "{} at {}, threshold {}, met {level}",
+        t.signal, t.observed, t.threshold
+    )
 }
 
 /// What a choice does when the configured sorter does not answer.
@@ -391,6 +436,7 @@ pub(super) fn victim(
         grace_period_seconds: eviction.grace_period_seconds,
         dry_run: false,
         override_pdb: false,
+        why: Why::default(),
     }
 }
 

@@ -280,7 +280,14 @@ fn a_refusal_passes_the_turn_and_the_refused_pod_comes_back_after_a_period() {
     let first = m.cycle(T0, all.clone()).requested;
     let refused = m.outcome(T0, &first[0], Err(KillError::Refused("pdb".into())));
     assert!(matches!(refused, Some(Settled::Refused(..))));
-    assert_eq!(uids(&m.cycle(T0, all.clone()).requested), ["b"]);
+    let passed = m.cycle(T0, all.clone()).requested;
+    assert_eq!(uids(&passed), ["b"]);
+    // Why b: the threshold that held, second in the sorter's order.
+    let (threshold, rank) = (&first[0].why.threshold, first[0].why.rank);
+    assert!(threshold.as_ref().is_some_and(|t| t.ends_with("met hard")), "{threshold:?}");
+    assert_eq!(rank, Some((1, 2)));
+    assert_eq!(passed[0].why.rank, Some((2, 2)));
+    assert_eq!(passed[0].why.sorter.as_deref(), Some("default-sorter"));
     let second = m.cycle(T0, all.clone());
     assert!(second.requested.is_empty(), "b's call runs");
     let later = T0 + m.settings().period;

@@ -60,6 +60,10 @@ impl ShadowSet {
 }
 
 impl Policies for ShadowSet {
+    fn version(&self, name: &str, _which: Which) -> Option<String> {
+        self.get(name).ok().map(|p| p.digest().to_string())
+    }
+
     fn strategies(&self) -> Vec<String> {
         (self.policies.values())
             .filter(|p| p.world() == World::EvictionStrategy)
@@ -476,6 +480,10 @@ fn ranks(serving: &[String], shadow: &[String], verb: &str) -> Option<String> {
 impl Policies for Shadowed {
     fn strategies(&self) -> Vec<String> {
         self.serving.strategies()
+    }
+
+    fn version(&self, name: &str, which: Which) -> Option<String> {
+        self.serving.version(name, which)
     }
 
     fn evaluate(&self, name: &str, snapshot: &mut Snapshot) -> Result<Decision, Unanswered> {

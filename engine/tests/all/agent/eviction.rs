@@ -81,6 +81,26 @@ async fn memory_pressure_evicts_the_top_pod_through_the_api_and_shows_it_on_the_
         [("big".to_owned(), 201)],
         "one eviction only"
     );
+    // Why this pod: the strategy's and the sorter's versions (the
+    // built-ins'), the threshold that held, the pod's rank.
+    let builtin = |name: &str| {
+        let (_, bytes) = (vigil::policy::BUILTINS.iter())
+            .find(|(builtin, _)| *builtin == name)
+            .unwrap();
+        vigil::base::digest::Digest::of(bytes).to_string()
+    };
+    let why = format!(
+        "chosen by memory-pressure@{} (memory.available at 52428800, threshold 524288000, met hard), rank 1 of 3 by default-sorter@{}",
+        builtin("memory-pressure"),
+        builtin("default-sorter")
+    );
+    let note = evicting["note"].as_str().unwrap();
+    assert!(note.ends_with(&why), "{note}");
+    let last = &node_report(&server)["lastEvictions"][0];
+    assert_eq!(
+        (last["pod"].as_str(), last["why"].as_str()),
+        (Some("shop/big"), Some(why.as_str()))
+    );
 
     let metrics = agent.metrics();
     assert!(
@@ -100,6 +120,18 @@ async fn memory_pressure_evicts_the_top_pod_through_the_api_and_shows_it_on_the_
     assert!(agent.get("/healthz").starts_with("HTTP/1.1 200"));
     assert!(agent.get("/readyz").starts_with("HTTP/1.1 200"));
     assert_the_cluster_role_allows_every_request(&server);
+    // `vigil explain`, an admin's request (not the agent's), answers
+    // from the same record.
+    let kubeconfig = fixture.path("kubeconfig").display().to_string();
+    let binary = std::path::Path::new(env!("CARGO_BIN_EXE_vigil"));
+    let args = ["explain", "shop/big", "--kubeconfig", &kubeconfig];
+    let explained = vigil_testbed::cli::run(binary, &args);
+    assert!(
+        explained.starts_with("shop/big on node-1 at ")
+            && explained.contains(": accepted (hard eviction by memory-pressure: "),
+        "{explained}"
+    );
+    assert!(explained.ends_with(&format!("\n  {why}\n")), "{explained}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

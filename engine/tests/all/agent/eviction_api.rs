@@ -18,6 +18,7 @@ fn victim(name: &str, uid: &str) -> Victim {
         grace_period_seconds: Some(7),
         dry_run: false,
         override_pdb: false,
+        why: vigil::eviction::Why::default(),
     }
 }
 
