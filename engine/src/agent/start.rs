@@ -22,6 +22,7 @@ use crate::config::crd::ConfigLayer;
 use crate::controllers::config::{ConfigController, ConfigOptions};
 use crate::controllers::pulls::{Pulls, ShadowPull};
 use crate::controllers::shadow::ShadowController;
+use crate::controllers::trial::TrialBounds;
 use crate::distribution::crd::VigilPolicy;
 use crate::eviction::runner::{Heartbeat, LoopReport, REPORT_BACKLOG, Runner, forward_wakes};
 use crate::eviction::shadow::Shadowed;
@@ -271,7 +272,7 @@ impl Agent<'_> {
 
     /// What the eviction loop reports goes to: the node's conditions and
     /// taints, Events and metrics (the publisher), the shadow controller,
-    /// and the fleet view's status objects. Answers the sender the loop
+    /// the trial bounds, and the fleet view's status objects. Answers the sender the loop
     /// reports to.
     pub(super) fn reporting(
         &self,
@@ -302,6 +303,9 @@ impl Agent<'_> {
         };
         let shadow = shadow.run(pulled.shadows, reports.subscribe(), self.stop.clone());
         self.tasks.spawn(shadow);
+        let bounds = TrialBounds::new(Arc::clone(&self.registry), watches.policies.store.clone());
+        self.tasks
+            .spawn(bounds.run(reports.subscribe(), self.stop.clone()));
         let publisher = Publisher::new(events, node_name, Arc::clone(&self.metrics), conditions_tx);
         self.tasks.spawn(publisher.run(reports.subscribe()));
         let (activity_tx, activity) = watch::channel(Activity::default());

@@ -4,11 +4,13 @@
 //! the `VigilPolicy` objects and links the versions this node serves (its
 //! plan is `distribution::plan`); `shadow` runs the versions a rollout puts
 //! in shadow beside the serving ones and judges them (its plan is
-//! `shadow::board`); `unknown` warns of policies the config names that
-//! nothing loads. Each is a thin shell around its plan: the
+//! `shadow::board`); `trial` rolls back a version on trial that took part
+//! in more evictions than its `VigilPolicy` allows; `unknown` warns of
+//! policies the config names that nothing loads. Each is a thin shell around its plan: the
 //! watches, the I/O and the logs are here, the decisions below.
 
 pub mod config;
 pub(crate) mod pulls;
 pub(crate) mod shadow;
+pub(crate) mod trial;
 pub(crate) mod unknown;

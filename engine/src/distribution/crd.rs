@@ -62,6 +62,22 @@ pub struct VigilPolicySpec {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 32))]
     pub precompiled: Vec<PrecompiledRef>,
+    /// Bounds on what a version of this policy may do on trial, beside
+    /// faulting: one that breaks a bound rolls back as a faulting one does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trial: Option<TrialBounds>,
+}
+
+/// What a version on trial may do.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct TrialBounds {
+    /// At most this many evictions on one node while on trial, counting
+    /// each eviction the version took part in (as the strategy that chose
+    /// the pod or the sorter that ordered it); the one past it rolls the
+    /// version back on that node.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_evictions: Option<u32>,
 }
 
 /// A precompiled artifact of one version, for one engine.

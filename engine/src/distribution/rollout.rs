@@ -108,6 +108,7 @@ mod tests {
                 shadow: None,
             }),
             precompiled: Vec::new(),
+            trial: None,
         }
     }
 

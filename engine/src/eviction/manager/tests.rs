@@ -284,7 +284,10 @@ fn a_refusal_passes_the_turn_and_the_refused_pod_comes_back_after_a_period() {
     assert_eq!(uids(&passed), ["b"]);
     // Why b: the threshold that held, second in the sorter's order.
     let (threshold, rank) = (&first[0].why.threshold, first[0].why.rank);
-    assert!(threshold.as_ref().is_some_and(|t| t.ends_with("met hard")), "{threshold:?}");
+    assert!(
+        threshold.as_ref().is_some_and(|t| t.ends_with("met hard")),
+        "{threshold:?}"
+    );
     assert_eq!(rank, Some((1, 2)));
     assert_eq!(passed[0].why.rank, Some((2, 2)));
     assert_eq!(passed[0].why.sorter.as_deref(), Some("default-sorter"));

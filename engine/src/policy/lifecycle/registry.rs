@@ -540,6 +540,19 @@ impl Registry {
 
     /// Rolls `policy` back if it is the serving version and on trial.
     fn on_fault(&self, policy: &Policy, fault: &Fault) {
+        self.roll_back_trial(policy.name(), policy.digest(), Chain(fault).to_string());
+    }
+
+    /// Rolls version `digest` of `name` back, as a fault would, for
+    /// breaking a bound of its trial (`reason`); answers whether it was the
+    /// serving version on trial (else nothing changes but the record of
+    /// the incident).
+    pub fn fail_trial(&self, name: &str, digest: Digest, reason: String) -> bool {
+        tracing::error!(policy = name, version = %digest, %reason, "version broke a bound of its trial");
+        self.roll_back_trial(name, digest, reason)
+    }
+
+    fn roll_back_trial(&self, name: &str, digest: Digest, reason: String) -> bool {
         let mut books = self.lock();
         let now = self.clock.now();
         let Books {
@@ -550,18 +563,18 @@ impl Registry {
         } = &mut *books;
         let incident = Incident {
             at: now,
-            message: format!("{}: {}", policy.label(), Chain(fault)),
+            message: format!("{name}@{digest}: {reason}"),
         };
-        faults.insert(policy.name().to_owned(), incident);
-        let on_trial = by_name.get_mut(policy.name()).filter(|lc| {
-            lc.current.digest() == policy.digest() && matches!(lc.phase, Phase::Trial { .. })
-        });
+        faults.insert(name.to_owned(), incident);
+        let on_trial = by_name
+            .get_mut(name)
+            .filter(|lc| lc.current.digest() == digest && matches!(lc.phase, Phase::Trial { .. }));
         let Some(lc) = on_trial else {
             self.generation.send_modify(|g| *g += 1);
-            return;
+            return false;
         };
-        self.state.reject(rejected, policy.digest());
-        let reason = Chain(fault).to_string();
+        let policy = Arc::clone(&lc.current);
+        self.state.reject(rejected, digest);
         match lc.fallback.take() {
             Some(lkg) => {
                 tracing::error!(policy = policy.label(), restored = lkg.label(), %reason, "version failed its trial; rolled back to last-known-good");
@@ -577,10 +590,11 @@ impl Registry {
             }
             None => {
                 tracing::error!(policy = policy.label(), %reason, "version failed its trial and has no last-known-good; deregistered");
-                by_name.remove(policy.name());
+                by_name.remove(name);
             }
         }
         self.publish(&books);
+        true
     }
 
     /// Graduates every version whose trial is over: it becomes the

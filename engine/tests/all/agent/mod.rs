@@ -22,6 +22,7 @@ mod pulled;
 mod scenario_replay;
 mod shadow;
 mod startup;
+mod trial_bounds;
 
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
@@ -250,6 +251,22 @@ fn policy_statuses(server: &ApiServer) -> std::collections::BTreeMap<String, Val
         .filter(|o| o["spec"]["node"] == NODE)
         .map(|o| (o["spec"]["policy"].as_str().unwrap().to_owned(), o))
         .collect()
+}
+
+/// The status of policy `name` on this node (null without one).
+fn policy_status(server: &ApiServer, name: &str) -> Value {
+    policy_statuses(server)
+        .get(name)
+        .map_or(Value::Null, |o| o["status"].clone())
+}
+
+/// Waits until the node evicted `pod` (accepted).
+async fn until_evicted(server: &ApiServer, pod: &str) {
+    server
+        .until(LIMIT, &format!("{pod} evicted"), |s| {
+            evicted_names(s).contains(&(pod.to_owned(), 201))
+        })
+        .await;
 }
 
 fn node_report(server: &ApiServer) -> Value {

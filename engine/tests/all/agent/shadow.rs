@@ -24,18 +24,7 @@ fn sorter_policy(source: &str, previous: &str, percent: u8, shadow: u8) -> Value
 
 /// The sorter's status on this node.
 fn sorter_status(server: &ApiServer) -> Value {
-    policy_statuses(server)
-        .get(SORTER)
-        .map_or(Value::Null, |o| o["status"].clone())
-}
-
-/// Waits until the node evicted `pod` (accepted).
-async fn until_evicted(server: &ApiServer, pod: &str) {
-    server
-        .until(LIMIT, &format!("{pod} evicted"), |s| {
-            evicted_names(s).contains(&(pod.to_owned(), 201))
-        })
-        .await;
+    policy_status(server, SORTER)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
