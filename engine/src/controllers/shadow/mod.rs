@@ -16,6 +16,7 @@
 mod board;
 
 use crate::base::clock::Clock;
+use crate::base::digest::Digest;
 use crate::base::report::Chain;
 use crate::cluster::events::Events;
 use crate::controllers::pulls::ShadowPull;
@@ -28,7 +29,7 @@ use board::{Board, Notice};
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::runtime::events::{Event, EventType};
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::PathBuf;
 use std::sync::Arc;
 use tokio::sync::{broadcast, watch};
 use tokio_util::sync::CancellationToken;
@@ -100,8 +101,26 @@ impl ShadowController {
         shadows: &BTreeMap<String, ShadowPull>,
     ) {
         let loads = board.follow(shadows, self.clock.now());
-        for (policy, component) in loads {
-            let result = self.load(&policy, &component).await;
+        // Held before they load: the reloader's collection of the cache
+        // must not take an artifact compiled for one of them.
+        let loading: Vec<(String, PathBuf, Result<Vec<u8>, String>)> = (loads.into_iter())
+            .map(|(policy, component)| {
+                let bytes = std::fs::read(&component)
+                    .map_err(|e| format!("cannot read {}: {e}", component.display()));
+                (policy, component, bytes)
+            })
+            .collect();
+        let held = (loaded.values().map(|p| p.digest())).chain(
+            loading
+                .iter()
+                .filter_map(|(_, _, b)| Some(Digest::of(b.as_ref().ok()?))),
+        );
+        self.registry.hold_for_shadow(held.collect());
+        for (policy, component, bytes) in loading {
+            let result = match bytes {
+                Ok(bytes) => self.load(&policy, bytes, component).await,
+                Err(why) => Err(why),
+            };
             let outcome = match result {
                 Ok(version) => {
                     let digest = version.digest().to_string();
@@ -123,11 +142,14 @@ impl ShadowController {
     /// Loads `component` as a version of `policy` in shadow, with the
     /// limits the serving version has; refuses one of another world, and
     /// a merger (the node compares strategies and sorters).
-    async fn load(&self, policy: &str, component: &Path) -> Result<Arc<Policy>, String> {
-        let bytes = std::fs::read(component)
-            .map_err(|e| format!("cannot read {}: {e}", component.display()))?;
+    async fn load(
+        &self,
+        policy: &str,
+        bytes: Vec<u8>,
+        component: PathBuf,
+    ) -> Result<Arc<Policy>, String> {
         let (registry, name) = (Arc::clone(&self.registry), policy.to_owned());
-        let origin = Origin::File(component.to_owned());
+        let origin = Origin::File(component);
         let loading = tokio::task::spawn_blocking(move || {
             let limits = registry.limits().for_policy(&name);
             (registry.host()).load(&name, bytes, origin, limits)
@@ -155,10 +177,12 @@ impl ShadowController {
         Ok(Arc::new(version))
     }
 
-    /// Puts what `board` compares in shadow.
+    /// Puts what `board` compares in shadow, and keeps only their
+    /// artifacts for shadow.
     fn put(&self, board: &Board, loaded: &mut BTreeMap<String, Arc<Policy>>) {
         let comparing = board.comparing();
         loaded.retain(|name, _| comparing.contains(name));
+        (self.registry).hold_for_shadow(loaded.values().map(|p| p.digest()).collect());
         let set = ShadowSet::new(loaded.values().cloned());
         self.shadowed.put(Arc::new(set), comparing);
     }

@@ -163,6 +163,9 @@ pub struct Registry {
     serving: ArcSwap<BTreeMap<String, Arc<Policy>>>,
     books: Mutex<Books>,
     generation: watch::Sender<u64>,
+    /// Versions the shadow controller runs (or is loading) beside these:
+    /// their precompiled artifacts are kept.
+    in_shadow: Mutex<std::collections::HashSet<Digest>>,
 }
 
 impl std::fmt::Debug for Registry {
@@ -247,6 +250,7 @@ impl Registry {
             serving: ArcSwap::from_pointee(BTreeMap::new()),
             books: Mutex::new(Books::default()),
             generation: watch::Sender::new(0),
+            in_shadow: Mutex::default(),
         };
         registry.publish(&books);
         *registry.books.lock().expect("registry lock poisoned") = books;
@@ -507,9 +511,24 @@ impl Registry {
                 .flat_map(|lc| std::iter::once(&lc.current).chain(&lc.fallback))
                 .chain(books.builtins.values())
                 .map(|policy| policy.digest())
+                .chain(
+                    self.in_shadow
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .iter()
+                        .copied(),
+                )
                 .collect()
         };
         self.host.collect_garbage(&held)
+    }
+
+    /// Keeps the precompiled artifacts of `digests`, the versions in
+    /// shadow (and those being loaded for it), from now on instead of the
+    /// ones held before: a version judged in shadow that then serves is
+    /// not compiled again.
+    pub fn hold_for_shadow(&self, digests: std::collections::HashSet<Digest>) {
+        *self.in_shadow.lock().unwrap_or_else(|e| e.into_inner()) = digests;
     }
 
     /// Names whose serving version came from the policies directory or its saved copy.

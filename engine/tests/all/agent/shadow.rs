@@ -53,7 +53,7 @@ async fn a_reversing_sorter_in_shadow_differs_while_the_serving_version_evicts_u
     let agent = start(&server, &fixture, &["--status-interval", "100ms"]);
     let v1_digest = Digest::of(&v1).hex();
     server
-        .until(LIMIT, "v1 serving and v2 comparing in shadow", |s| {
+        .until(COMPILING, "v1 serving and v2 comparing in shadow", |s| {
             let status = sorter_status(s);
             status["digest"] == v1_digest.as_str()
                 && status["shadow"]["state"] == "Comparing"
@@ -104,8 +104,11 @@ async fn a_reversing_sorter_in_shadow_differs_while_the_serving_version_evicts_u
         agent.metrics()
     );
 
-    // The rollout reaches the node: v2 serves, nothing runs in shadow, and
-    // the next pressure evicts what v2 puts first.
+    // The rollout reaches the node: v2 serves — from the artifact compiled
+    // for the shadow, not compiled again — nothing runs in shadow, and the
+    // next pressure evicts what v2 puts first.
+    let compiles = agent.metric("vigil_policy_compiles_total");
+    assert_eq!(compiles, Some(2.0), "v1 and v2: {}", agent.metrics());
     server.put(
         "vigilpolicies",
         "",
@@ -118,6 +121,7 @@ async fn a_reversing_sorter_in_shadow_differs_while_the_serving_version_evicts_u
             status["digest"] == v2_digest.as_str() && status["shadow"].is_null()
         })
         .await;
+    assert_eq!(agent.metric("vigil_policy_compiles_total"), compiles);
     server
         .until(LIMIT, "the kubelet removed big", |s| {
             s.get("pods", NS, "big").is_none()

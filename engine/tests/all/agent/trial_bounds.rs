@@ -40,7 +40,7 @@ async fn a_sorter_on_trial_that_evicts_past_its_bound_rolls_back_with_the_reason
     let status = |s: &ApiServer| policy_status(s, "default-sorter");
     let version = Digest::of(&bytes).hex();
     server
-        .until(LIMIT, "the pulled sorter on trial", |s| {
+        .until(COMPILING, "the pulled sorter on trial", |s| {
             status(s)["digest"] == version.as_str() && status(s)["state"] == "Trial"
         })
         .await;
