@@ -14,3 +14,11 @@ pub(crate) mod pulls;
 pub(crate) mod shadow;
 pub(crate) mod trial;
 pub(crate) mod unknown;
+
+/// Puts `new` in `shown`; answers whether that changed it (for a watch's
+/// `send_if_modified`: its readers wake only on a change).
+pub(crate) fn replaced<T: PartialEq>(shown: &mut T, new: T) -> bool {
+    let changed = *shown != new;
+    *shown = new;
+    changed
+}

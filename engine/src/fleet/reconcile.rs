@@ -105,7 +105,8 @@ pub struct Inputs {
     pub node: Store<Node>,
     /// Changes when the Node's watch delivers something.
     pub node_changes: watch::Receiver<crate::cluster::watches::Progress>,
-    /// How the pulls of registry versions fare, by policy.
+    /// How the pulls of registry versions fare, by policy; changed once
+    /// the pull controller has made its first pass.
     pub pulls: watch::Receiver<BTreeMap<String, PullView>>,
     /// The versions in shadow, by policy.
     pub shadows: watch::Receiver<BTreeMap<String, ShadowView>>,
@@ -130,6 +131,10 @@ pub struct Reconciler {
     actual: Actual,
     /// The Node's UID the objects were last synced with.
     owner_uid: Option<String>,
+    /// The pull controller made its first pass (or there is none): until
+    /// then a pulled policy the registry does not serve yet is not known
+    /// to be gone, and its object is kept.
+    pulls_known: bool,
 }
 
 impl Reconciler {
@@ -143,6 +148,7 @@ impl Reconciler {
             queue: WorkQueue::new(spacing),
             actual: Actual::default(),
             owner_uid: None,
+            pulls_known: false,
         }
     }
 
@@ -179,10 +185,13 @@ impl Reconciler {
                     Ok(()) => self.queue.add(Key::Node),
                     Err(_) => open[2] = false,
                 },
-                changed = pulls.changed(), if open[3] => match changed {
-                    Ok(()) => self.policies_changed(),
-                    Err(_) => open[3] = false,
-                },
+                changed = pulls.changed(), if open[3] => {
+                    if changed.is_err() {
+                        open[3] = false;
+                    }
+                    self.pulls_known = true;
+                    self.policies_changed();
+                }
                 changed = shadows.changed(), if open[4] => match changed {
                     Ok(()) => self.policies_changed(),
                     Err(_) => open[4] = false,
@@ -381,7 +390,7 @@ impl Reconciler {
         let wanted = self.wanted_policies();
         let name = policy_object_name(&self.node_name, policy);
         let Some(report) = wanted.get(policy) else {
-            if !self.actual.policies.contains_key(policy) {
+            if !self.actual.policies.contains_key(policy) || !self.pulls_known {
                 return Ok(Done::Unchanged);
             }
             self.delete(&name).await?;

@@ -55,8 +55,10 @@ fn base(resource: &str) -> Value {
                 "rollout": {
                     "percent": 10,
                     "previous": pinned("policies/sorter:1.0.0"),
-                    "canary": {"nodeSelector": {"matchExpressions": [{"key": "pool", "operator": "Exists"}]}}
-                }
+                    "canary": {"nodeSelector": {"matchExpressions": [{"key": "pool", "operator": "Exists"}]}},
+                    "shadow": {"percent": 20, "maxDivergencePercent": 10}
+                },
+                "trial": {"maxEvictions": 3}
             }
         }),
         "vigilnodestatuses" => json!({
@@ -339,6 +341,15 @@ fn other_cases() -> Vec<Case> {
             bad: json!({"previous": pinned("policies/sorter")}),
             good: json!({"percent": 100}),
             says: "spec.rollout.percent: Required value",
+        },
+        Case {
+            resource: "vigilpolicies",
+            path: ".spec.rollout.shadow",
+            bound: "required",
+            pointer: "/spec/rollout/shadow",
+            bad: json!({"maxDivergencePercent": 5}),
+            good: json!({"percent": 0}),
+            says: "spec.rollout.shadow.percent: Required value",
         },
         Case {
             resource: "vigilpolicies",

@@ -58,6 +58,26 @@ fn report(reason: Reason, message: &str) -> ConfigView {
 impl Fleet {
     /// Starts the publisher; `before` runs on the server first (faults to inject).
     async fn start(spacing: Duration, before: impl FnOnce(&ApiServer)) -> Self {
+        // No pull controller: its channel is closed from the start.
+        let (fleet, _) = Self::pulling(spacing, before).await;
+        fleet
+    }
+
+    /// [`Fleet::start`] beside a pull controller that has not passed yet;
+    /// the function answered makes its first pass, finding no version.
+    async fn pulling(spacing: Duration, before: impl FnOnce(&ApiServer)) -> (Self, impl FnOnce()) {
+        let stop = CancellationToken::new();
+        let pulls = watch::Sender::new(Default::default());
+        let pulled = pulls.subscribe();
+        let running = stop.clone();
+        let first_pass = move || {
+            pulls.send_modify(|_| {});
+            // Open until the fleet stops, as a running controller keeps it.
+            tokio::spawn(async move {
+                running.cancelled().await;
+                drop(pulls);
+            });
+        };
         let server = ApiServer::start().await;
         server.put("nodes", "", objects::node(NODE));
         before(&server);
@@ -75,13 +95,12 @@ impl Fleet {
             activity: activity.subscribe(),
             node: node.store.clone(),
             node_changes: node.progress.clone(),
-            pulls: watch::Sender::new(Default::default()).subscribe(),
+            pulls: pulled,
             shadows: watch::Sender::new(Default::default()).subscribe(),
         };
-        let stop = CancellationToken::new();
         let reconciler = Reconciler::new(client, NODE, inputs, spacing);
         tokio::spawn(reconciler.run(stop.clone()));
-        Self {
+        let fleet = Self {
             server,
             registry,
             clock,
@@ -89,7 +108,8 @@ impl Fleet {
             activity,
             _node: node,
             stop,
-        }
+        };
+        (fleet, first_pass)
     }
 
     /// Waits until the policy statuses are those of every policy the
@@ -355,6 +375,54 @@ async fn objects_of_a_policy_gone_while_the_agent_was_down_are_found_by_name() {
     );
     let read_gone = reads.iter().any(|r| r.uri.contains("node-1.gone-sorter"));
     assert!(read_gone, "the recorded policy's object was read by name");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pulled_policys_object_is_kept_until_the_pull_controller_has_passed() {
+    // The agent stopped serving `a-pulled-sorter` from a registry.
+    // Restarted, its registry does not serve it yet and the pull controller
+    // has not passed: the object is not taken for gone (a restart that
+    // deleted and created it again was a write too many). Its name sorts
+    // before the built-ins', so its key is synced before their objects are
+    // written.
+    let pulled = format!("{NODE}.a-pulled-sorter");
+    let (fleet, first_pass) = Fleet::pulling(Duration::from_millis(50), |server| {
+        server.put(
+            "vigilnodestatuses",
+            "",
+            node_status(Some(&["a-pulled-sorter", "default-sorter"])),
+        );
+        server.put(
+            POLICIES,
+            "",
+            policy_status(&pulled, NODE, "a-pulled-sorter"),
+        );
+    })
+    .await;
+    let mut builtins: Vec<String> = (fleet.registry.status().into_iter())
+        .map(|s| format!("{NODE}.{}", s.name))
+        .collect();
+    let mut wanted = builtins.clone();
+    wanted.push(pulled.clone());
+    wanted.sort();
+    fleet
+        .server
+        .until(LIMIT, "the built-ins' objects beside the pulled one", |s| {
+            names(s) == wanted
+        })
+        .await;
+    let deletes = |s: &ApiServer| s.requests().iter().filter(|r| r.method == "DELETE").count();
+    assert_eq!(deletes(&fleet.server), 0);
+    // Its first pass gives the node no version of it: now it is gone.
+    first_pass();
+    builtins.sort();
+    fleet
+        .server
+        .until(LIMIT, "the pulled policy's object deleted", |s| {
+            names(s) == builtins
+        })
+        .await;
+    assert_eq!(deletes(&fleet.server), 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

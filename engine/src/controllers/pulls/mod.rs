@@ -35,6 +35,7 @@
 
 mod views;
 
+use super::replaced;
 use crate::base::build::BUILD;
 use crate::base::clock::Clock;
 use crate::base::digest::Digest;
@@ -124,6 +125,8 @@ pub(crate) struct Pulls {
     reports: watch::Sender<BTreeMap<String, PullView>>,
     /// The versions in shadow, for the shadow controller.
     shadows: watch::Sender<BTreeMap<String, ShadowPull>>,
+    /// A pass was reported.
+    reported: bool,
 }
 
 impl Pulls {
@@ -156,6 +159,7 @@ impl Pulls {
             clock,
             reports: watch::Sender::new(BTreeMap::new()),
             shadows: watch::Sender::new(BTreeMap::new()),
+            reported: false,
         })
     }
 
@@ -333,7 +337,7 @@ impl Pulls {
 
     /// Tells the fleet view how the pulls fare, and the shadow controller
     /// which versions are in shadow, if that changed.
-    fn report(&self) {
+    fn report(&mut self) {
         let (now, wall) = (Instant::now(), self.clock.now());
         let reports: BTreeMap<String, PullView> = (self.serving.plan.states())
             .filter_map(|(name, state)| Some((name.to_owned(), report(state, now, wall)?)))
@@ -351,10 +355,11 @@ impl Pulls {
                 (name.to_owned(), shadow)
             })
             .collect();
-        self.reports
-            .send_if_modified(|shown| replace(shown, reports));
-        self.shadows
-            .send_if_modified(|shown| replace(shown, shadows));
+        // The first pass is told even if it found nothing: the fleet view
+        // waits for it before it takes a policy for gone.
+        let first = !std::mem::replace(&mut self.reported, true);
+        (self.reports).send_if_modified(|shown| replaced(shown, reports) || first);
+        (self.shadows).send_if_modified(|shown| replaced(shown, shadows));
     }
 
     /// Pulls `reference` for `name` and links it, unless it is linked
@@ -647,13 +652,6 @@ impl Pulls {
             .filter_map(|e| blob_of(&e.path()))
             .collect()
     }
-}
-
-/// Puts `new` in `shown`; answers whether that changed it.
-fn replace<T: PartialEq>(shown: &mut T, new: T) -> bool {
-    let changed = *shown != new;
-    *shown = new;
-    changed
 }
 
 /// The blob a link points at.

@@ -20,6 +20,7 @@ use crate::base::digest::Digest;
 use crate::base::report::Chain;
 use crate::cluster::events::Events;
 use crate::controllers::pulls::ShadowPull;
+use crate::controllers::replaced;
 use crate::eviction::runner::{LoopReport, next_report};
 use crate::eviction::shadow::{ShadowSet, Shadowed};
 use crate::fleet::kinds::ShadowView;
@@ -88,7 +89,9 @@ impl ShadowController {
                 }
             }
             if let Some(views) = board.publish(self.clock.now()) {
-                self.views.send_replace(views);
+                // Only a change wakes the fleet view: a node without a
+                // shadow never tells it anything.
+                self.views.send_if_modified(|shown| replaced(shown, views));
             }
         }
     }
