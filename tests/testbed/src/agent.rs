@@ -29,6 +29,13 @@ impl Drop for AgentProcess {
         let child = self.child.get_mut().unwrap_or_else(|e| e.into_inner());
         let _ = child.kill();
         let _ = child.wait();
+        // A failing test shows the end of what its agent did.
+        if std::thread::panicking() {
+            let logs = self.logs();
+            let tail: Vec<&str> = logs.lines().rev().take(60).collect();
+            let tail: Vec<&str> = tail.into_iter().rev().collect();
+            eprintln!("the agent's log, its last lines:\n{}", tail.join("\n"));
+        }
     }
 }
 

@@ -39,7 +39,7 @@ const LIMIT: Duration = Duration::from_secs(60);
 /// [`LIMIT`] for a wait that compiles 12 MB JavaScript components: the
 /// debug build's child compiler takes 15–25 s for one alone, and longer
 /// while other tests compile beside it.
-const COMPILING: Duration = Duration::from_secs(180);
+const COMPILING: Duration = Duration::from_secs(300);
 
 /// The agent's config: a short period and transition so tests are quick.
 /// The node's disk is the test machine's own (its fill level is not the

@@ -52,12 +52,16 @@ async fn a_reversing_sorter_in_shadow_differs_while_the_serving_version_evicts_u
     );
     let agent = start(&server, &fixture, &["--status-interval", "100ms"]);
     let v1_digest = Digest::of(&v1).hex();
+    // Each compiled once, in a child process: one wait each.
     server
-        .until(COMPILING, "v1 serving and v2 comparing in shadow", |s| {
-            let status = sorter_status(s);
-            status["digest"] == v1_digest.as_str()
-                && status["shadow"]["state"] == "Comparing"
-                && status["shadow"]["version"] == v2_version.as_str()
+        .until(COMPILING, "v1 serving", |s| {
+            sorter_status(s)["digest"] == v1_digest.as_str()
+        })
+        .await;
+    server
+        .until(COMPILING, "v2 comparing in shadow", |s| {
+            let shadow = &sorter_status(s)["shadow"];
+            shadow["state"] == "Comparing" && shadow["version"] == v2_version.as_str()
         })
         .await;
     assert_eq!(sorter_status(&server)["shadow"]["reference"], new.as_str());
