@@ -9,7 +9,7 @@
 use crate::distribution::crd::VigilPolicy;
 use crate::eviction::runner::{LoopReport, next_report};
 use crate::eviction::{Settled, Victim};
-use crate::policy::{Phase, PolicyStatus, Registry};
+use crate::policy::{Phase, Registry};
 use kube::runtime::reflector::{ObjectRef, Store};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -65,6 +65,13 @@ impl TrialBounds {
             (Some(&victim.strategy), why.strategy_version.as_ref()),
             (why.sorter.as_ref(), why.sorter_version.as_ref()),
         ];
+        // Bounded deciders only: without a bound, no status is read.
+        let bounded: Vec<(&String, &String, u32)> = (deciders.into_iter())
+            .filter_map(|(name, version)| Some((name?, version?, self.bound(name?)?)))
+            .collect();
+        if bounded.is_empty() {
+            return;
+        }
         let statuses = self.registry.status();
         let on_trial = |name: &str, version: &str| {
             (statuses.iter()).find(|s| {
@@ -75,14 +82,8 @@ impl TrialBounds {
         };
         // What is no longer on trial needs no count.
         (self.counts).retain(|(name, version), _| on_trial(name, version).is_some());
-        for (name, version) in deciders {
-            let (Some(name), Some(version)) = (name, version) else {
-                continue;
-            };
-            let Some(max) = self.bound(name) else {
-                continue;
-            };
-            let Some(status): Option<&PolicyStatus> = on_trial(name, version) else {
+        for (name, version, max) in bounded {
+            let Some(status) = on_trial(name, version) else {
                 continue;
             };
             let count = self
