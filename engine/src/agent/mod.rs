@@ -33,7 +33,7 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -107,7 +107,9 @@ pub async fn run(config: AgentConfig, shutdown: impl Future<Output = ()>) -> any
     let (base, defaults) = base_config(&config, &registry).await?;
     let registry = Arc::new(registry);
     let metrics = Arc::new(Metrics::default());
-    let controller = start::config_controller(&config, &registry, &metrics, base, defaults);
+    let (evictions, counted) = watch::channel(0);
+    let controller =
+        start::config_controller(&config, &registry, &metrics, base, defaults, counted);
     let (settings, config_report) = (controller.settings(), controller.report());
     let eviction = settings.borrow().clone();
     let clients = client::connect(config.kubeconfig.as_deref(), &metrics, config.api).await?;
@@ -127,8 +129,9 @@ pub async fn run(config: AgentConfig, shutdown: impl Future<Output = ()>) -> any
     let heartbeat = Heartbeat::default();
     let health = agent.http(&eviction, &heartbeat).await?;
     let pulled = agent.policies(&watches, &controller)?;
-    let config_task = agent.config_controller(&watches, controller);
-    let reports = agent.reporting(&watches, config_report, pulled);
+    let (config_task, merges) = agent.config_controller(&watches, controller);
+    let ties = start::ConfigTies { merges, evictions };
+    let reports = agent.reporting(&watches, config_report, pulled, ties);
     let (wakes_tx, wakes) = agent.wakes(&eviction);
     let memory_events = watch_memory_events(&config, wakes_tx);
     let parts = start::Loop {

@@ -21,7 +21,7 @@ use crate::config::VigilConfig;
 use crate::config::crd::ConfigLayer;
 use crate::controllers::config::{ConfigController, ConfigOptions};
 use crate::controllers::pulls::{Pulls, ShadowPull};
-use crate::controllers::shadow::ShadowController;
+use crate::controllers::shadow::{Merged, ShadowController};
 use crate::controllers::trial::TrialBounds;
 use crate::distribution::crd::VigilPolicy;
 use crate::eviction::runner::{Heartbeat, LoopReport, REPORT_BACKLOG, Runner, forward_wakes};
@@ -82,6 +82,7 @@ pub(super) fn config_controller(
     metrics: &Arc<Metrics>,
     base: Vec<Layer>,
     defaults: VigilConfig,
+    evictions: watch::Receiver<u64>,
 ) -> ConfigController {
     let options = ConfigOptions {
         base,
@@ -97,6 +98,7 @@ pub(super) fn config_controller(
         &config.state_dir,
         options,
         Arc::clone(metrics),
+        evictions,
     )
 }
 
@@ -249,25 +251,28 @@ impl Agent<'_> {
     }
 
     /// The config controller following the cluster, and the writer of the
-    /// node's `VigilConfigOK` condition. Its task ends after `stop`.
+    /// node's `VigilConfigOK` condition; answers its task, which ends after
+    /// `stop`, and its merges, for the shadow controller.
     pub(super) fn config_controller(
         &self,
         watches: &Arc<Watches>,
-        controller: ConfigController,
-    ) -> JoinHandle<()> {
+        mut controller: ConfigController,
+    ) -> (JoinHandle<()>, mpsc::Receiver<Merged>) {
         let (api, node_name) = (self.clients.api.clone(), self.config.node_name.clone());
         self.tasks.spawn(write_latest(
             ConfigCondition::new(api.clone(), &node_name),
             controller.status(),
             "the node's VigilConfigOK condition",
         ));
+        let merges = controller.merges();
         let (watches, stop) = (Arc::clone(watches), self.stop.clone());
-        tokio::spawn(async move {
+        let task = tokio::spawn(async move {
             let (configs, node, objects) = (&watches.configs, &watches.node, &watches.objects);
             controller
                 .run(configs, node, objects, &node_name, api, stop)
                 .await;
-        })
+        });
+        (task, merges)
     }
 
     /// What the eviction loop reports goes to: the node's conditions and
@@ -279,6 +284,7 @@ impl Agent<'_> {
         watches: &Watches,
         config: watch::Receiver<crate::config::assignment::ConfigView>,
         pulled: Pulled,
+        ties: ConfigTies,
     ) -> broadcast::Sender<Arc<LoopReport>> {
         let (api, node_name) = (&self.clients.api, &self.config.node_name);
         let (conditions_tx, conditions_rx) = watch::channel(None);
@@ -301,9 +307,18 @@ impl Agent<'_> {
             clock: Arc::clone(&self.clock),
             views,
         };
-        let shadow = shadow.run(pulled.shadows, reports.subscribe(), self.stop.clone());
+        let shadow = shadow.run(
+            pulled.shadows,
+            reports.subscribe(),
+            ties.merges,
+            self.stop.clone(),
+        );
         self.tasks.spawn(shadow);
-        let bounds = TrialBounds::new(Arc::clone(&self.registry), watches.policies.store.clone());
+        let bounds = TrialBounds::new(
+            Arc::clone(&self.registry),
+            watches.policies.store.clone(),
+            ties.evictions,
+        );
         self.tasks
             .spawn(bounds.run(reports.subscribe(), self.stop.clone()));
         let publisher = Publisher::new(events, node_name, Arc::clone(&self.metrics), conditions_tx);
@@ -395,6 +410,15 @@ pub(super) struct Pulled {
     reports: watch::Receiver<BTreeMap<String, PullView>>,
     /// The versions linked for shadow, for the shadow controller.
     shadows: watch::Receiver<BTreeMap<String, ShadowPull>>,
+}
+
+/// What the config controller shares with the controllers of the loop's
+/// reports.
+pub(super) struct ConfigTies {
+    /// Its merges, for a merger in shadow.
+    pub(super) merges: mpsc::Receiver<Merged>,
+    /// Counts the node's accepted evictions for the config's trial.
+    pub(super) evictions: watch::Sender<u64>,
 }
 
 /// What the eviction loop is started with, besides the watches.

@@ -190,6 +190,12 @@ pub struct VigilConfig {
     /// seconds before it becomes the last-known-good.
     #[schemars(range(max = 604_800))]
     pub config_trial_seconds: u64,
+    /// Most evictions on the node while a newly assigned config is on
+    /// trial: one more rolls it back to the last-known-good. Unset or
+    /// `null`: no bound (the default).
+    #[serde(default)]
+    #[schemars(range(max = 10_000))]
+    pub config_trial_max_evictions: Option<u32>,
     /// Settings by policy name.
     pub policies: BTreeMap<String, PolicyConfig>,
     /// Caps on what vigil evicts beyond the kubelet (soft and force
@@ -218,6 +224,7 @@ impl Default for VigilConfig {
             allow_no_execute_taints: false,
             sorter: DEFAULT_SORTER.into(),
             config_trial_seconds: 600,
+            config_trial_max_evictions: None,
             policies: default_policies(),
             eviction_limits: EvictionLimits::default(),
             kubelet: kubelet::KubeletConfig::default(),

@@ -4,7 +4,8 @@
 //! fault would, once it took part in more than its `VigilPolicy`'s
 //! `spec.trial.maxEvictions` allows. The bound is checked when an eviction
 //! is accepted: the one past it has happened, and the version takes part
-//! in no other.
+//! in no other. It also counts every accepted eviction for the config
+//! controller, which holds a config on trial to its own bound.
 
 use crate::distribution::crd::VigilPolicy;
 use crate::eviction::runner::{LoopReport, next_report};
@@ -13,7 +14,7 @@ use crate::policy::{Phase, Registry};
 use kube::runtime::reflector::{ObjectRef, Store};
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use tokio::sync::broadcast;
+use tokio::sync::{broadcast, watch};
 use tokio_util::sync::CancellationToken;
 
 /// Counts evictions against the trial bounds of one node.
@@ -22,15 +23,23 @@ pub(crate) struct TrialBounds {
     policies: Store<VigilPolicy>,
     /// Evictions by (policy, version) of the versions on trial.
     counts: BTreeMap<(String, String), u32>,
+    /// Every accepted eviction, for the config's trial.
+    accepted: watch::Sender<u64>,
 }
 
 impl TrialBounds {
-    /// Bounds from `policies`, applied to what `registry` serves.
-    pub(crate) fn new(registry: Arc<Registry>, policies: Store<VigilPolicy>) -> Self {
+    /// Bounds from `policies`, applied to what `registry` serves; each
+    /// accepted eviction also counted in `accepted`.
+    pub(crate) fn new(
+        registry: Arc<Registry>,
+        policies: Store<VigilPolicy>,
+        accepted: watch::Sender<u64>,
+    ) -> Self {
         Self {
             registry,
             policies,
             counts: BTreeMap::new(),
+            accepted,
         }
     }
 
@@ -52,6 +61,7 @@ impl TrialBounds {
             } = report.as_ref()
                 && !victim.dry_run
             {
+                self.accepted.send_modify(|count| *count += 1);
                 self.evicted(victim);
             }
         }

@@ -8,9 +8,9 @@
 
 use super::record::{ShadowRecord, Step};
 use crate::base::report::Chain;
-use crate::config::{ConfigError, VigilConfig, compare};
+use crate::config::{ConfigError, VigilConfig};
 use crate::eviction::Policies;
-use crate::eviction::shadow::{CallKind, Comparison, ShadowSet, Shadowed, Verdict};
+use crate::eviction::shadow::{CallKind, Comparison, ShadowSet, Shadowed, Verdict, merge_verdict};
 use crate::policy::{LoadError, Merger, Origin, Policy, Registry, World};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -190,18 +190,11 @@ impl Shadows {
         let Some(merger) = policy.as_merger() else {
             return;
         };
-        let config = |c: &VigilConfig| serde_json::to_value(c).expect("a config serialises");
-        let verdict = match (serving, merge(&merger)) {
-            (_, Err(ConfigError::MergerFault(fault))) => Verdict::Fault(Chain(&fault).to_string()),
-            (Ok(s), Ok(h)) => {
-                compare::difference(&config(s), &config(&h)).map_or(Verdict::Agree, Verdict::Differ)
-            }
-            (Err(_), Err(_)) => Verdict::Agree,
-            (Ok(_), Err(why)) => Verdict::Differ(format!("shadow refuses: {}", Chain(&why))),
-            (Err(why), Ok(_)) => {
-                Verdict::Differ(format!("serving refuses ({}), shadow merges", Chain(why)))
-            }
-        };
+        let refused = serving.as_ref().err().map(|why| Chain(why).to_string());
+        let serving = serving
+            .as_ref()
+            .map_err(|_| refused.as_deref().unwrap_or_default());
+        let verdict = merge_verdict(serving, merge(&merger));
         self.tally(Comparison {
             policy: policy.name().to_owned(),
             call: CallKind::Merge,

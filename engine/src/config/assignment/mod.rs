@@ -24,6 +24,15 @@ pub(crate) const MAX_STARTS_IN_TRIAL: u32 = 3;
 /// Policy faults during a trial that roll the config back.
 pub(crate) const MAX_FAULTS_IN_TRIAL: u64 = 3;
 
+/// What happened on the node since the trial under way began.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct InTrial {
+    /// Policy faults.
+    pub faults: u64,
+    /// Evictions accepted by the API server.
+    pub evictions: u64,
+}
+
 /// Why the running config runs: the reason of the `VigilConfigOK` condition.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Reason {
@@ -345,7 +354,7 @@ impl Assignment {
                     starts: 1,
                 });
                 self.status = self.settled_status(&set, now);
-                self.tick(now, 0, merge);
+                self.tick(now, InTrial::default(), merge);
                 Update::Applied
             }
         }
@@ -366,17 +375,23 @@ impl Assignment {
     }
 
     /// Moves a trial on: graduates it when its time is up, or rolls it back
-    /// when `faults` (policy faults since it began) reached the limit.
-    pub(crate) fn tick(&mut self, now: Timestamp, faults: u64, merge: Merge<'_>) {
+    /// when what happened since it began (`done`) broke a bound: policy
+    /// faults reached [`MAX_FAULTS_IN_TRIAL`], or evictions passed the
+    /// config's own `configTrialMaxEvictions`.
+    pub(crate) fn tick(&mut self, now: Timestamp, done: InTrial, merge: Merge<'_>) {
         let Some(trial) = self.checkpoint.trial.clone() else {
             return;
         };
-        if faults >= MAX_FAULTS_IN_TRIAL {
-            self.roll_back(
-                &trial.hash,
-                format!("policies faulted {faults} times during its trial"),
-                merge,
+        let most = self.running.1.config_trial_max_evictions;
+        if done.faults >= MAX_FAULTS_IN_TRIAL {
+            let why = format!("policies faulted {} times during its trial", done.faults);
+            self.roll_back(&trial.hash, why, merge);
+        } else if let Some(most) = most.filter(|&most| done.evictions > u64::from(most)) {
+            let why = format!(
+                "{} evictions during its trial, above its configTrialMaxEvictions {most}",
+                done.evictions
             );
+            self.roll_back(&trial.hash, why, merge);
         } else if self.trial_end().is_some_and(|end| now >= end) {
             self.checkpoint.trial = None;
             self.checkpoint.last_known_good = self.running.0.clone();

@@ -67,9 +67,9 @@ fn a_new_config_runs_on_trial_and_graduates() {
     assert_eq!(state.config().eviction_burst, 7);
     assert_eq!(state.status().reason, Reason::Trial);
     assert_eq!(state.trial_end(), Some(at(70)));
-    state.tick(at(69), 0, &merge);
+    state.tick(at(69), InTrial::default(), &merge);
     assert_eq!(state.status().reason, Reason::Trial);
-    state.tick(at(70), 0, &merge);
+    state.tick(at(70), InTrial::default(), &merge);
     assert_eq!(state.status().reason, Reason::Active);
     assert!(state.checkpoint().last_known_good.is_some());
     assert!(state.checkpoint().trial.is_none());
@@ -152,9 +152,9 @@ fn faults_during_the_trial_roll_back_to_the_last_known_good() {
         (state.status().reason, state.config().eviction_burst),
         (Reason::Trial, 9)
     );
-    state.tick(at(20), MAX_FAULTS_IN_TRIAL - 1, &merge);
+    state.tick(at(20), faults(MAX_FAULTS_IN_TRIAL - 1), &merge);
     assert_eq!(state.status().reason, Reason::Trial);
-    state.tick(at(30), MAX_FAULTS_IN_TRIAL, &merge);
+    state.tick(at(30), faults(MAX_FAULTS_IN_TRIAL), &merge);
     assert_eq!(
         (state.status().reason, state.config().eviction_burst),
         (Reason::RolledBack, 2)
@@ -167,6 +167,51 @@ fn faults_during_the_trial_roll_back_to_the_last_known_good() {
         Update::Applied,
         "a change is tried"
     );
+    assert_eq!(state.status().reason, Reason::Trial);
+}
+
+fn faults(faults: u64) -> InTrial {
+    InTrial {
+        faults,
+        evictions: 0,
+    }
+}
+
+#[test]
+fn evictions_past_the_configs_own_trial_bound_roll_it_back() {
+    let mut state = settled_on_burst_2();
+    let bounded = vec![layer(
+        "a",
+        r#"{"evictionBurst": 9, "configTrialMaxEvictions": 2}"#,
+    )];
+    state.assign(bounded, at(10), &merge);
+    assert_eq!(state.status().reason, Reason::Trial);
+    let evictions = |evictions| InTrial {
+        faults: 0,
+        evictions,
+    };
+    state.tick(at(20), evictions(2), &merge);
+    assert_eq!(
+        state.status().reason,
+        Reason::Trial,
+        "the bound itself is allowed"
+    );
+    state.tick(at(30), evictions(3), &merge);
+    assert_eq!(
+        (state.status().reason, state.config().eviction_burst),
+        (Reason::RolledBack, 2)
+    );
+    assert!(
+        (state.status().message)
+            .contains("3 evictions during its trial, above its configTrialMaxEvictions 2"),
+        "{}",
+        state.status().message
+    );
+
+    // Without a bound of its own, evictions roll nothing back.
+    let unbounded = vec![layer("a", r#"{"evictionBurst": 8}"#)];
+    state.assign(unbounded, at(40), &merge);
+    state.tick(at(50), evictions(1000), &merge);
     assert_eq!(state.status().reason, Reason::Trial);
 }
 

@@ -9,6 +9,10 @@
 //! view (`status.shadow` of the policy's `VigilPolicyStatus`) is told as
 //! [`board::Board::publish`] says.
 //!
+//! A merger in shadow is asked each merge the config controller makes
+//! ([`Merged`]): the same layers, on a blocking thread, its config
+//! compared with the serving merger's.
+//!
 //! A version in shadow never acts: its answers go nowhere but into the
 //! comparison, and it is called without the supervisor, so its faults are
 //! its own and roll back nothing that serves.
@@ -17,14 +21,17 @@ mod board;
 
 use crate::base::clock::Clock;
 use crate::base::digest::Digest;
+use crate::base::policy_name::DEFAULT_MERGER;
 use crate::base::report::Chain;
 use crate::cluster::events::Events;
+use crate::config::VigilConfig;
 use crate::controllers::pulls::ShadowPull;
 use crate::controllers::replaced;
 use crate::eviction::runner::{LoopReport, next_report};
-use crate::eviction::shadow::{ShadowSet, Shadowed};
+use crate::eviction::shadow::{CallKind, Comparison, ShadowSet, Shadowed, merge_verdict};
 use crate::fleet::kinds::ShadowView;
 use crate::metrics::Metrics;
+use crate::model::Layer;
 use crate::policy::{Origin, Policy, Registry, World};
 use board::{Board, Notice};
 use k8s_openapi::api::core::v1::ObjectReference;
@@ -32,8 +39,18 @@ use kube::runtime::events::{Event, EventType};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
-use tokio::sync::{broadcast, watch};
+use tokio::sync::{broadcast, mpsc, watch};
 use tokio_util::sync::CancellationToken;
+
+/// One merge of the config controller: the layers, the agent's own under
+/// the cluster's, and what the serving merger made of them (or why not).
+#[derive(Debug)]
+pub(crate) struct Merged {
+    /// The layers, bottom first (the defaults are put under them by the merge).
+    pub layers: Vec<Layer>,
+    /// The serving merger's config, or why it refused, in words.
+    pub serving: Result<VigilConfig, String>,
+}
 
 /// The shadow controller of one node.
 pub(crate) struct ShadowController {
@@ -54,17 +71,22 @@ pub(crate) struct ShadowController {
 }
 
 impl ShadowController {
-    /// Follows the versions linked for shadow (`pulls`) and judges after
-    /// each cycle the loop `reports`, until `stop`.
+    /// Follows the versions linked for shadow (`pulls`), judges after
+    /// each cycle the loop `reports` and each of the config's `merges`,
+    /// until `stop`.
     pub(crate) async fn run(
         self,
         mut pulls: watch::Receiver<BTreeMap<String, ShadowPull>>,
         mut reports: broadcast::Receiver<Arc<LoopReport>>,
+        mut merges: mpsc::Receiver<Merged>,
         stop: CancellationToken,
     ) {
         let mut board = Board::default();
         let mut loaded: BTreeMap<String, Arc<Policy>> = BTreeMap::new();
-        let mut pulls_open = true;
+        let (mut pulls_open, mut merges_open) = (true, true);
+        // Whether the last cycle found pressure: a merge judged meanwhile
+        // neither ends nor starts a pressure episode.
+        let mut pressure = false;
         loop {
             tokio::select! {
                 () = stop.cancelled() => return,
@@ -81,11 +103,22 @@ impl ShadowController {
                     let LoopReport::Cycle(cycle, _) = report.as_ref() else {
                         continue;
                     };
+                    pressure = !cycle.thresholds.is_empty();
                     if loaded.is_empty() {
                         continue;
                     }
-                    let pressure = !cycle.thresholds.is_empty();
                     self.judge(&mut board, &mut loaded, pressure).await;
+                }
+                merged = merges.recv(), if merges_open => {
+                    let Some(merged) = merged else {
+                        merges_open = false;
+                        continue;
+                    };
+                    let Some(merger) = loaded.get(DEFAULT_MERGER).cloned() else {
+                        continue;
+                    };
+                    let comparison = Self::judge_merge(merger, merged).await;
+                    self.count(&mut board, &mut loaded, comparison.into_iter().collect(), pressure);
                 }
             }
             if let Some(views) = board.publish(self.clock.now()) {
@@ -143,8 +176,7 @@ impl ShadowController {
     }
 
     /// Loads `component` as a version of `policy` in shadow, with the
-    /// limits the serving version has; refuses one of another world, and
-    /// a merger (the node compares strategies and sorters).
+    /// limits the serving version has; refuses one of another world.
     async fn load(
         &self,
         policy: &str,
@@ -162,12 +194,6 @@ impl ShadowController {
             Ok(Err(error)) => return Err(format!("it does not load: {}", Chain(&error))),
             Err(error) => return Err(format!("its load did not finish: {error}")),
         };
-        if version.world() == World::ConfigMerger {
-            return Err(
-                "a config merger in shadow is judged by `vigil simulate --shadow`, not on the node"
-                    .into(),
-            );
-        }
         if let Some(serving) = self.registry.get(policy)
             && serving.world() != version.world()
         {
@@ -186,8 +212,11 @@ impl ShadowController {
         let comparing = board.comparing();
         loaded.retain(|name, _| comparing.contains(name));
         (self.registry).hold_for_shadow(loaded.values().map(|p| p.digest()).collect());
-        let set = ShadowSet::new(loaded.values().cloned());
-        self.shadowed.put(Arc::new(set), comparing);
+        // A merger is asked by the config's merges, not the eviction loop.
+        let asked = (loaded.values()).filter(|p| p.world() != World::ConfigMerger);
+        let set = ShadowSet::new(asked.cloned());
+        let names = set.names();
+        self.shadowed.put(Arc::new(set), names);
     }
 
     /// Has the versions in shadow judge the calls kept since the last
@@ -206,6 +235,36 @@ impl ShadowController {
                 return;
             }
         };
+        self.count(board, loaded, comparisons, pressure);
+    }
+
+    /// Has `merger`, in shadow, merge the layers of `merged` on a blocking
+    /// thread; compares its config with the serving one.
+    async fn judge_merge(merger: Arc<Policy>, merged: Merged) -> Option<Comparison> {
+        let Merged { layers, serving } = merged;
+        let judging = tokio::task::spawn_blocking(move || {
+            let shadow = VigilConfig::merge_by(&merger.as_merger()?, layers);
+            let serving = serving.as_ref().map_err(String::as_str);
+            Some(Comparison {
+                policy: merger.name().to_owned(),
+                call: CallKind::Merge,
+                verdict: merge_verdict(serving, shadow),
+            })
+        });
+        judging.await.unwrap_or_else(|error| {
+            tracing::error!(%error, "judging the merger in shadow failed");
+            None
+        })
+    }
+
+    /// Counts `comparisons`, tells and rejects.
+    fn count(
+        &self,
+        board: &mut Board,
+        loaded: &mut BTreeMap<String, Arc<Policy>>,
+        comparisons: Vec<Comparison>,
+        pressure: bool,
+    ) {
         let (counted, notices) = board.record(comparisons, pressure, self.clock.now());
         for c in counted {
             (self.metrics).shadow_compared(&c.policy, &c.version, c.result);

@@ -17,6 +17,8 @@
 //! order; its top victims in order; a sorter's order and its refusals.
 
 use super::policies::{Policies, Unanswered, Which, answer};
+use crate::base::report::Chain;
+use crate::config::{ConfigError, VigilConfig, compare};
 use crate::model::{Candidate, Decision, Eviction, MetLevel, Pod, Snapshot, Sorted};
 use crate::policy::{Policy, World};
 use std::collections::{BTreeMap, BTreeSet};
@@ -267,6 +269,24 @@ impl Shadowed {
             .into_iter()
             .filter_map(|call| judge_one(shadow.as_ref(), call))
             .collect()
+    }
+}
+
+/// The verdict on two merges of the same layers: what the serving merger
+/// made of them (or, in words, why it refused) and what the shadow did.
+pub fn merge_verdict(
+    serving: Result<&VigilConfig, &str>,
+    shadow: Result<VigilConfig, ConfigError>,
+) -> Verdict {
+    let config = |c: &VigilConfig| serde_json::to_value(c).expect("a config serialises");
+    match (serving, shadow) {
+        (_, Err(ConfigError::MergerFault(fault))) => Verdict::Fault(Chain(&fault).to_string()),
+        (Ok(s), Ok(h)) => {
+            compare::difference(&config(s), &config(&h)).map_or(Verdict::Agree, Verdict::Differ)
+        }
+        (Err(_), Err(_)) => Verdict::Agree,
+        (Ok(_), Err(why)) => Verdict::Differ(format!("shadow refuses: {}", Chain(&why))),
+        (Err(why), Ok(_)) => Verdict::Differ(format!("serving refuses ({why}), shadow merges")),
     }
 }
 

@@ -1,7 +1,7 @@
 use super::*;
 use crate::model::fixture::pod;
 use crate::model::{SortRejection, memory_threshold};
-use crate::policy::FaultKind;
+use crate::policy::{Fault, FaultKind};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// How a scripted sorter answers.
@@ -341,4 +341,44 @@ fn calls_nobody_judges_are_kept_up_to_a_bound() {
         sort(&shadowed, Which::Serving).unwrap();
     }
     assert_eq!(shadowed.judge().len(), MAX_PENDING);
+}
+
+#[test]
+fn two_merges_agree_differ_where_the_configs_part_and_a_shadow_fault_is_its_own() {
+    let serving = VigilConfig::default();
+    let burst = |n| VigilConfig {
+        eviction_burst: n,
+        ..VigilConfig::default()
+    };
+    let fault = || ConfigError::MergerFault(Fault::InvalidAnswer("not JSON".into()));
+    assert_eq!(
+        merge_verdict(Ok(&serving), Ok(VigilConfig::default())),
+        Verdict::Agree
+    );
+    assert_eq!(
+        merge_verdict(Ok(&serving), Ok(burst(7))),
+        Verdict::Differ("serving sets evictionBurst to 3, shadow to 7".into())
+    );
+    assert_eq!(
+        merge_verdict(Ok(&serving), Err(fault())),
+        Verdict::Fault("gave an invalid answer: not JSON".into())
+    );
+    assert_eq!(
+        merge_verdict(Err("a layer is refused"), Err(fault())),
+        Verdict::Fault("gave an invalid answer: not JSON".into()),
+        "a shadow's fault counts whatever the serving merger did"
+    );
+    assert_eq!(
+        merge_verdict(Err("a layer is refused"), Err(ConfigError::NoMerger)),
+        Verdict::Agree,
+        "both refuse"
+    );
+    let Verdict::Differ(words) = merge_verdict(Ok(&serving), Err(ConfigError::NoMerger)) else {
+        panic!("a refusal of the shadow alone differs");
+    };
+    assert!(words.starts_with("shadow refuses: "), "{words}");
+    assert_eq!(
+        merge_verdict(Err("a layer is refused"), Ok(burst(3))),
+        Verdict::Differ("serving refuses (a layer is refused), shadow merges".into())
+    );
 }

@@ -100,6 +100,42 @@ async fn a_config_that_makes_policies_fault_is_rolled_back_to_the_last_known_goo
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_config_that_evicts_more_than_its_trial_allows_is_rolled_back() {
+    let (server, fixture) = test_node().await;
+    pod(&server, &fixture, "big", 900);
+    pod(&server, &fixture, "medium", 300);
+    pod(&server, &fixture, "small", 100);
+    let _agent = start(&server, &fixture, &[]);
+    let good = json!({"evictionBurst": 1, "configTrialSeconds": 0});
+    server.put("vigilconfigs", "", vigil_config("fleet", Value::Null, good));
+    until_config(&server, "Active", "VigilConfig/fleet@1").await;
+    // On trial for ten minutes, and allowed one eviction in them.
+    let bounded = json!({"evictionBurst": 1, "configTrialMaxEvictions": 1});
+    server.put(
+        "vigilconfigs",
+        "",
+        vigil_config("fleet", Value::Null, bounded),
+    );
+    until_config(&server, "Trial", "VigilConfig/fleet@2").await;
+    assert!(server.evictions().is_empty());
+
+    // Pressure evicts one pod a cycle: the second is past the bound.
+    fixture.memory_available(50);
+    let message = until_config(
+        &server,
+        "RolledBack",
+        "2 evictions during its trial, above its configTrialMaxEvictions 1",
+    )
+    .await;
+    assert!(message.contains("running VigilConfig/fleet@1"), "{message}");
+    let accepted = (server.evictions().iter())
+        .filter(|e| e.status == 201)
+        .count();
+    assert!(accepted >= 2, "{:?}", evicted_names(&server));
+    assert!(!events(&server, "ConfigRolledBack").is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn node_labels_choose_the_layers_and_an_expired_override_stops_applying() {
     let (server, fixture) = test_node().await;
     let _agent = start(&server, &fixture, &[]);

@@ -11,6 +11,8 @@ use vigil_testbed::OciRegistry;
 
 /// The policy the versions are of: the sorter the config uses.
 const SORTER: &str = "default-sorter";
+/// The config's merger.
+const MERGER: &str = "default-merger";
 
 /// A `VigilPolicy` for [`SORTER`]: `source` to `percent` of the nodes over
 /// `previous`, and in shadow up to `shadow` percent.
@@ -142,5 +144,55 @@ async fn a_reversing_sorter_in_shadow_differs_while_the_serving_version_evicts_u
         evicted_names(&server)
     );
     assert_the_cluster_role_allows_every_request(&server);
+    terminated_cleanly(agent).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_merger_in_shadow_merges_each_config_change_beside_the_serving_one() {
+    let registry = OciRegistry::start();
+    let cache = tempfile::tempdir().unwrap();
+    // The JavaScript merger is the default merger again: it should agree.
+    let (file, bytes) = example("js-merger");
+    let reference = push(&registry, &file, "1", cache.path());
+    let version = Digest::of(&bytes).to_string();
+    let (server, fixture) = test_node().await;
+    // Nobody serves it (no `previous`: the built-in serves); all shadow it.
+    server.put(
+        "vigilpolicies",
+        "",
+        json!({"apiVersion": "vigil.dev/v1alpha1", "kind": "VigilPolicy",
+               "metadata": {"name": MERGER},
+               "spec": {"source": {"oci": {"ref": reference, "insecure": true}},
+                        "rollout": {"percent": 0, "shadow": {"percent": 100}}}}),
+    );
+    let agent = start(&server, &fixture, &[]);
+    server
+        .until(COMPILING, "the merger comparing in shadow", |s| {
+            let shadow = &policy_status(s, MERGER)["shadow"];
+            shadow["state"] == "Comparing" && shadow["version"] == version.as_str()
+        })
+        .await;
+    let agree = |n: u32| {
+        format!(
+            "vigil_policy_shadow_total{{policy=\"{MERGER}\",version=\"{version}\",result=\"agree\"}} {n}"
+        )
+    };
+    assert!(!agent.metrics().contains(&agree(1)), "{}", agent.metrics());
+
+    // Each change of the layers that apply is merged by both.
+    for (generation, burst) in [(1, 2), (2, 4)] {
+        let config = json!({"evictionBurst": burst, "configTrialSeconds": 0});
+        server.put(
+            "vigilconfigs",
+            "",
+            vigil_config("fleet", Value::Null, config),
+        );
+        let applied = format!("VigilConfig/fleet@{generation}");
+        until_config(&server, "Active", &applied).await;
+        until_metric(&server, &agent, &agree(generation)).await;
+    }
+    let metrics = agent.metrics();
+    assert!(!metrics.contains("result=\"differ\""), "{metrics}");
+    assert!(!metrics.contains("result=\"fault\""), "{metrics}");
     terminated_cleanly(agent).await;
 }

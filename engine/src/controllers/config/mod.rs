@@ -12,14 +12,18 @@
 //! rather than in the same second.
 
 use crate::base::rate::Backoff;
+use crate::base::report::Chain;
 use crate::cluster::object_watches::{Lookup, ObjectKey, ObjectWatches};
 use crate::cluster::publisher::node_recorder;
 use crate::cluster::watches::{Progress, Reflected};
-use crate::config::assignment::{Assignment, CheckpointLoad, ConfigView, Reason, Status, Update};
+use crate::config::assignment::{
+    Assignment, CheckpointLoad, ConfigView, InTrial, Reason, Status, Update,
+};
 use crate::config::checkpoint::{Checkpoint, CheckpointFile};
 use crate::config::crd::ConfigLayer;
 use crate::config::references::Unresolved;
 use crate::config::{ConfigError, VigilConfig, layers, references};
+use crate::controllers::shadow::Merged;
 use crate::eviction::EvictionSettings;
 use crate::metrics::Metrics;
 use crate::model::Layer;
@@ -27,12 +31,19 @@ use crate::policy::Registry;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Node, ObjectReference};
 use kube::runtime::events::{Event, EventType, Recorder};
+pub use spread::turn;
+use spread::{Spread, fingerprint};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::watch;
+use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
+
+mod spread;
+
+/// Merges waiting for the shadow controller before more go unjudged.
+const MERGES_WAITING: usize = 8;
 
 /// Merges of the agent's own layers tried at start-up before it gives up.
 const START_MERGES: u32 = 6;
@@ -77,6 +88,12 @@ pub struct ConfigController {
     report: watch::Sender<ConfigView>,
     /// Faults of each policy (by digest) when the trial under way began.
     faults_at_trial: BTreeMap<String, (String, u64)>,
+    /// The node's accepted evictions so far, for the config's trial.
+    evictions: watch::Receiver<u64>,
+    /// When the trial under way began, and the node's accepted evictions then.
+    evictions_at_trial: Option<(Timestamp, u64)>,
+    /// Where each merge goes to be compared with the merger in shadow.
+    merges: Option<mpsc::Sender<Merged>>,
     /// The selection last resolved (the merger's digest, each layer's
     /// source and JSON) and the references its merge names: an unchanged
     /// selection is not merged again on every pass to find them.
@@ -89,12 +106,14 @@ type ReferencesKey = (Option<String>, Vec<(String, String)>);
 
 impl ConfigController {
     /// Reads the checkpoint under `state_dir` and decides what runs before
-    /// the API server answers; puts it in force on `registry`.
+    /// the API server answers; puts it in force on `registry`. `evictions`
+    /// counts the node's accepted evictions, for the config's trial.
     pub fn start(
         registry: Arc<Registry>,
         state_dir: &Path,
         options: ConfigOptions,
         metrics: Arc<Metrics>,
+        evictions: watch::Receiver<u64>,
     ) -> Self {
         let file = CheckpointFile::new(state_dir);
         let now = Timestamp::now();
@@ -104,7 +123,7 @@ impl ConfigController {
                 (saved, load)
             }
             Err(error) => {
-                tracing::error!(error = %crate::base::report::Chain(&error), "config checkpoint not used; set aside as checkpoint.json.damaged");
+                tracing::error!(error = %Chain(&error), "config checkpoint not used; set aside as checkpoint.json.damaged");
                 file.set_aside();
                 (None, CheckpointLoad::Corrupt)
             }
@@ -122,7 +141,7 @@ impl ConfigController {
             options.start_on_defaults,
             now,
             options.defaults.clone(),
-            &merger(&registry, &options.base, &BTreeMap::new()),
+            &merger(&registry, &options.base, &BTreeMap::new(), &None),
         );
         tracing::info!(reason = %assignment.status().reason, "{}", assignment.status().message);
         let (settings, _) = watch::channel(settings_of(assignment.config(), &options));
@@ -139,6 +158,9 @@ impl ConfigController {
             status,
             report,
             faults_at_trial: BTreeMap::new(),
+            evictions,
+            evictions_at_trial: None,
+            merges: None,
             references: None,
             spread: Spread::default(),
         };
@@ -162,6 +184,16 @@ impl ConfigController {
     /// The node status object's account of the config, and every change of it.
     pub fn report(&self) -> watch::Receiver<ConfigView> {
         self.report.subscribe()
+    }
+
+    /// Every merge of the cluster's layers from now on, the layers (the
+    /// agent's own under them) with what the serving merger made of them:
+    /// for the shadow controller. A merge the receiver has no room for is
+    /// not sent.
+    pub(crate) fn merges(&mut self) -> mpsc::Receiver<Merged> {
+        let (sender, merges) = mpsc::channel(MERGES_WAITING);
+        self.merges = Some(sender);
+        merges
     }
 
     /// Follows the cluster until `stop`: `configs` and `node` (this Node)
@@ -212,7 +244,8 @@ impl ConfigController {
                     }
                 }
             }
-            self.tick(&events).await;
+            let evicted = *self.evictions.borrow_and_update();
+            self.tick(&events, evicted).await;
             let wake_at = [next_expiry, self.assignment.trial_end()]
                 .into_iter()
                 .flatten()
@@ -231,6 +264,9 @@ impl ConfigController {
                 changed = config_progress.changed() => if changed.is_err() { return },
                 changed = node_progress.changed() => if changed.is_err() { return },
                 changed = object_changes.changed() => if changed.is_err() { return },
+                changed = self.evictions.changed(), if self.assignment.trial_since().is_some() => {
+                    if changed.is_err() { return }
+                }
                 () = sleep_until(wake_at) => {}
                 () = tokio::time::sleep(check) => {}
             }
@@ -316,7 +352,7 @@ impl ConfigController {
     ) {
         let before = self.snapshot();
         let update = {
-            let merge = merger(&self.registry, &self.options.base, problems);
+            let merge = merger(&self.registry, &self.options.base, problems, &self.merges);
             self.assignment.assign(layers, now, &merge)
         };
         if update != Update::Unchanged {
@@ -326,13 +362,17 @@ impl ConfigController {
         self.publish(before, events).await;
     }
 
-    async fn tick(&mut self, events: &Events) {
+    /// Moves the trial on; `evicted` is the node's accepted evictions so far.
+    async fn tick(&mut self, events: &Events, evicted: u64) {
         let before = self.snapshot();
-        let faults = self.faults_in_trial();
+        let done = InTrial {
+            faults: self.faults_in_trial(),
+            evictions: self.evictions_in_trial(evicted),
+        };
         {
             let none = BTreeMap::new();
-            let merge = merger(&self.registry, &self.options.base, &none);
-            self.assignment.tick(Timestamp::now(), faults, &merge);
+            let merge = merger(&self.registry, &self.options.base, &none, &self.merges);
+            self.assignment.tick(Timestamp::now(), done, &merge);
         }
         let after = self.assignment.status().reason;
         if after != before.1.reason {
@@ -412,6 +452,22 @@ impl ConfigController {
             .sum()
     }
 
+    /// Evictions since the trial under way began, of `evicted` so far.
+    fn evictions_in_trial(&mut self, evicted: u64) -> u64 {
+        let Some(since) = self.assignment.trial_since() else {
+            self.evictions_at_trial = None;
+            return 0;
+        };
+        let base = match self.evictions_at_trial {
+            Some((then, base)) if then == since => base,
+            _ => {
+                self.evictions_at_trial = Some((since, evicted));
+                evicted
+            }
+        };
+        evicted.saturating_sub(base)
+    }
+
     /// Saves the checkpoint if it changed; a newer fetch time alone is
     /// saved at most every [`CONFIRM_EVERY`] (not at every wake of a trial).
     fn save(&mut self) {
@@ -434,61 +490,10 @@ impl ConfigController {
         match self.file.save(current) {
             Ok(()) => self.saved = Some(current.clone()),
             Err(error) => {
-                tracing::error!(error = %crate::base::report::Chain(&error), "config checkpoint not saved");
+                tracing::error!(error = %Chain(&error), "config checkpoint not saved");
             }
         }
     }
-}
-
-/// When this node applies a changed selection of layers: at once for the
-/// first one (the agent starting), else `offset` after it first saw the
-/// change. A further change while waiting keeps the turn; going back to
-/// what applies cancels it.
-#[derive(Debug, Default)]
-struct Spread {
-    offset: Duration,
-    /// The fingerprint of the selection last applied.
-    applied: Option<u64>,
-    /// A changed selection and when it is applied.
-    pending: Option<(u64, tokio::time::Instant)>,
-}
-
-impl Spread {
-    /// `None` when `selected` (a [`fingerprint`]) may be applied `now`,
-    /// else when.
-    fn wait(&mut self, selected: u64, now: tokio::time::Instant) -> Option<tokio::time::Instant> {
-        if self.applied.is_some_and(|applied| applied != selected) {
-            let due = self.pending.map_or(now + self.offset, |(_, due)| due);
-            self.pending = Some((selected, due));
-            if now < due {
-                return Some(due);
-            }
-        }
-        self.applied = Some(selected);
-        self.pending = None;
-        None
-    }
-}
-
-/// This node's offset in a window of `spread`: stable (a hash of its name),
-/// and spread evenly over a fleet.
-pub fn turn(node: &str, spread: Duration) -> Duration {
-    let head = crate::base::node_hash::node_hash("config-spread", node);
-    // The top 53 bits, as a fraction in [0, 1).
-    spread.mul_f64((head >> 11) as f64 / (1u64 << 53) as f64)
-}
-
-/// What identifies a selection: its layers and the references they could not resolve.
-fn fingerprint(layers: &[Layer], problems: &BTreeMap<String, Unresolved>) -> u64 {
-    use std::hash::{Hash, Hasher};
-    let mut hasher = std::collections::hash_map::DefaultHasher::new();
-    for layer in layers {
-        (&layer.source, &layer.json).hash(&mut hasher);
-    }
-    for (source, problem) in problems {
-        (source, &problem.why, problem.transient).hash(&mut hasher);
-    }
-    hasher.finish()
 }
 
 type Events = (Recorder, ObjectReference);
@@ -502,7 +507,7 @@ async fn record((recorder, node): &Events, status: &Status) {
         secondary: None,
     };
     if let Err(error) = recorder.publish(&event, node).await {
-        tracing::warn!(error = %crate::base::report::Chain(&error), "config event not recorded");
+        tracing::warn!(error = %Chain(&error), "config event not recorded");
     }
 }
 
@@ -531,14 +536,26 @@ fn merged(
 }
 
 /// Merges as [`merged`] and refuses a config whose `configFrom` references
-/// the layers do not resolve (`problems` says why, by layer source).
+/// the layers do not resolve (`problems` says why, by layer source). Each
+/// merge goes to `merges`, if any, for a merger in shadow.
 fn merger<'a>(
     registry: &'a Registry,
     base: &'a [Layer],
     problems: &'a BTreeMap<String, Unresolved>,
+    merges: &'a Option<mpsc::Sender<Merged>>,
 ) -> impl Fn(&[Layer]) -> Result<VigilConfig, ConfigError> + 'a {
     move |layers| {
-        let config = merged(registry, base, layers)?;
+        let config = merged(registry, base, layers);
+        if let Some(merges) = merges {
+            let serving = config.as_ref().map_err(|why| Chain(why).to_string());
+            let layers = base.iter().chain(layers).cloned().collect();
+            // Full: the shadow controller is behind, this merge goes unjudged.
+            let _ = merges.try_send(Merged {
+                layers,
+                serving: serving.cloned(),
+            });
+        }
+        let config = config?;
         references::check(&config, layers, problems)?;
         Ok(config)
     }
@@ -567,7 +584,7 @@ async fn retried_at_start(
         match merge() {
             Err(error) if error.is_transient() && attempt < START_MERGES => {
                 let wait = backoff.wait(attempt);
-                tracing::warn!(error = %crate::base::report::Chain(&error), attempt, retry_in = ?wait, "the agent's own config did not merge; trying again");
+                tracing::warn!(error = %Chain(&error), attempt, retry_in = ?wait, "the agent's own config did not merge; trying again");
                 tokio::time::sleep(wait).await;
                 attempt += 1;
             }
@@ -645,55 +662,5 @@ mod tests {
             "{result:?}"
         );
         assert_eq!((calls.get(), start.elapsed()), (1, Duration::ZERO));
-    }
-
-    #[test]
-    fn a_changed_selection_waits_for_the_nodes_turn() {
-        let start = Instant::now();
-        let offset = Duration::from_secs(12);
-        let mut spread = Spread {
-            offset,
-            ..Spread::default()
-        };
-        assert_eq!(
-            spread.wait(1, start),
-            None,
-            "the first selection applies at once"
-        );
-        assert_eq!(spread.wait(1, start), None, "unchanged");
-        let due = start + Duration::from_secs(5) + offset;
-        let at = start + Duration::from_secs(5);
-        assert_eq!(spread.wait(2, at), Some(due), "a change waits");
-        let later = at + Duration::from_secs(6);
-        assert_eq!(
-            spread.wait(3, later),
-            Some(due),
-            "another change keeps the turn"
-        );
-        assert_eq!(spread.wait(3, due), None, "applied at its turn");
-        assert_eq!(spread.wait(4, due), Some(due + offset));
-        assert_eq!(spread.wait(3, due), None, "back to what applies: no wait");
-        assert_eq!(
-            spread.wait(4, due + offset),
-            Some(due + offset * 2),
-            "a new wait"
-        );
-    }
-
-    #[test]
-    fn turns_are_stable_and_cover_the_window() {
-        let spread = Duration::from_secs(30);
-        let turns: Vec<Duration> = (0..1000)
-            .map(|i| turn(&format!("node-{i}"), spread))
-            .collect();
-        assert!(turns.iter().all(|t| *t < spread));
-        assert_eq!(turn("node-7", spread), turns[7]);
-        // About a tenth of the fleet in each tenth of the window.
-        for tenth in 0..10u32 {
-            let (from, to) = (spread * tenth / 10, spread * (tenth + 1) / 10);
-            let count = turns.iter().filter(|t| (from..to).contains(*t)).count();
-            assert!((60..=140).contains(&count), "{count} in [{from:?}, {to:?})");
-        }
-        assert_eq!(turn("node-7", Duration::ZERO), Duration::ZERO);
     }
 }
