@@ -196,3 +196,62 @@ async fn a_merger_in_shadow_merges_each_config_change_beside_the_serving_one() {
     assert!(!metrics.contains("result=\"fault\""), "{metrics}");
     terminated_cleanly(agent).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_faulting_shadow_leaves_the_serving_version_and_the_cycle_untouched() {
+    let registry = OciRegistry::start();
+    let cache = tempfile::tempdir().unwrap();
+    let (file, bytes) = example("js-sorter");
+    let reference = push(&registry, &file, "1", cache.path());
+    let version = Digest::of(&bytes).to_string();
+    let (server, fixture) = test_node().await;
+    pod(&server, &fixture, "small", 100);
+    pod(&server, &fixture, "big", 900);
+    // The sorter's calls may use 4 MiB: enough for the built-in that
+    // serves, far too little for a JavaScript engine, which then faults on
+    // every call in shadow (the shadow gets the serving version's limits).
+    let limits = json!({"policies": {SORTER: {"memoryLimitMiB": 4}}});
+    server.put(
+        "vigilconfigs",
+        "",
+        vigil_config("fleet", Value::Null, limits),
+    );
+    server.put(
+        "vigilpolicies",
+        "",
+        json!({"apiVersion": "vigil.dev/v1alpha1", "kind": "VigilPolicy",
+               "metadata": {"name": SORTER},
+               "spec": {"source": {"oci": {"ref": reference, "insecure": true}},
+                        "rollout": {"percent": 0, "shadow": {"percent": 100}}}}),
+    );
+    let agent = start(&server, &fixture, &[]);
+    server
+        .until(COMPILING, "the sorter comparing in shadow", |s| {
+            let shadow = &sorter_status(s)["shadow"];
+            shadow["state"] == "Comparing" && shadow["version"] == version.as_str()
+        })
+        .await;
+    watching(&server).await;
+
+    fixture.memory_available(50);
+    until_evicted(&server, "big").await;
+    let fault = format!(
+        "vigil_policy_shadow_total{{policy=\"{SORTER}\",version=\"{version}\",result=\"fault\"}}"
+    );
+    until_metric(&server, &agent, &fault).await;
+    fixture.memory_available(4096);
+    // The serving built-in answered, faulted never and serves on.
+    let metrics = agent.metrics();
+    let serving_faults: Vec<&str> = (metrics.lines())
+        .filter(|l| l.starts_with("vigil_policy_faults_total{name=\"default-sorter\""))
+        .collect();
+    assert!(
+        serving_faults.len() == 1 && serving_faults[0].ends_with("} 0"),
+        "{metrics}"
+    );
+    assert_eq!(evicted_names(&server), [("big".to_owned(), 201)]);
+    let status = sorter_status(&server);
+    assert_eq!(status["source"], "builtin", "{status}");
+    assert_eq!(status["state"], "Active", "{status}");
+    terminated_cleanly(agent).await;
+}
