@@ -15,12 +15,14 @@ RUN target="$(uname -m)-unknown-linux-musl" \
  && install -D -m 0555 "target/$target/release/vigil" /out/vigil
 
 # Runtime: the binary and the CA certificates, nothing else (no shell, no
-# package manager, no libc). The agent runs as root only to write its hostPath
-# state directory; the DaemonSet drops every capability and mounts the root
-# filesystem read-only.
+# package manager, no libc). It runs as UID 65532 unless told otherwise: the
+# DaemonSet's init container (`vigil own-state`, as root with CHOWN and
+# DAC_READ_SEARCH only) gives the hostPath state directory to that user, and
+# the agent drops every capability on a read-only root filesystem.
 FROM scratch
 COPY --from=build /out/vigil /vigil
 COPY --from=build /etc/ssl/certs/ca-certificates.crt /etc/ssl/certs/ca-certificates.crt
 ENV SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt
+USER 65532:65532
 ENTRYPOINT ["/vigil"]
 CMD ["agent"]

@@ -42,6 +42,8 @@ case " $arches " in *" arm64 "*) need_debian_packages gcc-aarch64-linux-gnu libc
 
 version=$(cargo metadata --locked --no-deps --format-version 1 |
     python3 -c 'import json,sys; print(next(p["version"] for p in json.load(sys.stdin)["packages"] if p["name"] == "vigil"))')
+# The source the labels name: the origin this checkout came from, if any.
+source=$(git remote get-url origin 2>/dev/null || echo unknown)
 out=target/image
 storage=(--storage-driver vfs --root "$PWD/$out/storage/root" --runroot "$PWD/$out/storage/run")
 mkdir -p "$out"
@@ -73,12 +75,14 @@ for a in $arches; do
     buildah "${storage[@]}" copy --chmod 0444 "$ctr" /etc/ssl/certs/ca-certificates.crt \
         /etc/ssl/certs/ca-certificates.crt >/dev/null
     buildah "${storage[@]}" config --arch "$a" --os linux \
-        --entrypoint '["/vigil"]' --cmd agent \
+        --entrypoint '["/vigil"]' --cmd agent --user 65532:65532 \
         --env SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt \
         --label org.opencontainers.image.title=vigil \
         --label org.opencontainers.image.version="$version" \
         --label org.opencontainers.image.licenses=Apache-2.0 \
         --label org.opencontainers.image.revision="$(git rev-parse HEAD)" \
+        --label org.opencontainers.image.created="$(git log -1 --format=%cI HEAD)" \
+        --label org.opencontainers.image.source="$source" \
         "$ctr"
     buildah "${storage[@]}" commit --quiet --format oci --rm "$ctr" "$index-$a" >/dev/null
     buildah "${storage[@]}" manifest add "$index" "containers-storage:$index-$a" >/dev/null

@@ -68,12 +68,29 @@ run=("${podman[@]}" run --rm --runtime runc --read-only --cap-drop ALL
     --security-opt no-new-privileges --network none
     --ulimit nofile=1024:20000 --ulimit nproc=4096:4096)
 
+# The version and the commit it was built from; run as the image's own user.
+version=$(python3 -c 'import tomllib; print(tomllib.load(open("Cargo.toml", "rb"))["workspace"]["package"]["version"])')
 out=$("${run[@]}" "$pin" --version)
 echo "$out"
 case "$out" in
-    "vigil "*) ;;
-    *) echo "unexpected --version: $out" >&2; exit 1 ;;
+    "vigil $version ($(git rev-parse --short=12 HEAD)) wasmtime "*) ;;
+    *) echo "unexpected --version: $out (vigil $version at $(git rev-parse --short=12 HEAD))" >&2; exit 1 ;;
 esac
+user=$("${podman[@]}" image inspect --format '{{.Config.User}}' "$pin")
+if [ "$user" != "65532:65532" ]; then
+    echo "the image runs as '$user', not 65532:65532" >&2
+    exit 1
+fi
+"${podman[@]}" image inspect --format '{{json .Labels}}' "$pin" >"$work/labels.json"
+python3 - "$work/labels.json" "$version" "$(git rev-parse HEAD)" "$(git log -1 --format=%cI HEAD)" <<'EOF'
+import json, sys
+labels, version, revision, created = json.load(open(sys.argv[1])), *sys.argv[2:]
+key = "org.opencontainers.image."
+wanted = {"version": version, "revision": revision, "created": created, "licenses": "Apache-2.0"}
+for name, value in wanted.items():
+    assert labels.get(key + name) == value, (name, labels.get(key + name), value)
+assert labels.get(key + "source"), labels
+EOF
 help=$("${run[@]}" "$pin" agent --help)
 grep -q -- '--node-name' <<<"$help" || { echo "agent --help does not name --node-name" >&2; exit 1; }
 # The policies run in it: the built-ins compile and pass their canary call

@@ -15,7 +15,7 @@ use clap::{Parser, Subcommand};
 
 /// vigil: a node agent that evicts pods under pressure, with decisions made by WebAssembly policies.
 #[derive(Debug, Parser)]
-#[command(name = "vigil", version)]
+#[command(name = "vigil", version = crate::base::build::VERSION)]
 pub struct Cli {
     /// How to write logs (to stderr).
     #[arg(long, value_enum, default_value = "text", global = true)]
