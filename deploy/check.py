@@ -8,6 +8,7 @@ Every failure names the object and what is wrong; the exit code is 1 then.
 """
 
 import pathlib
+import re
 import sys
 
 import jsonschema
@@ -195,10 +196,17 @@ def check_prometheus(docs):
     names = {r.get("alert") for g in alerts["groups"] for r in g["rules"]}
     if "VigilAgentMissing" not in names:
         fail("alerts.yaml", "no alert for a node without a ready agent")
+    # An overlay renames and moves every object (namePrefix, namespace): an
+    # alert that matches series by an object's name stops finding them.
+    by_name = re.compile(r'\b(created_by_name|daemonset|job|namespace|pod|service)\s*(=~|!~|!=|=)\s*"')
     for group in alerts["groups"]:
         for r in group["rules"]:
             if "instance" in r["expr"]:
                 fail("alerts.yaml", f"{r['alert']} groups by instance, not node")
+            for found in by_name.finditer(r["expr"]):
+                fail("alerts.yaml", f"{r['alert']} matches {found.group(1)} by name, which an overlay renames")
+            if not r.get("annotations", {}).get("runbook_url"):
+                fail("alerts.yaml", f"{r['alert']} has no runbook_url")
 
 
 def main():

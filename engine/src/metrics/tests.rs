@@ -54,6 +54,9 @@ fn exported() -> BTreeSet<String> {
     };
     m.config_checkpoint_loads.get_or_create(&load).inc();
     m.config_reason("Active");
+    m.policy_pulled("pulled", 1);
+    m.policy_precompiled("imported");
+    m.events_dropped.get_or_create(&name).inc();
 
     let mut text = String::new();
     let registry = m.registry();
@@ -198,8 +201,9 @@ fn policy_calls_count_by_version_across_a_new_version_and_a_rollback() {
 const OBSERVABILITY: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy/observability");
 
 #[test]
-fn the_alert_rules_parse_and_name_only_exported_metrics() {
+fn the_alert_rules_parse_name_only_exported_metrics_and_have_runbooks() {
     let exported = exported();
+    let anchors = guide_anchors();
     let text = std::fs::read_to_string(format!("{OBSERVABILITY}/alerts.yaml")).unwrap();
     let rules: Rules = serde_norway::from_str(&text).unwrap();
     let rules: Vec<(&str, &Rule)> = rules
@@ -216,7 +220,39 @@ fn the_alert_rules_parse_and_name_only_exported_metrics() {
         }
         assert!(rule.labels.contains_key("severity"), "{}", rule.alert);
         assert!(rule.annotations.contains_key("summary"), "{}", rule.alert);
+        let runbook = rule.annotations.get("runbook_url").map(String::as_str);
+        let anchor = runbook.and_then(|url| url.strip_prefix(RUNBOOKS));
+        assert!(
+            anchor.is_some_and(|a| anchors.contains(a)),
+            "{}: runbook_url {runbook:?} is no section of docs/operating.md",
+            rule.alert
+        );
     }
+}
+
+/// Where the alerts' runbooks are: sections of the operating guide.
+const RUNBOOKS: &str = "https://github.com/vigil-dev/vigil/blob/main/docs/operating.md#";
+
+/// The anchors of docs/operating.md's headings, as GitHub makes them:
+/// lower case, spaces as dashes, other punctuation dropped.
+fn guide_anchors() -> BTreeSet<String> {
+    let guide =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/operating.md"))
+            .unwrap();
+    (guide.lines())
+        .filter(|l| l.starts_with('#'))
+        .map(|l| {
+            (l.trim_start_matches('#').trim().chars())
+                .filter_map(|c| match c {
+                    ' ' => Some('-'),
+                    c if c.is_alphanumeric() || c == '-' || c == '_' => {
+                        Some(c.to_ascii_lowercase())
+                    }
+                    _ => None,
+                })
+                .collect()
+        })
+        .collect()
 }
 
 #[test]

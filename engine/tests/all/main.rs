@@ -2,6 +2,7 @@
 //! test binary. Run one suite with `cargo test -p vigil --test all SUITE::`.
 
 mod agent;
+mod docs;
 mod policy_check;
 mod policy_new;
 mod policy_push;
