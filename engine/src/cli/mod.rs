@@ -64,9 +64,16 @@ enum Command {
     #[command(subcommand)]
     Policy(policy::PolicyCommand),
     /// How far a policy has rolled out: nodes per version, stage and state, the agreement
-    /// of its version in shadow, the nodes where it failed and why. Also `kubectl vigil
-    /// status POLICY`, with this binary on the PATH as `kubectl-vigil`.
+    /// of its version in shadow, the nodes where it failed and why; with `--config`, the
+    /// config's rollout. Also `kubectl vigil status POLICY`, with this binary on the PATH
+    /// as `kubectl-vigil`.
     Status(fleet::StatusArgs),
+    /// This binary's build and the agents' builds across the fleet (`--client`: this
+    /// binary's only). Also `kubectl vigil version`.
+    Version(fleet::VersionArgs),
+    /// Where the vigil pod of a node runs, its readiness, restarts and image. Also
+    /// `kubectl vigil where NODE`.
+    Where(fleet::WhereArgs),
     /// Why a pod was evicted: each eviction call about it the nodes still keep, with the
     /// strategy and its version, the threshold that held, the sorter, its version and the
     /// pod's rank. Also `kubectl vigil explain NAMESPACE/NAME`.
@@ -95,6 +102,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Simulate(args) => args.execute().await,
         Command::Policy(command) => command.execute().await,
         Command::Status(args) => args.execute().await,
+        Command::Version(args) => args.execute().await,
+        Command::Where(args) => args.execute().await,
         Command::Explain(args) => args.execute().await,
         Command::Cleanup(command) => command.execute().await,
         Command::OwnState(args) => args.execute(),

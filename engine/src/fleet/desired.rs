@@ -6,6 +6,7 @@ use super::activity::{Activity, time};
 use super::kinds::{
     ConfigState, Fault, NodeView, PolicyView, PressureCondition, PullView, ShadowView,
 };
+use crate::base::build::BUILD;
 use crate::cluster::node_status::condition_type;
 use crate::config::assignment::ConfigView;
 use crate::policy::{Incident, Origin, Phase, PolicyStatus, RefusedVersion, Registry};
@@ -15,6 +16,7 @@ use std::collections::BTreeMap;
 /// The node's report.
 pub(crate) fn node(config: &ConfigView, activity: &Activity) -> NodeView {
     NodeView {
+        agent: Some(BUILD.to_owned()),
         config: ConfigState {
             state: config.status.reason.as_str().to_owned(),
             message: config.status.message.clone(),

@@ -54,6 +54,7 @@ mod tests {
         let spec = VigilNodeStatusSpec { node: name.into() };
         let mut object = VigilNodeStatus::new(name, spec);
         object.status = Some(NodeView {
+            agent: None,
             config: ConfigState {
                 state: "Active".into(),
                 message: String::new(),

@@ -59,6 +59,12 @@ pub(crate) const POLICY_LABEL: &str = "vigil.dev/policy";
         priority = "1"
     ),
     printcolumn(
+        name = "Agent",
+        type_ = "string",
+        json_path = ".status.agent",
+        priority = "1"
+    ),
+    printcolumn(
         name = "Age",
         type_ = "date",
         json_path = ".metadata.creationTimestamp"
@@ -74,6 +80,10 @@ pub(crate) struct VigilNodeStatusSpec {
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct NodeView {
+    /// The agent's build, as `vigil --version` names it. Absent when
+    /// written by an agent before 0.2.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
     /// Which config runs, and why.
     pub config: ConfigState,
     /// The pressure conditions that hold now.

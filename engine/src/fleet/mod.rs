@@ -10,6 +10,8 @@
 //! - `queue` is the rate-limited work queue keyed by object;
 //! - `reconcile` makes the objects on the API server what they should be;
 //! - `summary` counts one policy's rollout from those objects (`vigil status`);
+//! - `rollout` counts the config's rollout and the agents' builds (`vigil
+//!   status --config`, `vigil version`);
 //! - `explain` tells why a pod was evicted from them (`vigil explain`).
 
 pub(crate) mod activity;
@@ -18,6 +20,7 @@ pub(crate) mod explain;
 pub(crate) mod kinds;
 pub(crate) mod queue;
 pub(crate) mod reconcile;
+pub(crate) mod rollout;
 pub(crate) mod summary;
 pub use activity::Activity;
 pub use reconcile::{Inputs, Reconciler};

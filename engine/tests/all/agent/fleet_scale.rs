@@ -2,7 +2,8 @@
 //! size): real agents against one test API server, through start, rest, a
 //! config change, a policy rollout, a restart of every agent and of the
 //! API server, each held to the per-node targets; then `kubectl vigil
-//! status` of the policy rolled out, as an admin would ask.
+//! status` of the policy rolled out and of the config, `version` and
+//! `where`, as an admin would ask.
 
 use super::pulled::example;
 use std::time::Duration;
@@ -70,6 +71,45 @@ async fn a_small_fleet_meets_the_per_node_targets_in_every_phase() {
     assert!(
         builtin.contains(&format!(" -         Active           {NODES}\n")),
         "{builtin}"
+    );
+
+    // The config's rollout: every node runs what it was assigned.
+    let config = kubectl_vigil(&server, &["status", "--config"]);
+    assert!(
+        config.starts_with(&format!("config: {NODES} node(s) report\n")),
+        "{config}"
+    );
+    assert!(!config.contains("not running"), "{config}");
+    let rows: usize = (config.lines().skip(2))
+        .filter_map(|l| l.split_whitespace().last()?.parse::<usize>().ok())
+        .sum();
+    assert_eq!(rows, NODES, "{config}");
+
+    // Which build runs where: this one, on every node.
+    let version = kubectl_vigil(&server, &["version"]);
+    let build = vigil::base::build::BUILD;
+    assert_eq!(
+        version,
+        format!("client: {build}\nagents: {NODES} node(s) report\n{NODES:>6}  {build}\n")
+    );
+
+    // Where a node's agent pod runs, found by its label in any namespace.
+    let node = &names[0];
+    server.put(
+        "pods",
+        "ops",
+        serde_json::json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "team-vigil-x7k2p", "namespace": "ops",
+                         "labels": {"app.kubernetes.io/name": "vigil"}},
+            "spec": {"nodeName": node, "containers": [{"name": "agent", "image": "vigil:test"}]},
+            "status": {"phase": "Running"}}),
+    );
+    let found = kubectl_vigil(&server, &["where", node]);
+    assert_eq!(
+        found,
+        format!(
+            "ops/team-vigil-x7k2p on {node}: Running, ready 0/1, 0 restart(s), image vigil:test\n"
+        )
     );
 }
 
