@@ -209,10 +209,65 @@ def check_prometheus(docs):
                 fail("alerts.yaml", f"{r['alert']} has no runbook_url")
 
 
+def check_same(helm, kustomize):
+    """Helm's render and kustomize's hold the same objects, field for field
+    (the CRDs' `helm.sh/resource-policy: keep` aside: Helm's alone)."""
+
+    def key(doc):
+        meta = doc["metadata"]
+        return (doc["apiVersion"], doc["kind"], meta.get("namespace", ""), meta["name"])
+
+    def unkept(doc):
+        annotations = doc["metadata"].get("annotations", {})
+        annotations.pop("helm.sh/resource-policy", None)
+        if not annotations:
+            doc["metadata"].pop("annotations", None)
+        return doc
+
+    def by_name(value):
+        # A list of named items (volumes, containers, ports) is a map: a
+        # strategic-merge patch moves the item it patches.
+        if isinstance(value, dict):
+            return {k: by_name(v) for k, v in value.items()}
+        if isinstance(value, list):
+            items = [by_name(v) for v in value]
+            if items and all(isinstance(v, dict) and "name" in v for v in items):
+                items.sort(key=lambda v: str(v["name"]))
+            return items
+        return value
+
+    ours = {key(d): by_name(unkept(d)) for d in helm}
+    theirs = {key(d): by_name(d) for d in kustomize}
+    for missing in sorted(set(theirs) - set(ours)):
+        fail("chart", f"renders no {missing}")
+    for extra in sorted(set(ours) - set(theirs)):
+        fail("chart", f"renders {extra}, which kustomize does not")
+    for both in sorted(set(ours) & set(theirs)):
+        if ours[both] != theirs[both]:
+            path, mine, kustomized = first_difference(ours[both], theirs[both])
+            fail("chart", f"renders {both} otherwise than kustomize at {path}: {mine!r}, not {kustomized!r}")
+
+
+def first_difference(a, b, path=""):
+    """The first path at which two values differ, and both values there."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        for key in sorted(set(a) | set(b)):
+            if a.get(key) != b.get(key):
+                return first_difference(a.get(key), b.get(key), f"{path}.{key}")
+    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        for i, (x, y) in enumerate(zip(a, b)):
+            if x != y:
+                return first_difference(x, y, f"{path}[{i}]")
+    return path, a, b
+
+
 def main():
     mode, render = sys.argv[1:3]
     docs = load(render)
-    {"privilege": check_privilege, "prometheus": check_prometheus}[mode](docs)
+    if mode == "same":
+        check_same(docs, load(sys.argv[3]))
+    else:
+        {"privilege": check_privilege, "prometheus": check_prometheus}[mode](docs)
     for failure in failures:
         print(f"deploy/ ({mode}): {failure}", file=sys.stderr)
     sys.exit(1 if failures else 0)

@@ -27,8 +27,31 @@ check() { "$venv/bin/python" check.py "$@"; }
 cluster=../target/vigil-cluster/vigil-cluster
 ../tests/cluster/build.sh > /dev/null
 kubectl() { "$cluster" kubectl "$@"; }
+
+# The Helm chart (deploy/chart/) is written from kustomize's renders of
+# deploy/ by chart.py: `deploy/check.sh --write-chart` writes it.
+version=$(python3 -c 'import tomllib; print(tomllib.load(open("../Cargo.toml", "rb"))["workspace"]["package"]["version"])')
+renders=../target/deploy-check/chart-renders
+write_chart() {
+  mkdir -p "$renders/compile-on-node" "$renders/prometheus"
+  kubectl kustomize . > "$renders/base.yaml"
+  for component in compile-on-node prometheus; do
+    printf 'resources: [../../../../deploy]\ncomponents: [../../../../deploy/components/%s]\n' \
+      "$component" > "$renders/$component/kustomization.yaml"
+    kubectl kustomize "$renders/$component" > "$renders/$component.yaml"
+  done
+  "$venv/bin/python" chart.py "$1" "$version" \
+    "$renders/base.yaml" "$renders/compile-on-node.yaml" "$renders/prometheus.yaml"
+}
+if [ "${1:-}" = --write-chart ]; then
+  write_chart chart
+  echo "deploy/chart/ written"
+  exit 0
+fi
+
 rendered=$(mktemp)
-trap 'rm -f "$rendered"' EXIT
+scratch=$(mktemp -d)
+trap 'rm -rf "$rendered" "$scratch"' EXIT
 kubectl kustomize . > "$rendered"
 validate "$rendered"
 # An upgrade (apply -k again) must never replace the operator's policies.
@@ -76,6 +99,7 @@ kubectl kustomize "$overlay" > "$rendered"
 validate "$rendered"
 check privilege "$rendered"
 grep -q 'path: /var/lib/containers/storage/vigil-statfs$' "$rendered"
+cp "$rendered" "$scratch/cri-o.yaml"
 # The Prometheus Operator's PodMonitor and PrometheusRule, in an overlay
 # that renames and moves everything: the PodMonitor still selects the
 # agents, and no alert matches an object's name or namespace.
@@ -99,4 +123,48 @@ if [ "$(image kustomization.yaml)" != "$(image cleanup/kustomization.yaml)" ]; t
   echo "deploy/cleanup/: its images entry differs from deploy/'s (release/pin.sh pins both)" >&2
   exit 1
 fi
+
+# The chart: current, lint-clean, refusing values its schema does not
+# allow, and rendering what kustomize renders, object for object — by
+# default and with each value a component or an overlay sets — with Helm
+# built from its Go module at the version release/tools/go.mod pins.
+write_chart "$scratch/chart"
+if ! diff -r chart "$scratch/chart" > "$scratch/chart.diff"; then
+  echo "deploy/chart/ is not what deploy/ makes: run deploy/check.sh --write-chart" >&2
+  head -40 "$scratch/chart.diff" >&2
+  exit 1
+fi
+../release/tools/build.sh
+helm=../target/tools/helm
+# The Kubernetes version the tests run (Helm's own default is far older).
+template() { "$helm" template vigil chart --namespace default --kube-version 1.37.0 "$@"; }
+"$helm" lint --strict --kube-version 1.37.0 chart > /dev/null
+template > /dev/null
+same() { # HELM-ARGS... -- KUSTOMIZE-RENDER
+  local args=() render
+  while [ "$1" != -- ]; do args+=("$1"); shift; done
+  render=$2
+  template "${args[@]}" > "$scratch/helm.yaml"
+  check same "$scratch/helm.yaml" "$render"
+}
+same -- "$renders/base.yaml"
+same --set components.compileOnNode.enabled=true -- "$renders/compile-on-node.yaml"
+same --set components.prometheus.enabled=true -- "$renders/prometheus.yaml"
+same --set runtime.imagefs=/var/lib/containers/storage/vigil-statfs -- "$scratch/cri-o.yaml"
+overlay=../target/deploy-check/namespace-only
+mkdir -p "$overlay"
+printf 'namespace: ops-vigil\nresources: [../../../deploy]\n' > "$overlay/kustomization.yaml"
+kubectl kustomize "$overlay" > "$scratch/namespace.yaml"
+same --set namespace.name=ops-vigil -- "$scratch/namespace.yaml"
+for bad in cgroupDriver=cgroupsv2 image.digest=latest runtime.nodefs=relative extraArgs[0]=dry-run; do
+  if template --set "$bad" > /dev/null 2> "$scratch/refused"; then
+    echo "deploy/chart/: values.schema.json lets --set $bad through" >&2
+    exit 1
+  fi
+  grep -q 'values don.t meet the specifications of the schema' "$scratch/refused" || {
+    echo "deploy/chart/: --set $bad refused, but not by the schema:" >&2
+    cat "$scratch/refused" >&2
+    exit 1
+  }
+done
 echo "deploy/: manifests valid"

@@ -13,6 +13,7 @@
 mod agent;
 mod evictions;
 mod fleet;
+mod helm;
 mod install;
 mod upgrade;
 mod validation;

@@ -18,7 +18,7 @@ const LIMIT: Duration = Duration::from_secs(120);
 
 const CONFIG: &str = "evictionPeriodSeconds: 1\npolicies:\n  disk-pressure: {enabled: false}\n";
 
-fn until(what: &str, condition: impl Fn() -> bool) {
+pub(super) fn until(what: &str, condition: impl Fn() -> bool) {
     let start = Instant::now();
     while !condition() {
         assert!(start.elapsed() < LIMIT, "never: {what}");
@@ -27,7 +27,7 @@ fn until(what: &str, condition: impl Fn() -> bool) {
 }
 
 /// Everything of vigil's the API server still holds, by kind.
-fn leftovers(cluster: &Upstream) -> Vec<String> {
+pub(super) fn leftovers(cluster: &Upstream) -> Vec<String> {
     let mut left = Vec::new();
     for kind in [
         "customresourcedefinitions",
