@@ -42,6 +42,11 @@ case " $arches " in *" arm64 "*) need_debian_packages gcc-aarch64-linux-gnu libc
 
 version=$(cargo metadata --locked --no-deps --format-version 1 |
     python3 -c 'import json,sys; print(next(p["version"] for p in json.load(sys.stdin)["packages"] if p["name"] == "vigil"))')
+# Reproducible: every time in the image and its SBOMs is SOURCE_DATE_EPOCH,
+# by default the commit's time, so two builds of one commit give one digest.
+SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct HEAD)}
+export SOURCE_DATE_EPOCH
+created=$(date -u -d "@$SOURCE_DATE_EPOCH" +%Y-%m-%dT%H:%M:%SZ)
 # The source the labels name: the origin this checkout came from, if any.
 source=$(git remote get-url origin 2>/dev/null || echo unknown)
 out=target/image
@@ -81,10 +86,11 @@ for a in $arches; do
         --label org.opencontainers.image.version="$version" \
         --label org.opencontainers.image.licenses=Apache-2.0 \
         --label org.opencontainers.image.revision="$(git rev-parse HEAD)" \
-        --label org.opencontainers.image.created="$(git log -1 --format=%cI HEAD)" \
+        --label org.opencontainers.image.created="$created" \
         --label org.opencontainers.image.source="$source" \
         "$ctr"
-    buildah "${storage[@]}" commit --quiet --format oci --rm "$ctr" "$index-$a" >/dev/null
+    buildah "${storage[@]}" commit --quiet --format oci --rm --timestamp "$SOURCE_DATE_EPOCH" \
+        --identity-label=false "$ctr" "$index-$a" >/dev/null
     buildah "${storage[@]}" manifest add "$index" "containers-storage:$index-$a" >/dev/null
 done
 

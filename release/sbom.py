@@ -5,13 +5,21 @@ Reads `cargo metadata` (the lockfile's exact versions; --locked, --offline when
 the registry index is cached) and lists every crate linked into the binary:
 the `vigil` package's normal dependencies for TARGET, and the built-in
 policies (node-pressure, default-sorter, default-merger) with their normal
-dependencies for wasm32-wasip2, as the binary embeds them. Build scripts,
-proc macros and dev-dependencies are not shipped and not listed.
+dependencies for wasm32-wasip2, as the binary embeds them; the musl C
+library the Rust toolchain links statically for TARGET (its version read from
+the toolchain's own libc.a); and the CA bundle the image carries (Debian's
+ca-certificates, its version from dpkg). Build scripts, proc macros and
+dev-dependencies are not shipped and not listed. Nothing in it depends on
+when it is made: its time is SOURCE_DATE_EPOCH (else the commit's) and its
+serial number is derived from what it describes.
 
     release/sbom.py x86_64-unknown-linux-musl VERSION > vigil.cdx.json
 """
 
 import json
+import os
+import pathlib
+import re
 import subprocess
 import sys
 import uuid
@@ -72,6 +80,50 @@ def component(pkg, scope_note):
     return entry
 
 
+def musl(target):
+    """The musl the toolchain links for `target`, from its libc.a."""
+    sysroot = subprocess.run(["rustc", "--print", "sysroot"], check=True,
+                             capture_output=True, text=True).stdout.strip()
+    libc = pathlib.Path(sysroot, "lib/rustlib", target, "lib/self-contained/libc.a")
+    found = re.findall(rb"\x00(1\.\d+\.\d+)\x00", libc.read_bytes())
+    if len(set(found)) != 1:
+        sys.exit(f"{libc}: cannot tell the musl version ({sorted(set(found))})")
+    version = found[0].decode()
+    return {
+        "type": "library",
+        "bom-ref": f"pkg:generic/musl@{version}",
+        "name": "musl",
+        "version": version,
+        "purl": f"pkg:generic/musl@{version}",
+        "licenses": [{"expression": "MIT"}],
+        "properties": [{"name": "vigil:linked-for", "value": f"{target} (static, from the Rust toolchain)"}],
+    }
+
+
+def ca_bundle():
+    """The CA certificates the image carries, as Debian packaged them."""
+    version = subprocess.run(["dpkg-query", "-W", "-f", "${Version}", "ca-certificates"],
+                             check=True, capture_output=True, text=True).stdout.strip()
+    purl = f"pkg:deb/debian/ca-certificates@{version}?arch=all"
+    return {
+        "type": "data",
+        "bom-ref": purl,
+        "name": "ca-certificates",
+        "version": version,
+        "purl": purl,
+        "licenses": [{"expression": "MPL-2.0"}],
+        "properties": [{"name": "vigil:path", "value": "/etc/ssl/certs/ca-certificates.crt"}],
+    }
+
+
+def build_time():
+    """SOURCE_DATE_EPOCH, else the commit's time."""
+    epoch = os.environ.get("SOURCE_DATE_EPOCH") or subprocess.run(
+        ["git", "log", "-1", "--format=%ct"], check=True, capture_output=True, text=True
+    ).stdout.strip()
+    return datetime.fromtimestamp(int(epoch), timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def main():
     if len(sys.argv) != 3:
         sys.exit(__doc__.strip().splitlines()[-1].strip())
@@ -93,13 +145,17 @@ def main():
             notes = entry["properties"][0]
             if note not in notes["value"].split(","):
                 notes["value"] += "," + note
+    for extra in (musl(target), ca_bundle()):
+        components[extra["bom-ref"]] = extra
+    listed = ",".join(sorted(components))
+    serial = uuid.uuid5(uuid.NAMESPACE_URL, f"vigil/{version}/{target}/{listed}")
     bom = {
         "bomFormat": "CycloneDX",
         "specVersion": "1.5",
-        "serialNumber": f"urn:uuid:{uuid.uuid4()}",
+        "serialNumber": f"urn:uuid:{serial}",
         "version": 1,
         "metadata": {
-            "timestamp": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "timestamp": build_time(),
             "component": {
                 "type": "application",
                 "bom-ref": f"pkg:cargo/vigil@{version}",

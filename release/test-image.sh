@@ -82,7 +82,7 @@ if [ "$user" != "65532:65532" ]; then
     exit 1
 fi
 "${podman[@]}" image inspect --format '{{json .Labels}}' "$pin" >"$work/labels.json"
-python3 - "$work/labels.json" "$version" "$(git rev-parse HEAD)" "$(git log -1 --format=%cI HEAD)" <<'EOF'
+python3 - "$work/labels.json" "$version" "$(git rev-parse HEAD)" "$(date -u -d "@$(git log -1 --format=%ct HEAD)" +%Y-%m-%dT%H:%M:%SZ)" <<'EOF'
 import json, sys
 labels, version, revision, created = json.load(open(sys.argv[1])), *sys.argv[2:]
 key = "org.opencontainers.image."
@@ -132,6 +132,23 @@ actual=$(grep -v '^\(dev\|proc\|sys\|run\)/\?' "$work/files" | grep -v '^etc/\(h
 if [ "$actual" != "$expected" ]; then
     echo "the image holds more than the binary and the certificates:" >&2
     echo "$actual" >&2
+    exit 1
+fi
+# The SBOM lists what the binary links and the image carries beyond the
+# crates: the musl C library and the CA bundle.
+python3 - "target/image/vigil-$version-amd64.cdx.json" <<'EOF'
+import json, sys
+names = {c["name"] for c in json.load(open(sys.argv[1]))["components"]}
+for wanted in ("musl", "ca-certificates", "wasmtime", "kube-client"):
+    assert wanted in names, (wanted, len(names))
+EOF
+
+# Built again from the same commit (the binary from cargo's cache), the
+# index has the same digest: nothing in it depends on when it was made.
+first=$(cat target/image/digest)
+release/image.sh --arch amd64 >/dev/null 2>&1
+if [ "$(cat target/image/digest)" != "$first" ]; then
+    echo "a second build of the image gave $(cat target/image/digest), not $first" >&2
     exit 1
 fi
 echo "image test passed: $pin"
