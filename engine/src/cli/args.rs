@@ -8,6 +8,9 @@ use crate::distribution::signature::VerificationKey;
 use anyhow::Context;
 use std::path::{Path, PathBuf};
 
+/// The label selector of vigil's agent pods (the DaemonSet's template).
+pub(super) const AGENT_PODS: &str = "app.kubernetes.io/name=vigil";
+
 /// How the author's commands reach a registry.
 #[derive(Debug, clap::Args)]
 pub(super) struct RegistryArgs {

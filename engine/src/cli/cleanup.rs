@@ -17,7 +17,7 @@ pub(super) enum CleanupCommand {
         #[arg(
             long,
             value_name = "SELECTOR",
-            default_value = "app.kubernetes.io/name=vigil"
+            default_value = super::args::AGENT_PODS
         )]
         agent_selector: String,
         /// A kubeconfig file; without it the in-cluster service account, else `$KUBECONFIG`.

@@ -7,7 +7,7 @@
 //! `vigil where NODE` (the agent pod of a node). Each is one paged LIST,
 //! the first page served from the API server's watch cache.
 
-use super::args::one_shot_clients;
+use super::args::{AGENT_PODS, one_shot_clients};
 use crate::base::build::BUILD;
 use crate::fleet::explain::explain;
 use crate::fleet::kinds::{POLICY_LABEL, VigilNodeStatus, VigilPolicyStatus};
@@ -23,9 +23,6 @@ use std::path::PathBuf;
 
 /// The objects asked for per page.
 const PAGE: u32 = 500;
-
-/// The label of vigil's pods (the DaemonSet's template).
-const AGENT_LABEL: &str = "app.kubernetes.io/name=vigil";
 
 /// `vigil status`'s arguments.
 #[derive(Debug, clap::Args)]
@@ -90,10 +87,10 @@ pub(super) struct WhereArgs {
 impl WhereArgs {
     pub(super) async fn execute(self) -> anyhow::Result<()> {
         let on_node = format!("spec.nodeName={}", self.node);
-        let pods: Vec<Pod> = list(self.kubeconfig, Some(AGENT_LABEL), Some(&on_node)).await?;
+        let pods: Vec<Pod> = list(self.kubeconfig, Some(AGENT_PODS), Some(&on_node)).await?;
         if pods.is_empty() {
             bail!(
-                "no vigil pod on node {} (label {AGENT_LABEL}, any namespace)",
+                "no vigil pod on node {} (label {AGENT_PODS}, any namespace)",
                 self.node
             );
         }

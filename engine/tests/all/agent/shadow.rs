@@ -24,6 +24,27 @@ fn sorter_policy(source: &str, previous: &str, percent: u8, shadow: u8) -> Value
                                 "shadow": {"percent": shadow}}}})
 }
 
+/// A `VigilPolicy` `name` that no node serves (no `previous`: the
+/// built-in serves) and every node runs in shadow: `reference`.
+fn shadow_everywhere(name: &str, reference: &str) -> Value {
+    json!({"apiVersion": "vigil.dev/v1alpha1", "kind": "VigilPolicy",
+           "metadata": {"name": name},
+           "spec": {"source": {"oci": {"ref": reference, "insecure": true}},
+                    "rollout": {"percent": 0, "shadow": {"percent": 100}}}})
+}
+
+/// Waits until `version` of `name` compares in shadow on this node (its
+/// JavaScript compile included).
+async fn until_comparing(server: &ApiServer, name: &str, version: &str) {
+    let what = format!("{name}@{version} comparing in shadow");
+    server
+        .until(COMPILING, &what, |s| {
+            let shadow = &policy_status(s, name)["shadow"];
+            shadow["state"] == "Comparing" && shadow["version"] == version
+        })
+        .await;
+}
+
 /// The sorter's status on this node.
 fn sorter_status(server: &ApiServer) -> Value {
     policy_status(server, SORTER)
@@ -60,12 +81,7 @@ async fn a_reversing_sorter_in_shadow_differs_while_the_serving_version_evicts_u
             sorter_status(s)["digest"] == v1_digest.as_str()
         })
         .await;
-    server
-        .until(COMPILING, "v2 comparing in shadow", |s| {
-            let shadow = &sorter_status(s)["shadow"];
-            shadow["state"] == "Comparing" && shadow["version"] == v2_version.as_str()
-        })
-        .await;
+    until_comparing(&server, SORTER, &v2_version).await;
     assert_eq!(sorter_status(&server)["shadow"]["reference"], new.as_str());
     watching(&server).await;
 
@@ -156,22 +172,9 @@ async fn a_merger_in_shadow_merges_each_config_change_beside_the_serving_one() {
     let reference = push(&registry, &file, "1", cache.path());
     let version = Digest::of(&bytes).to_string();
     let (server, fixture) = test_node().await;
-    // Nobody serves it (no `previous`: the built-in serves); all shadow it.
-    server.put(
-        "vigilpolicies",
-        "",
-        json!({"apiVersion": "vigil.dev/v1alpha1", "kind": "VigilPolicy",
-               "metadata": {"name": MERGER},
-               "spec": {"source": {"oci": {"ref": reference, "insecure": true}},
-                        "rollout": {"percent": 0, "shadow": {"percent": 100}}}}),
-    );
+    server.put("vigilpolicies", "", shadow_everywhere(MERGER, &reference));
     let agent = start(&server, &fixture, &[]);
-    server
-        .until(COMPILING, "the merger comparing in shadow", |s| {
-            let shadow = &policy_status(s, MERGER)["shadow"];
-            shadow["state"] == "Comparing" && shadow["version"] == version.as_str()
-        })
-        .await;
+    until_comparing(&server, MERGER, &version).await;
     let agree = |n: u32| {
         format!(
             "vigil_policy_shadow_total{{policy=\"{MERGER}\",version=\"{version}\",result=\"agree\"}} {n}"
@@ -216,21 +219,9 @@ async fn a_faulting_shadow_leaves_the_serving_version_and_the_cycle_untouched() 
         "",
         vigil_config("fleet", Value::Null, limits),
     );
-    server.put(
-        "vigilpolicies",
-        "",
-        json!({"apiVersion": "vigil.dev/v1alpha1", "kind": "VigilPolicy",
-               "metadata": {"name": SORTER},
-               "spec": {"source": {"oci": {"ref": reference, "insecure": true}},
-                        "rollout": {"percent": 0, "shadow": {"percent": 100}}}}),
-    );
+    server.put("vigilpolicies", "", shadow_everywhere(SORTER, &reference));
     let agent = start(&server, &fixture, &[]);
-    server
-        .until(COMPILING, "the sorter comparing in shadow", |s| {
-            let shadow = &sorter_status(s)["shadow"];
-            shadow["state"] == "Comparing" && shadow["version"] == version.as_str()
-        })
-        .await;
+    until_comparing(&server, SORTER, &version).await;
     watching(&server).await;
 
     fixture.memory_available(50);
