@@ -43,13 +43,11 @@ async fn with_the_api_server_down_at_start_up_the_checkpoint_runs_while_it_is_fr
         server.outage(true);
         let agent = start(&server, &fixture, &[]);
         until_metric(
-            &server,
             &agent,
             &format!(r#"vigil_config_checkpoint_loads_total{{status="{load}"}} 1"#),
         )
         .await;
         until_metric(
-            &server,
             &agent,
             &format!(r#"vigil_config_state{{reason="{reason}"}} 1"#),
         )
@@ -200,7 +198,7 @@ async fn the_previous_releases_state_directory_is_read_by_the_agent_as_its_own_u
         r#"vigil_config_state{reason="CheckpointInUse"} 1"#,
         &state_line,
     ] {
-        until_metric(&server, &agent, line).await;
+        until_metric(&agent, line).await;
     }
     let status = std::fs::read_to_string(format!("/proc/{}/status", agent.pid())).unwrap();
     assert!(

@@ -176,7 +176,7 @@ async fn a_misspelt_policy_name_is_a_warning_and_a_refused_candidate_is_counted(
     let config = format!("{CONFIG}  memory-presure: {{enabled: false}}\n");
     let binary = std::path::Path::new(env!("CARGO_BIN_EXE_vigil"));
     let agent = AgentProcess::start(binary, NODE, &fixture, &server, &config, &[]);
-    until_metric(&server, &agent, "vigil_config_unknown_policies 1").await;
+    until_metric(&agent, "vigil_config_unknown_policies 1").await;
     assert!(
         agent.logs().contains(
             r#"config field policies.memory-presure names policy "memory-presure", which is not loaded; did you mean "memory-pressure"?"#
@@ -191,7 +191,6 @@ async fn a_misspelt_policy_name_is_a_warning_and_a_refused_candidate_is_counted(
         .await;
     assert!(server.evictions()[0].uri.ends_with("/pods/other/eviction"));
     until_metric(
-        &server,
         &agent,
         r#"vigil_sorter_refusals_total{name="default-sorter"} "#,
     )
@@ -378,7 +377,6 @@ async fn a_throttling_api_server_delays_the_eviction_and_moves_on_to_nobody() {
     assert!(server.requests().iter().all(|r| r.method != "DELETE"));
     assert!(events(&server, "EvictionRefused").is_empty());
     until_metric(
-        &server,
         &agent,
         r#"vigil_evictions_total{strategy="memory-pressure",urgency="hard",result="throttled"} 3"#,
     )
@@ -414,9 +412,7 @@ async fn pods_the_api_server_will_not_evict_pass_the_turn_to_the_next() {
         agent.logs()
     );
     assert!(server.get("pods", NS, "big").is_some());
-    until_metric(
-        &server,
-        &agent,
+    until_metric(&agent,
         r#"vigil_evictions_total{strategy="memory-pressure",urgency="hard",result="not-evictable"} 3"#,
     )
     .await;

@@ -116,7 +116,6 @@ async fn a_node_that_never_compiles_serves_signed_native_code_and_refuses_what_i
     )
     .await;
     until_metric(
-        &server,
         &agent,
         "vigil_policy_precompiled_total{result=\"imported\"} 1",
     )

@@ -129,19 +129,9 @@ async fn a_vigil_policy_serves_from_a_registry_rolls_out_by_bucket_and_survives_
             pull_report(s)["stage"] == "newest" && pull_report(s)["state"] == "Pulled"
         })
         .await;
-    until_metric(
-        &server,
-        &agent,
-        "vigil_policy_pulls_total{result=\"pulled\"} 2",
-    )
-    .await;
+    until_metric(&agent, "vigil_policy_pulls_total{result=\"pulled\"} 2").await;
     let bytes = (js_bytes.len() + py_bytes.len()).to_string();
-    until_metric(
-        &server,
-        &agent,
-        &format!("vigil_policy_pull_bytes_total {bytes}"),
-    )
-    .await;
+    until_metric(&agent, &format!("vigil_policy_pull_bytes_total {bytes}")).await;
 
     // The registry goes away and the agent restarts: it serves what it
     // pulled from its state directory, without a request.
@@ -151,12 +141,7 @@ async fn a_vigil_policy_serves_from_a_registry_rolls_out_by_bucket_and_survives_
         start(&server, &fixture, &["--status-interval", "100ms"]),
     ))
     .await;
-    until_metric(
-        &server,
-        &agent,
-        "vigil_policy_pulls_total{result=\"held\"} 1",
-    )
-    .await;
+    until_metric(&agent, "vigil_policy_pulls_total{result=\"held\"} 1").await;
     until_serving(
         &server,
         "the Python sorter, from the state directory",
