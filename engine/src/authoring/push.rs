@@ -32,6 +32,10 @@ pub enum PushError {
     /// A reference pinned by digest cannot be pushed to.
     #[error("{0} names a digest: push to a tag or a repository, the digest is the answer")]
     Pinned(String),
+    /// The artifact to attach a file to is not there, or its referrers
+    /// cannot be listed.
+    #[error("{0}")]
+    Subject(String),
     /// The artifact cannot be signed.
     #[error("cannot sign: {0}")]
     Sign(String),

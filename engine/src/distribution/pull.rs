@@ -428,6 +428,24 @@ async fn signatures(
     Ok(signed)
 }
 
+/// Accepts `pinned`, any artifact (a policy, an image index…), if a
+/// cosign signature under `key` stored beside it covers its digest, as
+/// `cosign verify --key` does.
+///
+/// # Errors
+/// The registry refused or could not be reached, or no signature under
+/// `key` covers `pinned`.
+pub(crate) async fn verify_signed(
+    pinned: &Pinned,
+    access: &Access,
+    key: &VerificationKey,
+) -> Result<(), PullError> {
+    let (client, auth) = access.client(&pinned.reference);
+    let signed = signatures(&client, &auth, pinned).await?;
+    signature::verify(key, &pinned.manifest, &signed)?;
+    Ok(())
+}
+
 /// Pulls `pinned`, an artifact as `expect` says, into `store` (see the
 /// module's docs), refusing a layer of more than `cap` bytes and, with
 /// `key`, one no signature under it covers.

@@ -156,3 +156,109 @@ fn push_speaks_plain_http_only_when_asked() {
         registry.logs()
     );
 }
+
+/// Pushes the built-in sorter to `registry` as `policies/my-sorter:TAG`;
+/// answers the reference that pins it.
+fn pushed_sorter(registry: &OciRegistry, dir: &std::path::Path, tag: &str) -> String {
+    let (file, _) = sorter_file(dir);
+    let target = format!("{}/policies/my-sorter:{tag}", registry.addr());
+    let (ok, stdout, stderr) =
+        vigil(&["policy", "push", &file, &target, "--insecure", "--no-cache"]);
+    assert!(ok, "{stdout}{stderr}");
+    vigil_testbed::cli::printed(&stdout, "pin:")
+}
+
+#[test]
+fn verify_accepts_only_an_artifact_signed_under_the_key() {
+    let registry = OciRegistry::start();
+    let dir = tempfile::tempdir().unwrap();
+    let (key, public) = vigil_testbed::cli::key_pair(dir.path(), "release");
+    let (_, other) = vigil_testbed::cli::key_pair(dir.path(), "other");
+    let pinned = pushed_sorter(&registry, dir.path(), "v1");
+    let verify = |key: &std::path::Path| {
+        vigil(&[
+            "policy",
+            "verify",
+            &pinned,
+            "--key",
+            key.to_str().unwrap(),
+            "--insecure",
+        ])
+    };
+    let (ok, _, stderr) = verify(&public);
+    assert!(
+        !ok && stderr.contains("is not verified"),
+        "unsigned: {stderr}"
+    );
+    let (ok, stdout, stderr) = vigil(&[
+        "policy",
+        "sign",
+        &pinned,
+        "--key",
+        key.to_str().unwrap(),
+        "--insecure",
+    ]);
+    assert!(ok, "{stdout}{stderr}");
+    let (ok, stdout, stderr) = verify(&public);
+    assert!(ok && stdout.starts_with("verified"), "{stdout}{stderr}");
+    let (ok, _, stderr) = verify(&other);
+    assert!(
+        !ok && stderr.contains("is not verified"),
+        "another key: {stderr}"
+    );
+}
+
+#[tokio::test]
+async fn attach_publishes_a_referrer_listed_once_under_the_tag_schema() {
+    let registry = OciRegistry::start();
+    let dir = tempfile::tempdir().unwrap();
+    let pinned = pushed_sorter(&registry, dir.path(), "v1");
+    let sbom = dir.path().join("sorter.cdx.json");
+    std::fs::write(&sbom, br#"{"bomFormat": "CycloneDX", "components": []}"#).unwrap();
+    let sbom = sbom.to_str().unwrap();
+    let attach = |to: &str| vigil(&["policy", "attach", to, sbom, "--insecure"]);
+    let (ok, stdout, stderr) = attach(&pinned);
+    assert!(ok, "{stdout}{stderr}");
+    let referrer = stdout.trim().rsplit(' ').next().unwrap().to_owned();
+    // The same file again: the same artifact, listed once.
+    let (ok, again, stderr) = attach(&pinned);
+    assert!(ok && again.trim().ends_with(&referrer), "{again}{stderr}");
+
+    // Read back as a client of the referrers API does: Debian's registry
+    // has none, so oci-client falls back to the tag schema.
+    let reference: Reference = pinned.parse().unwrap();
+    let access = Access {
+        insecure: true,
+        ..Access::default()
+    };
+    let (client, auth) = access.client(&reference);
+    let cyclonedx = "application/vnd.cyclonedx+json";
+    let listed = client
+        .pull_referrers(&reference, Some(cyclonedx))
+        .await
+        .unwrap();
+    let digests: Vec<&str> = listed.manifests.iter().map(|m| m.digest.as_str()).collect();
+    let referrer: Reference = referrer.parse().unwrap();
+    assert_eq!(digests, [referrer.digest().unwrap()]);
+    let (manifest, _) = client.pull_manifest(&referrer, &auth).await.unwrap();
+    let OciManifest::Image(manifest) = manifest else {
+        panic!("not an image manifest: {manifest:?}");
+    };
+    assert_eq!(manifest.artifact_type.as_deref(), Some(cyclonedx));
+    let subject = manifest.subject.expect("a subject");
+    assert_eq!(Some(subject.digest.as_str()), reference.digest());
+    let mut pulled = Vec::new();
+    (client.pull_blob(&referrer, &manifest.layers[0], &mut pulled))
+        .await
+        .unwrap();
+    assert_eq!(pulled, std::fs::read(sbom).unwrap());
+
+    // Nothing is attached to what the registry does not hold.
+    let missing = format!(
+        "{}/policies/my-sorter@sha256:{}",
+        registry.addr(),
+        "0".repeat(64)
+    );
+    let (ok, _, stderr) = attach(&missing);
+    assert!(!ok && stderr.contains("cannot attach"), "{stderr}");
+}

@@ -1,6 +1,7 @@
 //! `vigil policy …`: the policy author's commands, one file each; the work is
 //! [`crate::authoring`]'s.
 
+mod attach;
 mod check;
 mod compile;
 mod new;
@@ -8,6 +9,7 @@ mod precompile;
 mod push;
 mod sign;
 mod test;
+mod verify;
 
 #[derive(Debug, clap::Subcommand)]
 pub(super) enum PolicyCommand {
@@ -37,6 +39,13 @@ pub(super) enum PolicyCommand {
     /// Sign a published artifact (a component or a precompiled one) as `cosign sign --key`
     /// does, with an unencrypted PKCS#8 P-256 key (PEM).
     Sign(sign::SignArgs),
+    /// Check that a published artifact (a component, a precompiled one, an image) carries a
+    /// cosign signature under a public key, as `cosign verify --key` does.
+    Verify(verify::VerifyArgs),
+    /// Attach a file to a published artifact as an OCI referrer (its `subject`): vigil's
+    /// SBOMs to its images. Listed by the OCI referrers API where the registry has one, and
+    /// under the referrers tag schema (`sha256-HEX`) always.
+    Attach(attach::AttachArgs),
     /// The agent's child compiler: compiles the component on stdin into the cache.
     #[command(hide = true)]
     Compile(compile::CompileArgs),
@@ -51,6 +60,8 @@ impl PolicyCommand {
             Self::Push(args) => args.execute().await,
             Self::Precompile(args) => args.execute().await,
             Self::Sign(args) => args.execute().await,
+            Self::Verify(args) => args.execute().await,
+            Self::Attach(args) => args.execute().await,
             Self::Compile(args) => args.execute(),
         }
     }
