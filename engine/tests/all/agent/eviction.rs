@@ -96,6 +96,12 @@ async fn memory_pressure_evicts_the_top_pod_through_the_api_and_shows_it_on_the_
     );
     let note = evicting["note"].as_str().unwrap();
     assert!(note.ends_with(&why), "{note}");
+    // The node's status is written on its own interval, after the Events.
+    server
+        .until(LIMIT, "the eviction on the node's status", |s| {
+            node_report(s)["lastEvictions"][0].is_object()
+        })
+        .await;
     let last = &node_report(&server)["lastEvictions"][0];
     assert_eq!(
         (last["pod"].as_str(), last["why"].as_str()),
@@ -139,12 +145,13 @@ async fn the_kubelets_victim_is_reclaim_in_progress_until_its_cgroup_is_gone() {
     let (server, fixture) = test_node().await;
     pod(&server, &fixture, "small", 100);
     let big = pod(&server, &fixture, "big", 900);
+    // The kubelet got there first: it is evicting big for memory, as its
+    // eviction manager writes it (before the agent lists the pods: were it
+    // written after, a cycle between the write and the agent's watch event
+    // would rightly evict big), and the node is still short of memory.
+    server.kubelet_evicting(NS, "big", "memory");
     let agent = start(&server, &fixture, &[]);
     watching(&server).await;
-
-    // The kubelet got there first: it is evicting big for memory, as its
-    // eviction manager writes it, and the node is still short of memory.
-    server.kubelet_evicting(NS, "big", "memory");
     fixture.memory_available(50);
     let waiting = r#"vigil_thresholds_waiting{strategy="memory-pressure",reclaim="kubelet"} 1"#;
     until_agent(&agent, waiting, |a| a.metrics().contains(waiting)).await;
