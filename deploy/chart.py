@@ -76,17 +76,23 @@ def agent(daemonset):
     return daemonset["spec"]["template"]["spec"]["containers"][0]
 
 
-def daemonset_template(base, compiling):
+def daemonset_template(base, compiling, version):
     """The DaemonSet with its values, and those values' defaults."""
     ds = json.loads(json.dumps(base))
     spec = ds["spec"]["template"]["spec"]
     main, changed = agent(base), agent(compiling)
     image = main["image"]
-    repository, tag = image.rsplit(":", 1)
+    # By digest (a release) or by tag (the version being made).
+    if "@" in image:
+        repository, digest = image.split("@")
+        tag = version
+    else:
+        repository, tag = image.rsplit(":", 1)
+        digest = ""
     volumes = {v["name"]: v for v in spec["volumes"]}
     values = {
         "namespace": {"name": NAMESPACE, "create": True},
-        "image": {"repository": repository, "tag": tag, "digest": ""},
+        "image": {"repository": repository, "tag": tag, "digest": digest},
         "cgroupDriver": None,
         "runtime": {
             "nodefs": volumes["nodefs"]["hostPath"]["path"],
@@ -253,7 +259,7 @@ def main():
         old.unlink()
     (templates / "_helpers.tpl").write_text(HELPERS)
 
-    daemonset, values = daemonset_template(one(base, "DaemonSet"), one(compiling, "DaemonSet"))
+    daemonset, values = daemonset_template(one(base, "DaemonSet"), one(compiling, "DaemonSet"), version)
     names = set()
     for obj in base:
         kind, name = obj["kind"], obj["metadata"]["name"]

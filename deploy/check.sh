@@ -54,6 +54,16 @@ scratch=$(mktemp -d)
 trap 'rm -rf "$rendered" "$scratch"' EXIT
 kubectl kustomize . > "$rendered"
 validate "$rendered"
+# No render names an image of another release: deploy/ runs the tag of the
+# workspace's version (what that version's release publishes, until then no
+# image: the pods do not start) or, at a release's tag, its digest.
+kubectl kustomize cleanup > "$scratch/cleanup.yaml"
+for render in "$rendered" "$scratch/cleanup.yaml"; do
+  images=$(grep -ho 'image: .*' "$render" | sed 's/image: //; s/"//g')
+  [ -n "$images" ] || { echo "no image in $render" >&2; exit 1; }
+  other=$(grep -v -e ":$version\$" -e '@sha256:[0-9a-f]\{64\}$' <<<"$images" || true)
+  [ -z "$other" ] || { echo "deploy/ runs $other, not version $version's image" >&2; exit 1; }
+done
 # An upgrade (apply -k again) must never replace the operator's policies.
 if grep -q '^  name: vigil-policies$' "$rendered"; then
   echo "deploy/: kustomize renders the vigil-policies ConfigMap; an upgrade would wipe policies" >&2

@@ -84,9 +84,15 @@ fn revision() {
         Ok(id) if !id.is_empty() => id,
         _ => match git(&["rev-parse", "--short=12", "HEAD"]) {
             Some(commit) => {
-                // A new commit (or branch switch) must rebuild with its id.
-                for path in ["HEAD", "refs", "packed-refs"] {
-                    let file = git(&["rev-parse", "--git-path", path]);
+                // A new commit (or a switch) must rebuild with its id: HEAD
+                // moves, or the branch it names (loose or packed). Other refs
+                // (a tag made, a fetch) do not rebuild.
+                let mut watched = vec!["HEAD".to_owned()];
+                if let Some(branch) = git(&["symbolic-ref", "-q", "HEAD"]) {
+                    watched.extend([branch, "packed-refs".to_owned()]);
+                }
+                for path in watched {
+                    let file = git(&["rev-parse", "--git-path", &path]);
                     if let Some(file) = file.filter(|f| std::path::Path::new(f).exists()) {
                         println!("cargo:rerun-if-changed={file}");
                     }

@@ -47,6 +47,11 @@ version=$(cargo metadata --locked --no-deps --format-version 1 |
 SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct HEAD)}
 export SOURCE_DATE_EPOCH
 created=$(date -u -d "@$SOURCE_DATE_EPOCH" +%Y-%m-%dT%H:%M:%SZ)
+# Nor on where it is built: no absolute path of this checkout (generated
+# sources under target/ name themselves in panic locations) or of cargo's
+# home in the binary (for the target only: RUSTFLAGS skips build scripts
+# when --target is given, and the built-in policies' nested build drops it).
+export RUSTFLAGS="--remap-path-prefix=$PWD=/vigil --remap-path-prefix=${CARGO_HOME:-$HOME/.cargo}=/cargo"
 # The source the labels name: the origin this checkout came from, if any.
 source=$(git remote get-url origin 2>/dev/null || echo unknown)
 out=target/image

@@ -76,8 +76,10 @@ need_debian_packages() {
     say "installing $* from Debian"
     local sudo=()
     [[ $(id -u) == 0 ]] || sudo=(sudo)
-    "${sudo[@]}" apt-get install -y --no-install-recommends "$@" ||
-      { "${sudo[@]}" apt-get update && "${sudo[@]}" apt-get install -y --no-install-recommends "$@"; }
+    # Waits for another install (CI prepares the release beside the tests).
+    local apt=("${sudo[@]}" apt-get -o DPkg::Lock::Timeout=600)
+    "${apt[@]}" install -y --no-install-recommends "$@" ||
+      { "${apt[@]}" update && "${apt[@]}" install -y --no-install-recommends "$@"; }
   fi
 }
 
