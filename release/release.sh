@@ -72,7 +72,6 @@ mkdir -p "$out"
 # 2. The images, both architectures in one index.
 pin=$(release/image.sh --arch all --push "$repository:$version" $insecure | sed -n 's/^pin: //p')
 [ -n "$pin" ] || die "image.sh printed no pinned reference"
-digest=${pin#*@}
 vigil=target/x86_64-unknown-linux-musl/release/vigil
 registry_args=($insecure ${VIGIL_REGISTRY_ARGS:-})
 

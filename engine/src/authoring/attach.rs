@@ -74,15 +74,8 @@ pub(crate) async fn attach(
     });
     let artifact = serde_json::to_vec(&artifact).expect("JSON serialises");
     let digest = oci_digest(&Digest::of(&artifact));
-    let at = |tag_or_digest: String, by_digest: bool| {
-        let (registry, repository) = (reference.registry(), reference.repository());
-        if by_digest {
-            Reference::with_digest(registry.to_owned(), repository.to_owned(), tag_or_digest)
-        } else {
-            Reference::with_tag(registry.to_owned(), repository.to_owned(), tag_or_digest)
-        }
-    };
-    let here = at(digest.clone(), true);
+    let (registry, repository) = (reference.registry(), reference.repository());
+    let here = Reference::with_digest(registry.to_owned(), repository.to_owned(), digest.clone());
     client.push_blob(&here, file, &oci_digest(&layer)).await?;
     let config = oci_digest(&Digest::of(EMPTY_CONFIG));
     (client.push_blob(&here, EMPTY_CONFIG.to_vec(), &config)).await?;
@@ -94,7 +87,8 @@ pub(crate) async fn attach(
     });
     let header = http::HeaderValue::from_static(MANIFEST_MEDIA_TYPE);
     client.push_manifest_raw(&here, artifact, header).await?;
-    let tag = at(format!("sha256-{}", pinned.manifest().hex()), false);
+    let tag = format!("sha256-{}", pinned.manifest().hex());
+    let tag = Reference::with_tag(registry.to_owned(), repository.to_owned(), tag);
     list_referrer(&client, &auth, &tag, descriptor).await?;
     Ok(Pushed {
         pinned: format!(
