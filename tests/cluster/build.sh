@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Builds vigil-cluster (etcd, kube-apiserver, kube-controller-manager and
-# kubectl at the versions go.mod pins, in one binary) to $1, default
+# Builds vigil-cluster (etcd, kube-apiserver, kube-controller-manager,
+# kube-scheduler, the kubelet, kube-proxy and kubectl at the versions go.mod
+# pins, in one binary) to $1, default
 # target/vigil-cluster/vigil-cluster at the workspace root. Go's build cache
 # makes a second build take seconds; the first takes a while (see README.md).
 set -euo pipefail

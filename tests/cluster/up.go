@@ -37,6 +37,9 @@ type cluster struct {
 	self     string
 	ports    map[string]int
 	children map[string]*child
+	// node is set in node mode (node.go): a kubelet runs beside the control
+	// plane, which then serves on the node's address.
+	node *node
 	// stop receives SIGINT and SIGTERM, also while the cluster starts.
 	stop chan os.Signal
 }
@@ -55,11 +58,16 @@ type Ready struct {
 	Issuer     string         `json:"issuer"`
 	Pids       map[string]int `json:"pids"`
 	Version    string         `json:"version"`
+	// In node mode: the node's name and the registry its images come from.
+	Node     string `json:"node,omitempty"`
+	Registry string `json:"registry,omitempty"`
 }
 
 const issuer = "https://kubernetes.default.svc.cluster.local"
 
-func up(dir string) error {
+// up starts the control plane in dir; with containerd, the directory of
+// containerd's binaries, a node too.
+func up(dir, containerd string) error {
 	dir, err := filepath.Abs(dir)
 	if err != nil {
 		return err
@@ -72,6 +80,15 @@ func up(dir string) error {
 		return err
 	}
 	c := &cluster{dir: dir, self: self, ports: map[string]int{}, children: map[string]*child{}}
+	c.stop = make(chan os.Signal, 1)
+	signal.Notify(c.stop, syscall.SIGINT, syscall.SIGTERM)
+	defer c.stopAll()
+	if containerd != "" {
+		c.node = &node{containerd: containerd}
+		if err := c.prepareNode(); err != nil {
+			return fmt.Errorf("node: %w", err)
+		}
+	}
 	for _, name := range []string{"etcd-client", "etcd-peer", "apiserver"} {
 		if c.ports[name], err = freePort(); err != nil {
 			return err
@@ -80,9 +97,6 @@ func up(dir string) error {
 	if err := c.writePKI(); err != nil {
 		return fmt.Errorf("pki: %w", err)
 	}
-	c.stop = make(chan os.Signal, 1)
-	signal.Notify(c.stop, syscall.SIGINT, syscall.SIGTERM)
-	defer c.stopAll()
 	if err := c.start("etcd", c.etcdArgs()); err != nil {
 		return err
 	}
@@ -97,6 +111,11 @@ func up(dir string) error {
 	}
 	if err := c.waitDefaultServiceAccount(); err != nil {
 		return err
+	}
+	if c.node != nil {
+		if err := c.startNode(); err != nil {
+			return fmt.Errorf("node: %w", err)
+		}
 	}
 	if err := c.announce(); err != nil {
 		return err
@@ -127,15 +146,26 @@ func up(dir string) error {
 
 // run carries out one command of the input.
 func (c *cluster) run(command string) error {
-	if command != "restart kube-apiserver" {
-		return fmt.Errorf("unknown command %q (known: restart kube-apiserver)", command)
-	}
-	c.stopOne("kube-apiserver")
-	if err := c.start("kube-apiserver", c.apiserverArgs()); err != nil {
-		return err
-	}
-	if err := c.waitReady(); err != nil {
-		return err
+	switch {
+	case command == "restart kube-apiserver":
+		c.stopOne("kube-apiserver")
+		if err := c.start("kube-apiserver", c.apiserverArgs()); err != nil {
+			return err
+		}
+		if err := c.waitReady(); err != nil {
+			return err
+		}
+	case command == "restart kubelet" && c.node != nil:
+		// It reads its configuration again (DIR/kubelet/config.d).
+		c.stopOne("kubelet")
+		if err := c.startKubelet(); err != nil {
+			return err
+		}
+		if err := c.waitNodeReady(2 * time.Minute); err != nil {
+			return err
+		}
+	default:
+		return fmt.Errorf("unknown command %q (known: restart kube-apiserver, in node mode restart kubelet)", command)
 	}
 	return c.announce()
 }
@@ -145,7 +175,15 @@ func (c *cluster) path(parts ...string) string {
 }
 
 func (c *cluster) server() string {
-	return fmt.Sprintf("https://127.0.0.1:%d", c.ports["apiserver"])
+	return fmt.Sprintf("https://%s:%d", c.address(), c.ports["apiserver"])
+}
+
+// address is where the API server serves: loopback, or the node's address.
+func (c *cluster) address() string {
+	if c.node != nil {
+		return nodeIP
+	}
+	return "127.0.0.1"
 }
 
 func (c *cluster) writePKI() error {
@@ -154,7 +192,7 @@ func (c *cluster) writePKI() error {
 	if err != nil {
 		return err
 	}
-	hosts := []string{"127.0.0.1", "localhost", "10.0.0.1", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"}
+	hosts := []string{c.address(), "localhost", "10.0.0.1", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"}
 	if err := ca.issue(pki, "apiserver", "kube-apiserver", nil, hosts); err != nil {
 		return err
 	}
@@ -166,6 +204,11 @@ func (c *cluster) writePKI() error {
 	}
 	if err := newSigningKey(pki); err != nil {
 		return err
+	}
+	if c.node != nil {
+		if err := c.writeNodePKI(ca); err != nil {
+			return err
+		}
 	}
 	for _, user := range []string{"admin", "controller-manager"} {
 		if err := c.writeKubeconfig(user); err != nil {
@@ -233,9 +276,9 @@ func (c *cluster) etcdArgs() []string {
 
 func (c *cluster) apiserverArgs() []string {
 	pki := c.path("pki")
-	return []string{
+	args := []string{
 		fmt.Sprintf("--etcd-servers=http://127.0.0.1:%d", c.ports["etcd-client"]),
-		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
+		"--bind-address=" + c.address(), "--advertise-address=" + c.address(),
 		fmt.Sprintf("--secure-port=%d", c.ports["apiserver"]),
 		"--tls-cert-file=" + filepath.Join(pki, "apiserver.crt"),
 		"--tls-private-key-file=" + filepath.Join(pki, "apiserver.key"),
@@ -247,9 +290,6 @@ func (c *cluster) apiserverArgs() []string {
 		"--enable-admission-plugins=" + extraAdmission,
 		"--service-cluster-ip-range=10.0.0.0/24",
 		"--allow-privileged=true",
-		// The loopback address cannot be the kubernetes Service's endpoint;
-		// nothing in these tests reaches the API server through it.
-		"--endpoint-reconciler-type=none",
 		"--anonymous-auth=false",
 		"--audit-policy-file=" + c.path("audit-policy.yaml"),
 		"--audit-log-path=" + c.path("audit.log"),
@@ -257,10 +297,26 @@ func (c *cluster) apiserverArgs() []string {
 		"--profiling=false",
 		"--v=1",
 	}
+	if c.node == nil {
+		// The loopback address cannot be the kubernetes Service's endpoint;
+		// nothing in these tests reaches the API server through it.
+		return append(args, "--endpoint-reconciler-type=none")
+	}
+	return append(args,
+		// The node has no name in DNS: the kubelet is asked at its address.
+		"--kubelet-preferred-address-types=InternalIP",
+		"--kubelet-client-certificate="+filepath.Join(pki, "apiserver-kubelet-client.crt"),
+		"--kubelet-client-key="+filepath.Join(pki, "apiserver-kubelet-client.key"))
 }
 
 func (c *cluster) controllerManagerArgs() []string {
 	pki := c.path("pki")
+	// Without a kubelet, tests play it for their nodes, and the node
+	// lifecycle controller would mark those nodes unreachable.
+	controllers := "*,-node-lifecycle-controller"
+	if c.node != nil {
+		controllers = "*"
+	}
 	return []string{
 		"--kubeconfig=" + c.path("controller-manager.conf"),
 		"--authentication-kubeconfig=" + c.path("controller-manager.conf"),
@@ -270,19 +326,25 @@ func (c *cluster) controllerManagerArgs() []string {
 		"--use-service-account-credentials=true",
 		"--leader-elect=false",
 		"--bind-address=127.0.0.1", "--secure-port=0",
-		// No kubelet runs here: tests play it for their nodes, and the node
-		// lifecycle controller would mark those nodes unreachable.
-		"--controllers=*,-node-lifecycle-controller",
+		"--controllers=" + controllers,
 		"--v=1",
 	}
 }
 
+// start starts the component name of this binary with args.
 func (c *cluster) start(name string, args []string) error {
+	return c.startBinary(name, c.self, nil, append([]string{name}, args...)...)
+}
+
+// startBinary starts binary as the child name, with env added to this
+// process's environment, its output in DIR/name.log.
+func (c *cluster) startBinary(name, binary string, env []string, args ...string) error {
 	log, err := os.OpenFile(c.path(name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return err
 	}
-	command := exec.Command(c.self, append([]string{name}, args...)...)
+	command := exec.Command(binary, args...)
+	command.Env = append(os.Environ(), env...)
 	command.Stdout, command.Stderr = log, log
 	// Its own process group, so that a ^C at the terminal reaches only `up`,
 	// which then stops each child in order.
@@ -312,6 +374,9 @@ func (c *cluster) stopOne(name string) {
 }
 
 func (c *cluster) stopAll() {
+	if c.node != nil {
+		c.stopNode()
+	}
 	for _, name := range []string{"kube-controller-manager", "kube-apiserver", "etcd"} {
 		c.stopOne(name)
 	}
@@ -350,12 +415,8 @@ func (c *cluster) poll(path string, within time.Duration) error {
 			return fmt.Errorf("stopped while waiting for %s", path)
 		default:
 		}
-		for name, running := range c.children {
-			select {
-			case <-running.done:
-				return fmt.Errorf("%s exited; see %s", name, c.path(name+".log"))
-			default:
-			}
+		if err := c.exited(); err != nil {
+			return err
 		}
 		response, err := client.Get(c.server() + path)
 		if err == nil {
@@ -372,6 +433,18 @@ func (c *cluster) poll(path string, within time.Duration) error {
 	return fmt.Errorf("%s not ready within %s: %s", path, within, last)
 }
 
+// exited says which child has exited, if one has.
+func (c *cluster) exited() error {
+	for name, running := range c.children {
+		select {
+		case <-running.done:
+			return fmt.Errorf("%s exited; see %s", name, c.path(name+".log"))
+		default:
+		}
+	}
+	return nil
+}
+
 func (c *cluster) waitReady() error {
 	return c.poll("/readyz", 3*time.Minute)
 }
@@ -385,10 +458,14 @@ func (c *cluster) announce() error {
 	for name, running := range c.children {
 		pids[name] = running.command.Process.Pid
 	}
-	line, err := json.Marshal(Ready{
+	ready := Ready{
 		Server: c.server(), Kubeconfig: c.path("admin.conf"), CA: c.path("pki", "ca.crt"),
 		Issuer: issuer, Pids: pids, Version: kubernetesVersion(),
-	})
+	}
+	if c.node != nil {
+		ready.Node, ready.Registry = nodeName, c.registry()
+	}
+	line, err := json.Marshal(ready)
 	if err != nil {
 		return err
 	}
