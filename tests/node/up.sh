@@ -50,5 +50,5 @@ End this script's input (^D) or press ^C to stop the cluster.
 EOF
 # Further lines of the cluster (answers to commands) on stdout; its input
 # from ours, until ours ends.
-cat <&"$from" &
+cat <&"$from" {to}>&- &
 cat >&"$to" || true
