@@ -9,7 +9,9 @@ package main
 // kube-apiserver` stops the API server, starts it again on the same port and
 // store, waits until it is ready and prints the cluster's line again (its new
 // PID). End of its input, SIGINT or SIGTERM stops every child by PID and
-// exits, so a test process that dies takes its cluster with it.
+// exits, so a test process that dies takes its cluster with it. With
+// `--node CONTAINERD_DIR` it starts a real node beside it (node.go), and
+// `restart kubelet` is a command too.
 
 import (
 	"bufio"
