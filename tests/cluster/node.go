@@ -5,7 +5,8 @@ package main
 // built by tests/node/build.sh) with Debian's runc and CNI plugins, the
 // kubelet, kube-proxy and kube-scheduler, and a registry on loopback
 // (Debian's docker-registry) for the node's images. The node has an address
-// of its own, on an interface of its own, that pods reach through the bridge: the
+// of its own, on an interface of its own, that pods reach through the bridge:
+// the
 // API server serves there and the `kubernetes` Service leads to it through
 // kube-proxy, as on a real node. One node per machine: its runtime state and
 // sockets live in /run/vigil-node.
@@ -247,7 +248,7 @@ func (c *cluster) writeCNI() error {
 }
 
 // The kubelet's configuration; its eviction thresholds are set explicitly
-// (the tests change them through DIR/kubelet/config.d).
+// (drop-ins in DIR/kubelet/config.d change them, read at `restart kubelet`).
 const kubeletConfig = `apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 cgroupDriver: cgroupfs
