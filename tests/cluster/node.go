@@ -6,9 +6,8 @@ package main
 // kubelet, kube-proxy and kube-scheduler, and a registry on loopback
 // (Debian's docker-registry) for the node's images. The node has an address
 // of its own, on an interface of its own, that pods reach through the bridge:
-// the
-// API server serves there and the `kubernetes` Service leads to it through
-// kube-proxy, as on a real node. One node per machine: its runtime state and
+// the API server serves there and the `kubernetes` Service leads to it
+// through kube-proxy, as on a real node. One node per machine: its runtime state and
 // sockets live in /run/vigil-node.
 
 import (
