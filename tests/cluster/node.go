@@ -3,11 +3,12 @@ package main
 // `vigil-cluster up --node CONTAINERD_DIR DIR`: the control plane and one real
 // node beside it on this machine: containerd (its binaries in CONTAINERD_DIR,
 // built by tests/node/build.sh) with Debian's runc and CNI plugins, the
-// kubelet, kube-proxy and kube-scheduler, and a registry on loopback
-// (Debian's docker-registry) for the node's images. The node has an address
-// of its own, on an interface of its own, that pods reach through the bridge:
-// the API server serves there and the `kubernetes` Service leads to it
-// through kube-proxy, as on a real node. One node per machine: its runtime state and
+// kubelet, kube-proxy and kube-scheduler, and a registry (Debian's
+// docker-registry) for the node's images and policies. The node has an
+// address of its own, on an interface of its own that leads nowhere else,
+// that pods reach through the bridge: the API server serves there and the
+// `kubernetes` Service leads to it through kube-proxy, as on a real node, and
+// the registry serves there too, for containerd and for the agent's pulls. One node per machine: its runtime state and
 // sockets live in /run/vigil-node.
 
 import (
@@ -147,8 +148,10 @@ func (c *cluster) startNode() error {
 	return c.waitNodeReady(3 * time.Minute)
 }
 
+// registry is the registry's address: the node's, reached from this
+// machine and its pods only.
 func (c *cluster) registry() string {
-	return fmt.Sprintf("127.0.0.1:%d", c.node.registry)
+	return net.JoinHostPort(nodeIP, fmt.Sprint(c.node.registry))
 }
 
 func (c *cluster) startRegistry() error {
@@ -169,7 +172,7 @@ func (c *cluster) startContainerd() error {
 	if err := os.MkdirAll(hosts, 0o700); err != nil {
 		return err
 	}
-	// The loopback registry speaks plain HTTP.
+	// The node's registry speaks plain HTTP.
 	hostsToml := fmt.Sprintf("server = \"http://%[1]s\"\n[host.\"http://%[1]s\"]\n  capabilities = [\"pull\", \"resolve\"]\n", c.registry())
 	if err := os.WriteFile(filepath.Join(hosts, "hosts.toml"), []byte(hostsToml), 0o600); err != nil {
 		return err

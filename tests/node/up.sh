@@ -5,7 +5,7 @@
 #
 # Builds what it needs (tests/cluster/build.sh, tests/node/build.sh), starts
 # the control plane and the node (`vigil-cluster up --node`), pushes the
-# node's images (pause, sleeper, hog) to the node's registry on loopback,
+# node's images (pause, sleeper, hog) to the node's registry (on the node's address),
 # then prints the cluster's JSON line on stdout (as `vigil-cluster up` does,
 # with `node` and `registry`) and how to use it on stderr. Lines on its input
 # go to vigil-cluster (`restart kubelet`, `restart kube-apiserver`); the end
@@ -17,7 +17,7 @@ here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 # shellcheck source=../../examples/policies/toolchain/toolchain.sh
 source "$root/examples/policies/toolchain/toolchain.sh"
-need_debian_packages runc containernetworking-plugins docker-registry iptables iproute2 buildah
+need_debian_packages runc containernetworking-plugins docker-registry iptables iproute2 buildah skopeo
 "$root/tests/cluster/build.sh" >&2
 "$here/build.sh" >&2
 out="$root/target/vigil-node"
@@ -30,7 +30,9 @@ exec {from}<&"${node[0]}" {to}>&"${node[1]}"
 pid=$node_PID
 # Closing its input stops it; then wait for it to have cleaned up.
 stop() {
-    exec {to}>&- {node[1]}>&- 2>/dev/null || true
+    exec {to}>&- 2>/dev/null || true
+    # (bash unsets the coproc's descriptors once it has exited)
+    if [ -n "${node[1]:-}" ]; then exec {node[1]}>&- 2>/dev/null || true; fi
     wait "$pid" 2>/dev/null || true
 }
 trap stop EXIT

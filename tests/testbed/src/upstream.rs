@@ -55,15 +55,35 @@ impl Upstream {
     /// # Panics
     /// If it does not come up; the panic names the log to read.
     pub fn start() -> Self {
+        let mut command = Command::new(binary());
+        command.arg("up");
+        Self::spawn(command)
+    }
+
+    /// Builds the components and the node's parts if needed and starts a
+    /// fresh cluster with a real node, `vigil-node` (`tests/node/up.sh`:
+    /// containerd, the kubelet, kube-proxy, a registry on loopback holding
+    /// the node's images). Needs root.
+    ///
+    /// # Panics
+    /// If it does not come up; the panic names the log to read.
+    pub fn start_node() -> Self {
+        binary();
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        Self::spawn(Command::new(root.join("tests/node/up.sh")))
+    }
+
+    /// Starts `command` with a fresh directory as its last argument, and
+    /// waits for its line that says the cluster is ready.
+    fn spawn(mut command: Command) -> Self {
         let dir = tempfile::tempdir().expect("a temporary directory");
-        let mut supervisor = Command::new(binary())
-            .arg("up")
+        let mut supervisor = command
             .arg(dir.path())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(std::fs::File::create(dir.path().join("up.log")).expect("a log"))
             .spawn()
-            .expect("vigil-cluster up starts");
+            .expect("the cluster's supervisor starts");
         let commands = supervisor.stdin.take().expect("stdin");
         let answers = BufReader::new(supervisor.stdout.take().expect("stdout"));
         let mut cluster = Self {
@@ -96,10 +116,44 @@ impl Upstream {
     /// # Panics
     /// If it does not come back.
     pub fn restart_apiserver(&mut self) {
-        let commands = self.commands.as_mut().expect("the supervisor's input");
-        writeln!(commands, "restart kube-apiserver").expect("the supervisor reads");
-        self.ready = self.answer("the API server did not come back");
+        self.command("restart kube-apiserver", "the API server did not come back");
         self.restarted = Some(jiff::Timestamp::now());
+    }
+
+    /// Restarts the node's kubelet, which reads its configuration again
+    /// (drop-ins in [`Upstream::kubelet_drop_ins`]), and returns once the
+    /// node is Ready again.
+    ///
+    /// # Panics
+    /// If the cluster has no node, or it does not come back.
+    pub fn restart_kubelet(&mut self) {
+        self.command("restart kubelet", "the kubelet did not come back");
+    }
+
+    /// Sends the supervisor `line` and waits for its answer.
+    fn command(&mut self, line: &str, failure: &str) {
+        let commands = self.commands.as_mut().expect("the supervisor's input");
+        writeln!(commands, "{line}").expect("the supervisor reads");
+        self.ready = self.answer(failure);
+    }
+
+    /// The cluster's directory (its logs, its node's state).
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// The folder of the kubelet's configuration drop-ins (`*.conf`, read
+    /// at its start).
+    pub fn kubelet_drop_ins(&self) -> PathBuf {
+        self.dir.path().join("kubelet/config.d")
+    }
+
+    /// The node's registry on loopback, `127.0.0.1:PORT` (plain HTTP).
+    ///
+    /// # Panics
+    /// If the cluster has no node.
+    pub fn registry(&self) -> &str {
+        self.ready["registry"].as_str().expect("a node's registry")
     }
 
     /// When the API server last came back ready from a restart. (It serves
