@@ -132,7 +132,7 @@ pub async fn run(config: AgentConfig, shutdown: impl Future<Output = ()>) -> any
     let (config_task, merges) = agent.config_controller(&watches, controller);
     let ties = start::ConfigTies { merges, evictions };
     let reports = agent.reporting(&watches, config_report, pulled, ties);
-    let (wakes_tx, wakes) = agent.wakes(&eviction);
+    let (wakes_tx, wakes) = agent.wakes(&eviction, &reports);
     let memory_events = watch_memory_events(&config, wakes_tx);
     let parts = start::Loop {
         eviction,

@@ -24,7 +24,9 @@ use crate::controllers::pulls::{Pulls, ShadowPull};
 use crate::controllers::shadow::{Merged, ShadowController};
 use crate::controllers::trial::TrialBounds;
 use crate::distribution::crd::VigilPolicy;
-use crate::eviction::runner::{Heartbeat, LoopReport, REPORT_BACKLOG, Runner, forward_wakes};
+use crate::eviction::runner::{
+    Heartbeat, LoopReport, REPORT_BACKLOG, Runner, follow_memory_line, forward_wakes,
+};
 use crate::eviction::shadow::Shadowed;
 use crate::eviction::{EvictionManager, EvictionSettings};
 use crate::fleet::activity::{self, Activity};
@@ -35,6 +37,7 @@ use crate::model::Layer;
 use crate::policy::artifacts::engine::Baseline;
 use crate::policy::lifecycle::reload::Reloader;
 use crate::policy::{Host, LimitsTable, Registry};
+use crate::signals::memory_line::{self, MemoryLine, watch_memory_line};
 use crate::signals::wake::{TriggerSettings, Wake};
 use crate::signals::{CpuRates, SignalFiles};
 use anyhow::Context;
@@ -343,18 +346,26 @@ impl Agent<'_> {
     }
 
     /// Wakes the eviction loop on memory pressure (a PSI trigger, else
-    /// every period); answers the wakes' sender, for more sources.
+    /// every period) and the moment `memory.available` falls under the
+    /// highest threshold on it the loop's last cycle `reports`; answers the
+    /// wakes' sender, for more sources.
     pub(super) fn wakes(
         &self,
         eviction: &EvictionSettings,
+        reports: &broadcast::Sender<Arc<LoopReport>>,
     ) -> (mpsc::Sender<()>, mpsc::Receiver<()>) {
         let (wakes_tx, wakes_rx) = mpsc::channel(1);
         let wake = Wake::arm(
             &self.config.proc_root.join("pressure/memory"),
             &TriggerSettings::default(),
         );
-        // The thread ends by itself once the loop (the receiver) is gone.
+        // The threads end by themselves once the loop (the receiver) is gone.
         forward_wakes(wake, eviction.period, wakes_tx.clone());
+        let line = MemoryLine::default();
+        self.tasks
+            .spawn(follow_memory_line(reports.subscribe(), line.clone()));
+        let meminfo = self.config.proc_root.join("meminfo");
+        watch_memory_line(meminfo, line, memory_line::INTERVAL, wakes_tx.clone());
         (wakes_tx, wakes_rx)
     }
 

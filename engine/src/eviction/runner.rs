@@ -1,7 +1,8 @@
 //! The live eviction loop: a cycle every period, at once whenever a signal
-//! event arrives (a PSI trigger, a `memory.events` change, or the polling
-//! fallback), at once when an eviction was refused (so the next candidate is
-//! tried; at most [`RECYCLE_BURST`] such cycles in a row, then one per
+//! event arrives (a PSI trigger, a `memory.events` change, `memory.available`
+//! falling under the strategies' line, or the polling fallback), at once
+//! when an eviction was refused (so the next candidate is tried; at most
+//! [`RECYCLE_BURST`] such cycles in a row, then one per
 //! [`RECYCLE_EVERY`]), and when a throttling API server's wait is over,
 //! until shutdown.
 //!
@@ -18,6 +19,8 @@ use super::{
 };
 use crate::base::clock::{Clock, sleep_or_pending};
 use crate::base::rate::TokenBucket;
+use crate::model::Threshold;
+use crate::signals::memory_line::MemoryLine;
 use crate::signals::wake::{Wake, Woke};
 use std::collections::HashMap;
 use std::future::Future;
@@ -77,6 +80,29 @@ pub(crate) async fn next_report(
             Err(broadcast::error::RecvError::Closed) => return None,
         }
     }
+}
+
+/// Keeps `line` at the highest `memory.available` threshold the
+/// strategies reported in each cycle, until the runner is gone.
+pub(crate) async fn follow_memory_line(
+    mut reports: broadcast::Receiver<Arc<LoopReport>>,
+    line: MemoryLine,
+) {
+    while let Some(report) = next_report(&mut reports, "the memory line").await {
+        if let LoopReport::Cycle(cycle, _) = report.as_ref() {
+            line.set(memory_line(&cycle.reported));
+        }
+    }
+}
+
+/// The highest threshold on `memory.available` among `reported`, in bytes.
+fn memory_line(reported: &[(String, Threshold)]) -> Option<u64> {
+    (reported.iter())
+        .filter(|(_, threshold)| threshold.signal == "memory.available")
+        .map(|(_, threshold)| threshold.threshold)
+        .filter(|bytes| bytes.is_finite() && *bytes >= 1.0)
+        .max_by(f64::total_cmp)
+        .map(|bytes| bytes as u64)
 }
 
 /// When the loop last cycled, for health checks.
@@ -365,4 +391,40 @@ pub fn forward_wakes(
             }
         })
         .expect("cannot spawn the wake thread")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{MetLevel, memory_threshold};
+
+    #[test]
+    fn the_memory_line_is_the_highest_threshold_on_memory_available() {
+        let on = |signal: &str, bytes: f64| Threshold {
+            signal: signal.into(),
+            threshold: bytes,
+            ..memory_threshold(MetLevel::NotMet)
+        };
+        let reported = |thresholds: Vec<Threshold>| -> Vec<(String, Threshold)> {
+            thresholds
+                .into_iter()
+                .map(|t| ("s".to_owned(), t))
+                .collect()
+        };
+        let line = memory_line(&reported(vec![
+            on("memory.available", 300e6),
+            on("memory.available", 500e6),
+            on("nodefs.available", 9e12),
+            on("memory.available", f64::NAN),
+        ]));
+        assert_eq!(line, Some(500_000_000));
+        assert_eq!(
+            memory_line(&reported(vec![on("pid.available", 10.0)])),
+            None
+        );
+        assert_eq!(
+            memory_line(&reported(vec![on("memory.available", 0.0)])),
+            None
+        );
+    }
 }

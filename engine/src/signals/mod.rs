@@ -7,7 +7,8 @@
 //! A signal that cannot be read is a reported [`Gap`]: absent from the
 //! snapshot, never a zero and never a crash. `wake` tells the eviction
 //! loop when to look again: on a PSI trigger where the kernel allows it,
-//! by polling where it does not.
+//! by polling where it does not; `memory_line` wakes it the moment
+//! `memory.available` falls under the strategies' highest threshold on it.
 //!
 //! Signal names (what strategies see):
 //! - `memory.available` (capacity: `MemTotal`): `MemTotal` minus the working
@@ -26,6 +27,7 @@ pub(crate) mod cgroup;
 mod cpu;
 mod error;
 mod meminfo;
+pub mod memory_line;
 mod pids;
 mod psi;
 pub(crate) mod wake;
