@@ -70,6 +70,7 @@ fn vigil_as_shipped_on_a_real_node_evicts_ahead_of_the_kubelet() {
     let images = image::push(&cluster, &layout);
     install::install(&cluster, &images.first, &native_public);
     install::agent_runs_as_shipped(&cluster);
+    pressure::configure(&cluster, None, None);
 
     let mut workloads = pressure::Workloads::start(&cluster);
     pressure::kubelet_below(&mut cluster);

@@ -27,8 +27,9 @@ const GUARDED_MIB: u64 = 800;
 /// How much further under the kubelet's own reading its threshold sits
 /// while vigil runs.
 const KUBELET_BELOW_MIB: u64 = 1000;
-/// vigil's evaluation period in the episodes' config.
-pub const PERIOD: Duration = Duration::from_secs(1);
+/// vigil's evaluation period: its default, which the episodes' config
+/// keeps.
+pub const PERIOD: Duration = Duration::from_secs(5);
 /// A bound for a broken test.
 const LIMIT: Duration = Duration::from_secs(120);
 
@@ -241,10 +242,12 @@ pub struct Sorter<'a> {
     pub config: &'a str,
 }
 
-/// Applies the episode's `VigilConfig` with the memory threshold at
-/// `threshold` bytes (and `sorter`, if given) and waits until the agent
-/// runs it.
-fn configure(cluster: &Upstream, threshold: u64, sorter: Option<&Sorter>) {
+/// Applies the suite's `VigilConfig`, with the memory threshold at
+/// `threshold` bytes (else the built-in's) and `sorter` if given, and waits
+/// until the agent runs it. `disk-pressure` is off: this machine's disk is
+/// shared with the build, and as full as the build leaves it (its soft
+/// line, 13% free, would taint the node and keep the workloads off it).
+pub fn configure(cluster: &Upstream, threshold: Option<u64>, sorter: Option<&Sorter>) {
     let generation = |cluster: &Upstream| {
         let config = cluster.get(None, "vigilconfig/node-test")?;
         Some(config["metadata"]["generation"].clone())
@@ -260,12 +263,16 @@ fn configure(cluster: &Upstream, threshold: u64, sorter: Option<&Sorter>) {
             format!("      {}: {{config: {}}}\n", s.name, s.config),
         )
     });
+    let memory = threshold.map_or(String::new(), |bytes| {
+        format!(
+            "      memory-pressure:\n        config: {{hard: {}Mi}}\n",
+            bytes / MIB
+        )
+    });
     cluster.apply(&format!(
         "apiVersion: vigil.dev/v1alpha1\nkind: VigilConfig\nmetadata: {{name: node-test}}\n\
-         spec:\n  priority: 10\n  config:\n    evictionPeriodSeconds: {}\n    conditionTransitionSeconds: 5\n\
-         {sorter}    policies:\n      memory-pressure:\n        config: {{hard: {}Mi}}\n      disk-pressure: {{enabled: false}}\n{sorter_config}",
-        PERIOD.as_secs(),
-        threshold / MIB
+         spec:\n  priority: 10\n  config:\n    conditionTransitionSeconds: 5\n\
+         {sorter}    policies:\n{memory}      disk-pressure: {{enabled: false}}\n{sorter_config}"
     ));
     // The same config as before (an unchanged generation) runs already.
     let changed = generation(cluster) != before;
@@ -306,7 +313,7 @@ pub fn vigil_episode(
 ) -> (Duration, Value) {
     out_of_pressure(cluster);
     let threshold = vigil_reading() - MARGIN_MIB * MIB;
-    configure(cluster, threshold, sorter);
+    configure(cluster, Some(threshold), sorter);
     std::thread::sleep(start);
     let pid = workloads.start_hog(cluster, name);
     let time = time_to_stop(pid, threshold, vigil_reading);
