@@ -22,14 +22,20 @@ pub struct Images {
 /// test's (built if it is not yet), or the one `VIGIL_NODE_IMAGE` names
 /// (by hand: an image built before, to skip the build).
 pub fn layout() -> PathBuf {
-    if let Some(layout) = std::env::var_os("VIGIL_NODE_IMAGE") {
-        return PathBuf::from(layout);
-    }
-    run(Command::new(root().join("release/test-release.sh")).arg("--prepare"));
-    root().join(format!(
-        "target/release-test/checkout/target/image/vigil-{}.oci",
-        env!("CARGO_PKG_VERSION")
-    ))
+    let layout = match std::env::var_os("VIGIL_NODE_IMAGE") {
+        Some(layout) => PathBuf::from(layout),
+        None => {
+            run(Command::new(root().join("release/test-release.sh")).arg("--prepare"));
+            let version = env!("CARGO_PKG_VERSION");
+            root().join(format!(
+                "target/release-test/checkout/target/image/vigil-{version}.oci"
+            ))
+        }
+    };
+    // Without `..` in it: buildah names an image it reads from a layout
+    // after the layout's path, and `..` is no part of a name.
+    std::fs::canonicalize(&layout)
+        .unwrap_or_else(|error| panic!("the image's layout {}: {error}", layout.display()))
 }
 
 /// Pushes the index in `layout` and a second image to the node's registry.
