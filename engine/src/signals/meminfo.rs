@@ -48,6 +48,11 @@ impl MemInfo {
     pub fn working_set(&self) -> u64 {
         (self.total - self.free.min(self.total)).saturating_sub(self.inactive_file)
     }
+
+    /// `memory.available` as the kubelet computes it: total minus the working set.
+    pub fn available(&self) -> u64 {
+        self.total.saturating_sub(self.working_set())
+    }
 }
 
 #[cfg(test)]

@@ -63,7 +63,7 @@ pub fn watch_memory_line(
                     before = None;
                     continue;
                 };
-                let now = info.total.saturating_sub(info.working_set());
+                let now = info.available();
                 if line.get().is_some_and(|line| fell_under(before, now, line)) {
                     // A full channel already holds a wake.
                     let _ = wakes.try_send(());

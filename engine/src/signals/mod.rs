@@ -157,7 +157,7 @@ impl SignalFiles {
         match MemInfo::read(&self.proc_root.join("meminfo")) {
             Ok(info) => reading.push(
                 "memory.available",
-                info.total.saturating_sub(info.working_set()) as f64,
+                info.available() as f64,
                 Some(info.total as f64),
             ),
             Err(error) => reading.gap("memory.available", error),

@@ -36,7 +36,7 @@ const LIMIT: Duration = Duration::from_secs(120);
 /// `memory.available` as vigil reads it (`/proc/meminfo`), in bytes.
 pub fn vigil_reading() -> u64 {
     let info = MemInfo::read(Path::new("/proc/meminfo")).expect("/proc/meminfo");
-    info.total - info.working_set()
+    info.available()
 }
 
 /// `memory.available` as the kubelet reads it on this machine's cgroup v1
