@@ -17,9 +17,13 @@ here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 # shellcheck source=../../examples/policies/toolchain/toolchain.sh
 source "$root/examples/policies/toolchain/toolchain.sh"
-need_debian_packages runc containernetworking-plugins docker-registry iptables iproute2 buildah skopeo
-"$root/tests/cluster/build.sh" >&2
-"$here/build.sh" >&2
+# Everything before the cluster's line speaks on stderr, whatever it runs:
+# stdout carries that line alone.
+{
+    need_debian_packages runc containernetworking-plugins docker-registry iptables iproute2 buildah skopeo
+    "$root/tests/cluster/build.sh"
+    "$here/build.sh"
+} >&2
 out="$root/target/vigil-node"
 cluster="$root/target/vigil-cluster/vigil-cluster"
 dir=$(realpath -m "$1")
@@ -41,7 +45,7 @@ read -r line <&"$from" || { echo "vigil-cluster up --node did not start (its log
 registry=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["registry"])' "$line")
 storage=(--storage-driver vfs --root "$out/storage/root" --runroot "$out/storage/run")
 for image in pause sleeper hog; do
-    buildah "${storage[@]}" push -q --tls-verify=false "localhost/$image:1" "docker://$registry/$image:1"
+    buildah "${storage[@]}" push -q --tls-verify=false "localhost/$image:1" "docker://$registry/$image:1" >&2
 done
 echo "$line"
 cat >&2 <<EOF

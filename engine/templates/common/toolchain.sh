@@ -42,8 +42,11 @@ need_c_tools() {
     say "installing ${packages[*]} from Debian"
     local sudo=()
     [[ $(id -u) == 0 ]] || sudo=(sudo)
-    "${sudo[@]}" apt-get install -y --no-install-recommends "${packages[@]}" ||
-      { "${sudo[@]}" apt-get update && "${sudo[@]}" apt-get install -y --no-install-recommends "${packages[@]}"; }
+    # (apt-get's progress to stderr, like every other install here)
+    {
+      "${sudo[@]}" apt-get install -y --no-install-recommends "${packages[@]}" ||
+        { "${sudo[@]}" apt-get update && "${sudo[@]}" apt-get install -y --no-install-recommends "${packages[@]}"; }
+    } >&2
   fi
   if [[ $("$TOOLS/cargo/bin/wit-bindgen" --version 2>/dev/null) != "wit-bindgen-cli 0.63.0"* ]]; then
     say "installing wit-bindgen-cli from crates.io into $TOOLS/cargo (a few minutes, once)"

@@ -70,7 +70,10 @@ need_js_tools() {
   export PATH="$prefix/node_modules/.bin:$PATH"
 }
 
-# Installs the given Debian packages unless they are all there.
+# Installs the given Debian packages unless they are all there. apt-get's
+# progress goes to stderr: scripts that source this one answer on stdout
+# (tests/node/up.sh's JSON line), and an install on a fresh machine must not
+# speak there.
 need_debian_packages() {
   if ! dpkg -s "$@" >/dev/null 2>&1; then
     say "installing $* from Debian"
@@ -78,8 +81,10 @@ need_debian_packages() {
     [[ $(id -u) == 0 ]] || sudo=(sudo)
     # Waits for another install (CI prepares the release beside the tests).
     local apt=("${sudo[@]}" apt-get -o DPkg::Lock::Timeout=600)
-    "${apt[@]}" install -y --no-install-recommends "$@" ||
-      { "${apt[@]}" update && "${apt[@]}" install -y --no-install-recommends "$@"; }
+    {
+      "${apt[@]}" install -y --no-install-recommends "$@" ||
+        { "${apt[@]}" update && "${apt[@]}" install -y --no-install-recommends "$@"; }
+    } >&2
   fi
 }
 

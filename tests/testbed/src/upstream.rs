@@ -106,7 +106,10 @@ impl Upstream {
             // Keep the directory: its logs say why.
             self.dir.disable_cleanup(true);
             let log = std::fs::read_to_string(self.dir.path().join("up.log")).unwrap_or_default();
-            panic!("{failure} (logs in {}):\n{log}", self.dir.path().display());
+            panic!(
+                "{failure}: its first line on stdout was {line:?}, not the cluster's JSON (logs in {}):\n{log}",
+                self.dir.path().display()
+            );
         })
     }
 
