@@ -21,6 +21,16 @@ fn contract_0_1(features: &'static [&'static str]) -> Guest<'static> {
     }
 }
 
+/// A policy built from the contract before the current one (`wit/0.2.0/`).
+fn contract_0_2(features: &'static [&'static str]) -> Guest<'static> {
+    Guest {
+        dir: "tests/guests/contract-0-2",
+        package: "contract-0-2",
+        is_bin: false,
+        features,
+    }
+}
+
 fn main() {
     let guests = [
         ("VIGIL_GUEST_REVERSE_SORTER", sorter(&[])),
@@ -45,6 +55,8 @@ fn main() {
         ("VIGIL_GUEST_0_1_STRATEGY", contract_0_1(&["strategy"])),
         ("VIGIL_GUEST_0_1_SORTER", contract_0_1(&["sorter"])),
         ("VIGIL_GUEST_0_1_MERGER", contract_0_1(&["merger"])),
+        ("VIGIL_GUEST_0_2_STRATEGY", contract_0_2(&["strategy"])),
+        ("VIGIL_GUEST_0_2_SORTER", contract_0_2(&["sorter"])),
         (
             "VIGIL_GUEST_NOT_A_POLICY",
             Guest {

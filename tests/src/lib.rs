@@ -33,12 +33,16 @@ pub const VERBOSE_SORTER: &[u8] = include_bytes!(env!("VIGIL_GUEST_VERBOSE_SORTE
 pub const REMEMBERING_SORTER: &[u8] = include_bytes!(env!("VIGIL_GUEST_REMEMBERING_SORTER"));
 /// An eviction strategy that answers what its config says (see its crate docs).
 pub const SCRIPTED_STRATEGY: &[u8] = include_bytes!(env!("VIGIL_GUEST_SCRIPTED_STRATEGY"));
-/// An eviction strategy built from the previous contract, `vigil:policy@0.1.0`.
+/// An eviction strategy built from the first contract, `vigil:policy@0.1.0`.
 pub const STRATEGY_0_1: &[u8] = include_bytes!(env!("VIGIL_GUEST_0_1_STRATEGY"));
-/// A candidate sorter built from the previous contract, `vigil:policy@0.1.0`.
+/// A candidate sorter built from the first contract, `vigil:policy@0.1.0`.
 pub const SORTER_0_1: &[u8] = include_bytes!(env!("VIGIL_GUEST_0_1_SORTER"));
-/// A config merger built from the previous contract, `vigil:policy@0.1.0`.
+/// A config merger built from the first contract, `vigil:policy@0.1.0`.
 pub const MERGER_0_1: &[u8] = include_bytes!(env!("VIGIL_GUEST_0_1_MERGER"));
+/// An eviction strategy built from the previous contract, `vigil:policy@0.2.0`.
+pub const STRATEGY_0_2: &[u8] = include_bytes!(env!("VIGIL_GUEST_0_2_STRATEGY"));
+/// A candidate sorter built from the previous contract, `vigil:policy@0.2.0`.
+pub const SORTER_0_2: &[u8] = include_bytes!(env!("VIGIL_GUEST_0_2_SORTER"));
 /// A WASI command component: no policy world at all.
 pub const NOT_A_POLICY: &[u8] = include_bytes!(env!("VIGIL_GUEST_NOT_A_POLICY"));
 
@@ -225,18 +229,22 @@ pub fn random_candidates(rng: &mut Rng, n: usize) -> Vec<Candidate> {
                 .build();
             pod.namespace = (*rng.pick(&NAMESPACES)).into();
             pod.uid = format!("uid-{}", rng.below(4));
-            pod.usage.memory_working_set_bytes += rng.below(2);
-            // The extremes, where `usage - request` needs more than 64 bits.
+            let extra = rng.below(2);
+            let usage = &mut pod.usage.memory_working_set_bytes;
+            *usage = usage.map(|bytes| bytes + extra);
+            // The extremes, where `usage - request` needs more than 64 bits,
+            // and a usage the host could not read.
             match rng.below(20) {
-                0 => pod.usage.memory_working_set_bytes = u64::MAX,
+                0 => pod.usage.memory_working_set_bytes = Some(u64::MAX),
                 1 => pod.requests.memory_bytes = u64::MAX,
+                2 => pod.usage = vigil::model::Usage::unread(),
                 _ => {}
             }
             let mut pairs = || {
                 (0..rng.below(3))
                     .map(|_| KeyValue {
                         key: (*rng.pick(&KEYS)).into(),
-                        value: "x".into(),
+                        value: (*rng.pick(&["x", "y"])).into(),
                     })
                     .collect::<Vec<_>>()
             };

@@ -156,6 +156,7 @@ pub fn call(policy: &Policy, input: Input, config: &str) -> Result<Answer, Input
             pods: node.pods,
             last_met: node.last_met,
             config: config.to_owned(),
+            state: node.state,
         };
         match input.top_victims {
             Some(top) => json(strategy.top_victims(&mut snapshot, &top.scope, top.n)),

@@ -4,7 +4,7 @@
 //! its containers. Usage and the PodDisruptionBudget come from elsewhere
 //! ([`super::source`]); this module only reads the object.
 
-use crate::model::{KeyValue, OwnerKind, Pod, QosClass, Resources, Usage};
+use crate::model::{Amount, KeyValue, OwnerKind, Pod, QosClass, Resources, Usage};
 use crate::signals::catalogue::Resource;
 use k8s_openapi::api::core::v1::{Container, Pod as KubePod};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
@@ -27,8 +27,8 @@ const MAX_ANNOTATION_BYTES: usize = 256;
 /// Where a pod is in its life, for the eviction loop.
 #[derive(Debug, Clone)]
 pub(crate) enum PodPhase {
-    /// Running: a candidate.
-    Live(Pod),
+    /// Running: a candidate (boxed: the contract's pod is large).
+    Live(Box<Pod>),
     /// Pending (not yet running): holds nothing to reclaim, never a candidate.
     Pending,
     /// Being deleted (it has a `deletionTimestamp`): reclaim in progress until `until`.
@@ -136,7 +136,7 @@ pub(crate) fn read(pod: &KubePod) -> PodPhase {
         .and_then(|s| s.start_time.as_ref())
         .or(meta.creation_timestamp.as_ref())
         .map_or(0, |t| t.0.as_millisecond());
-    PodPhase::Live(Pod {
+    PodPhase::Live(Box::new(Pod {
         uid,
         namespace,
         name,
@@ -148,13 +148,10 @@ pub(crate) fn read(pod: &KubePod) -> PodPhase {
             c.resources.as_ref()?.requests.as_ref()
         }),
         limits: total(&spec.containers, |c| c.resources.as_ref()?.limits.as_ref()),
-        usage: Usage {
-            memory_working_set_bytes: 0,
-            memory_rss_bytes: 0,
-            cpu_millis: 0,
-            ephemeral_storage_bytes: 0,
-            pids: 0,
-        },
+        usage: Usage::unread(),
+        writable_layers: None,
+        containers_without_memory_request: without_memory_request(&spec.containers),
+        extended_requests: extended_requests(&spec.containers),
         start_time_ms,
         owner_kind,
         is_static: annotations
@@ -163,7 +160,7 @@ pub(crate) fn read(pod: &KubePod) -> PodPhase {
         is_mirror: annotations.contains_key(CONFIG_MIRROR),
         is_critical: priority >= SYSTEM_CRITICAL_PRIORITY || critical_class,
         pdb_disruptions_allowed: None,
-    })
+    }))
 }
 
 /// The contract's name for an owner of kind `kind`.
@@ -202,6 +199,53 @@ fn amounts(resources: &BTreeMap<String, Quantity>) -> (Option<u64>, Option<u64>)
     let memory = parse("memory").map(|bytes| bytes.max(0.0).round() as u64);
     let cpu = parse("cpu").map(|cores| (cores.max(0.0) * 1000.0).round() as u64);
     (memory.filter(|m| *m > 0), cpu.filter(|c| *c > 0))
+}
+
+/// How many of `containers` set no memory request (a limit alone counts as
+/// the request, as the API server defaults it).
+fn without_memory_request(containers: &[Container]) -> u32 {
+    let sets = |c: &Container| {
+        let resources = c.resources.as_ref();
+        let has = |map: Option<&BTreeMap<String, Quantity>>| {
+            map.is_some_and(|m| m.contains_key("memory"))
+        };
+        has(resources.and_then(|r| r.requests.as_ref()))
+            || has(resources.and_then(|r| r.limits.as_ref()))
+    };
+    let count = containers.iter().filter(|c| !sets(c)).count();
+    u32::try_from(count).unwrap_or(u32::MAX)
+}
+
+/// Whether the resource `name` is one the contract carries by itself
+/// (cpu, memory) or never as a request (ephemeral storage, hugepages).
+fn is_core_resource(name: &str) -> bool {
+    matches!(name, "cpu" | "memory" | "ephemeral-storage") || name.starts_with("hugepages-")
+}
+
+/// The requests of extended resources over `containers`, summed by name
+/// (each in the resource's own unit, a fraction rounded up); an unparsable
+/// quantity counts as none.
+fn extended_requests(containers: &[Container]) -> Vec<Amount> {
+    let mut sums: BTreeMap<&str, u64> = BTreeMap::new();
+    let requests = containers
+        .iter()
+        .filter_map(|c| c.resources.as_ref()?.requests.as_ref());
+    for (name, quantity) in requests.flatten() {
+        if is_core_resource(name) {
+            continue;
+        }
+        let Some(value) = crate::base::quantity::value(quantity) else {
+            continue;
+        };
+        let sum = sums.entry(name).or_default();
+        *sum = sum.saturating_add(value.max(0.0).ceil() as u64);
+    }
+    sums.into_iter()
+        .map(|(name, value)| Amount {
+            name: name.to_owned(),
+            value,
+        })
+        .collect()
 }
 
 /// The sum over `containers` of what `field` gives.

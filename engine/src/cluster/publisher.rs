@@ -89,7 +89,7 @@ impl Publisher {
                         self.pod_event(victim, EventType::Normal, "EvictionCompleted", note);
                     }
                 }
-                LoopReport::Settled { settled, .. } => self.settled(settled.clone()),
+                LoopReport::Settled { settled, .. } => self.settled(settled.as_ref().clone()),
             }
         }
     }

@@ -58,16 +58,18 @@ impl ClusterSource {
         crate::base::quantity::value(quantity).map(|bytes| bytes as u64)
     }
 
-    /// Fills in `pod`'s usage from its cgroup; a pod whose cgroup cannot be
-    /// read (not started yet, or gone) keeps zero usage.
+    /// Fills in `pod`'s usage from its cgroup, read just now; a pod whose
+    /// cgroup cannot be read (not started yet, or gone) keeps its usage
+    /// absent, and its cpu is absent until a second reading gives a rate.
     fn usage(&mut self, cgroups: &Cgroups, pod: &mut Pod) {
         match signals::pod_usage(cgroups, &pod.uid, pod.qos) {
             Ok(usage) => {
-                pod.usage.memory_working_set_bytes = usage.working_set;
-                pod.usage.memory_rss_bytes = usage.rss;
-                pod.usage.pids = usage.pids;
+                pod.usage.memory_working_set_bytes = Some(usage.working_set);
+                pod.usage.memory_rss_bytes = Some(usage.rss);
+                pod.usage.pids = Some(usage.pids);
                 let now = self.clock.now();
-                pod.usage.cpu_millis = self.cpu.sample(&pod.uid, now, usage.cpu_time).unwrap_or(0);
+                pod.usage.cpu_millis = self.cpu.sample(&pod.uid, now, usage.cpu_time);
+                pod.usage.age_ms = Some(0);
             }
             Err(error) => {
                 tracing::debug!(pod = %pod.name, %error, "no usage for pod");
@@ -109,7 +111,7 @@ impl NodeSource for ClusterSource {
                         budgets: budgets.names,
                     };
                     state.facts.insert(pod.uid.clone(), facts);
-                    state.pods.push(pod);
+                    state.pods.push(*pod);
                 }
                 PodPhase::Terminating { uid, name, until } => {
                     state.terminating.push(Terminating { uid, name, until })

@@ -55,10 +55,8 @@ impl TrialBounds {
                 report = next_report(&mut reports, "the trial bounds") => report,
             };
             let Some(report) = report else { return };
-            if let LoopReport::Settled {
-                settled: Settled::Accepted(victim),
-                ..
-            } = report.as_ref()
+            if let LoopReport::Settled { settled, .. } = report.as_ref()
+                && let Settled::Accepted(victim) = settled.as_ref()
                 && !victim.dry_run
             {
                 self.accepted.send_modify(|count| *count += 1);

@@ -43,12 +43,13 @@ pub trait NodeSource: Send {
 /// What the runner reports as it goes.
 #[derive(Debug)]
 pub enum LoopReport {
-    /// A cycle ran, and how long it took.
-    Cycle(CycleReport, Duration),
+    /// A cycle ran, and how long it took (each variant boxed: a cycle's
+    /// report and a victim carry pods, and the channel holds a backlog).
+    Cycle(Box<CycleReport>, Duration),
     /// An eviction call ended.
     Settled {
         /// What became of it.
-        settled: Settled,
+        settled: Box<Settled>,
         /// For an accepted eviction decided on a signal event: from the event
         /// to the API server's answer.
         latency: Option<Duration>,
@@ -187,7 +188,7 @@ impl Runner {
                 calls.start(killer.as_ref(), victim, timeout, woken);
             }
             heartbeat.beat();
-            send(LoopReport::Cycle(report, started.elapsed()));
+            send(LoopReport::Cycle(Box::new(report), started.elapsed()));
             let period_over = tokio::time::sleep(period);
             tokio::pin!(period_over);
             let throttle_over = sleep_or_pending(throttle_wait(&manager, clock.as_ref()));
@@ -243,7 +244,10 @@ fn settle(
     let accepted = result.is_ok();
     if let Some(settled) = manager.outcome(clock.now(), &victim, result) {
         let latency = woken.filter(|_| accepted).map(|w| w.elapsed());
-        send(LoopReport::Settled { settled, latency });
+        send(LoopReport::Settled {
+            settled: Box::new(settled),
+            latency,
+        });
     }
     (refused && recycles.take(Instant::now()).is_ok()) || throttled
 }
@@ -352,7 +356,7 @@ async fn drain(
         while let Some((victim, result, _)) = calls.next().await {
             if let Some(settled) = manager.outcome(clock.now(), &victim, result) {
                 send(LoopReport::Settled {
-                    settled,
+                    settled: Box::new(settled),
                     latency: None,
                 });
             }

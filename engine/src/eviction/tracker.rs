@@ -1,5 +1,5 @@
-//! Bookkeeping across cycles: when each threshold was first seen met (for
-//! grace periods) and when each condition was last seen (for the transition
+//! Bookkeeping across cycles: when each threshold (a strategy's scope) was
+//! first seen met (for grace periods) and when each condition was last seen (for the transition
 //! period during which it is still reported), and which strategy reported it
 //! (once that strategy no longer runs, the condition is not reported at all).
 
@@ -34,7 +34,8 @@ pub struct ActiveCondition {
 /// First-observed and last-observed times, carried from cycle to cycle.
 #[derive(Debug, Default)]
 pub(crate) struct Tracker {
-    first_met: BTreeMap<(String, u8), SystemTime>,
+    /// By strategy, scope and level.
+    first_met: BTreeMap<(String, String, u8), SystemTime>,
     conditions: BTreeMap<String, ActiveCondition>,
     /// The strategy that last reported each condition.
     reporters: BTreeMap<String, String>,
@@ -43,15 +44,17 @@ pub(crate) struct Tracker {
 fn level_key(met: MetLevel) -> u8 {
     match met {
         MetLevel::NotMet => 0,
-        MetLevel::Soft => 1,
-        MetLevel::Hard => 2,
+        MetLevel::Report => 1,
+        MetLevel::Soft => 2,
+        MetLevel::Hard => 3,
     }
 }
 
 impl Tracker {
-    /// Records this cycle's thresholds (by strategy) and returns the met ones,
-    /// hard before soft. A threshold not reported met this cycle starts its
-    /// grace period afresh next time.
+    /// Records this cycle's thresholds (by strategy; a strategy may report
+    /// one per scope, each graced on its own) and returns the met ones, hard
+    /// before soft before report-only. A threshold not reported met this
+    /// cycle starts its grace period afresh next time.
     pub(crate) fn observe(
         &mut self,
         now: SystemTime,
@@ -60,7 +63,11 @@ impl Tracker {
         let mut first_met = BTreeMap::new();
         let mut met = Vec::new();
         for (strategy, threshold) in thresholds.iter().filter(|(_, t)| t.met != MetLevel::NotMet) {
-            let key = (strategy.clone(), level_key(threshold.met));
+            let key = (
+                strategy.clone(),
+                threshold.scope.clone(),
+                level_key(threshold.met),
+            );
             let since = self.first_met.get(&key).copied().unwrap_or(now);
             first_met.insert(key, since);
             let held = now.duration_since(since).unwrap_or_default();
@@ -173,6 +180,52 @@ mod tests {
         );
         let again = tracker.observe(at(40), &soft);
         assert_eq!((again[0].since, again[0].past_grace), (at(40), false));
+    }
+
+    #[test]
+    fn each_scope_of_a_strategy_is_graced_on_its_own() {
+        let t0 = SystemTime::UNIX_EPOCH;
+        let at = |s| t0 + Duration::from_secs(s);
+        let numa = |node: u32| {
+            let mut t = threshold(MetLevel::Soft, 30);
+            t.scope = format!("numa.{node}");
+            ("numa".to_owned(), t)
+        };
+        let mut tracker = Tracker::default();
+        tracker.observe(at(0), &[numa(0)]);
+        // Node 1 joins later: its grace starts then, node 0's carries on.
+        let met = tracker.observe(at(20), &[numa(0), numa(1)]);
+        assert_eq!((met[0].since, met[1].since), (at(0), at(20)));
+        let met = tracker.observe(at(30), &[numa(0), numa(1)]);
+        let past: Vec<_> = met.iter().map(|m| m.past_grace).collect();
+        assert_eq!(past, [true, false]);
+        // Node 0 clears: node 1 keeps its run.
+        let met = tracker.observe(at(50), &[numa(1)]);
+        assert_eq!((met.len(), met[0].past_grace), (1, true));
+    }
+
+    #[test]
+    fn a_report_only_threshold_reports_its_condition_and_sorts_last() {
+        let t0 = SystemTime::UNIX_EPOCH;
+        let mut tracker = Tracker::default();
+        let mut report = threshold(MetLevel::Report, 0);
+        report.scope = "cpu".into();
+        if let Some(c) = &mut report.condition {
+            c.name = "VigilCPUPressure".into();
+        }
+        let met = tracker.observe(
+            t0,
+            &[
+                ("cpu".to_owned(), report),
+                ("mem".to_owned(), threshold(MetLevel::Soft, 0)),
+            ],
+        );
+        let levels: Vec<_> = met.iter().map(|m| m.threshold.met).collect();
+        assert_eq!(levels, [MetLevel::Soft, MetLevel::Report]);
+        let names: Vec<_> = (tracker.conditions(t0, Duration::from_secs(1)).into_iter())
+            .map(|c| c.name)
+            .collect();
+        assert_eq!(names, ["MemoryPressure", "VigilCPUPressure"]);
     }
 
     #[test]

@@ -1,4 +1,4 @@
-//! Host bindings for the three worlds of `vigil:policy@0.2.0` (see `wit/`).
+//! Host bindings for the three worlds of `vigil:policy@0.3.0` (see `wit/`).
 //!
 //! The shared `types` and `log` interfaces are generated once, with the
 //! strategy world, and reused by the other two so a `Pod` is one Rust type.
@@ -43,9 +43,11 @@ pub use sorter::exports::vigil::policy::sorter::{
     Candidate, Rejection as SortRejection, Sorted, Urgency,
 };
 pub use strategy::exports::vigil::policy::strategy::{
-    Condition, Decision, Eviction, MetLevel, Signal, Snapshot, StrategyInterest, Threshold,
+    Condition, Decision, Eviction, MetLevel, ScopeMet, Signal, Snapshot, StrategyInterest,
+    Threshold,
 };
 pub use strategy::vigil::policy::log::Level;
 pub use strategy::vigil::policy::types::{
-    Interest, KeyValue, OwnerKind, Pod, QosClass, Resources, Usage,
+    Amount, CpuThrottling, Interest, KeyValue, NumaMemory, OwnerKind, Pod, PodFact, Pressure,
+    QosClass, Resources, Usage, WritableLayers,
 };

@@ -1,11 +1,13 @@
 //! One way to build a pod record for samples and tests: a pod named `NAME`
-//! in namespace `default` with UID `uid-NAME`, best-effort, every other
-//! field empty, zero or false, and methods for what a sample needs to say.
+//! in namespace `default` with UID `uid-NAME`, best-effort, its usage read
+//! just now (zero, one process; the facts a policy must ask for absent),
+//! every other field empty, zero or false, and methods for what a sample
+//! needs to say.
 //!
 //! ```
 //! use vigil::model::{QosClass, fixture};
 //! let pod = fixture::pod("web").qos(QosClass::Burstable).usage_mib(300).request_mib(100).build();
-//! assert_eq!((pod.uid.as_str(), pod.usage.memory_working_set_bytes), ("uid-web", 300 << 20));
+//! assert_eq!((pod.uid.as_str(), pod.usage.memory_working_set_bytes), ("uid-web", Some(300 << 20)));
 //! ```
 
 use super::bindings::{Candidate, Pod, QosClass, Resources, Urgency, Usage};
@@ -31,12 +33,17 @@ pub fn pod(name: &str) -> PodFixture {
         requests: none,
         limits: none,
         usage: Usage {
-            memory_working_set_bytes: 0,
-            memory_rss_bytes: 0,
-            cpu_millis: 0,
-            ephemeral_storage_bytes: 0,
-            pids: 1,
+            memory_working_set_bytes: Some(0),
+            memory_rss_bytes: Some(0),
+            cpu_millis: Some(0),
+            ephemeral_storage_bytes: Some(0),
+            pids: Some(1),
+            age_ms: Some(0),
+            ..Usage::unread()
         },
+        writable_layers: None,
+        containers_without_memory_request: 0,
+        extended_requests: vec![],
         start_time_ms: 0,
         owner_kind: None,
         is_static: false,
@@ -61,8 +68,8 @@ impl PodFixture {
 
     /// Memory in use (working set and RSS), in MiB.
     pub fn usage_mib(mut self, mib: u64) -> Self {
-        self.0.usage.memory_working_set_bytes = mib << 20;
-        self.0.usage.memory_rss_bytes = mib << 20;
+        self.0.usage.memory_working_set_bytes = Some(mib << 20);
+        self.0.usage.memory_rss_bytes = Some(mib << 20);
         self
     }
 

@@ -3,7 +3,7 @@
 //! `vigil policy test` reads it, pods and candidates written in part, and a
 //! merger's rejections as one line.
 
-use super::bindings::{Candidate, MergeRejection, MetLevel, Pod, Signal, Urgency};
+use super::bindings::{Candidate, MergeRejection, Pod, ScopeMet, Signal, Urgency};
 use super::fixture;
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{Map, Value};
@@ -22,13 +22,13 @@ pub struct SnapshotData {
     /// (see [`PartialPod`]).
     #[serde(deserialize_with = "partial_pods")]
     pub pods: Vec<Pod>,
-    /// What the strategy reported last cycle (`NotMet` if absent).
-    #[serde(default = "not_met")]
-    pub last_met: MetLevel,
-}
-
-fn not_met() -> MetLevel {
-    MetLevel::NotMet
+    /// How the strategy's thresholds were met last cycle, by scope (none
+    /// met if absent).
+    #[serde(default)]
+    pub last_met: Vec<ScopeMet>,
+    /// What the strategy kept from its last call (nothing if absent).
+    #[serde(default)]
+    pub state: Vec<u8>,
 }
 
 /// A pod written in part: every field left out, in nested records too, is
@@ -174,7 +174,7 @@ mod tests {
         )
         .unwrap();
         let mut want = fixture::pod("web").build();
-        want.usage.memory_working_set_bytes = 1024;
+        want.usage.memory_working_set_bytes = Some(1024);
         want.labels = vec![crate::model::KeyValue {
             key: "app".into(),
             value: "web".into(),

@@ -1,6 +1,6 @@
 //! Host bindings for the three worlds of `vigil:policy@0.1.0`, the previous
-//! contract (frozen in `wit/0.1.0/`). The agent still serves components
-//! built for it, adapting their records to and from the current ones in
+//! contract but one (frozen in `wit/0.1.0/`). The agent still serves
+//! components built for it, adapting their records to and from 0.2.0's in
 //! [`crate::policy`]'s adapter; nothing else speaks these types.
 #![allow(missing_docs)]
 

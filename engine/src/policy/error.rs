@@ -83,14 +83,16 @@ pub enum LoadError {
         engine_key: String,
     },
     /// The component exports none of the policy interfaces.
-    #[error("exports none of the vigil:policy worlds, 0.1.0 or 0.2.0 (its exports: {exports})")]
+    #[error(
+        "exports none of the vigil:policy worlds, 0.1.0, 0.2.0 or 0.3.0 (its exports: {exports})"
+    )]
     NoWorld {
         /// What it exports instead.
         exports: String,
     },
     /// The component speaks another version of the contract.
     #[error(
-        "built for vigil:policy@{version}, this agent serves 0.1.0 and 0.2.0 (it exports {found}); rebuild it against this agent's wit/"
+        "built for vigil:policy@{version}, this agent serves 0.1.0, 0.2.0 and 0.3.0 (it exports {found}); rebuild it against this agent's wit/"
     )]
     UnsupportedVersion {
         /// The contract version it was built for (what follows `@`).

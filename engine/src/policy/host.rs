@@ -10,7 +10,7 @@
 use crate::base::clock::{Clock, SystemClock};
 use crate::base::digest::{Digest, WasmBytes};
 use crate::model::bindings::{merger, sorter, strategy};
-use crate::model::v0_1;
+use crate::model::{v0_1, v0_2};
 use crate::policy::artifacts::cache::{ArtifactCache, CacheOutcome, Collected};
 use crate::policy::artifacts::compiler::{ChildCompiler, CompileError, Compiled};
 use crate::policy::artifacts::engine::{self, Baseline, EngineKey};
@@ -183,7 +183,12 @@ impl Host {
             .map_err(|e| HostError::Engine(cause(e)))?;
         strategy::vigil::policy::log::add_to_linker::<_, HasSelf<Sandbox>>(&mut linker, |s| s)
             .map_err(|e| HostError::Engine(cause(e)))?;
-        crate::model::v0_1::strategy::vigil::policy::log::add_to_linker::<_, HasSelf<Sandbox>>(
+        v0_2::strategy::vigil::policy::log::add_to_linker::<_, HasSelf<Sandbox>>(
+            &mut linker,
+            |s| s,
+        )
+        .map_err(|e| HostError::Engine(cause(e)))?;
+        v0_1::strategy::vigil::policy::log::add_to_linker::<_, HasSelf<Sandbox>>(
             &mut linker,
             |s| s,
         )
@@ -333,20 +338,29 @@ impl Host {
             source: cause(e),
         };
         let pre = match (world, contract) {
-            (World::EvictionStrategy, Contract::V0_2) => Pre::Strategy(StrategyPre::Current(
+            (World::EvictionStrategy, Contract::V0_3) => Pre::Strategy(StrategyPre::Current(
                 strategy::EvictionStrategyPre::new(instance_pre).map_err(wrong)?,
+            )),
+            (World::EvictionStrategy, Contract::V0_2) => Pre::Strategy(StrategyPre::V0_2(
+                v0_2::strategy::EvictionStrategyPre::new(instance_pre).map_err(wrong)?,
             )),
             (World::EvictionStrategy, Contract::V0_1) => Pre::Strategy(StrategyPre::V0_1(
                 v0_1::strategy::EvictionStrategyPre::new(instance_pre).map_err(wrong)?,
             )),
-            (World::CandidateSorter, Contract::V0_2) => Pre::Sorter(SorterPre::Current(
+            (World::CandidateSorter, Contract::V0_3) => Pre::Sorter(SorterPre::Current(
                 sorter::CandidateSorterPre::new(instance_pre).map_err(wrong)?,
+            )),
+            (World::CandidateSorter, Contract::V0_2) => Pre::Sorter(SorterPre::V0_2(
+                v0_2::sorter::CandidateSorterPre::new(instance_pre).map_err(wrong)?,
             )),
             (World::CandidateSorter, Contract::V0_1) => Pre::Sorter(SorterPre::V0_1(
                 v0_1::sorter::CandidateSorterPre::new(instance_pre).map_err(wrong)?,
             )),
-            (World::ConfigMerger, Contract::V0_2) => Pre::Merger(MergerPre::Current(
+            (World::ConfigMerger, Contract::V0_3) => Pre::Merger(MergerPre::Current(
                 merger::ConfigMergerPre::new(instance_pre).map_err(wrong)?,
+            )),
+            (World::ConfigMerger, Contract::V0_2) => Pre::Merger(MergerPre::V0_2(
+                v0_2::merger::ConfigMergerPre::new(instance_pre).map_err(wrong)?,
             )),
             (World::ConfigMerger, Contract::V0_1) => Pre::Merger(MergerPre::V0_1(
                 v0_1::merger::ConfigMergerPre::new(instance_pre).map_err(wrong)?,

@@ -6,35 +6,41 @@ use crate::policy::LoadError;
 use std::fmt;
 
 /// Version of the `vigil:policy` package this host implements.
-pub const CONTRACT_VERSION: &str = "0.2.0";
+pub const CONTRACT_VERSION: &str = "0.3.0";
 
 /// A version of the `vigil:policy` contract this host serves: the current
-/// one, and the previous one through an adapter (see `wit/0.1.0/`).
+/// one, and the earlier ones through adapters (see `wit/0.1.0/`,
+/// `wit/0.2.0/`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Contract {
     /// `vigil:policy@0.1.0`: no interest is declared (every label and
     /// annotation is passed), sorter candidates name their strategy and
     /// reason, an owner's kind is a string.
     V0_1,
-    /// `vigil:policy@0.2.0`, the current contract.
+    /// `vigil:policy@0.2.0`: one threshold per decision, no state, no
+    /// report-only level, usage values that are 0 when unread, no signals
+    /// or pod facts declared.
     V0_2,
+    /// `vigil:policy@0.3.0`, the current contract.
+    V0_3,
 }
 
 impl Contract {
     /// Every contract served, oldest first.
-    pub const ALL: [Contract; 2] = [Self::V0_1, Self::V0_2];
+    pub const ALL: [Contract; 3] = [Self::V0_1, Self::V0_2, Self::V0_3];
 
-    /// The package version, e.g. `0.2.0`.
+    /// The package version, e.g. `0.3.0`.
     pub fn version(self) -> &'static str {
         match self {
             Self::V0_1 => "0.1.0",
-            Self::V0_2 => CONTRACT_VERSION,
+            Self::V0_2 => "0.2.0",
+            Self::V0_3 => CONTRACT_VERSION,
         }
     }
 
     /// Whether the host adapts this contract to the current one.
     pub fn is_adapted(self) -> bool {
-        self != Self::V0_2
+        self != Self::V0_3
     }
 }
 
@@ -144,8 +150,11 @@ mod tests {
     #[test]
     fn finds_the_world_and_contract_from_exports() {
         let spoken =
-            World::from_exports(["wasi:cli/run@0.2.0", "vigil:policy/sorter@0.2.0"]).unwrap();
-        assert_eq!(spoken, (World::CandidateSorter, Contract::V0_2));
+            World::from_exports(["wasi:cli/run@0.2.0", "vigil:policy/sorter@0.3.0"]).unwrap();
+        assert_eq!(spoken, (World::CandidateSorter, Contract::V0_3));
+        let before = World::from_exports(["vigil:policy/merger@0.2.0"]).unwrap();
+        assert_eq!(before, (World::ConfigMerger, Contract::V0_2));
+        assert!(before.1.is_adapted());
         let previous = World::from_exports(["vigil:policy/strategy@0.1.0"]).unwrap();
         assert_eq!(previous, (World::EvictionStrategy, Contract::V0_1));
         assert!(previous.1.is_adapted() && !spoken.1.is_adapted());
@@ -154,20 +163,20 @@ mod tests {
             World::from_exports(["wasi:cli/run@0.2.6"]),
             Err(LoadError::NoWorld { exports }) if exports == "wasi:cli/run@0.2.6"
         ));
-        let future = World::from_exports(["vigil:policy/sorter@0.3.0"]).unwrap_err();
+        let future = World::from_exports(["vigil:policy/sorter@0.4.0"]).unwrap_err();
         assert!(matches!(
             &future,
             LoadError::UnsupportedVersion { version, found }
-                if version == "0.3.0" && found == "vigil:policy/sorter@0.3.0"
+                if version == "0.4.0" && found == "vigil:policy/sorter@0.4.0"
         ));
         assert!(
-            future
-                .to_string()
-                .starts_with("built for vigil:policy@0.3.0, this agent serves 0.1.0 and 0.2.0"),
+            future.to_string().starts_with(
+                "built for vigil:policy@0.4.0, this agent serves 0.1.0, 0.2.0 and 0.3.0"
+            ),
             "{future}"
         );
         assert!(matches!(
-            World::from_exports(["vigil:policy/sorter@0.2.0", "vigil:policy/merger@0.2.0"]),
+            World::from_exports(["vigil:policy/sorter@0.3.0", "vigil:policy/merger@0.3.0"]),
             Err(LoadError::SeveralWorlds { .. })
         ));
         assert!(matches!(

@@ -40,6 +40,13 @@ pub(crate) fn unit(name: &str) -> Unit {
     }
 }
 
+/// Whether every strategy gets the signal `name` without declaring it: the
+/// kubelet's (memory, filesystems, pids) and the node's pressure stall
+/// information, which the host reads whatever the strategies ask.
+pub(crate) fn every_strategy_reads(name: &str) -> bool {
+    BYTES.contains(&name) || COUNTS.contains(&name) || is_pressure(name)
+}
+
 /// Whether the signal `name` measures stalls (pressure stall information,
 /// `psi.…`) rather than a resource running out: waiting is what it
 /// measures, so no budget is ever overridden for it.

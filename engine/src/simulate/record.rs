@@ -18,6 +18,8 @@ use std::time::Duration;
 pub enum Met {
     /// The threshold does not hold.
     NotMet,
+    /// Met, to be reported only (its condition; nobody evicted).
+    Report,
     /// Met at the soft level.
     Soft,
     /// Met at the hard level.
@@ -29,6 +31,7 @@ impl From<crate::model::MetLevel> for Met {
         use crate::model::MetLevel;
         match level {
             MetLevel::NotMet => Self::NotMet,
+            MetLevel::Report => Self::Report,
             MetLevel::Soft => Self::Soft,
             MetLevel::Hard => Self::Hard,
         }
@@ -39,6 +42,7 @@ impl std::fmt::Display for Met {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
             Self::NotMet => "not-met",
+            Self::Report => "report",
             Self::Soft => "soft",
             Self::Hard => "hard",
         })
@@ -50,6 +54,8 @@ impl std::fmt::Display for Met {
 pub struct ThresholdRecord {
     /// The strategy that reported it.
     pub strategy: String,
+    /// What it is about (one strategy may report several scopes).
+    pub scope: String,
     /// How hard it is met.
     pub met: Met,
     /// The signal compared.
@@ -197,7 +203,7 @@ impl EvictionRecord {
             reason: victim.reason.clone(),
             at: at.as_secs_f64(),
             gone_at: gone_at.as_secs_f64(),
-            freed_memory_bytes: victim.pod.usage.memory_working_set_bytes,
+            freed_memory_bytes: victim.pod.usage.memory_working_set_bytes.unwrap_or(0),
         }
     }
 }

@@ -14,7 +14,7 @@ use crate::config::{ConfigError, VigilConfig, references};
 use crate::eviction::kubelet::kubelet_acts;
 use crate::eviction::{EvictionManager, EvictionSettings, NodeState};
 use crate::model::SnapshotData;
-use crate::model::{KeyValue, Layer, MetLevel, OwnerKind, Pod, Resources, Signal, Usage};
+use crate::model::{KeyValue, Layer, OwnerKind, Pod, Resources, Signal, Usage};
 use crate::policy::lifecycle::reload::Reloader;
 use crate::policy::{Host, HostError, LimitsTable, Registry, RegistryError};
 use crate::signals::catalogue;
@@ -92,12 +92,17 @@ impl SimPod<'_> {
             requests: resources(&spec.requests),
             limits: resources(&spec.limits),
             usage: Usage {
-                memory_working_set_bytes: memory,
-                memory_rss_bytes: memory,
-                cpu_millis: spec.cpu.at(t) as u64,
-                ephemeral_storage_bytes: spec.disk.at(t) as u64,
-                pids: spec.pids.as_ref().map_or(1, |p| p.at(t) as u64),
+                memory_working_set_bytes: Some(memory),
+                memory_rss_bytes: Some(memory),
+                cpu_millis: Some(spec.cpu.at(t) as u64),
+                ephemeral_storage_bytes: Some(spec.disk.at(t) as u64),
+                pids: Some(spec.pids.as_ref().map_or(1, |p| p.at(t) as u64)),
+                age_ms: Some(0),
+                ..Usage::unread()
             },
+            writable_layers: None,
+            containers_without_memory_request: 0,
+            extended_requests: Vec::new(),
             start_time_ms: self.start_time_ms(),
             owner_kind: Some(OwnerKind::ReplicaSet),
             is_static: spec.is_static,
@@ -335,7 +340,8 @@ fn snapshot_at(t: Duration, node: NodeState) -> SnapshotData {
         now_ms: (START + t).as_millis() as i64,
         signals: node.signals,
         pods: node.pods,
-        last_met: MetLevel::NotMet,
+        last_met: Vec::new(),
+        state: Vec::new(),
     }
 }
 
@@ -437,7 +443,11 @@ fn node_state(scenario: &Scenario, present: &[&SimPod<'_>], t: Duration) -> Node
         .min(100.0);
     let pods: Vec<Pod> = present.iter().map(|p| p.record(t)).collect();
     let node = &scenario.node;
-    let sum = |usage: fn(&Pod) -> u64| pods.iter().map(|p| usage(p) as f64).sum::<f64>();
+    let sum = |usage: fn(&Pod) -> Option<u64>| {
+        (pods.iter())
+            .map(|p| usage(p).unwrap_or(0) as f64)
+            .sum::<f64>()
+    };
     let available = |capacity: f64, used: f64| (capacity - used).max(0.0);
     let memory = node.system_memory.at(t) + sum(|p| p.usage.memory_working_set_bytes);
     let disk = node.system_disk.at(t) + sum(|p| p.usage.ephemeral_storage_bytes);
@@ -491,10 +501,10 @@ fn node_state(scenario: &Scenario, present: &[&SimPod<'_>], t: Duration) -> Node
 }
 
 fn step(t: Duration, node: &NodeState, report: &crate::eviction::CycleReport) -> Step {
-    let met: BTreeMap<&str, &crate::eviction::MetThreshold> = report
+    let met: BTreeMap<(&str, &str), &crate::eviction::MetThreshold> = report
         .thresholds
         .iter()
-        .map(|m| (m.strategy.as_str(), m))
+        .map(|m| ((m.strategy.as_str(), m.threshold.scope.as_str()), m))
         .collect();
     Step {
         t: t.as_secs_f64(),
@@ -508,9 +518,9 @@ fn step(t: Duration, node: &NodeState, report: &crate::eviction::CycleReport) ->
             .iter()
             .map(|p| {
                 let usage = PodUsage {
-                    memory_bytes: p.usage.memory_working_set_bytes,
-                    ephemeral_storage_bytes: p.usage.ephemeral_storage_bytes,
-                    pids: p.usage.pids,
+                    memory_bytes: p.usage.memory_working_set_bytes.unwrap_or(0),
+                    ephemeral_storage_bytes: p.usage.ephemeral_storage_bytes.unwrap_or(0),
+                    pids: p.usage.pids.unwrap_or(0),
                 };
                 (format!("{}/{}", p.namespace, p.name), usage)
             })
@@ -520,11 +530,13 @@ fn step(t: Duration, node: &NodeState, report: &crate::eviction::CycleReport) ->
             .iter()
             .map(|(strategy, threshold)| ThresholdRecord {
                 strategy: strategy.clone(),
+                scope: threshold.scope.clone(),
                 met: threshold.met.into(),
                 signal: threshold.signal.clone(),
                 observed: threshold.observed,
                 threshold: threshold.threshold,
-                past_grace: met.get(strategy.as_str()).is_some_and(|m| m.past_grace),
+                past_grace: (met.get(&(strategy.as_str(), threshold.scope.as_str())))
+                    .is_some_and(|m| m.past_grace),
                 condition: threshold.condition.as_ref().map(|c| c.name.clone()),
             })
             .collect(),

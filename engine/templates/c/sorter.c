@@ -39,7 +39,10 @@ static int compare_text(const string_t *a, const string_t *b) {
 // The eviction order: the pod with the larger key goes first, ties by UID.
 // Here the pod using the most memory; newest first would be
 // `pod->start_time_ms`.
-static int64_t evict_first(const pod_t *pod) { return (int64_t)pod->usage.memory_working_set_bytes; }
+// A usage the host could not read is absent (`is_some` false): 0 here.
+static int64_t evict_first(const pod_t *pod) {
+  return pod->usage.memory_working_set_bytes.is_some ? (int64_t)pod->usage.memory_working_set_bytes.val : 0;
+}
 
 static const candidate_t *sort_input;
 

@@ -42,7 +42,8 @@ static void set_text(string_t *out, const char *format, ...) {
 
 void exports_vigil_policy_strategy_declare_interest(string_t *config,
                                                     exports_vigil_policy_strategy_strategy_interest_t *ret) {
-  // No labels or annotations read; evaluate judges signals only.
+  // No labels, annotations, pod facts or signals beyond the kubelet's read;
+  // evaluate judges signals only.
   memset(ret, 0, sizeof *ret);
   ret->pods_in_evaluate = false;
   eviction_strategy_string_free(config);
@@ -63,19 +64,22 @@ bool exports_vigil_policy_strategy_evaluate(snapshot_t *snapshot, exports_vigil_
     double threshold = signal->capacity.val / 10;
     bool hard = signal->value < threshold;
     memset(ret, 0, sizeof *ret);
-    ret->threshold.met = hard ? EXPORTS_VIGIL_POLICY_STRATEGY_MET_LEVEL_HARD
-                              : EXPORTS_VIGIL_POLICY_STRATEGY_MET_LEVEL_NOT_MET;
-    eviction_strategy_string_dup(&ret->threshold.scope, SCOPE);
-    eviction_strategy_string_dup(&ret->threshold.signal, SIGNAL);
-    ret->threshold.observed = signal->value;
-    ret->threshold.threshold = threshold;
-    ret->threshold.grace_period_seconds = 0;
-    ret->threshold.condition.is_some = hard;
+    // One threshold (one scope); no state kept (`ret->state.is_some` false).
+    ret->thresholds.ptr = calloc(1, sizeof *ret->thresholds.ptr);
+    ret->thresholds.len = 1;
+    exports_vigil_policy_strategy_threshold_t *t = &ret->thresholds.ptr[0];
+    t->met = hard ? EXPORTS_VIGIL_POLICY_STRATEGY_MET_LEVEL_HARD : EXPORTS_VIGIL_POLICY_STRATEGY_MET_LEVEL_NOT_MET;
+    eviction_strategy_string_dup(&t->scope, SCOPE);
+    eviction_strategy_string_dup(&t->signal, SIGNAL);
+    t->observed = signal->value;
+    t->threshold = threshold;
+    t->grace_period_seconds = 0;
+    t->condition.is_some = hard;
     if (hard) {
-      eviction_strategy_string_dup(&ret->threshold.condition.val.name, "MemoryPressure");
-      ret->threshold.condition.val.effects.ptr = malloc(sizeof(string_t));
-      ret->threshold.condition.val.effects.len = 1;
-      eviction_strategy_string_dup(&ret->threshold.condition.val.effects.ptr[0], "NoSchedule");
+      eviction_strategy_string_dup(&t->condition.val.name, "MemoryPressure");
+      t->condition.val.effects.ptr = malloc(sizeof(string_t));
+      t->condition.val.effects.len = 1;
+      eviction_strategy_string_dup(&t->condition.val.effects.ptr[0], "NoSchedule");
     }
     ok = true;
   }
@@ -91,10 +95,15 @@ static int compare_text(const string_t *a, const string_t *b) {
   return (a->len > b->len) - (a->len < b->len);
 }
 
+// A pod's working set; a usage the host could not read is absent: 0 here.
+static uint64_t used(const pod_t *pod) {
+  return pod->usage.memory_working_set_bytes.is_some ? pod->usage.memory_working_set_bytes.val : 0;
+}
+
 // Most memory first, then by UID.
 static int by_memory(const void *x, const void *y) {
   const pod_t *a = *(const pod_t *const *)x, *b = *(const pod_t *const *)y;
-  uint64_t used_a = a->usage.memory_working_set_bytes, used_b = b->usage.memory_working_set_bytes;
+  uint64_t used_a = used(a), used_b = used(b);
   if (used_a != used_b) return used_a > used_b ? -1 : 1;
   return compare_text(&a->uid, &b->uid);
 }
@@ -116,7 +125,7 @@ bool exports_vigil_policy_strategy_top_victims(snapshot_t *snapshot, string_t *s
       eviction_t *eviction = &ret->ptr[i];
       eviction_strategy_string_dup_n(&eviction->uid, (const char *)pods[i]->uid.ptr, pods[i]->uid.len);
       set_text(&eviction->reason, "uses %llu MiB of memory",
-               (unsigned long long)(pods[i]->usage.memory_working_set_bytes >> 20));
+               (unsigned long long)(used(pods[i]) >> 20));
       eviction->grace_period_seconds.is_some = false;
     }
     free(pods);

@@ -20,7 +20,8 @@ function refusal(pod) {
 // The eviction order: the pod with the larger key goes first, ties by UID.
 // Here the pod using the most memory; newest first would be
 // `(pod) => pod.startTimeMs`.
-const evictFirst = (pod) => pod.usage.memoryWorkingSetBytes;
+// A usage the host could not read is absent (`undefined`): 0 here.
+const evictFirst = (pod) => pod.usage.memoryWorkingSetBytes ?? 0n;
 
 // A bug's exception traps the call — a fault, which rolls a new version back
 // — but reaches vigil only as "expected a string". This writes its message and
@@ -37,7 +38,7 @@ const reported = (exports) => Object.fromEntries(Object.entries(exports).map(([n
 
 export const sorter = reported({
   declareInterest(config) {
-    return { labels: [], annotations: [] };
+    return { labels: [], annotations: [], facts: [] };
   },
 
   sort(strategies, candidates, config) {

@@ -26,8 +26,9 @@ const reported = (exports) => Object.fromEntries(Object.entries(exports).map(([n
 
 export const strategy = reported({
   declareInterest(config) {
-    // No labels or annotations read; evaluate judges signals only.
-    return { keys: { labels: [], annotations: [] }, podsInEvaluate: false };
+    // No labels, annotations or pod facts read; evaluate judges the
+    // kubelet's signals only (name others in `signals` to get them).
+    return { keys: { labels: [], annotations: [], facts: [] }, podsInEvaluate: false, signals: [] };
   },
 
   evaluate(snapshot) {
@@ -38,18 +39,20 @@ export const strategy = reported({
     const met = signal.value < threshold ? 'hard' : 'not-met';
     const condition = met === 'hard' ? { name: 'MemoryPressure', effects: ['NoSchedule'] } : undefined;
     return {
-      threshold: {
+      thresholds: [{
         met, scope: SCOPE, signal: SIGNAL, observed: signal.value, threshold,
         gracePeriodSeconds: 0n, condition,
-      },
+      }],
       softCandidates: [],
       forceEvictions: [],
+      state: undefined,
     };
   },
 
   topVictims(snapshot, scope, n) {
     if (scope !== SCOPE) throw `unknown scope ${scope}`;
-    const used = (p) => p.usage.memoryWorkingSetBytes;
+    // A usage the host could not read is absent (`undefined`): 0 here.
+    const used = (p) => p.usage.memoryWorkingSetBytes ?? 0n;
     const pods = [...snapshot.pods].sort((a, b) =>
       used(a) !== used(b) ? (used(a) > used(b) ? -1 : 1) : a.uid < b.uid ? -1 : a.uid > b.uid ? 1 : 0);
     return pods.slice(0, n).map((p) => ({

@@ -30,12 +30,13 @@ def evict_first(pod):
     Here the pod using the most memory; newest first would be
     `pod.start_time_ms`.
     """
-    return pod.usage.memory_working_set_bytes
+    # A usage the host could not read is absent (None): 0 here.
+    return pod.usage.memory_working_set_bytes or 0
 
 
 class Sorter(wit_world.exports.Sorter):
     def declare_interest(self, config):
-        return Interest([], [])
+        return Interest([], [], [])
 
     def sort(self, strategies, candidates, config):
         order, rejected = [], []

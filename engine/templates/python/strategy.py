@@ -25,8 +25,9 @@ SCOPE = "memory"
 
 class Strategy(wit_world.exports.Strategy):
     def declare_interest(self, config):
-        # No labels or annotations read; evaluate judges signals only.
-        return StrategyInterest(Interest([], []), False)
+        # No labels, annotations or pod facts read; evaluate judges the
+        # kubelet's signals only (name others in the last field to get them).
+        return StrategyInterest(Interest([], [], []), False, [])
 
     def evaluate(self, snapshot):
         signal = next((s for s in snapshot.signals if s.name == SIGNAL), None)
@@ -40,18 +41,15 @@ class Strategy(wit_world.exports.Strategy):
         if met == MetLevel.HARD:
             condition = Condition("MemoryPressure", ["NoSchedule"])
         return Decision(
-            Threshold(met, SCOPE, SIGNAL, signal.value, threshold, 0, condition), [], []
+            [Threshold(met, SCOPE, SIGNAL, signal.value, threshold, 0, condition)], [], [], None
         )
 
     def top_victims(self, snapshot, scope, n):
         if scope != SCOPE:
             raise Err(f"unknown scope {scope}")
-        pods = sorted(
-            snapshot.pods, key=lambda p: (-p.usage.memory_working_set_bytes, p.uid)
-        )
-        return [
-            Eviction(
-                p.uid, f"uses {p.usage.memory_working_set_bytes >> 20} MiB of memory", None
-            )
-            for p in pods[:n]
-        ]
+        # A usage the host could not read is absent (None): 0 here.
+        def used(p):
+            return p.usage.memory_working_set_bytes or 0
+
+        pods = sorted(snapshot.pods, key=lambda p: (-used(p), p.uid))
+        return [Eviction(p.uid, f"uses {used(p) >> 20} MiB of memory", None) for p in pods[:n]]

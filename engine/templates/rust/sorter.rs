@@ -29,7 +29,8 @@ fn refusal(pod: &Pod) -> Option<&'static str> {
 /// Here the pod using the most memory; newest first would be
 /// `pod.start_time_ms.into()`.
 fn evict_first(pod: &Pod) -> i128 {
-    pod.usage.memory_working_set_bytes.into()
+    // A usage the host could not read is absent: 0 here.
+    pod.usage.memory_working_set_bytes.unwrap_or(0).into()
 }
 
 struct Policy;
@@ -39,6 +40,7 @@ impl Guest for Policy {
         Interest {
             labels: vec![],
             annotations: vec![],
+            facts: Vec::new(),
         }
     }
 

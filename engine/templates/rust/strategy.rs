@@ -19,13 +19,16 @@ struct Policy;
 
 impl Guest for Policy {
     fn declare_interest(_config: String) -> StrategyInterest {
-        // No labels or annotations read; `evaluate` judges signals only.
+        // No labels, annotations or pod facts read; `evaluate` judges the
+        // kubelet's signals only (name others in `signals` to get them).
         StrategyInterest {
             keys: Interest {
                 labels: vec![],
                 annotations: vec![],
+                facts: Vec::new(),
             },
             pods_in_evaluate: false,
+            signals: vec![],
         }
     }
 
@@ -47,7 +50,7 @@ impl Guest for Policy {
             effects: vec!["NoSchedule".into()],
         });
         Ok(Decision {
-            threshold: Threshold {
+            thresholds: vec![Threshold {
                 met,
                 scope: SCOPE.into(),
                 signal: SIGNAL.into(),
@@ -55,9 +58,10 @@ impl Guest for Policy {
                 threshold,
                 grace_period_seconds: 0,
                 condition,
-            },
+            }],
             soft_candidates: vec![],
             force_evictions: vec![],
+            state: None,
         })
     }
 
@@ -67,14 +71,19 @@ impl Guest for Policy {
         }
         let mut pods = snapshot.pods;
         pods.sort_by(|a, b| {
-            let (a_used, b_used) = (a.usage.memory_working_set_bytes, b.usage.memory_working_set_bytes);
+            // A usage the host could not read is absent: ranked as 0 here.
+            let used = |p: &vigil::policy::types::Pod| p.usage.memory_working_set_bytes.unwrap_or(0);
+            let (a_used, b_used) = (used(a), used(b));
             b_used.cmp(&a_used).then_with(|| a.uid.cmp(&b.uid))
         });
         Ok(pods
             .into_iter()
             .take(n as usize)
             .map(|pod| Eviction {
-                reason: format!("uses {} MiB of memory", pod.usage.memory_working_set_bytes >> 20),
+                reason: format!(
+                    "uses {} MiB of memory",
+                    pod.usage.memory_working_set_bytes.unwrap_or(0) >> 20
+                ),
                 uid: pod.uid,
                 grace_period_seconds: None,
             })

@@ -4,9 +4,10 @@
 // label or annotation named in the config; keeps the rest in the order given
 // (the strategies' ranking).
 //
-// Config (JSON): {"skipLabels": ["key", ...], "skipAnnotations": ["key", ...]}
-// Its interest is exactly those keys: the host passes no other label or
-// annotation.
+// Config (JSON): {"skipLabels": ["key", ...], "skipAnnotations": ["key", ...]};
+// an entry "key=value" refuses only the pods whose key has that value. Its
+// interest is exactly those keys (each once): the host passes no other label
+// or annotation.
 //
 // Records arrive as objects with camelCase fields, enums as strings, u64 as
 // BigInt; throwing a string answers `err(string)`.
@@ -29,20 +30,39 @@ function skipKeys(config) {
     if (!Array.isArray(items)) throw `$.${field}: must be a list of strings`;
     items.forEach((item, i) => {
       if (typeof item !== 'string') throw `$.${field}[${i}]: must be a string`;
-      keys[FIELDS[field]].push(item);
+      if (item === '' || item.startsWith('=')) {
+        throw `$.${field}[${i}]: ${JSON.stringify(item)} names no key`;
+      }
+      const at = item.indexOf('=');
+      const skip = at < 0 ? { key: item, value: null } : { key: item.slice(0, at), value: item.slice(at + 1) };
+      keys[FIELDS[field]].push(skip);
     });
   }
   return keys;
 }
 
+const matches = (skip, kv) => kv.key === skip.key && (skip.value === null || kv.value === skip.value);
+
+// How the first pair a skip entry matches is named, or null.
+function skipped(pairs, skips) {
+  const pair = pairs.find((kv) => skips.some((s) => matches(s, kv)));
+  if (!pair) return null;
+  const byValue = skips.some((s) => s.value !== null && matches(s, pair));
+  return byValue ? `${pair.key}=${pair.value}` : pair.key;
+}
+
+// Each key once, in the config's order.
+const names = (skips) => [...new Set(skips.map((s) => s.key))];
+
+
 function refusal(pod, keys) {
   if (pod.isStatic) return 'static pod';
   if (pod.isMirror) return 'mirror pod';
   if (pod.isCritical) return 'system-critical pod';
-  const label = pod.labels.find((kv) => keys.labels.includes(kv.key));
-  if (label) return `carries skip label ${label.key}`;
-  const annotation = pod.annotations.find((kv) => keys.annotations.includes(kv.key));
-  if (annotation) return `carries skip annotation ${annotation.key}`;
+  const label = skipped(pod.labels, keys.labels);
+  if (label !== null) return `carries skip label ${label}`;
+  const annotation = skipped(pod.annotations, keys.annotations);
+  if (annotation !== null) return `carries skip annotation ${annotation}`;
   return null;
 }
 
@@ -51,9 +71,10 @@ export const sorter = {
   // the config is invalid: `sort` reports that).
   declareInterest(config) {
     try {
-      return skipKeys(config);
+      const keys = skipKeys(config);
+      return { labels: names(keys.labels), annotations: names(keys.annotations), facts: [] };
     } catch {
-      return { labels: [], annotations: [] };
+      return { labels: [], annotations: [], facts: [] };
     }
   },
 

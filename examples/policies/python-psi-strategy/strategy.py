@@ -101,6 +101,19 @@ def judge(settings, observed, last):
     return MetLevel.NOT_MET, soft, 0
 
 
+def last_met(snapshot):
+    """How this strategy's threshold was met last cycle."""
+    for scope in snapshot.last_met:
+        if scope.scope == SCOPE:
+            return scope.met
+    return MetLevel.NOT_MET
+
+
+def working_set(p):
+    """A pod's working set; 0 when the host could not read it."""
+    return p.usage.memory_working_set_bytes or 0
+
+
 def cmp(a, b):
     return (a > b) - (a < b)
 
@@ -108,10 +121,10 @@ def cmp(a, b):
 def memory_rank(a, b):
     """Negative when pod a is evicted before pod b."""
     def exceeds(p):
-        return p.usage.memory_working_set_bytes > p.requests.memory_bytes
+        return working_set(p) > p.requests.memory_bytes
 
     def excess(p):
-        return p.usage.memory_working_set_bytes - p.requests.memory_bytes
+        return working_set(p) - p.requests.memory_bytes
 
     return (
         cmp(exceeds(b), exceeds(a))
@@ -124,21 +137,24 @@ def memory_rank(a, b):
 class Strategy(wit_world.exports.Strategy):
     def declare_interest(self, config):
         """Pressure is judged from signals (pods only rank victims): no label
-        is read, and evaluate needs no pods."""
-        return StrategyInterest(Interest([], []), False)
+        is read, no pod fact nor signal beyond the kubelet's, and evaluate
+        needs no pods."""
+        return StrategyInterest(Interest([], [], []), False, [])
 
     def evaluate(self, snapshot):
         settings, signal = observe(snapshot)
-        met, threshold, grace = judge(settings, signal.value, snapshot.last_met)
+        last = last_met(snapshot)
+        met, threshold, grace = judge(settings, signal.value, last)
         condition = None
         if met != MetLevel.NOT_MET:
             condition = Condition("MemoryPressure", ["NoSchedule"])
-        if met != snapshot.last_met:
+        if met != last:
             log.log(log.Level.INFO, f"{signal.name} is {signal.value:.1f}: {met.name.lower()}")
         return Decision(
-            Threshold(met, SCOPE, signal.name, signal.value, threshold, grace, condition),
+            [Threshold(met, SCOPE, signal.name, signal.value, threshold, grace, condition)],
             [],
             [],
+            None,
         )
 
     def top_victims(self, snapshot, scope, n):
@@ -150,7 +166,7 @@ class Strategy(wit_world.exports.Strategy):
             Eviction(
                 pod.uid,
                 f"{signal.name} is {signal.value:.1f}; pod uses "
-                f"{pod.usage.memory_working_set_bytes >> 20} MiB of memory "
+                f"{working_set(pod) >> 20} MiB of memory "
                 f"against a request of {pod.requests.memory_bytes >> 20} MiB",
                 None,
             )

@@ -4,8 +4,9 @@ Refuses static, mirror and system-critical pods and pods carrying a skip label
 or annotation named in the config; keeps the rest in the order given (the
 strategies' ranking).
 
-Config (JSON): {"skipLabels": ["key", ...], "skipAnnotations": ["key", ...]}
-Its interest is exactly those keys: the host passes no other label or
+Config (JSON): {"skipLabels": ["key", ...], "skipAnnotations": ["key", ...]};
+an entry "key=value" refuses only the pods whose key has that value. Its
+interest is exactly those keys (each once): the host passes no other label or
 annotation.
 """
 
@@ -36,7 +37,34 @@ def skip_keys(config):
         for i, item in enumerate(items):
             if not isinstance(item, str):
                 raise Err(f"$.{field}[{i}]: must be a string")
-            keys[FIELDS[field]].append(item)
+            if item == "" or item.startswith("="):
+                raise Err(f"$.{field}[{i}]: {json.dumps(item)} names no key")
+            key, _, value = item.partition("=")
+            keys[FIELDS[field]].append((key, value if "=" in item else None))
+    return keys
+
+
+def matches(skip, pair):
+    key, value = skip
+    return pair.key == key and (value is None or pair.value == value)
+
+
+def skipped(pairs, skips):
+    """How the first pair a skip entry matches is named, or None."""
+    for pair in pairs:
+        if any(matches(s, pair) for s in skips):
+            if any(s[1] is not None and matches(s, pair) for s in skips):
+                return f"{pair.key}={pair.value}"
+            return pair.key
+    return None
+
+
+def names(skips):
+    """Each key once, in the config's order."""
+    keys = []
+    for key, _ in skips:
+        if key not in keys:
+            keys.append(key)
     return keys
 
 
@@ -48,12 +76,12 @@ def refusal(pod, keys):
         return "mirror pod"
     if pod.is_critical:
         return "system-critical pod"
-    for pair in pod.labels:
-        if pair.key in keys["labels"]:
-            return f"carries skip label {pair.key}"
-    for pair in pod.annotations:
-        if pair.key in keys["annotations"]:
-            return f"carries skip annotation {pair.key}"
+    label = skipped(pod.labels, keys["labels"])
+    if label is not None:
+        return f"carries skip label {label}"
+    annotation = skipped(pod.annotations, keys["annotations"])
+    if annotation is not None:
+        return f"carries skip annotation {annotation}"
     return None
 
 
@@ -63,8 +91,8 @@ class Sorter(wit_world.exports.Sorter):
         try:
             keys = skip_keys(config)
         except Err:
-            return Interest([], [])
-        return Interest(keys["labels"], keys["annotations"])
+            return Interest([], [], [])
+        return Interest(names(keys["labels"]), names(keys["annotations"]), [])
 
     def sort(self, strategies, candidates, config):
         keys = skip_keys(config)

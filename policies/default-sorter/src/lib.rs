@@ -7,9 +7,11 @@
 //! over the generated records ([`sort`]) so the host's benchmark can run the
 //! very same code natively.
 //!
-//! Config (JSON): `{"skipLabels": ["key", ...], "skipAnnotations": ["key", ...]}`.
-//! Its interest is exactly those keys: the host passes no other label or
-//! annotation.
+//! Config (JSON): `{"skipLabels": ["key", ...], "skipAnnotations": ["key", ...]}`;
+//! an entry `key=value` refuses only the pods whose key has that value (e.g.
+//! `katalyst.kubewharf.io/qos_level=system_cores`: a label or annotation key
+//! never holds `=`). Its interest is exactly those keys: the host passes no
+//! other label or annotation.
 
 /// Bindings generated from the `candidate-sorter` world.
 #[allow(missing_docs)]
@@ -20,11 +22,38 @@ pub mod bindings {
 pub use bindings::exports::vigil::policy::sorter::{Candidate, Rejection, Sorted, Urgency};
 pub use bindings::vigil::policy::types::{Interest, KeyValue, Pod, QosClass, Resources, Usage};
 
+/// A key that exempts a pod from eviction: whatever its value, or only one.
+#[derive(Debug, PartialEq)]
+struct Skip {
+    key: String,
+    value: Option<String>,
+}
+
+impl Skip {
+    /// `key` or `key=value`.
+    fn parse(entry: &str) -> Self {
+        match entry.split_once('=') {
+            Some((key, value)) => Self {
+                key: key.to_owned(),
+                value: Some(value.to_owned()),
+            },
+            None => Self {
+                key: entry.to_owned(),
+                value: None,
+            },
+        }
+    }
+
+    fn matches(&self, pair: &KeyValue) -> bool {
+        pair.key == self.key && self.value.as_ref().is_none_or(|v| *v == pair.value)
+    }
+}
+
 /// Keys that exempt a pod from eviction, read from the sorter's config.
 #[derive(Debug, Default, PartialEq)]
 struct SkipKeys {
-    labels: Vec<String>,
-    annotations: Vec<String>,
+    labels: Vec<Skip>,
+    annotations: Vec<Skip>,
 }
 
 impl SkipKeys {
@@ -50,7 +79,10 @@ impl SkipKeys {
                 let key = item
                     .as_str()
                     .ok_or(format!("$.{field}[{i}]: must be a string"))?;
-                target.push(key.to_owned());
+                if key.is_empty() || key.starts_with('=') {
+                    return Err(format!("$.{field}[{i}]: {key:?} names no key"));
+                }
+                target.push(Skip::parse(key));
             }
         }
         Ok(keys)
@@ -59,11 +91,16 @@ impl SkipKeys {
 
 /// Why `pod` must not be evicted, if it must not.
 fn refusal(pod: &Pod, skip: &SkipKeys) -> Option<String> {
-    let has = |pairs: &[KeyValue], keys: &[String]| {
+    let has = |pairs: &[KeyValue], skips: &[Skip]| {
         pairs
             .iter()
-            .find(|kv| keys.contains(&kv.key))
-            .map(|kv| kv.key.clone())
+            .find(|kv| skips.iter().any(|s| s.matches(kv)))
+            .map(
+                |kv| match skips.iter().any(|s| s.value.is_some() && s.matches(kv)) {
+                    true => format!("{}={}", kv.key, kv.value),
+                    false => kv.key.clone(),
+                },
+            )
     };
     if pod.is_static {
         Some("static pod".into())
@@ -82,9 +119,20 @@ fn refusal(pod: &Pod, skip: &SkipKeys) -> Option<String> {
 /// keys (none if the config is invalid: `sort` reports that).
 pub fn interest(config: &str) -> Interest {
     let keys = SkipKeys::from_config(config).unwrap_or_default();
+    // Each key once, in the config's order.
+    let names = |skips: Vec<Skip>| {
+        let mut keys: Vec<String> = Vec::with_capacity(skips.len());
+        for skip in skips {
+            if !keys.contains(&skip.key) {
+                keys.push(skip.key);
+            }
+        }
+        keys
+    };
     Interest {
-        labels: keys.labels,
-        annotations: keys.annotations,
+        labels: names(keys.labels),
+        annotations: names(keys.annotations),
+        facts: Vec::new(),
     }
 }
 

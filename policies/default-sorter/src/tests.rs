@@ -101,6 +101,47 @@ fn bad_config_is_an_answer_not_a_panic() {
 }
 
 #[test]
+fn a_skip_entry_with_a_value_refuses_only_that_value() {
+    // katalyst never evicts a pod of QoS level `system_cores`; other levels
+    // of the same annotation go as usual.
+    let qos = |level: &str| {
+        let mut pod = pod(level, QosClass::Burstable, 0, 10, 0);
+        pod.annotations.push(KeyValue {
+            key: "katalyst.kubewharf.io/qos_level".into(),
+            value: level.into(),
+        });
+        candidate(pod)
+    };
+    let candidates = vec![
+        qos("shared_cores"),
+        qos("system_cores"),
+        qos("reclaimed_cores"),
+    ];
+    let config = r#"{"skipAnnotations":["katalyst.kubewharf.io/qos_level=system_cores"]}"#;
+    let sorted = sort(&candidates, config).unwrap();
+    assert_eq!(
+        names(&candidates, &sorted),
+        ["shared_cores", "reclaimed_cores"]
+    );
+    assert_eq!(
+        (sorted.rejected[0].index, sorted.rejected[0].reason.as_str()),
+        (
+            1,
+            "carries skip annotation katalyst.kubewharf.io/qos_level=system_cores"
+        )
+    );
+    // It reads the key, once, whatever values are listed.
+    let wanted =
+        interest(r#"{"skipAnnotations":["k=a","k=b","other"],"skipLabels":["tier=critical"]}"#);
+    assert_eq!(wanted.annotations, ["k", "other"]);
+    assert_eq!(wanted.labels, ["tier"]);
+    assert_eq!(
+        sort(&candidates, r#"{"skipLabels":["=x"]}"#).unwrap_err(),
+        "$.skipLabels[0]: \"=x\" names no key"
+    );
+}
+
+#[test]
 fn reads_only_its_skip_keys() {
     let config = r#"{"skipLabels":["vigil.io/keep"],"skipAnnotations":["a","b"]}"#;
     let wanted = interest(config);
@@ -114,8 +155,8 @@ fn reads_only_its_skip_keys() {
 fn the_policy_guide_states_each_refusal_reason_in_order_of_precedence() {
     let guide = include_str!("../../../docs/policies.md");
     let skip = SkipKeys {
-        labels: vec!["KEY".into()],
-        annotations: vec!["KEY".into()],
+        labels: vec![Skip::parse("KEY")],
+        annotations: vec![Skip::parse("KEY")],
     };
     let key = || KeyValue {
         key: "KEY".into(),

@@ -25,7 +25,8 @@ pub mod bindings {
 }
 
 pub use bindings::exports::vigil::policy::strategy::{
-    Condition, Decision, Eviction, MetLevel, Signal, Snapshot, StrategyInterest, Threshold,
+    Condition, Decision, Eviction, MetLevel, ScopeMet, Signal, Snapshot, StrategyInterest,
+    Threshold,
 };
 pub use bindings::vigil::policy::types::{Interest, KeyValue, Pod, QosClass, Resources, Usage};
 use policy_kit::{Amount, Direction, Level, MemoryFacts, Thresholds, memory_rank};
@@ -61,7 +62,7 @@ fn below(signal: &str, hard: Amount) -> Thresholds {
 
 fn by_memory(a: &Pod, b: &Pod) -> Ordering {
     let facts = |p: &Pod| MemoryFacts {
-        usage: p.usage.memory_working_set_bytes,
+        usage: p.usage.memory_working_set_bytes.unwrap_or(0),
         request: p.requests.memory_bytes,
         priority: p.priority,
     };
@@ -71,7 +72,7 @@ fn by_memory(a: &Pod, b: &Pod) -> Ordering {
 fn memory_use(p: &Pod) -> String {
     format!(
         "pod uses {} MiB of memory against a request of {} MiB",
-        p.usage.memory_working_set_bytes >> 20,
+        p.usage.memory_working_set_bytes.unwrap_or(0) >> 20,
         p.requests.memory_bytes >> 20
     )
 }
@@ -100,13 +101,13 @@ pub const DISK: Kind = Kind {
         ..below("nodefs.available", Amount::Percent(11.0))
     },
     rank: |a, b| {
-        let used = |p: &Pod| p.usage.ephemeral_storage_bytes;
+        let used = |p: &Pod| p.usage.ephemeral_storage_bytes.unwrap_or(0);
         a.priority.cmp(&b.priority).then(used(b).cmp(&used(a)))
     },
     usage: |p| {
         format!(
             "pod writes {} MiB to the node's disk",
-            p.usage.ephemeral_storage_bytes >> 20
+            p.usage.ephemeral_storage_bytes.unwrap_or(0) >> 20
         )
     },
 };
@@ -120,9 +121,9 @@ pub const PID: Kind = Kind {
     rank: |a, b| {
         a.priority
             .cmp(&b.priority)
-            .then(b.usage.pids.cmp(&a.usage.pids))
+            .then(b.usage.pids.unwrap_or(0).cmp(&a.usage.pids.unwrap_or(0)))
     },
-    usage: |p| format!("pod runs {} processes", p.usage.pids),
+    usage: |p| format!("pod runs {} processes", p.usage.pids.unwrap_or(0)),
 };
 
 /// Memory stalls: PSI `some avg10`, for pressure that free memory hides.
@@ -142,11 +143,14 @@ pub const PSI: Kind = Kind {
     usage: memory_use,
 };
 
-fn level(met: MetLevel) -> Level {
-    match met {
-        MetLevel::NotMet => Level::NotMet,
-        MetLevel::Soft => Level::Soft,
-        MetLevel::Hard => Level::Hard,
+/// How `kind`'s threshold was met last cycle (these strategies never
+/// answer `report`).
+fn last_level(kind: &Kind, snapshot: &Snapshot) -> Level {
+    let last = snapshot.last_met.iter().find(|m| m.scope == kind.scope);
+    match last.map(|m| m.met) {
+        Some(MetLevel::Hard) => Level::Hard,
+        Some(MetLevel::Soft) => Level::Soft,
+        Some(MetLevel::NotMet | MetLevel::Report) | None => Level::NotMet,
     }
 }
 
@@ -175,13 +179,13 @@ fn observe<'a>(kind: &Kind, snapshot: &'a Snapshot) -> Result<(Thresholds, &'a S
 /// The config is invalid or the signal is missing; nothing should be evicted.
 pub fn evaluate(kind: &Kind, snapshot: &Snapshot) -> Result<Decision, String> {
     let (thresholds, signal) = observe(kind, snapshot)?;
-    let judgement = thresholds.judge(signal.value, signal.capacity, level(snapshot.last_met))?;
+    let judgement = thresholds.judge(signal.value, signal.capacity, last_level(kind, snapshot))?;
     let condition = (judgement.level != Level::NotMet).then(|| Condition {
         name: kind.condition.into(),
         effects: vec!["NoSchedule".into()],
     });
     Ok(Decision {
-        threshold: Threshold {
+        thresholds: vec![Threshold {
             met: met(judgement.level),
             scope: kind.scope.into(),
             signal: signal.name.clone(),
@@ -189,9 +193,10 @@ pub fn evaluate(kind: &Kind, snapshot: &Snapshot) -> Result<Decision, String> {
             threshold: judgement.threshold,
             grace_period_seconds: judgement.grace_period_seconds,
             condition,
-        },
+        }],
         soft_candidates: vec![],
         force_evictions: vec![],
+        state: None,
     })
 }
 
@@ -255,8 +260,11 @@ mod component {
                 keys: super::Interest {
                     labels: Vec::new(),
                     annotations: Vec::new(),
+                    facts: Vec::new(),
                 },
                 pods_in_evaluate: false,
+                // The kubelet's signals, which every strategy gets.
+                signals: Vec::new(),
             }
         }
 

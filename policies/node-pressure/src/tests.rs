@@ -20,15 +20,20 @@ fn snapshot(available_mi: f64, last_met: MetLevel, config: &str) -> Snapshot {
             pod("c", -10, 150, 100),
             pod("d", 0, 500, 100),
         ],
-        last_met,
+        last_met: vec![ScopeMet {
+            scope: "memory".into(),
+            met: last_met,
+        }],
         config: config.into(),
+        state: vec![],
     }
 }
 
 fn met(available_mi: f64, last_met: MetLevel, config: &str) -> (MetLevel, u64) {
     let t = evaluate(&MEMORY, &snapshot(available_mi, last_met, config))
         .unwrap()
-        .threshold;
+        .thresholds
+        .remove(0);
     (t.met, t.grace_period_seconds)
 }
 
@@ -37,8 +42,11 @@ fn default_hard_threshold_is_300_mebibytes_ahead_of_the_kubelets_100() {
     assert_eq!(met(299.0, MetLevel::NotMet, ""), (MetLevel::Hard, 0));
     assert_eq!(met(300.0, MetLevel::NotMet, ""), (MetLevel::NotMet, 0));
     let decision = evaluate(&MEMORY, &snapshot(50.0, MetLevel::NotMet, "{}")).unwrap();
-    assert_eq!(decision.threshold.condition.unwrap().name, "MemoryPressure");
-    assert_eq!(decision.threshold.scope, "memory");
+    assert_eq!(
+        decision.thresholds[0].condition.clone().unwrap().name,
+        "MemoryPressure"
+    );
+    assert_eq!(decision.thresholds[0].scope, "memory");
 }
 
 #[test]
@@ -50,7 +58,7 @@ fn soft_threshold_carries_its_grace_period_and_percentages_resolve_against_capac
     assert!(
         evaluate(&MEMORY, &snapshot(900.0, MetLevel::NotMet, config))
             .unwrap()
-            .threshold
+            .thresholds[0]
             .condition
             .is_none()
     );
@@ -111,7 +119,8 @@ fn with_signal(name: &str, value: f64, capacity: f64, pods: Vec<Pod>) -> Snapsho
             capacity: Some(capacity),
         }],
         pods,
-        last_met: MetLevel::NotMet,
+        last_met: vec![],
+        state: vec![],
         config: "{}".into(),
     }
 }
@@ -124,16 +133,21 @@ fn disk_pressure_is_below_eleven_percent_hard_and_thirteen_soft_and_evicts_the_b
         pod("writer", 0, 10, 10),
         pod("important", 100, 10, 10),
     ];
-    pods[0].usage.ephemeral_storage_bytes = 1 << 30;
-    pods[1].usage.ephemeral_storage_bytes = 5 << 30;
-    pods[2].usage.ephemeral_storage_bytes = 9 << 30;
+    pods[0].usage.ephemeral_storage_bytes = Some(1 << 30);
+    pods[1].usage.ephemeral_storage_bytes = Some(5 << 30);
+    pods[2].usage.ephemeral_storage_bytes = Some(9 << 30);
     let gib = f64::from(1 << 30);
     let snap = with_signal("nodefs.available", 10.5 * gib, 100.0 * gib, pods);
     let decision = evaluate(&DISK, &snap).unwrap();
     assert_eq!(
         (
-            decision.threshold.met,
-            decision.threshold.condition.unwrap().name.as_str()
+            decision.thresholds[0].met,
+            decision.thresholds[0]
+                .condition
+                .clone()
+                .unwrap()
+                .name
+                .as_str()
         ),
         (MetLevel::Hard, "DiskPressure")
     );
@@ -151,7 +165,8 @@ fn disk_pressure_is_below_eleven_percent_hard_and_thirteen_soft_and_evicts_the_b
             &with_signal("nodefs.available", free * gib, 100.0 * gib, vec![]),
         )
         .unwrap()
-        .threshold
+        .thresholds
+        .remove(0)
     };
     let soft = at(12.0);
     assert_eq!((soft.met, soft.grace_period_seconds), (MetLevel::Soft, 300));
@@ -161,9 +176,12 @@ fn disk_pressure_is_below_eleven_percent_hard_and_thirteen_soft_and_evicts_the_b
 #[test]
 fn pid_pressure_evicts_the_pod_with_most_processes() {
     let mut pods = vec![pod("few", 0, 1, 1), pod("forky", 0, 1, 1)];
-    pods[1].usage.pids = 3000;
+    pods[1].usage.pids = Some(3000);
     let snap = with_signal("pid.available", 1000.0, 32768.0, pods);
-    assert_eq!(evaluate(&PID, &snap).unwrap().threshold.met, MetLevel::Hard);
+    assert_eq!(
+        evaluate(&PID, &snap).unwrap().thresholds[0].met,
+        MetLevel::Hard
+    );
     assert_eq!(
         top_victims(&PID, &snap, "pid", 1).unwrap()[0].uid,
         "uid-forky"
@@ -177,7 +195,8 @@ fn psi_pressure_is_met_above_its_thresholds_even_with_free_memory() {
         &with_signal("psi.memory.some.avg10", 25.0, 100.0, vec![]),
     )
     .unwrap()
-    .threshold;
+    .thresholds
+    .remove(0);
     assert_eq!(
         (soft.met, soft.grace_period_seconds, soft.threshold),
         (MetLevel::Soft, 30, 20.0)
@@ -187,7 +206,8 @@ fn psi_pressure_is_met_above_its_thresholds_even_with_free_memory() {
         &with_signal("psi.memory.some.avg10", 55.0, 100.0, vec![]),
     )
     .unwrap()
-    .threshold;
+    .thresholds
+    .remove(0);
     assert_eq!(
         (hard.met, hard.scope.as_str()),
         (MetLevel::Hard, "psi-memory")
@@ -197,7 +217,8 @@ fn psi_pressure_is_met_above_its_thresholds_even_with_free_memory() {
         &with_signal("psi.memory.some.avg10", 3.0, 100.0, vec![]),
     )
     .unwrap()
-    .threshold;
+    .thresholds
+    .remove(0);
     assert_eq!(calm.met, MetLevel::NotMet);
 }
 

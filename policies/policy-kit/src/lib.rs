@@ -108,8 +108,9 @@ pub fn parse_quantity(text: &str) -> Result<u64, String> {
 /// Builds a `Pod` record of whichever generated `Pod`, `Resources` and
 /// `Usage` types are in scope: every binding of `vigil:policy/types`, host or
 /// guest, has the same shape. Memory figures are in MiB; the pod is in
-/// namespace `default` with UID `uid-NAME`, and every field not named is
-/// empty, zero or false.
+/// namespace `default` with UID `uid-NAME`, its usage read just now (one
+/// process, the facts a policy must ask for absent), and every field not
+/// named is empty, zero or false.
 #[macro_export]
 macro_rules! pod {
     ($name:expr, $qos:expr, priority: $priority:expr, usage_mib: $usage:expr, request_mib: $request:expr) => {{
@@ -132,12 +133,20 @@ macro_rules! pod {
                 cpu_millis: 0,
             },
             usage: Usage {
-                memory_working_set_bytes: usage << 20,
-                memory_rss_bytes: usage << 20,
-                cpu_millis: 0,
-                ephemeral_storage_bytes: 0,
-                pids: 1,
+                memory_working_set_bytes: Some(usage << 20),
+                memory_rss_bytes: Some(usage << 20),
+                memory_usage_bytes: None,
+                numa_memory: vec![],
+                cpu_millis: Some(0),
+                cpu_throttling: None,
+                memory_pressure: None,
+                ephemeral_storage_bytes: Some(0),
+                pids: Some(1),
+                age_ms: Some(0),
             },
+            writable_layers: None,
+            containers_without_memory_request: 0,
+            extended_requests: vec![],
             start_time_ms: 0,
             owner_kind: None,
             is_static: false,

@@ -43,7 +43,8 @@ fn snapshot(available: f64, pods: Vec<Pod>) -> Snapshot {
             capacity: Some(8e9),
         }],
         pods,
-        last_met: vigil::model::MetLevel::NotMet,
+        last_met: Vec::new(),
+        state: Vec::new(),
         config: "{}".into(),
     }
 }
@@ -133,10 +134,9 @@ fn a_0_1_0_strategy_reads_every_label_annotation_and_owner_kind_without_declarin
     ];
     let mut calm = snapshot(4e9, pods.clone());
     let decision = strategy.evaluate(&mut calm).unwrap().unwrap();
-    assert_eq!(decision.threshold.met, vigil::model::MetLevel::NotMet);
+    assert_eq!(decision.thresholds[0].met, vigil::model::MetLevel::NotMet);
     assert_eq!(
-        decision
-            .threshold
+        decision.thresholds[0]
             .condition
             .as_ref()
             .map(|c| c.name.as_str()),
@@ -159,7 +159,7 @@ fn a_0_1_0_strategy_reads_every_label_annotation_and_owner_kind_without_declarin
 
     let mut pressed = snapshot(1e8, pods.clone());
     let decision = strategy.evaluate(&mut pressed).unwrap().unwrap();
-    assert_eq!(decision.threshold.met, vigil::model::MetLevel::Hard);
+    assert_eq!(decision.thresholds[0].met, vigil::model::MetLevel::Hard);
     let victims = strategy
         .top_victims(&mut pressed, "memory", 4)
         .unwrap()

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 use vigil::base::clock::ManualClock;
-use vigil::model::bindings::{MetLevel, Snapshot};
+use vigil::model::bindings::Snapshot;
 use vigil::policy::{Contract, Fault, Host, Limits, LoadError, Origin};
 use vigil_tests::*;
 
@@ -271,7 +271,8 @@ fn a_guest_reads_the_hosts_clock_and_its_sleeps_do_not_wait() {
         now_ms: 0,
         signals: vec![],
         pods: vec![],
-        last_met: MetLevel::NotMet,
+        last_met: Vec::new(),
+        state: Vec::new(),
         config: config.into(),
     };
     let probe = |policy: &vigil::policy::Policy| {

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::sync::{Mutex, PoisonError};
 use vigil::base::digest::Digest;
 use vigil::model::{
-    Candidate, Decision, Eviction, Layer, MetLevel, Pod, QosClass, Signal, Snapshot,
+    Candidate, Decision, Eviction, Layer, MetLevel, Pod, QosClass, ScopeMet, Signal, Snapshot,
 };
 use vigil::policy::{Host, Limits, Origin, Policy};
 use vigil::simulate::{RunOptions, Scenario, run};
@@ -216,15 +216,21 @@ fn snapshot(stall: f64, last_met: MetLevel, config: &str) -> Snapshot {
             pod("best-effort", QosClass::BestEffort, 0, 300, 0),
             pod("over-low-priority", QosClass::Burstable, 0, 900, 100),
         ],
-        last_met,
+        last_met: vec![ScopeMet {
+            scope: "psi-memory".into(),
+            met: last_met,
+        }],
         config: config.into(),
+        state: Vec::new(),
     }
 }
 
 /// The threshold part of a decision: met level, threshold, grace period,
 /// and the condition's name.
 fn judged(decision: &Decision) -> (MetLevel, f64, u64, Option<String>) {
-    let t = &decision.threshold;
+    let [t] = decision.thresholds.as_slice() else {
+        panic!("one threshold, one scope: {:?}", decision.thresholds);
+    };
     let condition = t.condition.as_ref().map(|c| c.name.clone());
     (t.met, t.threshold, t.grace_period_seconds, condition)
 }
@@ -266,12 +272,12 @@ fn the_python_psi_strategy_meets_its_thresholds_with_grace_and_minimum_reclaim()
     let decision = evaluate(&python, 45.0, MetLevel::NotMet, "{}").unwrap();
     assert_eq!(
         (
-            decision.threshold.scope.as_str(),
-            decision.threshold.signal.as_str()
+            decision.thresholds[0].scope.as_str(),
+            decision.thresholds[0].signal.as_str()
         ),
         ("psi-memory", PSI)
     );
-    assert_eq!(decision.threshold.observed, 45.0);
+    assert_eq!(decision.thresholds[0].observed, 45.0);
     assert!(decision.soft_candidates.is_empty() && decision.force_evictions.is_empty());
 
     let configured = r#"{"hard": 50, "soft": "30", "softGracePeriodSeconds": 5}"#;

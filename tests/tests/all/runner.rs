@@ -37,7 +37,7 @@ fn node(available_mib: u64) -> NodeState {
 async fn next(reports: &mut broadcast::Receiver<Arc<LoopReport>>) -> CycleReport {
     loop {
         match reports.recv().await.expect("the loop is running").as_ref() {
-            LoopReport::Cycle(report, _) => return report.clone(),
+            LoopReport::Cycle(report, _) => return report.as_ref().clone(),
             LoopReport::Settled { .. } => {}
         }
     }

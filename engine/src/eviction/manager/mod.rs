@@ -53,12 +53,12 @@ pub use report::{
 use super::killer::{KillError, Killer};
 use super::kubelet;
 use super::limits::Recent;
-use super::policies::Policies;
+use super::policies::{Policies, Which};
 use super::queue::{KillQueue, Settled, Urgency};
 use super::settings::EvictionSettings;
 use super::tracker::{ActiveCondition, MetThreshold, Tracker};
 use crate::config::MIN_GRACE_PERIOD_SECONDS;
-use crate::model::{Eviction, MetLevel, Snapshot, Threshold};
+use crate::model::{Eviction, MetLevel, ScopeMet, Snapshot, Threshold};
 use crate::signals::catalogue::{self, Resource};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
@@ -81,6 +81,15 @@ pub const FOREIGN_TERMINATING_WAIT: Duration = Duration::from_secs(30);
 /// Taint effects a strategy may ask for; `NoExecute` only when allowed.
 const TAINT_EFFECTS: [&str; 2] = ["NoSchedule", "PreferNoSchedule"];
 
+/// What a strategy kept from its last `evaluate`, and what it was kept
+/// under: a new version or config of the strategy starts afresh.
+#[derive(Debug)]
+struct Kept {
+    version: Option<String>,
+    config: String,
+    state: Vec<u8>,
+}
+
 /// What strategies answered this cycle.
 #[derive(Default)]
 struct Answers {
@@ -95,10 +104,14 @@ pub struct EvictionManager {
     settings: EvictionSettings,
     tracker: Tracker,
     queue: KillQueue,
-    last_met: HashMap<String, MetLevel>,
-    /// Each strategy's last answered threshold: one that misses a cycle (a
-    /// fault, its deadline) keeps its place beside the kubelet meanwhile.
-    last_threshold: BTreeMap<String, Threshold>,
+    /// How each strategy's thresholds were met last cycle, by scope.
+    last_met: HashMap<String, Vec<ScopeMet>>,
+    /// Each strategy's last answered thresholds: one that misses a cycle (a
+    /// fault, its deadline) keeps their place beside the kubelet meanwhile.
+    last_threshold: BTreeMap<String, Vec<Threshold>>,
+    /// What each strategy keeps between calls (reset at a restart, a new
+    /// version or a new config of it).
+    kept: HashMap<String, Kept>,
     /// Dry-run victims already asked about, until when they are not asked again.
     dry_runs: HashMap<String, SystemTime>,
     /// Hard thresholds (strategy, scope) whose every candidate is refused, since when.
@@ -133,6 +146,7 @@ impl EvictionManager {
             queue: KillQueue::default(),
             last_met: HashMap::new(),
             last_threshold: BTreeMap::new(),
+            kept: HashMap::new(),
             dry_runs: HashMap::new(),
             blocked: HashMap::new(),
             overridden: HashMap::new(),
@@ -196,8 +210,9 @@ impl EvictionManager {
                 .map_or(0, |d| d.as_millis() as i64),
             signals: node.signals,
             pods,
-            last_met: MetLevel::NotMet,
+            last_met: Vec::new(),
             config: String::new(),
+            state: Vec::new(),
         };
         let mut strategies = self.policies.strategies();
         strategies.retain(|name| self.settings.policy(name).enabled);
@@ -207,8 +222,9 @@ impl EvictionManager {
         self.tracker.forget_unless(&strategies);
         self.last_threshold
             .retain(|name, _| strategies.contains(name));
+        self.kept.retain(|name, _| strategies.contains(name));
         let judged: Vec<(String, Threshold)> = (self.last_threshold.iter())
-            .map(|(name, threshold)| (name.clone(), threshold.clone()))
+            .flat_map(|(name, thresholds)| thresholds.iter().map(|t| (name.clone(), t.clone())))
             .collect();
         report.misplaced = kubelet::misplaced(&self.settings.kubelet, &judged, &snapshot.signals);
         report.reported = answers.thresholds.clone();
@@ -221,8 +237,10 @@ impl EvictionManager {
                 .any(|m| &m.strategy == strategy && &m.threshold.scope == scope)
         });
 
-        // Queued at once, so a later threshold that picks the same pod shares it.
-        for threshold in met.iter().filter(|m| m.past_grace) {
+        // Queued at once, so a later threshold that picks the same pod shares
+        // it. A report-only threshold has its condition and nobody evicted.
+        let evicting = |m: &&MetThreshold| m.past_grace && m.threshold.met != MetLevel::Report;
+        for threshold in met.iter().filter(evicting) {
             let resource = catalogue::resource(&threshold.threshold.signal);
             let by_kubelet = kubelet
                 .iter()
@@ -334,12 +352,23 @@ impl EvictionManager {
                     why,
                 }),
                 Ok(mut decision) => {
-                    self.last_met.insert(name.clone(), decision.threshold.met);
-                    (self.last_threshold).insert(name.clone(), decision.threshold.clone());
-                    if let Some(condition) = &mut decision.threshold.condition {
-                        self.check_effects(name, &mut condition.effects, report);
+                    let met = (decision.thresholds.iter())
+                        .map(|t| ScopeMet {
+                            scope: t.scope.clone(),
+                            met: t.met,
+                        })
+                        .collect();
+                    self.last_met.insert(name.clone(), met);
+                    (self.last_threshold).insert(name.clone(), decision.thresholds.clone());
+                    if let Some(state) = decision.state.take() {
+                        self.keep(name, &snapshot.config, state);
                     }
-                    answers.thresholds.push((name.clone(), decision.threshold));
+                    for mut threshold in decision.thresholds {
+                        if let Some(condition) = &mut threshold.condition {
+                            self.check_effects(name, &mut condition.effects, report);
+                        }
+                        answers.thresholds.push((name.clone(), threshold));
+                    }
                     answers.force.extend(
                         decision
                             .force_evictions
@@ -385,13 +414,30 @@ impl EvictionManager {
         self.settings.dry_run || self.settings.policy(strategy).dry_run
     }
 
+    /// Readies `snapshot` for a call of `strategy`: its config, how its
+    /// thresholds were met last cycle, and what it kept (if kept under the
+    /// version and config that serve now).
     fn prepare_snapshot(&self, strategy: &str, snapshot: &mut Snapshot) {
-        snapshot.last_met = self
-            .last_met
-            .get(strategy)
-            .copied()
-            .unwrap_or(MetLevel::NotMet);
+        snapshot.last_met = self.last_met.get(strategy).cloned().unwrap_or_default();
         snapshot.config = self.settings.policy(strategy).config;
+        let version = self.policies.version(strategy, Which::Serving);
+        snapshot.state = match self.kept.get(strategy) {
+            Some(kept) if kept.version == version && kept.config == snapshot.config => {
+                kept.state.clone()
+            }
+            _ => Vec::new(),
+        };
+    }
+
+    /// Keeps `state` for `strategy`'s next call, under the version and
+    /// `config` that serve now (the policy host bounds its size).
+    fn keep(&mut self, strategy: &str, config: &str, state: Vec<u8>) {
+        let kept = Kept {
+            version: self.policies.version(strategy, Which::Serving),
+            config: config.to_owned(),
+            state,
+        };
+        self.kept.insert(strategy.to_owned(), kept);
     }
 
     /// A pod terminating for another reason than one of our evictions, first
@@ -484,21 +530,25 @@ impl EvictionManager {
         }
     }
 
-    /// The grace period `victim` gets, whatever its strategy asked: a hard
-    /// threshold's is `hard_grace_period`; any other is the strategy's (else
-    /// the pod's own) capped at `max_pod_grace_period`; never less than
+    /// The grace period `victim` gets: what its strategy asked, kept
+    /// within the pod's own and `max_pod_grace_period`; if it asked none, a
+    /// hard threshold's victim gets `hard_grace_period` and any other the
+    /// pod's own (capped likewise); never less than
     /// [`MIN_GRACE_PERIOD_SECONDS`] (0 would be a force delete). `None`: the
     /// pod's own is not known, and the API server applies it.
     fn grace(&self, victim: &Victim) -> Option<u64> {
-        let asked = if victim.urgency == Urgency::Hard {
-            Some(self.settings.hard_grace_period.as_secs())
-        } else {
-            let own = self
-                .facts
-                .get(&victim.pod.uid)
-                .and_then(|f| f.grace_period_seconds);
-            let max = self.settings.max_pod_grace_period.as_secs();
-            victim.grace_period_seconds.or(own).map(|s| s.min(max))
+        let own = self
+            .facts
+            .get(&victim.pod.uid)
+            .and_then(|f| f.grace_period_seconds);
+        let max = self.settings.max_pod_grace_period.as_secs();
+        let cap = |s: u64| own.map_or(s, |own| s.min(own)).min(max);
+        let asked = match victim.grace_period_seconds {
+            Some(asked) => Some(cap(asked)),
+            None if victim.urgency == Urgency::Hard => {
+                Some(self.settings.hard_grace_period.as_secs())
+            }
+            None => own.map(|s| s.min(max)),
         };
         asked.map(|s| s.max(MIN_GRACE_PERIOD_SECONDS))
     }
@@ -507,7 +557,7 @@ impl EvictionManager {
     fn drop_unwanted(&mut self, met: &[MetThreshold], answers: &Answers) {
         let thresholds: HashSet<(&str, &str, Urgency)> = met
             .iter()
-            .filter(|m| m.past_grace)
+            .filter(|m| m.past_grace && m.threshold.met != MetLevel::Report)
             .map(|m| {
                 let urgency = if m.threshold.met == MetLevel::Hard {
                     Urgency::Hard

@@ -353,6 +353,7 @@ fn threshold_words(met: &MetThreshold) -> String {
     let level = match t.met {
         MetLevel::Hard => "hard",
         MetLevel::Soft => "soft",
+        MetLevel::Report => "to report",
         MetLevel::NotMet => "not",
     };
     format!(

@@ -82,9 +82,10 @@ impl Policies for Fake {
             condition.effects = self.effects.clone();
         }
         Ok(Answer {
-            threshold,
+            thresholds: vec![threshold],
             soft_candidates: proposed(&self.soft),
             force_evictions: proposed(&self.force),
+            state: None,
         })
     }
 
@@ -640,7 +641,7 @@ fn a_refused_force_or_soft_candidate_is_not_proposed_again_until_its_backoff_end
 }
 
 #[test]
-fn hard_evictions_get_the_hard_grace_the_others_are_capped_and_none_gets_zero() {
+fn a_strategys_grace_is_kept_within_the_pods_own_and_the_cap_and_none_gets_zero() {
     let (mut m, fake) = manager(Fake {
         victims: vec!["a".into()],
         soft: vec![("soft".into(), "s".into()), ("soft".into(), "own".into())],
@@ -664,9 +665,27 @@ fn hard_evictions_get_the_hard_grace_the_others_are_capped_and_none_gets_zero() 
     assert_eq!(uids(&hard_victim), ["a"]);
     assert_eq!(
         hard_victim[0].grace_period_seconds,
-        Some(1),
-        "600 asked; a second, never 0 (a force delete)"
+        Some(300),
+        "600 asked by the strategy for a hard victim, capped"
     );
+    // A hard victim whose strategy asks none gets the hard grace period; one
+    // that asks gets it within the pod's own; never 0.
+    let hard_of = |asked: Option<u64>| Victim {
+        grace_period_seconds: asked,
+        urgency: Urgency::Hard,
+        ..hard_victim[0].clone()
+    };
+    m.facts = state.facts.clone();
+    let hard_grace = m.settings().hard_grace_period.as_secs().max(1);
+    assert_eq!(m.grace(&hard_of(None)), Some(hard_grace));
+    assert_eq!(m.grace(&hard_of(Some(60))), Some(60), "katalyst's 60 s");
+    assert_eq!(m.grace(&hard_of(Some(0))), Some(1), "never a force delete");
+    let own = PodFacts {
+        grace_period_seconds: Some(30),
+        budgets: vec![],
+    };
+    m.facts.insert(hard_victim[0].pod.uid.clone(), own);
+    assert_eq!(m.grace(&hard_of(Some(60))), Some(30), "the pod's own 30 s");
     // A pod's own grace period is capped too when the strategy names none.
     let victim = Victim {
         grace_period_seconds: None,
@@ -859,7 +878,8 @@ fn a_budget_is_overridden_at_most_once_per_window() {
     let report = refuse_all(&mut m, due, &all);
     assert_eq!(uids(&report.requested), ["a"]);
     assert!(report.requested[0].override_pdb);
-    assert_eq!(report.requested[0].grace_period_seconds, Some(1));
+    // The strategy asked 600 s: capped at maxPodGracePeriodSeconds.
+    assert_eq!(report.requested[0].grace_period_seconds, Some(300));
     m.outcome(due, &report.requested[0], Ok(()));
     // a is gone; b is under the same budget: no second override in the window.
     let rest = node(&["b"]);

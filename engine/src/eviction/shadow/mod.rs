@@ -19,7 +19,7 @@
 use super::policies::{Policies, Unanswered, Which, answer};
 use crate::base::report::Chain;
 use crate::config::{ConfigError, VigilConfig, compare};
-use crate::model::{Candidate, Decision, Eviction, MetLevel, Pod, Snapshot, Sorted};
+use crate::model::{Candidate, Decision, Eviction, MetLevel, Pod, Snapshot, Sorted, Threshold};
 use crate::policy::{Policy, World};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -396,14 +396,9 @@ fn verdict<T>(
     Some(difference.map_or(Verdict::Agree, Verdict::Differ))
 }
 
-fn uids(described: &Described<'_>, evictions: &[Eviction]) -> Vec<String> {
-    evictions.iter().map(|e| described.uid(&e.uid)).collect()
-}
-
-/// Where two strategy decisions first part: the threshold, then the force
-/// evictions, then the soft candidates.
-fn decisions(described: &Described<'_>, serving: &Decision, shadow: &Decision) -> Option<String> {
-    let (s, h) = (&serving.threshold, &shadow.threshold);
+/// Where two thresholds of one scope part: how they are met, then what
+/// they compare.
+fn thresholds(s: &Threshold, h: &Threshold) -> Option<String> {
     if s.met != h.met {
         return Some(format!(
             "serving finds {} {} ({} against {}), shadow {} ({} against {})",
@@ -421,6 +416,30 @@ fn decisions(described: &Described<'_>, serving: &Decision, shadow: &Decision) -
             "serving holds {} to {}, shadow {} to {}",
             s.signal, s.threshold, h.signal, h.threshold
         ));
+    }
+    None
+}
+
+fn uids(described: &Described<'_>, evictions: &[Eviction]) -> Vec<String> {
+    evictions.iter().map(|e| described.uid(&e.uid)).collect()
+}
+
+/// Where two strategy decisions first part: the thresholds (scope by
+/// scope), then the force evictions, then the soft candidates.
+fn decisions(described: &Described<'_>, serving: &Decision, shadow: &Decision) -> Option<String> {
+    let scopes =
+        |d: &Decision| -> Vec<String> { d.thresholds.iter().map(|t| t.scope.clone()).collect() };
+    if scopes(serving) != scopes(shadow) {
+        return Some(format!(
+            "serving reports scopes [{}], shadow [{}]",
+            scopes(serving).join(", "),
+            scopes(shadow).join(", ")
+        ));
+    }
+    for (s, h) in serving.thresholds.iter().zip(&shadow.thresholds) {
+        if let Some(difference) = thresholds(s, h) {
+            return Some(difference);
+        }
     }
     let force = |d: &Decision| -> BTreeSet<String> {
         uids(described, &d.force_evictions).into_iter().collect()
@@ -450,6 +469,7 @@ fn decisions(described: &Described<'_>, serving: &Decision, shadow: &Decision) -
 fn met(level: MetLevel) -> &'static str {
     match level {
         MetLevel::NotMet => "not met",
+        MetLevel::Report => "met to report",
         MetLevel::Soft => "met soft",
         MetLevel::Hard => "met hard",
     }

@@ -65,9 +65,10 @@ impl Policies for Scripted {
             return Err(Unanswered::NotLoaded);
         }
         Ok(Decision {
-            threshold: memory_threshold(self.met),
+            thresholds: vec![memory_threshold(self.met)],
             soft_candidates: self.soft.iter().map(|u| eviction(u)).collect(),
             force_evictions: self.force.iter().map(|u| eviction(u)).collect(),
+            state: None,
         })
     }
 
@@ -136,8 +137,9 @@ fn snapshot() -> Snapshot {
         now_ms: 0,
         signals: Vec::new(),
         pods: ["a", "b", "c"].map(|n| pod(n).build()).to_vec(),
-        last_met: MetLevel::NotMet,
+        last_met: Vec::new(),
         config: "{}".into(),
+        state: Vec::new(),
     }
 }
 

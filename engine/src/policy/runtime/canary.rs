@@ -3,7 +3,7 @@
 //! answer) keeps the version out; a refusal (`err`) is an answer and passes.
 
 use crate::model::bindings::{
-    Candidate, KeyValue, Layer, MetLevel, OwnerKind, Pod, QosClass, Signal, Snapshot, Urgency,
+    Candidate, KeyValue, Layer, OwnerKind, Pod, QosClass, Signal, Snapshot, Urgency,
 };
 use crate::model::fixture;
 use crate::policy::{Fault, Policy};
@@ -24,8 +24,8 @@ fn pod(name: &str, qos: QosClass, priority: i32, usage_mib: u64, request_mib: u6
         value: name.into(),
     }];
     pod.requests.cpu_millis = 100;
-    pod.usage.cpu_millis = 50;
-    pod.usage.pids = 3;
+    pod.usage.cpu_millis = Some(50);
+    pod.usage.pids = Some(3);
     pod.start_time_ms = 1_699_999_000_000;
     pod.owner_kind = Some(OwnerKind::ReplicaSet);
     pod
@@ -65,8 +65,9 @@ pub(crate) fn snapshot(config: String) -> Snapshot {
             pod("burstable", QosClass::Burstable, 0, 500, 256),
             pod("guaranteed", QosClass::Guaranteed, 1000, 200, 256),
         ],
-        last_met: MetLevel::NotMet,
+        last_met: Vec::new(),
         config,
+        state: Vec::new(),
     }
 }
 
@@ -82,8 +83,13 @@ pub(crate) fn run(policy: &Policy, config: &str) -> Result<Option<String>, Fault
             Ok(decision) => decision,
             Err(declined) => return Ok(Some(declined)),
         };
-        let scope = decision.threshold.scope;
-        Ok(strategy.top_victims(&mut snapshot, &scope, 2)?.err())
+        // Each scope it reported is asked for victims.
+        for scope in decision.thresholds.into_iter().map(|t| t.scope) {
+            if let Err(declined) = strategy.top_victims(&mut snapshot, &scope, 2)? {
+                return Ok(Some(declined));
+            }
+        }
+        Ok(None)
     } else if let Some(sorter) = policy.as_sorter() {
         let urgencies = [Urgency::Hard, Urgency::Force, Urgency::Soft];
         let mut candidates: Vec<Candidate> = snapshot(String::new())

@@ -270,7 +270,7 @@ impl Policy {
             return Ok(Arc::clone(interest));
         }
         let interest: Declared = self.counted(self.call(instantiate, declare))?.into();
-        self.counted(crate::policy::runtime::interest::check(&interest.keys))?;
+        self.counted(crate::policy::runtime::interest::check(&interest))?;
         let interest = Arc::new(interest);
         *known = Some((config.to_owned(), Arc::clone(&interest)));
         Ok(interest)

@@ -8,8 +8,10 @@
 //! the [`crate::policy::Registry`] is supervised: it tells the registry of every
 //! fault itself (logged; a version on trial is rolled back), so no caller
 //! has to remember to. Strategies and
-//! sorters see pods narrowed to the labels and annotations they declared an
-//! interest in ([`crate::policy::runtime::interest`]); the caller's pods are left as they were.
+//! sorters see pods narrowed to the labels, annotations and pod facts they
+//! declared an interest in, and strategies the signals they declared beside
+//! the kubelet's ([`crate::policy::runtime::interest`]); the caller's pods
+//! and signals are left as they were.
 
 // A deliberate cycle with `component`: a `Policy` hands out these typed
 // handles (`as_strategy`…), and each handle calls back into its `Policy`.
@@ -18,7 +20,7 @@ use crate::model::bindings::{
 };
 use crate::policy::runtime::adapter::{MergerPre, SorterPre, StrategyPre};
 use crate::policy::runtime::component::Outcome;
-use crate::policy::runtime::interest::{Declared, narrow, restore};
+use crate::policy::runtime::interest::{Declared, narrow, narrow_signals, restore};
 use crate::policy::runtime::validate;
 use crate::policy::{Fault, Policy};
 use std::sync::Arc;
@@ -107,6 +109,7 @@ impl<'a> Strategy<'a> {
             let declared = self.interest(&snapshot.config)?;
             let withheld = (!declared.pods_in_evaluate).then(|| std::mem::take(&mut snapshot.pods));
             let aside = narrow(snapshot.pods.iter_mut(), &declared.keys);
+            let signals = narrow_signals(&mut snapshot.signals, &declared);
             let outcome = self.policy.call(
                 |store| self.pre.instantiate(store),
                 |instance, store| instance.evaluate(store, snapshot),
@@ -115,6 +118,9 @@ impl<'a> Strategy<'a> {
                 .policy
                 .checked(outcome, |decision| validate::decision(snapshot, decision));
             restore(snapshot.pods.iter_mut(), aside);
+            if let Some(signals) = signals {
+                snapshot.signals = signals;
+            }
             if let Some(pods) = withheld {
                 snapshot.pods = pods;
             }
@@ -136,11 +142,15 @@ impl<'a> Strategy<'a> {
         supervise(self.supervisor, self.policy, || {
             let declared = self.interest(&snapshot.config)?;
             let aside = narrow(snapshot.pods.iter_mut(), &declared.keys);
+            let signals = narrow_signals(&mut snapshot.signals, &declared);
             let outcome = self.policy.call(
                 |store| self.pre.instantiate(store),
                 |instance, store| instance.top_victims(store, snapshot, scope, n),
             );
             restore(snapshot.pods.iter_mut(), aside);
+            if let Some(signals) = signals {
+                snapshot.signals = signals;
+            }
             self.policy
                 .checked(outcome, |victims| validate::victims(snapshot, n, victims))
         })

@@ -1,14 +1,20 @@
-//! What a policy reads of the pods (what it declares once per config), and
-//! pods narrowed to it for one call.
+//! What a policy reads of the pods and the node (what it declares once per
+//! config), and pods and signals narrowed to it for one call.
 //!
 //! Pods are narrowed in place and put back exactly as they were afterwards,
 //! so a call costs no copy of the pods: a policy interested in nothing (the
-//! built-in strategies) gets every pod without a single label or annotation,
-//! and the host allocates nothing to give it that.
+//! built-in strategies) gets every pod without a single label, annotation or
+//! pod fact beyond the always-there ones, and the host allocates nothing to
+//! give it that. Signals beyond the kubelet's reach only the strategies that
+//! declared them.
 
 use crate::base::text;
-use crate::model::bindings::{Interest, KeyValue, Pod, StrategyInterest};
+use crate::model::bindings::{
+    CpuThrottling, Interest, KeyValue, NumaMemory, Pod, PodFact, Pressure, Signal,
+    StrategyInterest, WritableLayers,
+};
 use crate::policy::Fault;
+use crate::signals::catalogue;
 
 /// What a policy declared it reads under one config.
 #[derive(Debug)]
@@ -18,6 +24,9 @@ pub struct Declared {
     /// Whether a strategy's `evaluate` reads the pods (a sorter always gets
     /// its candidates').
     pub pods_in_evaluate: bool,
+    /// The signals a strategy reads beyond the kubelet's, by name or prefix
+    /// (a sorter reads none).
+    pub signals: Vec<String>,
 }
 
 impl From<Interest> for Declared {
@@ -25,6 +34,7 @@ impl From<Interest> for Declared {
         Self {
             keys,
             pods_in_evaluate: true,
+            signals: Vec::new(),
         }
     }
 }
@@ -34,7 +44,16 @@ impl From<StrategyInterest> for Declared {
         Self {
             keys: declared.keys,
             pods_in_evaluate: declared.pods_in_evaluate,
+            signals: declared.signals,
         }
+    }
+}
+
+impl Declared {
+    /// Whether the policy reads the signal `name`: the kubelet's reach
+    /// every strategy, others only those that declared them.
+    pub fn reads_signal(&self, name: &str) -> bool {
+        catalogue::every_strategy_reads(name) || wanted(&self.signals, name)
     }
 }
 
@@ -45,10 +64,12 @@ pub(crate) const MAX_KEYS: usize = 64;
 const MAX_KEY: usize = 317;
 
 /// Checks a policy's interest: bounded, and no empty key.
-pub(crate) fn check(interest: &Interest) -> Result<(), Fault> {
+pub(crate) fn check(declared: &Declared) -> Result<(), Fault> {
+    let interest = &declared.keys;
     for (what, keys) in [
         ("labels", &interest.labels),
         ("annotations", &interest.annotations),
+        ("signals", &declared.signals),
     ] {
         if keys.len() > MAX_KEYS {
             return Err(Fault::InvalidAnswer(format!(
@@ -68,18 +89,30 @@ pub(crate) fn check(interest: &Interest) -> Result<(), Fault> {
 
 /// Whether `key` is one of `keys` (a key ending in `*` matches every key
 /// starting with what precedes it).
-fn wanted(keys: &[String], key: &str) -> bool {
+pub(crate) fn wanted(keys: &[String], key: &str) -> bool {
     keys.iter().any(|k| match k.strip_suffix('*') {
         Some(prefix) => key.starts_with(prefix),
         None => k == key,
     })
 }
 
-/// The labels and annotations taken from pods while they are narrowed.
-#[must_use = "the pods' labels and annotations are lost unless restored"]
-pub(crate) struct SetAside(Vec<(Vec<KeyValue>, Vec<KeyValue>)>);
+/// What a pod lends a policy that does not read it.
+#[derive(Default)]
+struct Withheld {
+    labels: Vec<KeyValue>,
+    annotations: Vec<KeyValue>,
+    memory_usage: Option<u64>,
+    numa_memory: Vec<NumaMemory>,
+    cpu_throttling: Option<CpuThrottling>,
+    memory_pressure: Option<Pressure>,
+    writable_layers: Option<WritableLayers>,
+}
 
-/// Leaves each pod only the labels and annotations `interest` lists.
+/// The labels, annotations and facts taken from pods while they are narrowed.
+#[must_use = "the pods' labels, annotations and facts are lost unless restored"]
+pub(crate) struct SetAside(Vec<Withheld>);
+
+/// Leaves each pod only the labels, annotations and facts `interest` lists.
 pub(crate) fn narrow<'a>(pods: impl Iterator<Item = &'a mut Pod>, interest: &Interest) -> SetAside {
     let keep = |all: &[KeyValue], keys: &[String]| -> Vec<KeyValue> {
         all.iter()
@@ -87,25 +120,72 @@ pub(crate) fn narrow<'a>(pods: impl Iterator<Item = &'a mut Pod>, interest: &Int
             .cloned()
             .collect()
     };
+    let unasked = |fact: PodFact| !interest.facts.contains(&fact);
     SetAside(
         pods.map(|pod| {
-            let labels = std::mem::take(&mut pod.labels);
-            let annotations = std::mem::take(&mut pod.annotations);
-            pod.labels = keep(&labels, &interest.labels);
-            pod.annotations = keep(&annotations, &interest.annotations);
-            (labels, annotations)
+            let mut aside = Withheld {
+                labels: std::mem::take(&mut pod.labels),
+                annotations: std::mem::take(&mut pod.annotations),
+                ..Withheld::default()
+            };
+            pod.labels = keep(&aside.labels, &interest.labels);
+            pod.annotations = keep(&aside.annotations, &interest.annotations);
+            let usage = &mut pod.usage;
+            if unasked(PodFact::MemoryUsage) {
+                aside.memory_usage = usage.memory_usage_bytes.take();
+            }
+            if unasked(PodFact::NumaMemory) {
+                aside.numa_memory = std::mem::take(&mut usage.numa_memory);
+            }
+            if unasked(PodFact::CpuThrottling) {
+                aside.cpu_throttling = usage.cpu_throttling.take();
+            }
+            if unasked(PodFact::MemoryPressure) {
+                aside.memory_pressure = usage.memory_pressure.take();
+            }
+            if unasked(PodFact::WritableLayers) {
+                aside.writable_layers = pod.writable_layers.take();
+            }
+            aside
         })
         .collect(),
     )
 }
 
-/// Gives the pods [`narrow`] narrowed their labels and annotations back, as
-/// they were.
+/// Gives the pods [`narrow`] narrowed what it took, as they were.
 pub(crate) fn restore<'a>(pods: impl Iterator<Item = &'a mut Pod>, aside: SetAside) {
-    for (pod, (labels, annotations)) in pods.zip(aside.0) {
-        pod.labels = labels;
-        pod.annotations = annotations;
+    for (pod, aside) in pods.zip(aside.0) {
+        pod.labels = aside.labels;
+        pod.annotations = aside.annotations;
+        let usage = &mut pod.usage;
+        // What was taken is back; what was read by the policy stayed.
+        usage.memory_usage_bytes = usage.memory_usage_bytes.or(aside.memory_usage);
+        if usage.numa_memory.is_empty() {
+            usage.numa_memory = aside.numa_memory;
+        }
+        usage.cpu_throttling = usage.cpu_throttling.or(aside.cpu_throttling);
+        usage.memory_pressure = usage.memory_pressure.or(aside.memory_pressure);
+        pod.writable_layers = pod.writable_layers.or(aside.writable_layers);
     }
+}
+
+/// Leaves `signals` only those `declared` reads, and returns all of them
+/// to put back after the call; `None` when it reads every one (nothing was
+/// moved).
+pub(crate) fn narrow_signals(
+    signals: &mut Vec<Signal>,
+    declared: &Declared,
+) -> Option<Vec<Signal>> {
+    if signals.iter().all(|s| declared.reads_signal(&s.name)) {
+        return None;
+    }
+    let all = std::mem::take(signals);
+    *signals = all
+        .iter()
+        .filter(|s| declared.reads_signal(&s.name))
+        .cloned()
+        .collect();
+    Some(all)
 }
 
 #[cfg(test)]
@@ -125,6 +205,7 @@ mod tests {
         Interest {
             labels: labels.iter().map(|k| (*k).into()).collect(),
             annotations: annotations.iter().map(|k| (*k).into()).collect(),
+            facts: Vec::new(),
         }
     }
 
@@ -175,14 +256,19 @@ mod tests {
 
     #[test]
     fn an_interest_too_large_or_with_an_empty_key_is_invalid() {
-        assert!(check(&interest(&["app", "vigil.dev/*"], &["*"])).is_ok());
+        let check = |interest: Interest| check(&Declared::from(interest));
+        assert!(check(interest(&["app", "vigil.dev/*"], &["*"])).is_ok());
         let many: Vec<String> = (0..=MAX_KEYS).map(|i| format!("k{i}")).collect();
         let many: Vec<&str> = many.iter().map(String::as_str).collect();
-        let fault = check(&interest(&many, &[])).unwrap_err();
+        let fault = check(interest(&many, &[])).unwrap_err();
         assert!(fault.to_string().contains("at most 64 keys"), "{fault}");
-        let fault = check(&interest(&[], &[""])).unwrap_err();
+        let fault = check(interest(&[], &[""])).unwrap_err();
         assert!(fault.to_string().contains("annotations key"), "{fault}");
         let long = "k".repeat(MAX_KEY + 1);
-        assert!(check(&interest(&[&long], &[])).is_err());
+        assert!(check(interest(&[&long], &[])).is_err());
+        let mut declared = Declared::from(interest(&[], &[]));
+        declared.signals = vec![String::new()];
+        let fault = super::check(&declared).unwrap_err();
+        assert!(fault.to_string().contains("signals key"), "{fault}");
     }
 }

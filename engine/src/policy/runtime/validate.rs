@@ -8,7 +8,7 @@
 //! plain, or the answer is invalid; lists are bounded by what was offered.
 
 use crate::base::text;
-use crate::model::bindings::{Decision, Eviction, MergeRejection, Snapshot, Sorted};
+use crate::model::bindings::{Decision, Eviction, MergeRejection, Snapshot, Sorted, Threshold};
 use crate::policy::Fault;
 use std::collections::HashSet;
 
@@ -20,6 +20,10 @@ const MAX_NAME: usize = 63;
 const MAX_EFFECTS: usize = 3;
 /// Most merge rejections kept; the rest are summed up in one.
 const MAX_REJECTIONS: usize = 32;
+/// Most thresholds (scopes) one decision may report.
+pub(crate) const MAX_THRESHOLDS: usize = 64;
+/// Most state a strategy may keep between calls.
+pub(crate) const MAX_STATE_BYTES: usize = 64 * 1024;
 /// Largest merged config accepted.
 const MAX_MERGED_BYTES: usize = 1 << 20;
 
@@ -92,9 +96,37 @@ fn offered(snapshot: &Snapshot, what: &str, evictions: &mut [Eviction]) -> Resul
     Ok(())
 }
 
-/// Checks a strategy's decision against the snapshot it was given.
+/// Checks a strategy's decision against the snapshot it was given: at most
+/// [`MAX_THRESHOLDS`] thresholds, each of its own scope, and at most
+/// [`MAX_STATE_BYTES`] of state.
 pub(crate) fn decision(snapshot: &Snapshot, decision: &mut Decision) -> Result<(), Fault> {
-    let threshold = &decision.threshold;
+    if decision.thresholds.len() > MAX_THRESHOLDS {
+        return invalid(format!(
+            "{} thresholds; at most {MAX_THRESHOLDS} (one per scope)",
+            decision.thresholds.len()
+        ));
+    }
+    let mut scopes = HashSet::with_capacity(decision.thresholds.len());
+    for threshold in &decision.thresholds {
+        self::threshold(threshold)?;
+        if !scopes.insert(threshold.scope.as_str()) {
+            return invalid(format!("scope {} is reported twice", threshold.scope));
+        }
+    }
+    if let Some(state) = &decision.state
+        && state.len() > MAX_STATE_BYTES
+    {
+        return invalid(format!(
+            "state of {} bytes; at most {MAX_STATE_BYTES} are kept",
+            state.len()
+        ));
+    }
+    offered(snapshot, "soft-candidates", &mut decision.soft_candidates)?;
+    offered(snapshot, "force-evictions", &mut decision.force_evictions)
+}
+
+/// Checks one threshold: finite values, plain names, a few taint effects.
+fn threshold(threshold: &Threshold) -> Result<(), Fault> {
     if !threshold.observed.is_finite() || !threshold.threshold.is_finite() {
         return invalid(format!(
             "threshold values must be finite (observed {}, threshold {})",
@@ -116,8 +148,7 @@ pub(crate) fn decision(snapshot: &Snapshot, decision: &mut Decision) -> Result<(
             name("taint effect", effect)?;
         }
     }
-    offered(snapshot, "soft-candidates", &mut decision.soft_candidates)?;
-    offered(snapshot, "force-evictions", &mut decision.force_evictions)
+    Ok(())
 }
 
 /// Checks a strategy's top victims: at most `n`, each offered, none repeated.
@@ -268,9 +299,10 @@ mod tests {
 
     fn plain_decision() -> Decision {
         Decision {
-            threshold: crate::model::memory_threshold(crate::model::MetLevel::Hard),
+            thresholds: vec![crate::model::memory_threshold(crate::model::MetLevel::Hard)],
             soft_candidates: vec![],
             force_evictions: vec![],
+            state: None,
         }
     }
 
@@ -281,15 +313,49 @@ mod tests {
         assert!(super::decision(&snapshot, &mut decision).is_ok());
         for bad in ["", "memory\nMemoryPressure", &"m".repeat(64), "a b"] {
             let mut decision = plain_decision();
-            decision.threshold.scope = bad.to_owned();
+            decision.thresholds[0].scope = bad.to_owned();
             assert!(
                 super::decision(&snapshot, &mut decision).is_err(),
                 "{bad:?}"
             );
         }
         let mut decision = plain_decision();
-        decision.threshold.condition.as_mut().unwrap().effects = vec!["NoSchedule".into(); 4];
+        decision.thresholds[0].condition.as_mut().unwrap().effects = vec!["NoSchedule".into(); 4];
         assert!(super::decision(&snapshot, &mut decision).is_err());
+    }
+
+    #[test]
+    fn scopes_are_one_threshold_each_and_state_is_bounded() {
+        let snapshot = canary::snapshot("{}".into());
+        let numa = |node: usize| {
+            let mut t = crate::model::memory_threshold(crate::model::MetLevel::Soft);
+            t.scope = format!("numa.{node}");
+            t
+        };
+        let mut decision = plain_decision();
+        decision.thresholds = (0..MAX_THRESHOLDS).map(numa).collect();
+        decision.state = Some(vec![7; MAX_STATE_BYTES]);
+        assert!(super::decision(&snapshot, &mut decision).is_ok());
+        let message = |decision: &mut Decision| match super::decision(&snapshot, decision) {
+            Err(Fault::InvalidAnswer(m)) => m,
+            other => panic!("expected an invalid answer, got {other:?}"),
+        };
+        decision.state = Some(vec![7; MAX_STATE_BYTES + 1]);
+        assert_eq!(
+            message(&mut decision),
+            "state of 65537 bytes; at most 65536 are kept"
+        );
+        decision.state = None;
+        decision.thresholds.push(numa(MAX_THRESHOLDS));
+        assert_eq!(
+            message(&mut decision),
+            "65 thresholds; at most 64 (one per scope)"
+        );
+        decision.thresholds = vec![numa(1), numa(0), numa(1)];
+        assert_eq!(message(&mut decision), "scope numa.1 is reported twice");
+        // No threshold at all: nothing is met anywhere.
+        decision.thresholds.clear();
+        assert!(super::decision(&snapshot, &mut decision).is_ok());
     }
 
     #[test]

@@ -430,6 +430,7 @@ mod tests {
                 .iter()
                 .map(|(met, threshold)| ThresholdRecord {
                     strategy: "memory-pressure".into(),
+                    scope: "memory".into(),
                     met: match *met {
                         "hard" => Met::Hard,
                         "soft" => Met::Soft,

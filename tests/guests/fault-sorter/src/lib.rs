@@ -35,6 +35,7 @@ impl Guest for FaultSorter {
         Interest {
             labels: vec![],
             annotations: vec![],
+            facts: Vec::new(),
         }
     }
 

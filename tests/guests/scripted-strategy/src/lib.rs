@@ -2,12 +2,21 @@
 //! eviction manager can be driven through every path.
 //!
 //! Config (JSON), every field optional:
-//! `{"met": "hard"|"soft"|"not-met", "grace": 0, "scope": "script",
+//! `{"met": "hard"|"soft"|"report"|"not-met", "grace": 0, "scope": "script",
+//!   "condition": "Name", "scopes": [{"scope": "s", "met": "hard", "grace": 0,
+//!   "condition": "Name"}, ...], "count": false, "victimGrace": 7,
 //!   "force": ["uid", ...], "soft": ["uid", ...], "victims": ["uid", ...],
 //!   "trapOnPod": "name", "probeClock": false,
 //!   "interest": {"labels": ["key", ...], "annotations": ["key", ...],
-//!                "podsInEvaluate": true},
-//!   "showKeys": false, "oldestFirst": false}`.
+//!                "podsInEvaluate": true, "signals": ["name", ...],
+//!                "facts": ["numa-memory", ...]},
+//!   "showKeys": false, "showSignals": false, "oldestFirst": false}`.
+//! `scopes` answers one threshold per entry (instead of `met`, `scope`,
+//! `grace`); `condition` names the node condition a met threshold reports
+//! (`NoSchedule`). With `count`, it keeps a counter in its state, one more
+//! per `evaluate`, and reports it as every threshold's observed value (so
+//! a test sees the state kept, and when it resets). `victimGrace` is the
+//! grace period its victims ask for.
 //! Like any stateless strategy it only names pods the snapshot offers.
 //! `victims` orders `top-victims` (default: the snapshot's order, or the
 //! oldest pod first with `oldestFirst`). It traps
@@ -18,7 +27,9 @@
 //! pods in `evaluate`, by default; an `interest` that is not an object traps,
 //! in `declare-interest`). With `showKeys`,
 //! `evaluate` declines with the label and annotation keys each pod came with:
-//! `name: labels=a,b annotations=c; ...`.
+//! `name: labels=a,b annotations=c; ...`; with `showSignals`, with the
+//! signals it was given (`name,name,...`) and the pod facts present on
+//! each pod (`; pod: memory-usage,numa-memory,...`).
 
 /// Bindings generated from the `eviction-strategy` world.
 #[allow(missing_docs)]
@@ -27,9 +38,9 @@ pub mod bindings {
 }
 
 use bindings::exports::vigil::policy::strategy::{
-    Decision, Eviction, Guest, MetLevel, Snapshot, StrategyInterest, Threshold,
+    Condition, Decision, Eviction, Guest, MetLevel, Snapshot, StrategyInterest, Threshold,
 };
-use bindings::vigil::policy::types::{Interest, KeyValue};
+use bindings::vigil::policy::types::{Interest, KeyValue, Pod, PodFact};
 use serde_json::Value;
 
 fn config(snapshot: &Snapshot) -> Result<Value, String> {
@@ -47,14 +58,82 @@ fn uids(snapshot: &Snapshot, config: &Value, field: &str) -> Vec<String> {
     listed.filter(offered).map(str::to_owned).collect()
 }
 
-fn evictions(uids: Vec<String>) -> Vec<Eviction> {
+fn evictions(uids: Vec<String>, grace: Option<u64>) -> Vec<Eviction> {
     uids.into_iter()
         .map(|uid| Eviction {
             reason: format!("scripted eviction of {uid}"),
             uid,
-            grace_period_seconds: None,
+            grace_period_seconds: grace,
         })
         .collect()
+}
+
+fn met(name: Option<&str>) -> MetLevel {
+    match name.unwrap_or("not-met") {
+        "hard" => MetLevel::Hard,
+        "soft" => MetLevel::Soft,
+        "report" => MetLevel::Report,
+        _ => MetLevel::NotMet,
+    }
+}
+
+/// One threshold as `script` (the config, or one of its `scopes`) says.
+fn threshold(script: &Value, observed: f64) -> Threshold {
+    let met = met(script["met"].as_str());
+    Threshold {
+        met,
+        scope: script["scope"].as_str().unwrap_or("script").to_owned(),
+        signal: "script".into(),
+        observed,
+        threshold: 0.0,
+        grace_period_seconds: script["grace"].as_u64().unwrap_or(0),
+        condition: (script["condition"].as_str())
+            .filter(|_| met != MetLevel::NotMet)
+            .map(|name| Condition {
+                name: name.to_owned(),
+                effects: vec!["NoSchedule".into()],
+            }),
+    }
+}
+
+/// The pod facts `names` lists (`memory-usage`, `numa-memory`, …).
+fn facts(names: &[String]) -> Vec<PodFact> {
+    names
+        .iter()
+        .map(|name| match name.as_str() {
+            "memory-usage" => PodFact::MemoryUsage,
+            "numa-memory" => PodFact::NumaMemory,
+            "cpu-throttling" => PodFact::CpuThrottling,
+            "memory-pressure" => PodFact::MemoryPressure,
+            "writable-layers" => PodFact::WritableLayers,
+            other => panic!("scripted-strategy: no pod fact {other}"),
+        })
+        .collect()
+}
+
+/// The pod facts present on `pod`.
+fn present(pod: &Pod) -> String {
+    let usage = &pod.usage;
+    let facts = [
+        ("memory-usage", usage.memory_usage_bytes.is_some()),
+        ("numa-memory", !usage.numa_memory.is_empty()),
+        ("cpu-throttling", usage.cpu_throttling.is_some()),
+        ("memory-pressure", usage.memory_pressure.is_some()),
+        ("writable-layers", pod.writable_layers.is_some()),
+    ];
+    let names: Vec<&str> = facts
+        .iter()
+        .filter(|(_, on)| *on)
+        .map(|(n, _)| *n)
+        .collect();
+    format!("{}: {}", pod.name, names.join(","))
+}
+
+/// The signals and pod facts given, as `showSignals` reports them.
+fn shown_signals(snapshot: &Snapshot) -> String {
+    let signals: Vec<&str> = snapshot.signals.iter().map(|s| s.name.as_str()).collect();
+    let pods: Vec<String> = snapshot.pods.iter().map(present).collect();
+    format!("{}; {}", signals.join(","), pods.join("; "))
 }
 
 fn trap_if_triggered(snapshot: &Snapshot, config: &Value) {
@@ -127,8 +206,10 @@ impl Guest for Scripted {
             keys: Interest {
                 labels: strings(&wanted["labels"]),
                 annotations: strings(&wanted["annotations"]),
+                facts: facts(&strings(&wanted["facts"])),
             },
             pods_in_evaluate: wanted["podsInEvaluate"].as_bool().unwrap_or(true),
+            signals: strings(&wanted["signals"]),
         }
     }
 
@@ -138,26 +219,30 @@ impl Guest for Scripted {
         if config["showKeys"].as_bool() == Some(true) {
             return Err(shown_keys(&snapshot));
         }
+        if config["showSignals"].as_bool() == Some(true) {
+            return Err(shown_signals(&snapshot));
+        }
         if config["probeClock"].as_bool() == Some(true) {
             return Err(probe_clock());
         }
-        let met = match config["met"].as_str().unwrap_or("not-met") {
-            "hard" => MetLevel::Hard,
-            "soft" => MetLevel::Soft,
-            _ => MetLevel::NotMet,
+        let (observed, state) = if config["count"].as_bool() == Some(true) {
+            let count = match <[u8; 8]>::try_from(snapshot.state.as_slice()) {
+                Ok(bytes) => u64::from_le_bytes(bytes) + 1,
+                Err(_) => 1,
+            };
+            (count as f64, Some(count.to_le_bytes().to_vec()))
+        } else {
+            (0.0, None)
+        };
+        let thresholds = match config["scopes"].as_array() {
+            Some(scopes) => scopes.iter().map(|s| threshold(s, observed)).collect(),
+            None => vec![threshold(&config, observed)],
         };
         Ok(Decision {
-            threshold: Threshold {
-                met,
-                scope: config["scope"].as_str().unwrap_or("script").to_owned(),
-                signal: "script".into(),
-                observed: 0.0,
-                threshold: 0.0,
-                grace_period_seconds: config["grace"].as_u64().unwrap_or(0),
-                condition: None,
-            },
-            soft_candidates: evictions(uids(&snapshot, &config, "soft")),
-            force_evictions: evictions(uids(&snapshot, &config, "force")),
+            thresholds,
+            soft_candidates: evictions(uids(&snapshot, &config, "soft"), None),
+            force_evictions: evictions(uids(&snapshot, &config, "force"), None),
+            state,
         })
     }
 
@@ -173,7 +258,7 @@ impl Guest for Scripted {
             order = pods.into_iter().map(|p| p.uid.clone()).collect();
         }
         order.truncate(n as usize);
-        Ok(evictions(order))
+        Ok(evictions(order, config["victimGrace"].as_u64()))
     }
 }
 
