@@ -9,7 +9,7 @@
 // JavaScript has one number type: an integer beyond 2^53 in a policy's own
 // config comes out rounded (vigil's own settings are all far below that).
 
-import { log } from 'vigil:policy/log@0.2.0';
+import { log } from 'vigil:policy/log@0.3.0';
 
 const isObject = (v) => v !== null && typeof v === 'object' && !Array.isArray(v);
 

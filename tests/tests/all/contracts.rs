@@ -1,12 +1,13 @@
-//! Contract skew: components really built from the previous contract,
-//! `vigil:policy@0.1.0` (`wit/0.1.0/`, the `contract-0-1` test guest), pass
-//! the check saying which contract they speak, get what a 0.1.0 agent gave
-//! them through the host's adapter, and evict on a scenario through the
-//! real eviction manager.
+//! Contract skew: components really built from earlier contracts,
+//! `vigil:policy@0.1.0` and `0.2.0` (`wit/0.1.0/`, `wit/0.2.0/`, the
+//! `contract-0-1` and `contract-0-2` test guests), pass the check saying
+//! which contract they speak, get what an agent of their contract gave them
+//! through the host's adapters, and evict through the real eviction manager.
 
 use vigil::authoring::check_bytes;
 use vigil::model::{
-    Candidate, CandidateUrgency, KeyValue, Layer, OwnerKind, Pod, Signal, Snapshot,
+    Candidate, CandidateUrgency, KeyValue, Layer, MetLevel, OwnerKind, Pod, ScopeMet, Signal,
+    Snapshot,
 };
 use vigil::policy::{Contract, Host, Limits, Origin, Policy, World};
 use vigil::simulate::{RunOptions, Scenario, run};
@@ -92,7 +93,7 @@ fn a_0_1_0_component_passes_the_check_and_says_which_contract_it_speaks() {
         );
         assert!(
             text.contains(
-                "contract: vigil:policy@0.1.0 (an earlier one: this agent adapts it to 0.2.0"
+                "contract: vigil:policy@0.1.0 (an earlier one: this agent adapts it to 0.3.0"
             ),
             "{text}"
         );
@@ -109,8 +110,103 @@ fn a_0_1_0_component_passes_the_check_and_says_which_contract_it_speaks() {
     .unwrap();
     assert_eq!(
         (current.world, current.contract),
-        (World::CandidateSorter, Contract::V0_2)
+        (World::CandidateSorter, Contract::V0_3)
     );
+    for (bytes, world) in [
+        (STRATEGY_0_2, World::EvictionStrategy),
+        (SORTER_0_2, World::CandidateSorter),
+    ] {
+        let report = check_bytes(
+            &host,
+            "v2.wasm".into(),
+            "v2",
+            bytes.to_vec(),
+            Origin::Builtin,
+            "{}",
+        )
+        .unwrap_or_else(|e| panic!("the 0.2.0 {world} fails the check: {e}"));
+        assert_eq!((report.world, report.contract), (world, Contract::V0_2));
+        assert!(
+            report.to_string().contains("canary call passed"),
+            "{report}"
+        );
+    }
+}
+
+#[test]
+fn a_0_2_0_strategy_gets_one_threshold_its_last_level_and_zero_for_an_unread_usage() {
+    let policy = load("v2", STRATEGY_0_2);
+    assert_eq!(policy.contract(), Contract::V0_2);
+    let strategy = policy.as_strategy().expect("a strategy");
+    let mut batch = pod("batch", &[("tier", "batch")], &[], OwnerKind::Job);
+    batch.usage = vigil::model::Usage::unread();
+    let pods = vec![
+        pod(
+            "web",
+            &[("tier", "web")],
+            &[("note", "x")],
+            OwnerKind::ReplicaSet,
+        ),
+        batch,
+    ];
+    let level = |snapshot: &mut Snapshot| {
+        let decision = strategy.evaluate(snapshot).unwrap().unwrap();
+        assert_eq!(decision.thresholds.len(), 1, "one threshold, as 0.2.0 had");
+        assert!(decision.state.is_none(), "0.2.0 keeps no state");
+        decision.thresholds[0].met
+    };
+    // 1.2 GB free of 8: not under a tenth, but under a fifth once it was hard.
+    let mut snapshot = snapshot(1.2e9, pods.clone());
+    assert_eq!(level(&mut snapshot), MetLevel::NotMet);
+    snapshot.last_met = vec![ScopeMet {
+        scope: "memory".into(),
+        met: MetLevel::Hard,
+    }];
+    assert_eq!(level(&mut snapshot), MetLevel::Hard, "it read last-met");
+    // Signals beyond the kubelet's are not its: it declared none.
+    snapshot.signals.push(Signal {
+        name: "numa.0.memory.free".into(),
+        value: 1.0,
+        capacity: None,
+    });
+    strategy.evaluate(&mut snapshot).unwrap().unwrap();
+    let victims = strategy
+        .top_victims(&mut snapshot, "memory", 2)
+        .unwrap()
+        .unwrap();
+    // The batch pod first by the label it declared; its unread usage is 0
+    // to it, as a 0.2.0 agent said.
+    assert_eq!(
+        names(&snapshot, victims.iter().map(|e| e.uid.clone())),
+        ["batch", "web"]
+    );
+    assert_eq!(victims[0].reason, "working set 0 bytes, batch");
+    assert_eq!(json(&snapshot.pods), json(&pods), "given back whole");
+}
+
+#[test]
+fn a_0_2_0_sorter_is_told_its_strategy_by_index_and_its_order_counts() {
+    let policy = load("v2", SORTER_0_2);
+    let sorter = policy.as_sorter().expect("a sorter");
+    let strategies = strategies();
+    for urgency in [CandidateUrgency::Hard, CandidateUrgency::Soft] {
+        let mut given = candidates(urgency);
+        let sorted = sorter.sort(&strategies, &mut given, "{}").unwrap().unwrap();
+        assert_eq!(
+            order_of(&given, &sorted.order),
+            ["c", "b", "a"],
+            "{urgency:?}"
+        );
+        let why = if urgency == CandidateUrgency::Hard {
+            "hard"
+        } else {
+            "soft"
+        };
+        assert_eq!(
+            sorted.rejected[0].reason,
+            format!("kept: memory-pressure proposed it ({why})")
+        );
+    }
 }
 
 #[test]

@@ -13,13 +13,15 @@ use vigil::policy::FaultKind;
 use vigil::policy::{Origin, Registry};
 use vigil_tests::*;
 
-struct Node {
-    registry: Arc<Registry>,
-    clock: Arc<ManualClock>,
-    killer: Arc<RecordingKiller>,
-    manager: EvictionManager,
-    pods: Vec<Pod>,
-    available_mib: u64,
+pub(crate) struct Node {
+    pub(crate) registry: Arc<Registry>,
+    pub(crate) clock: Arc<ManualClock>,
+    pub(crate) killer: Arc<RecordingKiller>,
+    pub(crate) manager: EvictionManager,
+    pub(crate) pods: Vec<Pod>,
+    pub(crate) available_mib: u64,
+    /// Signals beside `memory.available`.
+    pub(crate) signals: Vec<Signal>,
 }
 
 fn pod(name: &str, qos: QosClass, usage_mib: u64, request_mib: u64) -> Pod {
@@ -45,7 +47,7 @@ fn pods() -> Vec<Pod> {
 }
 
 /// The default settings with `policies`' settings in place of theirs.
-fn settings(policies: &[(&str, PolicySettings)]) -> EvictionSettings {
+pub(crate) fn settings(policies: &[(&str, PolicySettings)]) -> EvictionSettings {
     let mut settings = EvictionSettings::default();
     for (name, policy) in policies {
         settings.policies.insert((*name).to_owned(), policy.clone());
@@ -53,7 +55,7 @@ fn settings(policies: &[(&str, PolicySettings)]) -> EvictionSettings {
     settings
 }
 
-fn config(json: &str) -> PolicySettings {
+pub(crate) fn config(json: &str) -> PolicySettings {
     PolicySettings {
         config: json.into(),
         ..PolicySettings::enforced()
@@ -61,7 +63,7 @@ fn config(json: &str) -> PolicySettings {
 }
 
 impl Node {
-    fn new(settings: EvictionSettings, extra: &[(&str, &[u8])]) -> Self {
+    pub(crate) fn new(settings: EvictionSettings, extra: &[(&str, &[u8])]) -> Self {
         let (registry, clock) = registry(None);
         for (name, bytes) in extra {
             let policy = registry
@@ -78,17 +80,18 @@ impl Node {
             manager,
             pods: pods(),
             available_mib: 4096,
+            signals: Vec::new(),
         }
     }
 
-    async fn cycle(&mut self) -> CycleReport {
+    pub(crate) async fn cycle(&mut self) -> CycleReport {
         let signal = Signal {
             name: "memory.available".into(),
             value: (self.available_mib << 20) as f64,
             capacity: Some((8192u64 << 20) as f64),
         };
         let node = NodeState {
-            signals: vec![signal],
+            signals: [vec![signal], self.signals.clone()].concat(),
             pods: self.pods.clone(),
             ..NodeState::default()
         };
@@ -101,7 +104,7 @@ impl Node {
     }
 
     /// The evicted pods disappear, as they do once terminated.
-    fn finish_evictions(&mut self) {
+    pub(crate) fn finish_evictions(&mut self) {
         let evicted: Vec<String> = self
             .killer
             .evicted()
@@ -135,7 +138,7 @@ fn evaluate_trapped(report: &CycleReport, strategy: &str) -> bool {
     })
 }
 
-fn names(victims: &[vigil::eviction::Victim]) -> Vec<&str> {
+pub(crate) fn names(victims: &[vigil::eviction::Victim]) -> Vec<&str> {
     victims.iter().map(|v| v.pod.name.as_str()).collect()
 }
 
@@ -458,7 +461,7 @@ fn labelled_pods() -> Vec<Pod> {
 }
 
 /// What `script` declined with this cycle (its `showKeys` answer).
-fn shown(report: &CycleReport, script: &str) -> String {
+pub(crate) fn shown(report: &CycleReport, script: &str) -> String {
     report
         .skipped
         .iter()

@@ -113,10 +113,11 @@ fn components_that_cannot_be_policies_are_refused_with_the_reason() {
         ),
         (
             "built for a contract this agent does not know",
-            hollow_sorter_wat(None, "0.3.0"),
+            hollow_sorter_wat(None, "0.4.0"),
             |e| {
-                e.to_string()
-                    .starts_with("built for vigil:policy@0.3.0, this agent serves 0.1.0 and 0.2.0")
+                e.to_string().starts_with(
+                    "built for vigil:policy@0.4.0, this agent serves 0.1.0, 0.2.0 and 0.3.0",
+                )
             },
         ),
         (
@@ -135,6 +136,20 @@ fn components_that_cannot_be_policies_are_refused_with_the_reason() {
         ),
         (
             "exports of the wrong shape",
+            hollow_sorter_wat(None, "0.3.0"),
+            |e| {
+                matches!(
+                    e,
+                    LoadError::WrongExports {
+                        world: "candidate-sorter",
+                        contract: Contract::V0_3,
+                        ..
+                    }
+                )
+            },
+        ),
+        (
+            "the contract before this one's export without its functions",
             hollow_sorter_wat(None, "0.2.0"),
             |e| {
                 matches!(

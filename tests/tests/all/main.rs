@@ -13,5 +13,6 @@ mod lifecycle;
 mod parsers;
 mod reload;
 mod runner;
+mod scopes;
 mod shadow;
 mod simulate;

@@ -367,3 +367,37 @@ async fn the_kubelets_image_gc_gets_its_chance_and_vigil_evicts_before_the_kubel
         "{said:?}"
     );
 }
+
+#[tokio::test]
+async fn a_decision_of_several_scopes_a_report_only_level_kept_state_and_a_hard_grace_simulate() {
+    // One strategy: `numa.0` hard (its victim asks a 3 s grace), `cpu`
+    // report-only with its condition, and a counter kept in its state.
+    let yaml = "name: contract-0-3\nduration: 10s\nnode: {memory: 8Gi}\npoliciesDir: policies\n\
+                config: {policies: {script: {dryRun: false, config: {count: true, victimGrace: 3, \
+                scopes: [{scope: numa.0, met: hard}, \
+                {scope: cpu, met: report, condition: VigilCPUPressure}]}}}}\n\
+                pods:\n\
+                - {name: a, gracePeriod: 30s, memory: [{at: 0s, value: 100Mi}]}\n";
+    let simulation = simulate_text(yaml, &[("script", vigil_tests::SCRIPTED_STRATEGY)]).await;
+    let evicted: Vec<(f64, &str, f64)> = (simulation.evictions.iter())
+        .map(|e| (e.at, e.pod.as_str(), e.gone_at))
+        .collect();
+    assert_eq!(
+        evicted,
+        [(0.0, "default/a", 3.0)],
+        "numa.0's victim, gone after the 3 s its strategy asked (not its own 30 s)"
+    );
+    for step in &simulation.steps {
+        let script: Vec<(&str, f64)> = (step.thresholds.iter())
+            .filter(|t| t.strategy == "script")
+            .map(|t| (t.scope.as_str(), t.observed))
+            .collect();
+        let count = step.t / 5.0 + 1.0;
+        assert_eq!(script, [("numa.0", count), ("cpu", count)], "at {}", step.t);
+        assert!(
+            step.conditions.iter().any(|c| c == "VigilCPUPressure"),
+            "the report-only condition holds at {}",
+            step.t
+        );
+    }
+}

@@ -12,7 +12,8 @@
 //!                "facts": ["numa-memory", ...]},
 //!   "showKeys": false, "showSignals": false, "oldestFirst": false}`.
 //! `scopes` answers one threshold per entry (instead of `met`, `scope`,
-//! `grace`); `condition` names the node condition a met threshold reports
+//! `grace`), and an entry's own `victims` ranks for its scope (those
+//! alone, gone ones left out); `condition` names the node condition a met threshold reports
 //! (`NoSchedule`). With `count`, it keeps a counter in its state, one more
 //! per `evaluate`, and reports it as every threshold's observed value (so
 //! a test sees the state kept, and when it resets). `victimGrace` is the
@@ -246,11 +247,13 @@ impl Guest for Scripted {
         })
     }
 
-    fn top_victims(snapshot: Snapshot, _scope: String, n: u32) -> Result<Vec<Eviction>, String> {
+    fn top_victims(snapshot: Snapshot, scope: String, n: u32) -> Result<Vec<Eviction>, String> {
         let config = config(&snapshot)?;
         trap_if_triggered(&snapshot, &config);
-        let mut order = uids(&snapshot, &config, "victims");
-        if order.is_empty() {
+        let own = (config["scopes"].as_array().into_iter().flatten())
+            .find(|s| s["scope"].as_str() == Some(scope.as_str()) && s["victims"].is_array());
+        let mut order = uids(&snapshot, own.unwrap_or(&config), "victims");
+        if order.is_empty() && own.is_none() {
             let mut pods: Vec<_> = snapshot.pods.iter().collect();
             if config["oldestFirst"].as_bool() == Some(true) {
                 pods.sort_by_key(|p| p.start_time_ms);
