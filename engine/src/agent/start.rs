@@ -388,6 +388,8 @@ impl Agent<'_> {
             clock: Arc::clone(&self.clock),
             cpu: CpuRates::default(),
             budgets_until: None,
+            wanted: Vec::new(),
+            rates: Default::default(),
         };
         let runner = Runner {
             manager: EvictionManager::new(self.shadowed.clone(), parts.eviction),

@@ -17,7 +17,7 @@ use crate::base::clock::Clock;
 use crate::eviction::runner::NodeSource;
 use crate::eviction::{CycleReport, KubeletEviction, NodeState, PodFacts, Terminating};
 use crate::model::Pod;
-use crate::signals::{self, Cgroups, CpuRates, SignalFiles};
+use crate::signals::{self, Cgroups, CpuRates, Rates, SignalFiles};
 use k8s_openapi::api::core::v1::{Node, Pod as KubePod};
 use kube::runtime::reflector::Store;
 use std::collections::BTreeMap;
@@ -45,6 +45,11 @@ pub struct ClusterSource {
     pub clock: Arc<dyn Clock>,
     /// Cpu time samples, turned into rates.
     pub cpu: CpuRates,
+    /// The node signals beyond the kubelet's that the strategies read
+    /// (names or prefixes): only their files are opened.
+    pub wanted: Vec<String>,
+    /// The node's counters (reclaim, CPU time), turned into rates.
+    pub rates: Rates,
     /// Until when the budgets are watched (see the module docs); none:
     /// not since the start.
     pub budgets_until: Option<SystemTime>,
@@ -79,12 +84,18 @@ impl ClusterSource {
 }
 
 impl NodeSource for ClusterSource {
+    fn want(&mut self, signals: Vec<String>) {
+        self.wanted = signals;
+    }
+
     fn observe(&mut self) -> NodeState {
         self.signals.allocatable_memory = self.allocatable_memory();
-        let reading = self.signals.read_node();
+        let mut reading = self.signals.read_node(&self.wanted);
         for gap in &reading.gaps {
             tracing::debug!(signal = %gap.signal, error = %gap.error, "signal not read");
         }
+        let rates = self.rates.signals(self.clock.now(), reading.counters);
+        reading.signals.extend(rates);
         let mut state = NodeState {
             signals: reading.signals,
             ..NodeState::default()

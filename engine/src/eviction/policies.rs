@@ -44,6 +44,13 @@ pub trait Policies: Send + Sync {
         None
     }
 
+    /// The node signals beyond the kubelet's that strategy `name` reads
+    /// under `config` (names, or prefixes ending in `*`); none if it cannot
+    /// say (not loaded, or faulting in its interest).
+    fn signals(&self, _name: &str, _config: &str) -> Vec<String> {
+        Vec::new()
+    }
+
     /// Asks strategy `name` to judge `snapshot` (lent mutably so its pods can
     /// be narrowed to what the strategy reads; they are given back as they
     /// were).
@@ -114,6 +121,17 @@ impl Policies for Registry {
             Which::BuiltIn => self.builtin(name),
         };
         policy.map(|p| p.digest().to_string())
+    }
+
+    fn signals(&self, name: &str, config: &str) -> Vec<String> {
+        let Some(policy) = self.get(name) else {
+            return Vec::new();
+        };
+        let declared = self.strategy(&policy).map(|s| s.interest(config));
+        match declared {
+            Some(Ok(declared)) => declared.signals.clone(),
+            _ => Vec::new(),
+        }
     }
 
     fn evaluate(&self, name: &str, snapshot: &mut Snapshot) -> Result<Decision, Unanswered> {

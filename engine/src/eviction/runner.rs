@@ -35,6 +35,11 @@ pub trait NodeSource: Send {
     /// The node now.
     fn observe(&mut self) -> NodeState;
 
+    /// The node signals beyond the kubelet's that the strategies read
+    /// (names, or prefixes ending in `*`), told before each observation:
+    /// a source reads only those.
+    fn want(&mut self, _signals: Vec<String>) {}
+
     /// What the cycle that observed it decided (e.g. whether a threshold
     /// holds, so that what only ranking needs is fetched only then).
     fn decided(&mut self, _report: &CycleReport) {}
@@ -182,6 +187,7 @@ impl Runner {
         loop {
             let (period, timeout) = (manager.settings().period, manager.settings().call_timeout);
             let started = Instant::now();
+            source.want(manager.wanted_signals());
             let report = manager.cycle(clock.now(), source.observe());
             source.decided(&report);
             for victim in &report.requested {

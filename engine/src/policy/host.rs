@@ -332,40 +332,7 @@ impl Host {
             .linker
             .instantiate_pre(&component)
             .map_err(|e| LoadError::UnsatisfiedImport(cause(e)))?;
-        let wrong = |e| LoadError::WrongExports {
-            world: world.name(),
-            contract,
-            source: cause(e),
-        };
-        let pre = match (world, contract) {
-            (World::EvictionStrategy, Contract::V0_3) => Pre::Strategy(StrategyPre::Current(
-                strategy::EvictionStrategyPre::new(instance_pre).map_err(wrong)?,
-            )),
-            (World::EvictionStrategy, Contract::V0_2) => Pre::Strategy(StrategyPre::V0_2(
-                v0_2::strategy::EvictionStrategyPre::new(instance_pre).map_err(wrong)?,
-            )),
-            (World::EvictionStrategy, Contract::V0_1) => Pre::Strategy(StrategyPre::V0_1(
-                v0_1::strategy::EvictionStrategyPre::new(instance_pre).map_err(wrong)?,
-            )),
-            (World::CandidateSorter, Contract::V0_3) => Pre::Sorter(SorterPre::Current(
-                sorter::CandidateSorterPre::new(instance_pre).map_err(wrong)?,
-            )),
-            (World::CandidateSorter, Contract::V0_2) => Pre::Sorter(SorterPre::V0_2(
-                v0_2::sorter::CandidateSorterPre::new(instance_pre).map_err(wrong)?,
-            )),
-            (World::CandidateSorter, Contract::V0_1) => Pre::Sorter(SorterPre::V0_1(
-                v0_1::sorter::CandidateSorterPre::new(instance_pre).map_err(wrong)?,
-            )),
-            (World::ConfigMerger, Contract::V0_3) => Pre::Merger(MergerPre::Current(
-                merger::ConfigMergerPre::new(instance_pre).map_err(wrong)?,
-            )),
-            (World::ConfigMerger, Contract::V0_2) => Pre::Merger(MergerPre::V0_2(
-                v0_2::merger::ConfigMergerPre::new(instance_pre).map_err(wrong)?,
-            )),
-            (World::ConfigMerger, Contract::V0_1) => Pre::Merger(MergerPre::V0_1(
-                v0_1::merger::ConfigMergerPre::new(instance_pre).map_err(wrong)?,
-            )),
-        };
+        let pre = typed_pre(world, contract, instance_pre)?;
         if contract.is_adapted() {
             tracing::info!(policy = name, %contract, "component built for an earlier contract; served through the host's adapter");
         }
@@ -450,6 +417,49 @@ fn check_header(bytes: &[u8]) -> Result<(), LoadError> {
         )),
         _ => Err(LoadError::NotWasm),
     }
+}
+
+/// The typed pre-instantiation of a component of `world` spoken in
+/// `contract` (an earlier contract's is served through its adapter).
+fn typed_pre(
+    world: World,
+    contract: Contract,
+    instance_pre: wasmtime::component::InstancePre<Sandbox>,
+) -> Result<Pre, LoadError> {
+    let wrong = |e| LoadError::WrongExports {
+        world: world.name(),
+        contract,
+        source: cause(e),
+    };
+    Ok(match (world, contract) {
+        (World::EvictionStrategy, Contract::V0_3) => Pre::Strategy(StrategyPre::Current(
+            strategy::EvictionStrategyPre::new(instance_pre).map_err(wrong)?,
+        )),
+        (World::EvictionStrategy, Contract::V0_2) => Pre::Strategy(StrategyPre::V0_2(
+            v0_2::strategy::EvictionStrategyPre::new(instance_pre).map_err(wrong)?,
+        )),
+        (World::EvictionStrategy, Contract::V0_1) => Pre::Strategy(StrategyPre::V0_1(
+            v0_1::strategy::EvictionStrategyPre::new(instance_pre).map_err(wrong)?,
+        )),
+        (World::CandidateSorter, Contract::V0_3) => Pre::Sorter(SorterPre::Current(
+            sorter::CandidateSorterPre::new(instance_pre).map_err(wrong)?,
+        )),
+        (World::CandidateSorter, Contract::V0_2) => Pre::Sorter(SorterPre::V0_2(
+            v0_2::sorter::CandidateSorterPre::new(instance_pre).map_err(wrong)?,
+        )),
+        (World::CandidateSorter, Contract::V0_1) => Pre::Sorter(SorterPre::V0_1(
+            v0_1::sorter::CandidateSorterPre::new(instance_pre).map_err(wrong)?,
+        )),
+        (World::ConfigMerger, Contract::V0_3) => Pre::Merger(MergerPre::Current(
+            merger::ConfigMergerPre::new(instance_pre).map_err(wrong)?,
+        )),
+        (World::ConfigMerger, Contract::V0_2) => Pre::Merger(MergerPre::V0_2(
+            v0_2::merger::ConfigMergerPre::new(instance_pre).map_err(wrong)?,
+        )),
+        (World::ConfigMerger, Contract::V0_1) => Pre::Merger(MergerPre::V0_1(
+            v0_1::merger::ConfigMergerPre::new(instance_pre).map_err(wrong)?,
+        )),
+    })
 }
 
 #[cfg(test)]

@@ -1,7 +1,9 @@
-//! What each node signal measures: the one place that knows a signal's unit
-//! from its name, for whoever shows or bounds a signal (the simulation's
-//! text and chart, the capacity of a scenario's own PSI signal). The names
-//! are the ones [`super::SignalFiles::read_node`] reports.
+//! What each node signal measures: the one place that knows a signal's
+//! names, its unit, which file family it comes from and whether the kubelet
+//! watches it, for whoever reads, shows or bounds a signal (the reader that
+//! reads only what strategies ask, the simulation's text and chart, the
+//! capacity of a scenario's own PSI signal). The names are the ones
+//! [`super::SignalFiles::read_node`] reports.
 
 /// What a signal's value counts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -16,7 +18,7 @@ pub(crate) enum Unit {
     Unknown,
 }
 
-/// The signals measured in bytes.
+/// The kubelet's signals measured in bytes.
 const BYTES: [&str; 4] = [
     "memory.available",
     "allocatable.memory.available",
@@ -24,14 +26,63 @@ const BYTES: [&str; 4] = [
     "imagefs.available",
 ];
 
-/// The signals that count things.
+/// The kubelet's signals that count things.
 const COUNTS: [&str; 3] = ["nodefs.inodesFree", "imagefs.inodesFree", "pid.available"];
+
+/// Signals beyond the kubelet's, read only while a strategy asks for them,
+/// by the file they come from: each family is one file (or two) read once.
+pub(crate) mod family {
+    /// `/proc/meminfo`'s `MemFree`.
+    pub(crate) const MEMINFO: [&str; 1] = ["memory.free"];
+    /// `/proc/zoneinfo`: the watermarks summed over every zone, and per NUMA
+    /// node `N` its free memory and its Normal zone's free pages and
+    /// watermarks (`numa.N.memory.free`, `numa.N.zone.normal.{free,min,low,high}`).
+    pub(crate) const ZONEINFO: [&str; 4] = [
+        "memory.watermark.min",
+        "memory.watermark.low",
+        "memory.watermark.high",
+        "numa.",
+    ];
+    /// `/proc/sys/vm/watermark_scale_factor`.
+    pub(crate) const SCALE_FACTOR: [&str; 1] = ["vm.watermarkScaleFactor"];
+    /// `/proc/vmstat`: rates between cycles, and the OOM-kill count.
+    pub(crate) const VMSTAT: [&str; 4] = [
+        "vm.kswapd.steal",
+        "vm.kswapd.scan",
+        "vm.workingset.refault",
+        "vm.oomKill",
+    ];
+    /// `/proc/loadavg`.
+    pub(crate) const LOADAVG: [&str; 1] = ["cpu.load1"];
+    /// `/proc/stat`: the CPU busy between cycles, in cores.
+    pub(crate) const STAT: [&str; 1] = ["cpu.usage"];
+}
+
+/// Whether any of `wanted` (names, or prefixes ending in `*`) asks for a
+/// signal of `family` (names, or prefixes ending in `.`).
+pub(crate) fn asks_for(wanted: &[String], family: &[&str]) -> bool {
+    wanted.iter().any(|entry| {
+        family.iter().any(|name| match entry.strip_suffix('*') {
+            Some(prefix) => {
+                name.starts_with(prefix) || prefix.starts_with(name) && name.ends_with('.')
+            }
+            None if name.ends_with('.') => entry.starts_with(name),
+            None => entry == name,
+        })
+    })
+}
 
 /// The unit of the signal `name`.
 pub(crate) fn unit(name: &str) -> Unit {
-    if BYTES.contains(&name) {
+    let per_numa_node =
+        name.starts_with("numa.") && (name.ends_with(".memory.free") || name.contains(".zone."));
+    if BYTES.contains(&name)
+        || family::MEMINFO.contains(&name)
+        || family::ZONEINFO[..3].contains(&name)
+        || per_numa_node
+    {
         Unit::Bytes
-    } else if COUNTS.contains(&name) {
+    } else if COUNTS.contains(&name) || name == "vm.oomKill" || name == "vm.watermarkScaleFactor" {
         Unit::Count
     } else if is_pressure(name) {
         Unit::Percent
@@ -44,7 +95,12 @@ pub(crate) fn unit(name: &str) -> Unit {
 /// kubelet's (memory, filesystems, pids) and the node's pressure stall
 /// information, which the host reads whatever the strategies ask.
 pub(crate) fn every_strategy_reads(name: &str) -> bool {
-    BYTES.contains(&name) || COUNTS.contains(&name) || is_pressure(name)
+    is_kubelets(name) || is_pressure(name)
+}
+
+/// Whether `name` is one of the kubelet's own eviction signals.
+fn is_kubelets(name: &str) -> bool {
+    BYTES.contains(&name) || COUNTS.contains(&name)
 }
 
 /// Whether the signal `name` measures stalls (pressure stall information,
@@ -70,7 +126,7 @@ pub enum Resource {
 pub(crate) fn resource(name: &str) -> Option<Resource> {
     let (head, _) = name.split_once('.')?;
     match head {
-        "memory" | "allocatable" => Some(Resource::Memory),
+        "memory" | "allocatable" | "numa" => Some(Resource::Memory),
         "psi" if name.starts_with("psi.memory.") => Some(Resource::Memory),
         "nodefs" | "imagefs" => Some(Resource::Disk),
         "pid" => Some(Resource::Pids),
@@ -80,9 +136,9 @@ pub(crate) fn resource(name: &str) -> Option<Resource> {
 
 /// Whether the kubelet evicts on the signal `name` too (when its config
 /// sets a threshold on it): memory, filesystem and pid availability, never
-/// stalls.
+/// stalls, nor the signals beyond its own (free memory, watermarks, NUMA).
 pub(crate) fn kubelet_watches(name: &str) -> bool {
-    resource(name).is_some() && !is_stall(name)
+    is_kubelets(name)
 }
 
 impl Resource {
@@ -163,6 +219,31 @@ mod tests {
         assert_eq!(Resource::from_kubelet("inodes"), Some(Resource::Disk));
         assert_eq!(Resource::from_kubelet("pids"), Some(Resource::Pids));
         assert_eq!(Resource::from_kubelet("cpu"), None);
+    }
+
+    #[test]
+    fn a_family_is_read_for_a_name_or_a_prefix_that_reaches_it() {
+        let wanted = |names: &[&str]| names.iter().map(|n| (*n).to_owned()).collect::<Vec<_>>();
+        assert!(asks_for(&wanted(&["numa.*"]), &family::ZONEINFO));
+        assert!(asks_for(
+            &wanted(&["numa.1.zone.normal.free"]),
+            &family::ZONEINFO
+        ));
+        assert!(asks_for(
+            &wanted(&["memory.watermark.*"]),
+            &family::ZONEINFO
+        ));
+        assert!(asks_for(&wanted(&["vm.*"]), &family::VMSTAT));
+        assert!(asks_for(&wanted(&["*"]), &family::STAT));
+        assert!(!asks_for(&wanted(&["memory.free"]), &family::ZONEINFO));
+        assert!(!asks_for(&wanted(&["numa"]), &family::ZONEINFO));
+        assert!(!asks_for(&wanted(&["vm.oomKills"]), &family::VMSTAT));
+        assert!(!asks_for(&[], &family::MEMINFO));
+        assert_eq!(unit("numa.0.zone.normal.min"), Unit::Bytes);
+        assert_eq!(unit("memory.watermark.low"), Unit::Bytes);
+        assert_eq!(unit("vm.oomKill"), Unit::Count);
+        assert!(!kubelet_watches("memory.free") && kubelet_watches("memory.available"));
+        assert_eq!(resource("numa.1.memory.free"), Some(Resource::Memory));
     }
 
     #[test]

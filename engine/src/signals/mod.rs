@@ -20,8 +20,21 @@
 //! - `pid.available` (capacity: `pid_max`);
 //! - `psi.{memory,cpu,io}.{some,full}.{avg10,avg60}` (capacity: 100).
 //!
-//! `catalogue` gives each of them its unit.
+//! and, only while a strategy asks for them (each family is one file):
+//! - `memory.free` (`MemFree`; capacity `MemTotal`);
+//! - `memory.watermark.{min,low,high}`, the zones' watermarks summed, and
+//!   per NUMA node `N` `numa.N.memory.free` (capacity: the node's memory)
+//!   and `numa.N.zone.normal.{free,min,low,high}` (capacity: the zone's),
+//!   all in bytes, from `/proc/zoneinfo`; `vm.watermarkScaleFactor`;
+//! - `vm.kswapd.steal`, `vm.kswapd.scan`, `vm.workingset.refault` (pages
+//!   per second between cycles) and `vm.oomKill` (OOM kills since boot),
+//!   from `/proc/vmstat`;
+//! - `cpu.load1` (the 1-minute load average) and `cpu.usage` (cores busy
+//!   between cycles), capacity the online CPUs.
+//!
+//! `catalogue` gives each of them its unit and family.
 
+mod activity;
 pub(crate) mod catalogue;
 pub(crate) mod cgroup;
 mod cpu;
@@ -31,7 +44,9 @@ pub mod memory_line;
 mod pids;
 mod psi;
 pub(crate) mod wake;
+mod zoneinfo;
 
+pub use activity::{Counters, CpuTicks, Rates, VmCounters};
 pub use cgroup::{Cgroups, Driver, Memory, Version};
 pub use cpu::CpuRates;
 pub use error::SignalError;
@@ -91,6 +106,8 @@ pub struct Reading {
     pub signals: Vec<Signal>,
     /// The signals that could not be read.
     pub gaps: Vec<Gap>,
+    /// The cumulative counters read, which [`Rates`] turns into signals.
+    pub counters: Counters,
 }
 
 impl Reading {
@@ -124,10 +141,14 @@ pub struct PodUsage {
 }
 
 impl SignalFiles {
-    /// Reads every node signal; what cannot be read is reported as a gap.
-    pub fn read_node(&self) -> Reading {
+    /// Reads the kubelet's node signals and node PSI, and those of the
+    /// others that `wanted` (names, or prefixes ending in `*`) asks for:
+    /// a file no one asked for is not opened. What cannot be read is
+    /// reported as a gap.
+    pub fn read_node(&self, wanted: &[String]) -> Reading {
         let mut reading = Reading::default();
-        self.read_memory(&mut reading);
+        let meminfo = self.read_memory(&mut reading);
+        self.read_asked(wanted, meminfo, &mut reading);
         for (name, path) in [
             ("nodefs", Some(&self.nodefs)),
             ("imagefs", self.imagefs.as_ref()),
@@ -153,20 +174,23 @@ impl SignalFiles {
         reading
     }
 
-    fn read_memory(&self, reading: &mut Reading) {
-        match MemInfo::read(&self.proc_root.join("meminfo")) {
-            Ok(info) => reading.push(
-                "memory.available",
-                info.available() as f64,
-                Some(info.total as f64),
-            ),
-            Err(error) => reading.gap("memory.available", error),
-        }
+    fn read_memory(&self, reading: &mut Reading) -> Option<MemInfo> {
+        let meminfo = match MemInfo::read(&self.proc_root.join("meminfo")) {
+            Ok(info) => {
+                let total = Some(info.total as f64);
+                reading.push("memory.available", info.available() as f64, total);
+                Some(info)
+            }
+            Err(error) => {
+                reading.gap("memory.available", error);
+                None
+            }
+        };
         let cgroups = self.cgroups();
         match cgroups.memory(&cgroups.kubepods()) {
             Ok(kubepods) => {
                 let Some(allocatable) = self.allocatable_memory.or(kubepods.limit) else {
-                    return;
+                    return meminfo;
                 };
                 let available = allocatable.saturating_sub(kubepods.working_set);
                 reading.push(
@@ -176,6 +200,62 @@ impl SignalFiles {
                 );
             }
             Err(error) => reading.gap("allocatable.memory.available", error),
+        }
+        meminfo
+    }
+
+    /// Reads the families of signals beyond the kubelet's that `wanted`
+    /// asks for (see [`catalogue::family`]).
+    fn read_asked(&self, wanted: &[String], meminfo: Option<MemInfo>, reading: &mut Reading) {
+        use catalogue::{asks_for, family};
+        if asks_for(wanted, &family::MEMINFO)
+            && let Some(info) = meminfo
+        {
+            reading.push("memory.free", info.free as f64, Some(info.total as f64));
+        }
+        if asks_for(wanted, &family::ZONEINFO) {
+            match zoneinfo::read(&self.proc_root.join("zoneinfo")) {
+                Ok(zones) => push_zones(reading, &zones),
+                Err(error) => reading.gap("numa", error),
+            }
+        }
+        if asks_for(wanted, &family::SCALE_FACTOR) {
+            let path = self.proc_root.join("sys/vm/watermark_scale_factor");
+            match zoneinfo::watermark_scale_factor(&path) {
+                Ok(factor) => {
+                    reading.push("vm.watermarkScaleFactor", factor as f64, Some(10_000.0))
+                }
+                Err(error) => reading.gap("vm.watermarkScaleFactor", error),
+            }
+        }
+        if asks_for(wanted, &family::VMSTAT) {
+            match activity::vm_counters(&self.proc_root.join("vmstat")) {
+                Ok(vm) => {
+                    reading.push("vm.oomKill", vm.oom_kill as f64, None);
+                    reading.counters.vm = Some(vm);
+                }
+                Err(error) => reading.gap("vm", error),
+            }
+        }
+        let cpus = if asks_for(wanted, &family::STAT) || asks_for(wanted, &family::LOADAVG) {
+            match activity::cpu_ticks(&self.proc_root.join("stat")) {
+                Ok(ticks) => {
+                    reading.counters.cpu = Some(ticks);
+                    Some(f64::from(ticks.cpus))
+                }
+                Err(error) => {
+                    reading.gap("cpu.usage", error);
+                    None
+                }
+            }
+        } else {
+            None
+        };
+        if asks_for(wanted, &family::LOADAVG) {
+            match activity::load1(&self.proc_root.join("loadavg")) {
+                Ok(load) => reading.push("cpu.load1", load, cpus),
+                Err(error) => reading.gap("cpu.load1", error),
+            }
         }
     }
 
@@ -207,6 +287,37 @@ pub fn pod_usage(cgroups: &Cgroups, uid: &str, qos: QosClass) -> Result<PodUsage
         cpu_time: cgroups.cpu_time(&relative)?,
         pids: cgroups.pids(&relative)?,
     })
+}
+
+/// The zones' watermarks summed, and each NUMA node's free memory and
+/// Normal zone, in bytes.
+fn push_zones(reading: &mut Reading, zones: &[zoneinfo::Zone]) {
+    let page = rustix::param::page_size() as f64;
+    let bytes = |pages: u64| pages as f64 * page;
+    let sum = |field: fn(&zoneinfo::Zone) -> u64| bytes(zones.iter().map(field).sum());
+    reading.push("memory.watermark.min", sum(|z| z.min), None);
+    reading.push("memory.watermark.low", sum(|z| z.low), None);
+    reading.push("memory.watermark.high", sum(|z| z.high), None);
+    let mut nodes: Vec<u32> = zones.iter().map(|z| z.node).collect();
+    nodes.dedup();
+    for node in nodes {
+        let of_node = || zones.iter().filter(move |z| z.node == node);
+        let free = bytes(of_node().map(|z| z.free).sum());
+        let total = bytes(of_node().map(|z| z.managed).sum());
+        reading.push(&format!("numa.{node}.memory.free"), free, Some(total));
+        if let Some(normal) = of_node().find(|z| z.name == "Normal") {
+            let managed = Some(bytes(normal.managed));
+            for (level, pages) in [
+                ("free", normal.free),
+                ("min", normal.min),
+                ("low", normal.low),
+                ("high", normal.high),
+            ] {
+                let name = format!("numa.{node}.zone.normal.{level}");
+                reading.push(&name, bytes(pages), managed);
+            }
+        }
+    }
 }
 
 fn push_pressure(reading: &mut Reading, prefix: &str, pressure: &Pressure) {
@@ -260,6 +371,10 @@ mod tests {
         put("pressure/cpu", include_str!("fixtures/pressure-cpu"));
         put("pressure/io", include_str!("fixtures/pressure-io"));
         put("loadavg", include_str!("fixtures/loadavg"));
+        put("zoneinfo", include_str!("fixtures/zoneinfo"));
+        put("vmstat", include_str!("fixtures/vmstat"));
+        put("stat", include_str!("fixtures/stat"));
+        put("sys/vm/watermark_scale_factor", "10\n");
         put("sys/kernel/pid_max", "32768\n");
         root
     }
@@ -285,7 +400,7 @@ mod tests {
             allocatable_memory: Some(8 << 30),
             ..SignalFiles::default()
         };
-        (sources.read_node(), [proc, cgroup])
+        (sources.read_node(&[]), [proc, cgroup])
     }
 
     #[test]
@@ -309,6 +424,82 @@ mod tests {
         assert!(value(&reading, "imagefs.inodesFree").is_some());
     }
 
+    #[test]
+    fn the_signals_beyond_the_kubelets_are_read_only_when_asked_for() {
+        let (plain, _dirs) = read_everything();
+        let names: Vec<&str> = plain.signals.iter().map(|s| s.name.as_str()).collect();
+        assert!(
+            names.iter().all(|n| catalogue::every_strategy_reads(n)),
+            "nothing asked, nothing beyond the kubelet's and PSI: {names:?}"
+        );
+        assert_eq!(
+            plain.counters,
+            Counters::default(),
+            "no counter file opened"
+        );
+        let proc = proc_root();
+        let sources = SignalFiles {
+            proc_root: proc.path().into(),
+            cgroup_root: proc.path().join("no-cgroups"),
+            nodefs: proc.path().into(),
+            ..SignalFiles::default()
+        };
+        let wanted: Vec<String> = [
+            "memory.free",
+            "numa.*",
+            "memory.watermark.min",
+            "vm.*",
+            "cpu.*",
+        ]
+        .map(String::from)
+        .to_vec();
+        let reading = sources.read_node(&wanted);
+        let gaps: Vec<&str> = reading.gaps.iter().map(|g| g.signal.as_str()).collect();
+        assert_eq!(gaps, ["allocatable.memory.available"], "no cgroup here");
+        let page = rustix::param::page_size() as f64;
+        let info = MemInfo::read(&proc.path().join("meminfo")).unwrap();
+        assert_eq!(value(&reading, "memory.free"), Some(info.free as f64));
+        // This machine's zoneinfo: one NUMA node, its Normal zone.
+        assert_eq!(
+            value(&reading, "numa.0.zone.normal.free"),
+            Some(944_624.0 * page)
+        );
+        assert_eq!(
+            value(&reading, "numa.0.zone.normal.min"),
+            Some(13_464.0 * page)
+        );
+        let free_pages = 3_840.0 + 772_918.0 + 944_624.0;
+        assert_eq!(
+            value(&reading, "numa.0.memory.free"),
+            Some(free_pages * page)
+        );
+        let min_pages = 16.0 + 3_414.0 + 13_464.0 + 32.0;
+        assert_eq!(
+            value(&reading, "memory.watermark.min"),
+            Some(min_pages * page)
+        );
+        assert_eq!(value(&reading, "vm.watermarkScaleFactor"), Some(10.0));
+        assert_eq!(value(&reading, "vm.oomKill"), Some(0.0));
+        let load = reading
+            .signals
+            .iter()
+            .find(|s| s.name == "cpu.load1")
+            .unwrap();
+        assert_eq!((load.value, load.capacity), (0.79, Some(2.0)));
+        assert!(
+            value(&reading, "numa.1.memory.free").is_none(),
+            "one node only"
+        );
+        // The counters wait for a second reading to become rates.
+        assert!(reading.counters.vm.is_some() && reading.counters.cpu.is_some());
+        assert!(value(&reading, "cpu.usage").is_none());
+        // A file that cannot be read is a gap of its family, not a zero.
+        std::fs::remove_file(proc.path().join("zoneinfo")).unwrap();
+        let reading = sources.read_node(&wanted);
+        assert!(reading.gaps.iter().any(|g| g.signal == "numa"));
+        assert!(reading.signals.iter().all(|s| !s.name.starts_with("numa.")));
+    }
+
     /// The DaemonSet's narrow mounts: an empty directory made beside the
     /// kubelet's data (and one beside the runtime's images) reads as the
     /// whole filesystem, nothing of the kubelet's own directory needed.
@@ -329,7 +520,7 @@ mod tests {
             imagefs: Some(images.join("vigil-statfs")),
             ..SignalFiles::default()
         };
-        let reading = sources.read_node();
+        let reading = sources.read_node(&[]);
         for (name, whole) in [("nodefs", &kubelet), ("imagefs", &images)] {
             let fs = rustix::fs::statvfs(whole.as_path()).unwrap();
             let found = |signal: &str| {
@@ -344,7 +535,7 @@ mod tests {
         }
         // Without the directory, a gap naming it rather than a zero.
         std::fs::remove_dir(kubelet.join("vigil-statfs")).unwrap();
-        let gaps = sources.read_node().gaps;
+        let gaps = sources.read_node(&[]).gaps;
         let nodefs = gaps.iter().find(|g| g.signal == "nodefs.available");
         let error = nodefs.expect("a gap for nodefs").error.to_string();
         assert!(error.contains("vigil-statfs"), "{error}");
@@ -373,7 +564,7 @@ mod tests {
             nodefs: proc.path().join("missing"),
             ..SignalFiles::default()
         };
-        let reading = sources.read_node();
+        let reading = sources.read_node(&[]);
         let gaps: Vec<&str> = reading.gaps.iter().map(|g| g.signal.as_str()).collect();
         assert_eq!(
             gaps,

@@ -21,7 +21,7 @@ fn builtin_policies_pass_and_name_their_world() {
     ] {
         assert!(text.contains(&format!("builtin:{name}: ok")), "{text}");
         assert!(
-            text.contains(&format!("world:    vigil:policy/{world}@0.2.0")),
+            text.contains(&format!("world:    vigil:policy/{world}@0.3.0")),
             "{text}"
         );
     }
@@ -45,7 +45,7 @@ fn invalid_files_fail_the_check_naming_file_and_reason() {
     let future = write(
         "future.wasm",
         &wat::parse_str(
-            r#"(component (instance $i) (export "vigil:policy/sorter@0.3.0" (instance $i)))"#,
+            r#"(component (instance $i) (export "vigil:policy/sorter@0.4.0" (instance $i)))"#,
         )
         .unwrap(),
     );
@@ -71,7 +71,7 @@ fn invalid_files_fail_the_check_naming_file_and_reason() {
     );
     assert!(
         text.contains(&format!(
-            "{future}: INVALID: built for vigil:policy@0.3.0, this agent serves 0.1.0 and 0.2.0"
+            "{future}: INVALID: built for vigil:policy@0.4.0, this agent serves 0.1.0, 0.2.0 and 0.3.0"
         )),
         "{text}"
     );
@@ -133,7 +133,7 @@ fn the_example_policies_in_c_javascript_and_python_pass_and_name_their_world() {
     assert!(ok, "{text}");
     for (path, (_, world)) in paths.iter().zip(examples) {
         let report = format!(
-            "{path}: ok\n  world:    vigil:policy/{world}@0.2.0\n  contract: vigil:policy@0.2.0 (current)\n"
+            "{path}: ok\n  world:    vigil:policy/{world}@0.3.0\n  contract: vigil:policy@0.3.0 (current)\n"
         );
         assert!(text.contains(&report), "{report} in {text}");
     }
@@ -332,7 +332,7 @@ fn a_step_cut_from_a_simulation_replays_against_the_policy_alone() {
         &config,
     );
     assert!(ok, "{answer}");
-    let threshold = &answer["answer"]["threshold"];
+    let threshold = &answer["answer"]["thresholds"][0];
     assert_eq!(
         (&threshold["met"], &threshold["scope"]),
         (&"Hard".into(), &"memory".into())

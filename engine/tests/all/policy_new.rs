@@ -154,7 +154,7 @@ fn newest_first_sends_another_pod(
 ) {
     let source = dir.join("policy.js");
     let text = std::fs::read_to_string(&source).unwrap();
-    let by_memory = "const evictFirst = (pod) => pod.usage.memoryWorkingSetBytes;";
+    let by_memory = "const evictFirst = (pod) => pod.usage.memoryWorkingSetBytes ?? 0n;";
     assert!(text.contains(by_memory), "the skeleton's order is one line");
     std::fs::write(
         &source,

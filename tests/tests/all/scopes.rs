@@ -184,6 +184,8 @@ async fn signals_and_pod_facts_reach_only_the_strategies_that_asked() {
         }];
         pod.usage.memory_usage_bytes = Some(2 << 20);
     }
+    // What the node source is told to read: the declared signals, each once.
+    assert_eq!(node.manager.wanted_signals(), ["numa.*", "vm.oomKill"]);
     let report = node.cycle().await;
     assert_eq!(
         shown(&report, "asks"),

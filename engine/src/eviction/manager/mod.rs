@@ -173,6 +173,25 @@ impl EvictionManager {
         self.queue.throttled_until()
     }
 
+    /// The node signals beyond the kubelet's that the strategies enabled
+    /// now read under their config (names or prefixes), each once: what a
+    /// node source reads for the next cycle.
+    pub fn wanted_signals(&self) -> Vec<String> {
+        let mut wanted: Vec<String> = Vec::new();
+        for name in self.policies.strategies() {
+            let settings = self.settings.policy(&name);
+            if !settings.enabled {
+                continue;
+            }
+            for signal in self.policies.signals(&name, &settings.config) {
+                if !wanted.contains(&signal) {
+                    wanted.push(signal);
+                }
+            }
+        }
+        wanted
+    }
+
     /// The node conditions to report at `now`.
     pub fn conditions(&self, now: SystemTime) -> Vec<ActiveCondition> {
         self.tracker

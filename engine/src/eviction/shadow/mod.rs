@@ -195,6 +195,10 @@ pub struct Shadowed {
     serving: Arc<dyn Policies>,
     shadow: RwLock<InShadow>,
     pending: Mutex<Vec<Pending>>,
+    /// What each strategy in shadow kept from its own last `evaluate`, and
+    /// under which config: a shadow is given its own state, never the
+    /// serving version's.
+    states: Mutex<States>,
 }
 
 impl Shadowed {
@@ -211,6 +215,7 @@ impl Shadowed {
                 names,
             }),
             pending: Mutex::new(Vec::new()),
+            states: Mutex::new(BTreeMap::new()),
         }
     }
 
@@ -229,6 +234,11 @@ impl Shadowed {
             names,
         };
         self.pending
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
+        // A new version in shadow starts afresh, as a serving one does.
+        self.states
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clear();
@@ -265,10 +275,22 @@ impl Shadowed {
             let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
             (std::mem::take(&mut *pending), self.in_shadow())
         };
+        let mut states = self.states.lock().unwrap_or_else(|e| e.into_inner());
         pending
             .into_iter()
-            .filter_map(|call| judge_one(shadow.as_ref(), call))
+            .filter_map(|call| judge_one(shadow.as_ref(), &mut states, call))
             .collect()
+    }
+}
+
+/// By strategy: the config a shadow's state was kept under, and the state.
+type States = BTreeMap<String, (String, Vec<u8>)>;
+
+/// The state the shadow of `policy` kept under `config` (none under another).
+fn kept_state(states: &States, policy: &str, config: &str) -> Vec<u8> {
+    match states.get(policy) {
+        Some((under, state)) if under == config => state.clone(),
+        _ => Vec::new(),
     }
 }
 
@@ -291,14 +313,20 @@ pub fn merge_verdict(
 }
 
 /// Asks `shadow` one kept call and compares its answer with the serving one.
-fn judge_one(shadow: &dyn Policies, call: Pending) -> Option<Comparison> {
+fn judge_one(shadow: &dyn Policies, states: &mut States, call: Pending) -> Option<Comparison> {
     let Pending { policy, kept } = call;
     let (call, verdict) = match kept {
         Kept::Evaluate {
             mut snapshot,
             serving,
         } => {
-            let shadow = shadow.evaluate(&policy, &mut snapshot);
+            snapshot.state = kept_state(states, &policy, &snapshot.config);
+            let mut shadow = shadow.evaluate(&policy, &mut snapshot);
+            if let Ok(decision) = &mut shadow
+                && let Some(state) = decision.state.take()
+            {
+                states.insert(policy.clone(), (snapshot.config.clone(), state));
+            }
             let named = Described::Pods(&snapshot.pods);
             let verdict = verdict(serving, shadow, |s, h| decisions(&named, s, h));
             (CallKind::Evaluate, verdict)
@@ -309,6 +337,7 @@ fn judge_one(shadow: &dyn Policies, call: Pending) -> Option<Comparison> {
             n,
             serving,
         } => {
+            snapshot.state = kept_state(states, &policy, &snapshot.config);
             let shadow = shadow.top_victims(&policy, &mut snapshot, &scope, n);
             let named = Described::Pods(&snapshot.pods);
             let verdict = verdict(serving, shadow, |s, h| {

@@ -24,6 +24,8 @@ struct Scripted {
     soft: Vec<&'static str>,
     sorting: Sorting,
     calls: AtomicUsize,
+    /// The state each `evaluate` was given; each keeps one more byte.
+    states: std::sync::Mutex<Vec<Vec<u8>>>,
 }
 
 impl Scripted {
@@ -34,6 +36,7 @@ impl Scripted {
             soft: Vec::new(),
             sorting,
             calls: AtomicUsize::new(0),
+            states: std::sync::Mutex::new(Vec::new()),
         }
     }
 }
@@ -59,16 +62,17 @@ impl Policies for Scripted {
         vec!["s".into()]
     }
 
-    fn evaluate(&self, name: &str, _: &mut Snapshot) -> Result<Decision, Unanswered> {
+    fn evaluate(&self, name: &str, snapshot: &mut Snapshot) -> Result<Decision, Unanswered> {
         self.calls.fetch_add(1, Ordering::SeqCst);
         if name != "s" {
             return Err(Unanswered::NotLoaded);
         }
+        self.states.lock().unwrap().push(snapshot.state.clone());
         Ok(Decision {
             thresholds: vec![memory_threshold(self.met)],
             soft_candidates: self.soft.iter().map(|u| eviction(u)).collect(),
             force_evictions: self.force.iter().map(|u| eviction(u)).collect(),
-            state: None,
+            state: Some([snapshot.state.as_slice(), &[7]].concat()),
         })
     }
 
@@ -383,4 +387,27 @@ fn two_merges_agree_differ_where_the_configs_part_and_a_shadow_fault_is_its_own(
         merge_verdict(Err("a layer is refused"), Ok(burst(3))),
         Verdict::Differ("serving refuses (a layer is refused), shadow merges".into())
     );
+}
+
+#[test]
+fn a_strategy_in_shadow_keeps_its_own_state_never_the_serving_ones() {
+    let (shadowed, shadow) = shadowed(Scripted::new(Sorting::Keep), Scripted::new(Sorting::Keep));
+    for serving_state in [vec![42], vec![42, 43]] {
+        let mut given = Snapshot {
+            state: serving_state,
+            ..snapshot()
+        };
+        shadowed.evaluate("s", &mut given).unwrap();
+        shadowed.judge();
+    }
+    let seen = shadow.states.lock().unwrap().clone();
+    assert_eq!(seen, [vec![], vec![7]], "its own, from its first call on");
+    // Another config: the shadow starts afresh, as the serving version does.
+    let mut other = Snapshot {
+        config: r#"{"other":true}"#.into(),
+        ..snapshot()
+    };
+    shadowed.evaluate("s", &mut other).unwrap();
+    shadowed.judge();
+    assert_eq!(shadow.states.lock().unwrap().last(), Some(&vec![]));
 }

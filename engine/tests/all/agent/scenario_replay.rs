@@ -142,6 +142,8 @@ async fn hard_memory_pressure_evicts_the_same_pods_at_the_same_times_as_simulate
         clock: clock.clone(),
         cpu: CpuRates::default(),
         budgets_until: None,
+        wanted: Vec::new(),
+        rates: Default::default(),
     };
 
     let mut leaves: Vec<(String, Duration)> = Vec::new();
