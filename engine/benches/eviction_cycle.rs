@@ -11,7 +11,11 @@
 //!   built-in and the JavaScript example (after `examples/policies/build.sh`):
 //!   the extra time of a cycle under hard pressure (keeping the inputs) and
 //!   of its judgement (the shadow's own sort), and the resident memory the
-//!   shadow adds, loaded from the artifact cache and judging 30 cycles.
+//!   shadow adds, loaded from the artifact cache and judging 30 cycles;
+//! - what reading this machine's node signals costs: the kubelet's and PSI
+//!   alone (what the built-ins ask), and with every signal a strategy may
+//!   declare beyond them (`/proc/zoneinfo`, `/proc/vmstat`, `/proc/stat`,
+//!   `/proc/loadavg`, the watermark scale factor).
 
 use futures::FutureExt;
 use futures::future::BoxFuture;
@@ -296,10 +300,46 @@ fn main() {
     );
     cycle_times(&registry);
     shadow_costs(&registry);
+    node_reading_costs();
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .expect("runtime")
         .block_on(event_to_killer(&registry));
+}
+
+/// The time of one reading of this machine's node signals: as the built-ins
+/// ask (nothing beyond the kubelet's), and with every declarable signal.
+fn node_reading_costs() {
+    let files = vigil::signals::SignalFiles {
+        nodefs: "/".into(),
+        ..vigil::signals::SignalFiles::default()
+    };
+    let every: Vec<String> = [
+        "memory.free",
+        "memory.watermark.*",
+        "numa.*",
+        "vm.*",
+        "cpu.*",
+    ]
+    .map(String::from)
+    .to_vec();
+    const ROUNDS: u32 = 2000;
+    for (what, wanted) in [
+        ("the built-ins' signals", &[][..]),
+        ("every declarable signal", &every[..]),
+    ] {
+        let started = Instant::now();
+        let mut read = 0;
+        for _ in 0..ROUNDS {
+            read += std::hint::black_box(files.read_node(wanted)).signals.len();
+        }
+        let each = started.elapsed() / ROUNDS;
+        println!(
+            "node reading, {what}: {:.1} µs ({} signals)",
+            each.as_secs_f64() * 1e6,
+            read / ROUNDS as usize
+        );
+    }
 }

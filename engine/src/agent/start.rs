@@ -388,7 +388,7 @@ impl Agent<'_> {
             clock: Arc::clone(&self.clock),
             cpu: CpuRates::default(),
             budgets_until: None,
-            wanted: Vec::new(),
+            wanted: Default::default(),
             rates: Default::default(),
         };
         let runner = Runner {

@@ -14,9 +14,11 @@
 use super::budgets::Budgets;
 use super::pods::{self, PodPhase};
 use crate::base::clock::Clock;
+use crate::eviction::Wanted;
 use crate::eviction::runner::NodeSource;
 use crate::eviction::{CycleReport, KubeletEviction, NodeState, PodFacts, Terminating};
 use crate::model::Pod;
+use crate::model::{NumaMemory, PodFact, Pressure};
 use crate::signals::{self, Cgroups, CpuRates, Rates, SignalFiles};
 use k8s_openapi::api::core::v1::{Node, Pod as KubePod};
 use kube::runtime::reflector::Store;
@@ -45,9 +47,9 @@ pub struct ClusterSource {
     pub clock: Arc<dyn Clock>,
     /// Cpu time samples, turned into rates.
     pub cpu: CpuRates,
-    /// The node signals beyond the kubelet's that the strategies read
-    /// (names or prefixes): only their files are opened.
-    pub wanted: Vec<String>,
+    /// What the policies read beyond what every cycle reads (node signals,
+    /// pod facts): only their files are opened.
+    pub wanted: Wanted,
     /// The node's counters (reclaim, CPU time), turned into rates.
     pub rates: Rates,
     /// Until when the budgets are watched (see the module docs); none:
@@ -70,11 +72,15 @@ impl ClusterSource {
         match signals::pod_usage(cgroups, &pod.uid, pod.qos) {
             Ok(usage) => {
                 pod.usage.memory_working_set_bytes = Some(usage.working_set);
+                // Read with the working set, at no cost: a policy that did
+                // not ask for it never sees it.
+                pod.usage.memory_usage_bytes = Some(usage.usage);
                 pod.usage.memory_rss_bytes = Some(usage.rss);
                 pod.usage.pids = Some(usage.pids);
                 let now = self.clock.now();
                 pod.usage.cpu_millis = self.cpu.sample(&pod.uid, now, usage.cpu_time);
                 pod.usage.age_ms = Some(0);
+                self.facts(cgroups, pod);
             }
             Err(error) => {
                 tracing::debug!(pod = %pod.name, %error, "no usage for pod");
@@ -83,14 +89,42 @@ impl ClusterSource {
     }
 }
 
+impl ClusterSource {
+    /// Reads the pod facts a policy asked for that cost a file each: its
+    /// memory per NUMA node and its memory pressure (cgroup v2). One that
+    /// cannot be read stays absent.
+    fn facts(&self, cgroups: &Cgroups, pod: &mut Pod) {
+        let wanted = |fact| self.wanted.facts.contains(&fact);
+        if !(wanted(PodFact::NumaMemory) || wanted(PodFact::MemoryPressure)) {
+            return;
+        }
+        let relative = cgroups.pod(&pod.uid, pod.qos);
+        if wanted(PodFact::NumaMemory)
+            && let Ok(nodes) = cgroups.numa(&relative)
+        {
+            pod.usage.numa_memory = (nodes.into_iter())
+                .map(|(node, bytes)| NumaMemory { node, bytes })
+                .collect();
+        }
+        if wanted(PodFact::MemoryPressure)
+            && let Ok(pressure) = cgroups.memory_pressure(&relative)
+        {
+            pod.usage.memory_pressure = Some(Pressure {
+                some_avg10: pressure.some.avg10,
+                full_avg10: pressure.full.map_or(0.0, |full| full.avg10),
+            });
+        }
+    }
+}
+
 impl NodeSource for ClusterSource {
-    fn want(&mut self, signals: Vec<String>) {
-        self.wanted = signals;
+    fn want(&mut self, wanted: Wanted) {
+        self.wanted = wanted;
     }
 
     fn observe(&mut self) -> NodeState {
         self.signals.allocatable_memory = self.allocatable_memory();
-        let mut reading = self.signals.read_node(&self.wanted);
+        let mut reading = self.signals.read_node(&self.wanted.signals);
         for gap in &reading.gaps {
             tracing::debug!(signal = %gap.signal, error = %gap.error, "signal not read");
         }

@@ -4,8 +4,9 @@
 
 use crate::base::report::Chain;
 use crate::model::{Candidate, Decision, Eviction, Snapshot, Sorted};
-use crate::policy::{FaultKind, Registry, World};
+use crate::policy::{Declared, FaultKind, Registry, World};
 use std::fmt;
+use std::sync::Arc;
 
 /// Why a policy gave no answer this time.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -44,11 +45,11 @@ pub trait Policies: Send + Sync {
         None
     }
 
-    /// The node signals beyond the kubelet's that strategy `name` reads
-    /// under `config` (names, or prefixes ending in `*`); none if it cannot
+    /// What strategy or sorter `name` declared it reads under `config`
+    /// (signals beyond the kubelet's, pod facts, labels); none if it cannot
     /// say (not loaded, or faulting in its interest).
-    fn signals(&self, _name: &str, _config: &str) -> Vec<String> {
-        Vec::new()
+    fn declared(&self, _name: &str, _config: &str) -> Option<Arc<Declared>> {
+        None
     }
 
     /// Asks strategy `name` to judge `snapshot` (lent mutably so its pods can
@@ -123,15 +124,14 @@ impl Policies for Registry {
         policy.map(|p| p.digest().to_string())
     }
 
-    fn signals(&self, name: &str, config: &str) -> Vec<String> {
-        let Some(policy) = self.get(name) else {
-            return Vec::new();
+    fn declared(&self, name: &str, config: &str) -> Option<Arc<Declared>> {
+        let policy = self.get(name)?;
+        let declared = match (self.strategy(&policy), self.sorter(&policy)) {
+            (Some(strategy), _) => strategy.interest(config),
+            (None, Some(sorter)) => sorter.interest(config),
+            (None, None) => return None,
         };
-        let declared = self.strategy(&policy).map(|s| s.interest(config));
-        match declared {
-            Some(Ok(declared)) => declared.signals.clone(),
-            _ => Vec::new(),
-        }
+        declared.ok()
     }
 
     fn evaluate(&self, name: &str, snapshot: &mut Snapshot) -> Result<Decision, Unanswered> {

@@ -16,6 +16,7 @@
 use super::manager::passes_the_turn;
 use super::{
     CycleReport, EvictionManager, EvictionSettings, KillError, Killer, NodeState, Settled, Victim,
+    Wanted,
 };
 use crate::base::clock::{Clock, sleep_or_pending};
 use crate::base::rate::TokenBucket;
@@ -35,10 +36,9 @@ pub trait NodeSource: Send {
     /// The node now.
     fn observe(&mut self) -> NodeState;
 
-    /// The node signals beyond the kubelet's that the strategies read
-    /// (names, or prefixes ending in `*`), told before each observation:
-    /// a source reads only those.
-    fn want(&mut self, _signals: Vec<String>) {}
+    /// What the policies read beyond what every cycle reads (signals, pod
+    /// facts), told before each observation: a source reads only those.
+    fn want(&mut self, _wanted: Wanted) {}
 
     /// What the cycle that observed it decided (e.g. whether a threshold
     /// holds, so that what only ranking needs is fetched only then).
@@ -187,7 +187,7 @@ impl Runner {
         loop {
             let (period, timeout) = (manager.settings().period, manager.settings().call_timeout);
             let started = Instant::now();
-            source.want(manager.wanted_signals());
+            source.want(manager.wanted());
             let report = manager.cycle(clock.now(), source.observe());
             source.decided(&report);
             for victim in &report.requested {

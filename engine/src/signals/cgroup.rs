@@ -2,7 +2,7 @@
 //! cpu and pid usage, on cgroup v2 or (where the memory controller is still
 //! mounted on v1) cgroup v1, with either kubelet cgroup driver.
 
-use super::error::{SignalError, read, read_u64, stat_value};
+use super::error::{SignalError, malformed, read, read_u64, stat_value};
 use super::psi::Pressure;
 use crate::model::QosClass;
 use std::path::{Path, PathBuf};
@@ -167,6 +167,47 @@ impl Cgroups {
         read_u64(&self.dir("pids", relative).join("pids.current"))
     }
 
+    /// Memory of the cgroup at `relative` (its descendants included) per
+    /// NUMA node, in bytes: v1's `hierarchical_total` (pages; `total` where
+    /// the kernel has no hierarchical line), v2's `anon` plus `file`.
+    ///
+    /// # Errors
+    /// The file is missing or malformed.
+    pub fn numa(&self, relative: &Path) -> Result<Vec<(u32, u64)>, SignalError> {
+        let path = self.dir("memory", relative).join("memory.numa_stat");
+        let text = read(&path)?;
+        let line = |key: &str| -> Option<&str> {
+            text.lines().find_map(|l| {
+                let (name, rest) = l.split_once([' ', '='])?;
+                (name == key).then_some(rest)
+            })
+        };
+        let (lines, unit) = match self.version {
+            Version::V1 => {
+                let line = line("hierarchical_total").or_else(|| line("total"));
+                (vec![line], rustix::param::page_size() as u64)
+            }
+            Version::V2 => (vec![line("anon"), line("file")], 1),
+        };
+        let mut nodes: Vec<(u32, u64)> = Vec::new();
+        for line in lines {
+            let line = line.ok_or_else(|| malformed(&path, "no total, anon or file line"))?;
+            // v1 starts with its own total (`1234 N0=…` once the key is cut).
+            for field in line.split_whitespace().filter(|f| f.starts_with('N')) {
+                let parsed = field[1..].split_once('=').and_then(|(node, value)| {
+                    Some((node.parse::<u32>().ok()?, value.parse::<u64>().ok()?))
+                });
+                let (node, value) = parsed
+                    .ok_or_else(|| malformed(&path, format!("{field:?} is not N<node>=<count>")))?;
+                match nodes.iter_mut().find(|(n, _)| *n == node) {
+                    Some((_, sum)) => *sum += value * unit,
+                    None => nodes.push((node, value * unit)),
+                }
+            }
+        }
+        Ok(nodes)
+    }
+
     /// Memory pressure of the cgroup at `relative` (cgroup v2 only).
     ///
     /// # Errors
@@ -222,6 +263,12 @@ pub(crate) mod tests {
                 );
                 put("", "cpu.stat", include_str!("fixtures/v2-cpu.stat"));
                 put("", "pids.current", "42\n");
+                // v2's format (no v2 node here to capture one from).
+                put(
+                    "",
+                    "memory.numa_stat",
+                    "anon N0=1048576 N1=2097152\nfile N0=4096 N1=0\nkernel_stack N0=16384 N1=0\n",
+                );
             }
             Version::V1 => {
                 put(
@@ -241,6 +288,11 @@ pub(crate) mod tests {
                     include_str!("fixtures/v1-cpuacct.usage"),
                 );
                 put("pids", "pids.current", "42\n");
+                put(
+                    "memory",
+                    "memory.numa_stat",
+                    include_str!("fixtures/v1-memory.numa_stat"),
+                );
                 // The root-level file `detect` looks for.
                 put(
                     "memory",
@@ -323,6 +375,29 @@ pub(crate) mod tests {
         assert!(
             cgroups.memory_pressure(relative).is_err(),
             "v1 has no pressure files"
+        );
+        // The hierarchical total, in pages, on this machine's one node.
+        let page = rustix::param::page_size() as u64;
+        assert_eq!(cgroups.numa(relative).unwrap(), [(0, 1_908_183 * page)]);
+    }
+
+    #[test]
+    fn v2_numa_memory_is_anon_and_file_per_node_in_bytes() {
+        let relative = Path::new("kubepods.slice");
+        let root = hierarchy(Version::V2, relative);
+        let cgroups = Cgroups::detect(root.path(), Driver::Systemd);
+        assert_eq!(
+            cgroups.numa(relative).unwrap(),
+            [(0, 1_048_576 + 4096), (1, 2_097_152)]
+        );
+        let bad = root.path().join(relative).join("memory.numa_stat");
+        std::fs::write(&bad, "anon N0=x\nfile N0=1\n").unwrap();
+        assert!(
+            cgroups
+                .numa(relative)
+                .unwrap_err()
+                .to_string()
+                .contains("\"N0=x\"")
         );
     }
 

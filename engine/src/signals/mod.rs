@@ -130,6 +130,8 @@ impl Reading {
 /// Usage of one pod, from its cgroup.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PodUsage {
+    /// Memory usage with the page cache, in bytes.
+    pub usage: u64,
     /// Memory working set, in bytes.
     pub working_set: u64,
     /// Anonymous memory, in bytes.
@@ -282,6 +284,7 @@ pub fn pod_usage(cgroups: &Cgroups, uid: &str, qos: QosClass) -> Result<PodUsage
     let relative = cgroups.pod(uid, qos);
     let memory = cgroups.memory(&relative)?;
     Ok(PodUsage {
+        usage: memory.usage,
         working_set: memory.working_set,
         rss: memory.rss,
         cpu_time: cgroups.cpu_time(&relative)?,

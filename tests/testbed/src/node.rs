@@ -1,5 +1,7 @@
 //! A node's kernel files as the agent reads them — `/proc/meminfo`,
-//! `/proc/pressure/*`, `loadavg`, `pid_max`, and the kubepods cgroup v2
+//! `/proc/pressure/*`, `loadavg`, `pid_max`, the files of the signals a
+//! strategy must declare (`zoneinfo`, `vmstat`, `stat`, the watermark scale
+//! factor; captured from a real machine), and the kubepods cgroup v2
 //! hierarchy with the cgroupfs driver's layout — in a temporary directory.
 //! Files are replaced whole (temp file + rename), as the kernel never shows
 //! half a file; `memory.events` is rewritten in place, as the kernel
@@ -19,7 +21,8 @@ pub struct NodeFiles {
 
 impl Default for NodeFiles {
     /// A calm 8 GiB node: 4 GiB available, no stall, 81 tasks of 32768, the
-    /// kubepods cgroup using 1 GiB.
+    /// kubepods cgroup using 1 GiB; one NUMA node (the zones, reclaim
+    /// counters and CPU times of the machine the fixtures come from).
     fn default() -> Self {
         let files = Self {
             dir: tempfile::tempdir().expect("a temporary directory"),
@@ -30,6 +33,19 @@ impl Default for NodeFiles {
         files.write("proc/pressure/io", CALM_PSI);
         files.write("proc/loadavg", "0.79 1.27 1.41 1/81 18573\n");
         files.write("proc/sys/kernel/pid_max", "32768\n");
+        files.write(
+            "proc/zoneinfo",
+            include_str!("../../../engine/src/signals/fixtures/zoneinfo"),
+        );
+        files.write(
+            "proc/vmstat",
+            include_str!("../../../engine/src/signals/fixtures/vmstat"),
+        );
+        files.write(
+            "proc/stat",
+            include_str!("../../../engine/src/signals/fixtures/stat"),
+        );
+        files.write("proc/sys/vm/watermark_scale_factor", "10\n");
         files.cgroup("kubepods", 1024);
         files.memory_available(4096);
         files

@@ -6,7 +6,7 @@
 
 use super::eviction::{Node, config, names, settings, shown};
 use std::sync::Arc;
-use vigil::model::{NumaMemory, Signal};
+use vigil::model::{NumaMemory, PodFact, Signal};
 use vigil::policy::Origin;
 use vigil_tests::*;
 
@@ -184,8 +184,10 @@ async fn signals_and_pod_facts_reach_only_the_strategies_that_asked() {
         }];
         pod.usage.memory_usage_bytes = Some(2 << 20);
     }
-    // What the node source is told to read: the declared signals, each once.
-    assert_eq!(node.manager.wanted_signals(), ["numa.*", "vm.oomKill"]);
+    // What the node source is told to read: what was declared, each once.
+    let wanted = node.manager.wanted();
+    assert_eq!(wanted.signals, ["numa.*", "vm.oomKill"]);
+    assert_eq!(wanted.facts, [PodFact::NumaMemory]);
     let report = node.cycle().await;
     assert_eq!(
         shown(&report, "asks"),

@@ -47,7 +47,7 @@ mod tests;
 
 pub use report::{
     Call, CycleReport, Decision, KubeletEviction, NodeState, PodFacts, Reclaim, Refusal, Skipped,
-    Terminating, Victim, Why, Withheld,
+    Terminating, Victim, Wanted, Why, Withheld,
 };
 
 use super::killer::{KillError, Killer};
@@ -173,19 +173,28 @@ impl EvictionManager {
         self.queue.throttled_until()
     }
 
-    /// The node signals beyond the kubelet's that the strategies enabled
-    /// now read under their config (names or prefixes), each once: what a
-    /// node source reads for the next cycle.
-    pub fn wanted_signals(&self) -> Vec<String> {
-        let mut wanted: Vec<String> = Vec::new();
-        for name in self.policies.strategies() {
-            let settings = self.settings.policy(&name);
-            if !settings.enabled {
+    /// What the strategies enabled now and the sorter read under their
+    /// config beyond what every cycle reads: node signals (names or
+    /// prefixes) and pod facts, each once — what a node source reads for
+    /// the next cycle.
+    pub fn wanted(&self) -> Wanted {
+        let mut wanted = Wanted::default();
+        let mut names = self.policies.strategies();
+        names.retain(|name| self.settings.policy(name).enabled);
+        names.push(self.settings.sorter.clone());
+        for name in names {
+            let config = self.settings.policy(&name).config;
+            let Some(declared) = self.policies.declared(&name, &config) else {
                 continue;
+            };
+            for signal in &declared.signals {
+                if !wanted.signals.contains(signal) {
+                    wanted.signals.push(signal.clone());
+                }
             }
-            for signal in self.policies.signals(&name, &settings.config) {
-                if !wanted.contains(&signal) {
-                    wanted.push(signal);
+            for fact in &declared.keys.facts {
+                if !wanted.facts.contains(fact) {
+                    wanted.facts.push(*fact);
                 }
             }
         }

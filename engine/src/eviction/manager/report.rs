@@ -457,3 +457,13 @@ impl fmt::Display for Withheld {
         }
     }
 }
+
+/// What the policies read beyond what every cycle reads: told to the node
+/// source before it observes, so it opens only those files.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Wanted {
+    /// Node signals beyond the kubelet's: names, or prefixes ending in `*`.
+    pub signals: Vec<String>,
+    /// Pod facts.
+    pub facts: Vec<crate::model::PodFact>,
+}

@@ -142,7 +142,7 @@ async fn hard_memory_pressure_evicts_the_same_pods_at_the_same_times_as_simulate
         clock: clock.clone(),
         cpu: CpuRates::default(),
         budgets_until: None,
-        wanted: Vec::new(),
+        wanted: Default::default(),
         rates: Default::default(),
     };
 
