@@ -292,3 +292,37 @@ impl std::io::Write for CapturedLogs {
         Ok(())
     }
 }
+
+/// The config of an agent run in the test's own process for node `node-1`
+/// on the testbed's node `files`: its kubeconfig, `config.yaml` and
+/// `policies/` there, state under `state/`, the kubelet's cgroupfs layout,
+/// no precompiled code and no registry.
+pub fn agent_config(files: &vigil_testbed::NodeFiles) -> vigil::agent::AgentConfig {
+    vigil::agent::AgentConfig {
+        node_name: "node-1".into(),
+        kubeconfig: Some(files.path("kubeconfig")),
+        policies_dir: files.path("policies"),
+        max_policy_bytes: vigil::policy::DEFAULT_MAX_POLICY_BYTES,
+        state_dir: files.path("state"),
+        namespace: "vigil-system".into(),
+        registry_ca: None,
+        verification_key: None,
+        compile_mode: vigil::policy::CompileMode::Fallback,
+        native_code_key: None,
+        config_file: Some(files.path("config.yaml")),
+        config_grace: std::time::Duration::from_secs(86_400),
+        config_spread: std::time::Duration::ZERO,
+        config_start_on_defaults: false,
+        dry_run: false,
+        metrics_addr: "127.0.0.1:0".parse().expect("an address"),
+        proc_root: files.path("proc"),
+        cgroup_root: files.path("cgroup"),
+        cgroup_driver: vigil::signals::Driver::Cgroupfs,
+        nodefs: files.path(""),
+        imagefs: None,
+        status_interval: std::time::Duration::from_secs(15),
+        api: vigil::cluster::ClientOptions::default(),
+        condition_heartbeat: std::time::Duration::from_secs(60),
+        compiler: None,
+    }
+}

@@ -47,10 +47,10 @@ pub trait Policies: Send + Sync {
 
     /// What strategy or sorter `name` declared it reads under `config`
     /// (signals beyond the kubelet's, pod facts, labels); none if it cannot
-    /// say (not loaded, or faulting in its interest).
-    fn declared(&self, _name: &str, _config: &str) -> Option<Arc<Declared>> {
-        None
-    }
+    /// say (not loaded, or faulting in its interest). Required, not
+    /// defaulted: a wrapper that forgot to pass it on would leave the node
+    /// source reading nothing a policy asked for.
+    fn declared(&self, name: &str, config: &str) -> Option<Arc<Declared>>;
 
     /// Asks strategy `name` to judge `snapshot` (lent mutably so its pods can
     /// be narrowed to what the strategy reads; they are given back as they

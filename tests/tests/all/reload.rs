@@ -515,33 +515,7 @@ async fn the_agent_evicts_past_a_hostile_policies_directory_and_a_sleeping_sorte
     files.memory_available(50);
     let before = rss_bytes();
 
-    let config = vigil::agent::AgentConfig {
-        node_name: "node-1".into(),
-        kubeconfig: Some(files.path("kubeconfig")),
-        policies_dir: policies,
-        max_policy_bytes: vigil::policy::DEFAULT_MAX_POLICY_BYTES,
-        state_dir: files.path("state"),
-        namespace: "vigil-system".into(),
-        registry_ca: None,
-        verification_key: None,
-        compile_mode: vigil::policy::CompileMode::Fallback,
-        native_code_key: None,
-        config_file: Some(files.path("config.yaml")),
-        config_grace: std::time::Duration::from_secs(86_400),
-        config_spread: Duration::ZERO,
-        config_start_on_defaults: false,
-        dry_run: false,
-        metrics_addr: "127.0.0.1:0".parse().unwrap(),
-        proc_root: files.path("proc"),
-        cgroup_root: files.path("cgroup"),
-        cgroup_driver: vigil::signals::Driver::Cgroupfs,
-        nodefs: files.path(""),
-        imagefs: None,
-        status_interval: Duration::from_secs(15),
-        api: vigil::cluster::ClientOptions::default(),
-        condition_heartbeat: Duration::from_secs(60),
-        compiler: None,
-    };
+    let config = agent_config(&files);
     let (stop, stopped) = oneshot::channel::<()>();
     let agent = tokio::spawn(vigil::agent::run(config, async {
         stopped.await.ok();

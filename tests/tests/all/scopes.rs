@@ -199,3 +199,64 @@ async fn signals_and_pod_facts_reach_only_the_strategies_that_asked() {
         "the kubelet's signals only, no pod fact"
     );
 }
+
+/// The agent on the testbed's node: a 0.3.0 strategy that declines unless it
+/// is given the signals beyond the kubelet's it declared and the pods carry
+/// the facts it declared evicts, so what it asked for reached it through the
+/// agent's own node source (the rates from the second cycle on;
+/// `cpu.usage` is not asked: the testbed's `/proc/stat` never moves, and a
+/// CPU share over no ticks is absent).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_agent_reads_the_declared_signals_and_pod_facts_on_the_node() {
+    use std::time::Duration;
+    use tokio::sync::oneshot;
+    use vigil_testbed::{ApiServer, NodeFiles, objects};
+    let server = ApiServer::start().await;
+    server.put("nodes", "", objects::node("node-1"));
+    let files = NodeFiles::default();
+    let pod = objects::best_effort_pod("node-1", "shop", "numa-hog", 3);
+    let uid = pod["metadata"]["uid"].as_str().unwrap().to_owned();
+    files.best_effort_pod(&uid, 100);
+    files.write(
+        &format!("cgroup/kubepods/besteffort/pod{uid}/memory.numa_stat"),
+        "anon N0=104857600\nfile N0=0\n",
+    );
+    server.put("pods", "shop", pod);
+    files.write("kubeconfig", &server.kubeconfig());
+    let needs = r#"{"met": "hard", "victims": ["uid-numa-hog"],
+        "needSignals": ["memory.free", "memory.watermark.min", "numa.0.memory.free",
+                        "numa.0.zone.normal.min", "vm.watermarkScaleFactor", "vm.oomKill",
+                        "vm.kswapd.steal", "vm.workingset.refault", "cpu.load1"],
+        "needFacts": ["memory-usage", "numa-memory"],
+        "interest": {"signals": ["memory.*", "numa.*", "vm.*", "cpu.*"],
+                     "facts": ["memory-usage", "numa-memory"]}}"#;
+    files.write(
+        "config.yaml",
+        &format!(
+            "evictionPeriodSeconds: 1\npolicies:\n  disk-pressure: {{enabled: false}}\n  \
+             script:\n    dryRun: false\n    config: {needs}\n"
+        ),
+    );
+    std::fs::create_dir_all(files.path("policies")).unwrap();
+    std::fs::write(files.path("policies/script.wasm"), SCRIPTED_STRATEGY).unwrap();
+    let (stop, stopped) = oneshot::channel::<()>();
+    let agent = tokio::spawn(vigil::agent::run(agent_config(&files), async {
+        stopped.await.ok();
+    }));
+    server
+        .until(Duration::from_secs(60), "the pod is evicted", |s| {
+            !s.evictions().is_empty()
+        })
+        .await;
+    assert!(
+        server.evictions()[0]
+            .uri
+            .ends_with("/namespaces/shop/pods/numa-hog/eviction")
+    );
+    stop.send(()).unwrap();
+    tokio::time::timeout(Duration::from_secs(30), agent)
+        .await
+        .expect("the agent ends when told")
+        .expect("joins")
+        .expect("ran cleanly");
+}

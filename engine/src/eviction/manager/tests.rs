@@ -42,6 +42,10 @@ struct Fake {
 type SortInput = (Vec<String>, Vec<(u32, CandidateUrgency)>);
 
 impl Policies for Fake {
+    fn declared(&self, _: &str, _: &str) -> Option<Arc<crate::policy::Declared>> {
+        None
+    }
+
     fn strategies(&self) -> Vec<String> {
         let mut names = vec!["fake".to_owned()];
         names.extend(self.soft.iter().map(|(name, _)| name.clone()));

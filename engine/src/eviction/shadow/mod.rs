@@ -20,7 +20,7 @@ use super::policies::{Policies, Unanswered, Which, answer};
 use crate::base::report::Chain;
 use crate::config::{ConfigError, VigilConfig, compare};
 use crate::model::{Candidate, Decision, Eviction, MetLevel, Pod, Snapshot, Sorted, Threshold};
-use crate::policy::{Policy, World};
+use crate::policy::{Declared, Policy, World};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::sync::{Arc, Mutex, RwLock};
@@ -64,6 +64,15 @@ impl ShadowSet {
 impl Policies for ShadowSet {
     fn version(&self, name: &str, _which: Which) -> Option<String> {
         self.get(name).ok().map(|p| p.digest().to_string())
+    }
+
+    fn declared(&self, name: &str, config: &str) -> Option<Arc<Declared>> {
+        let policy = self.get(name).ok()?;
+        match (policy.as_strategy(), policy.as_sorter()) {
+            (Some(strategy), _) => strategy.interest(config).ok(),
+            (None, Some(sorter)) => sorter.interest(config).ok(),
+            (None, None) => None,
+        }
     }
 
     fn strategies(&self) -> Vec<String> {
@@ -553,6 +562,10 @@ impl Policies for Shadowed {
 
     fn version(&self, name: &str, which: Which) -> Option<String> {
         self.serving.version(name, which)
+    }
+
+    fn declared(&self, name: &str, config: &str) -> Option<Arc<Declared>> {
+        self.serving.declared(name, config)
     }
 
     fn evaluate(&self, name: &str, snapshot: &mut Snapshot) -> Result<Decision, Unanswered> {

@@ -58,6 +58,10 @@ fn fault() -> Unanswered {
 }
 
 impl Policies for Scripted {
+    fn declared(&self, _: &str, _: &str) -> Option<Arc<crate::policy::Declared>> {
+        None
+    }
+
     fn strategies(&self) -> Vec<String> {
         vec!["s".into()]
     }

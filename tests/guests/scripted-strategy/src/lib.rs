@@ -10,7 +10,11 @@
 //!   "interest": {"labels": ["key", ...], "annotations": ["key", ...],
 //!                "podsInEvaluate": true, "signals": ["name", ...],
 //!                "facts": ["numa-memory", ...]},
-//!   "showKeys": false, "showSignals": false, "oldestFirst": false}`.
+//!   "showKeys": false, "showSignals": false, "oldestFirst": false,
+//!   "needSignals": ["name", ...], "needFacts": ["numa-memory", ...]}`.
+//! With `needSignals` or `needFacts`, `evaluate` declines (naming what is
+//! missing) unless every listed signal is in the snapshot and every pod
+//! carries every listed fact.
 //! `scopes` answers one threshold per entry (instead of `met`, `scope`,
 //! `grace`), and an entry's own `victims` ranks for its scope (those
 //! alone, gone ones left out); `condition` names the node condition a met threshold reports
@@ -130,6 +134,32 @@ fn present(pod: &Pod) -> String {
     format!("{}: {}", pod.name, names.join(","))
 }
 
+/// What of `needSignals` and `needFacts` the snapshot lacks, as a refusal.
+fn missing(snapshot: &Snapshot, config: &Value) -> Result<(), String> {
+    let signals: Vec<String> = strings(&config["needSignals"])
+        .into_iter()
+        .filter(|name| !snapshot.signals.iter().any(|s| &s.name == name))
+        .collect();
+    let facts = strings(&config["needFacts"]);
+    let pods: Vec<String> = (snapshot.pods.iter())
+        .filter(|pod| {
+            let present = present(pod);
+            facts
+                .iter()
+                .any(|fact| !present.split([' ', ',']).any(|p| p == fact))
+        })
+        .map(|pod| pod.name.clone())
+        .collect();
+    if signals.is_empty() && pods.is_empty() {
+        return Ok(());
+    }
+    Err(format!(
+        "missing signals [{}], pods without the facts [{}]",
+        signals.join(","),
+        pods.join(",")
+    ))
+}
+
 /// The signals and pod facts given, as `showSignals` reports them.
 fn shown_signals(snapshot: &Snapshot) -> String {
     let signals: Vec<&str> = snapshot.signals.iter().map(|s| s.name.as_str()).collect();
@@ -226,6 +256,7 @@ impl Guest for Scripted {
         if config["probeClock"].as_bool() == Some(true) {
             return Err(probe_clock());
         }
+        missing(&snapshot, &config)?;
         let (observed, state) = if config["count"].as_bool() == Some(true) {
             let count = match <[u8; 8]>::try_from(snapshot.state.as_slice()) {
                 Ok(bytes) => u64::from_le_bytes(bytes) + 1,
