@@ -24,9 +24,9 @@ pub struct NameLabel {
 /// Labels of a threshold.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ThresholdLabels {
-    /// The strategy that chose the victim.
+    /// The strategy that reported it (its scopes met at one level add up).
     pub strategy: String,
-    /// `soft` or `hard`.
+    /// `soft`, `hard`, or `report` (met, reported, evicting nobody).
     pub level: String,
 }
 

@@ -46,7 +46,8 @@ impl Metrics {
         for met in &report.thresholds {
             let level = match met.threshold.met {
                 MetLevel::Hard => "hard",
-                _ => "soft",
+                MetLevel::Report => "report",
+                MetLevel::Soft | MetLevel::NotMet => "soft",
             };
             self.thresholds_met
                 .get_or_create(&ThresholdLabels {
