@@ -171,13 +171,14 @@ pub struct VigilConfig {
     /// At most one PDB override per PodDisruptionBudget in this many seconds.
     #[schemars(range(min = 1, max = 604_800))]
     pub pdb_override_window_seconds: u64,
-    /// Grace period of every hard threshold's eviction, whatever a strategy
-    /// asks. At least 1: to the API server 0 means a force delete (the pod
-    /// object goes before its containers stop), never what vigil sends.
+    /// Grace period of a hard threshold's eviction whose strategy asks none
+    /// (one that asks gets its own, within the pod's own and the maximum).
+    /// At least 1: to the API server 0 means a force delete (the pod object
+    /// goes before its containers stop), never what vigil sends.
     #[schemars(range(min = 1, max = 3600))]
     pub hard_grace_period_seconds: u64,
-    /// The longest grace period a soft or force eviction gets, whatever a
-    /// strategy or the pod asks (at least 1, as above).
+    /// The longest grace period any eviction gets, whatever a strategy or
+    /// the pod asks (at least 1, as above).
     #[schemars(range(min = 1, max = 86_400))]
     pub max_pod_grace_period_seconds: u64,
     /// Whether strategies may taint the node `NoExecute` (which evicts every
