@@ -4,9 +4,12 @@
 //! - [`memory_rank`]: the kubelet's ranking of pods under memory pressure.
 //! - [`Amount`]: thresholds written as Kubernetes quantities or percentages.
 //! - [`Thresholds`]: hard and soft thresholds with grace and minimum reclaim.
+//! - [`katalyst`]: katalyst's pod annotations (QoS level, memory
+//!   enhancement, NUMA binding), as its plugins read them.
 //! - [`pod!`]: a sample pod record, for tests and canaries on either side of
 //!   the component boundary.
 
+pub mod katalyst;
 mod threshold;
 
 use std::cmp::Ordering;
