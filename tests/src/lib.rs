@@ -293,6 +293,36 @@ impl std::io::Write for CapturedLogs {
     }
 }
 
+/// An agent run in the test's own process (see [`agent_config`]).
+pub struct InProcessAgent {
+    stop: tokio::sync::oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<anyhow::Result<()>>,
+}
+
+impl InProcessAgent {
+    /// Starts the agent of `config`.
+    pub fn start(config: vigil::agent::AgentConfig) -> Self {
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(vigil::agent::run(config, async {
+            stopped.await.ok();
+        }));
+        Self { stop, task }
+    }
+
+    /// Tells the agent to stop, and waits (at most 30 s) for it to end.
+    ///
+    /// # Panics
+    /// If it does not end in time or did not run cleanly.
+    pub async fn stop(self) {
+        self.stop.send(()).expect("the agent is still running");
+        tokio::time::timeout(std::time::Duration::from_secs(30), self.task)
+            .await
+            .expect("the agent ends when told")
+            .expect("joins")
+            .expect("ran cleanly");
+    }
+}
+
 /// The config of an agent run in the test's own process for node `node-1`
 /// on the testbed's node `files`: its kubeconfig, `config.yaml` and
 /// `policies/` there, state under `state/`, the kubelet's cgroupfs layout,

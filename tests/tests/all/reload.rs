@@ -516,10 +516,7 @@ async fn the_agent_evicts_past_a_hostile_policies_directory_and_a_sleeping_sorte
     let before = rss_bytes();
 
     let config = agent_config(&files);
-    let (stop, stopped) = oneshot::channel::<()>();
-    let agent = tokio::spawn(vigil::agent::run(config, async {
-        stopped.await.ok();
-    }));
+    let agent = InProcessAgent::start(config);
     server
         .until(Duration::from_secs(60), "the pod is evicted", |s| {
             !s.evictions().is_empty()
@@ -532,10 +529,5 @@ async fn the_agent_evicts_past_a_hostile_policies_directory_and_a_sleeping_sorte
     );
     let grown = rss_bytes().saturating_sub(before);
     assert!(grown < 256 << 20, "RSS grew by {} MiB", grown >> 20);
-    stop.send(()).unwrap();
-    tokio::time::timeout(Duration::from_secs(30), agent)
-        .await
-        .expect("the agent ends when told")
-        .expect("joins")
-        .expect("ran cleanly");
+    agent.stop().await;
 }

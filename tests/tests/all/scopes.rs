@@ -209,7 +209,6 @@ async fn signals_and_pod_facts_reach_only_the_strategies_that_asked() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_agent_reads_the_declared_signals_and_pod_facts_on_the_node() {
     use std::time::Duration;
-    use tokio::sync::oneshot;
     use vigil_testbed::{ApiServer, NodeFiles, objects};
     let server = ApiServer::start().await;
     server.put("nodes", "", objects::node("node-1"));
@@ -239,10 +238,7 @@ async fn the_agent_reads_the_declared_signals_and_pod_facts_on_the_node() {
     );
     std::fs::create_dir_all(files.path("policies")).unwrap();
     std::fs::write(files.path("policies/script.wasm"), SCRIPTED_STRATEGY).unwrap();
-    let (stop, stopped) = oneshot::channel::<()>();
-    let agent = tokio::spawn(vigil::agent::run(agent_config(&files), async {
-        stopped.await.ok();
-    }));
+    let agent = InProcessAgent::start(agent_config(&files));
     server
         .until(Duration::from_secs(60), "the pod is evicted", |s| {
             !s.evictions().is_empty()
@@ -253,10 +249,5 @@ async fn the_agent_reads_the_declared_signals_and_pod_facts_on_the_node() {
             .uri
             .ends_with("/namespaces/shop/pods/numa-hog/eviction")
     );
-    stop.send(()).unwrap();
-    tokio::time::timeout(Duration::from_secs(30), agent)
-        .await
-        .expect("the agent ends when told")
-        .expect("joins")
-        .expect("ran cleanly");
+    agent.stop().await;
 }

@@ -1,7 +1,7 @@
 //! The runtime that calls a component: a loaded version (`component`),
 //! the typed handle per world (`handle`), the bounded store each call runs
 //! in (`sandbox`, with the guest's clocks and randomness in
-//! `guest_env`), the adapter of the previous contract (`adapter`), the
+//! `guest_env`), the adapters of the earlier contracts (`adapter`), the
 //! limits and call slots (`limits`, `pool`), traps told apart
 //! (`trap`), answers validated (`validate`), interests narrowed
 //! (`interest`) and the canary call a version must pass (`canary`).
