@@ -227,6 +227,46 @@ mod tests {
     }
 
     #[test]
+    fn a_malformed_cpu_or_load_file_is_an_error_naming_it() {
+        for (text, why) in [
+            ("intr 1 2\n", "no `cpu` line"),
+            ("cpu  1 2 3\n", "the `cpu` line is too short"),
+            ("cpu  1 x 3 4 5\n", "the `cpu` line is not numbers"),
+        ] {
+            let (_dir, stat) = fixture("stat", text);
+            let error = cpu_ticks(&stat).unwrap_err().to_string();
+            assert!(error.ends_with(why), "{error}");
+        }
+        let (_dir, loadavg) = fixture("loadavg", "\n");
+        assert!(
+            load1(&loadavg)
+                .unwrap_err()
+                .to_string()
+                .ends_with("no load average")
+        );
+        // A counter read one time and not the next gives no rate.
+        let mut rates = Rates::default();
+        let t0 = SystemTime::UNIX_EPOCH;
+        let ticks = CpuTicks {
+            busy: 1,
+            total: 2,
+            cpus: 1,
+        };
+        rates.signals(
+            t0,
+            Counters {
+                vm: None,
+                cpu: Some(ticks),
+            },
+        );
+        let later = Counters {
+            vm: None,
+            cpu: None,
+        };
+        assert!(rates.signals(t0 + Duration::from_secs(1), later).is_empty());
+    }
+
+    #[test]
     fn rates_are_per_second_between_two_readings_and_absent_before() {
         let t0 = SystemTime::UNIX_EPOCH;
         let counters = |steal: u64, busy: u64, total: u64| Counters {

@@ -143,5 +143,10 @@ mod tests {
         let error = parse(path, "Node 0, zone Normal\n  pages free x\n").unwrap_err();
         assert!(error.to_string().contains("free \"x\""), "{error}");
         assert!(parse(path, "").is_err());
+        let error = parse(path, "Node x, zone Normal\n  pages free 1\n").unwrap_err();
+        assert!(
+            error.to_string().contains("the node is not a number"),
+            "{error}"
+        );
     }
 }
