@@ -350,6 +350,7 @@ pub fn agent_config(files: &vigil_testbed::NodeFiles) -> vigil::agent::AgentConf
         cgroup_driver: vigil::signals::Driver::Cgroupfs,
         nodefs: files.path(""),
         imagefs: None,
+        workload_cgroup: None,
         status_interval: std::time::Duration::from_secs(15),
         api: vigil::cluster::ClientOptions::default(),
         condition_heartbeat: std::time::Duration::from_secs(60),

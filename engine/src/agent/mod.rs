@@ -84,6 +84,9 @@ pub struct AgentConfig {
     pub nodefs: PathBuf,
     /// A directory on the image filesystem, for `imagefs.*` (none: not read).
     pub imagefs: Option<PathBuf>,
+    /// The cgroup of `psi.workload.memory.*`, relative to the cgroup mount
+    /// (none: the kubepods cgroup).
+    pub workload_cgroup: Option<PathBuf>,
     /// The shortest time between two writes of one status object.
     pub status_interval: std::time::Duration,
     /// Rate limit and timeout of the API clients.

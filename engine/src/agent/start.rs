@@ -380,6 +380,7 @@ impl Agent<'_> {
                 driver: config.cgroup_driver,
                 nodefs: config.nodefs.clone(),
                 imagefs: config.imagefs.clone(),
+                workload_cgroup: config.workload_cgroup.clone(),
                 ..SignalFiles::default()
             },
             pods: watches.pods.store.clone(),

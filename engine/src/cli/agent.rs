@@ -102,6 +102,12 @@ pub(super) struct AgentArgs {
     /// `imagefs.*` signals (none: no `imagefs.*` signal).
     #[arg(long)]
     imagefs: Option<PathBuf>,
+    /// The cgroup whose memory pressure strategies read as
+    /// `psi.workload.memory.*` (cgroup v2), relative to the cgroup mount,
+    /// e.g. `kubepods.slice/kubepods-besteffort.slice`; by default the
+    /// kubepods cgroup of the cgroup driver.
+    #[arg(long, value_name = "PATH")]
+    workload_cgroup: Option<PathBuf>,
     /// The shortest time between two writes of one status object
     /// (`VigilNodeStatus`, `VigilPolicyStatus`): changes in between are
     /// coalesced into the next write.
@@ -201,6 +207,7 @@ impl AgentArgs {
             },
             nodefs: self.nodefs,
             imagefs: self.imagefs,
+            workload_cgroup: self.workload_cgroup,
             status_interval: self.status_interval.0,
             api: ClientOptions {
                 qps: self.api_qps.max(0.01),

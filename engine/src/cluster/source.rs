@@ -18,7 +18,7 @@ use crate::eviction::Wanted;
 use crate::eviction::runner::NodeSource;
 use crate::eviction::{CycleReport, KubeletEviction, NodeState, PodFacts, Terminating};
 use crate::model::Pod;
-use crate::model::{NumaMemory, PodFact, Pressure};
+use crate::model::{CpuThrottling, NumaMemory, PodFact, Pressure};
 use crate::signals::{self, Cgroups, CpuRates, Rates, SignalFiles};
 use k8s_openapi::api::core::v1::{Node, Pod as KubePod};
 use kube::runtime::reflector::Store;
@@ -91,24 +91,35 @@ impl ClusterSource {
 
 impl ClusterSource {
     /// Reads the pod facts a policy asked for that cost a file each: its
-    /// memory per NUMA node and its memory pressure (cgroup v2). One that
-    /// cannot be read stays absent.
-    fn facts(&self, cgroups: &Cgroups, pod: &mut Pod) {
+    /// memory per NUMA node, its memory pressure (cgroup v2) and its cpu
+    /// throttling since the last cycle. One that cannot be read stays absent.
+    fn facts(&mut self, cgroups: &Cgroups, pod: &mut Pod) {
         let wanted = |fact| self.wanted.facts.contains(&fact);
-        if !(wanted(PodFact::NumaMemory) || wanted(PodFact::MemoryPressure)) {
+        let (numa, psi, throttling) = (
+            wanted(PodFact::NumaMemory),
+            wanted(PodFact::MemoryPressure),
+            wanted(PodFact::CpuThrottling),
+        );
+        if !(numa || psi || throttling) {
             return;
         }
         let relative = cgroups.pod(&pod.uid, pod.qos);
-        if wanted(PodFact::NumaMemory)
-            && let Ok(nodes) = cgroups.numa(&relative)
+        if throttling
+            && let Ok(counters) = cgroups.throttling(&relative)
+            && let Some(window) = self.cpu.throttled(&pod.uid, counters)
         {
+            pod.usage.cpu_throttling = Some(CpuThrottling {
+                periods: window.periods,
+                throttled_periods: window.throttled_periods,
+                throttled_ms: window.throttled.as_millis() as u64,
+            });
+        }
+        if numa && let Ok(nodes) = cgroups.numa(&relative) {
             pod.usage.numa_memory = (nodes.into_iter())
                 .map(|(node, bytes)| NumaMemory { node, bytes })
                 .collect();
         }
-        if wanted(PodFact::MemoryPressure)
-            && let Ok(pressure) = cgroups.memory_pressure(&relative)
-        {
+        if psi && let Ok(pressure) = cgroups.memory_pressure(&relative) {
             pod.usage.memory_pressure = Some(Pressure {
                 some_avg10: pressure.some.avg10,
                 full_avg10: pressure.full.map_or(0.0, |full| full.avg10),

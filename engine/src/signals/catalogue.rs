@@ -56,6 +56,9 @@ pub(crate) mod family {
     pub(crate) const LOADAVG: [&str; 1] = ["cpu.load1"];
     /// `/proc/stat`: the CPU busy between cycles, in cores.
     pub(crate) const STAT: [&str; 1] = ["cpu.usage"];
+    /// The workload cgroup's `memory.pressure` (cgroup v2):
+    /// `psi.workload.memory.{some,full}.{avg10,avg60}`.
+    pub(crate) const WORKLOAD_PSI: [&str; 1] = ["psi.workload."];
 }
 
 /// Whether any of `wanted` (names, or prefixes ending in `*`) asks for a
@@ -84,7 +87,11 @@ pub(crate) fn unit(name: &str) -> Unit {
         Unit::Bytes
     } else if COUNTS.contains(&name) || name == "vm.oomKill" || name == "vm.watermarkScaleFactor" {
         Unit::Count
-    } else if is_pressure(name) {
+    } else if is_pressure(name)
+        || name
+            .strip_prefix("psi.workload.")
+            .is_some_and(is_pressure_of)
+    {
         Unit::Percent
     } else {
         Unit::Unknown
@@ -127,7 +134,9 @@ pub(crate) fn resource(name: &str) -> Option<Resource> {
     let (head, _) = name.split_once('.')?;
     match head {
         "memory" | "allocatable" | "numa" => Some(Resource::Memory),
-        "psi" if name.starts_with("psi.memory.") => Some(Resource::Memory),
+        "psi" if name.starts_with("psi.memory.") || name.starts_with("psi.workload.memory.") => {
+            Some(Resource::Memory)
+        }
         "nodefs" | "imagefs" => Some(Resource::Disk),
         "pid" => Some(Resource::Pids),
         _ => None,
@@ -175,17 +184,18 @@ pub(crate) fn signal_value(name: &str, value: f64) -> String {
     }
 }
 
-/// `psi.{memory,cpu,io}.{some,full}.{avg10,avg60}`.
+/// `psi.{memory,cpu,io}.{some,full}.{avg10,avg60}`: the node's.
 fn is_pressure(name: &str) -> bool {
-    let parts: Vec<&str> = name.split('.').collect();
+    name.strip_prefix("psi.").is_some_and(is_pressure_of)
+}
+
+/// `{memory,cpu,io}.{some,full}.{avg10,avg60}`: one cgroup's or the node's
+/// pressure without its prefix.
+fn is_pressure_of(rest: &str) -> bool {
+    let parts: Vec<&str> = rest.split('.').collect();
     matches!(
         parts.as_slice(),
-        [
-            "psi",
-            "memory" | "cpu" | "io",
-            "some" | "full",
-            "avg10" | "avg60"
-        ]
+        ["memory" | "cpu" | "io", "some" | "full", "avg10" | "avg60"]
     )
 }
 
@@ -244,6 +254,19 @@ mod tests {
         assert_eq!(unit("vm.oomKill"), Unit::Count);
         assert!(!kubelet_watches("memory.free") && kubelet_watches("memory.available"));
         assert_eq!(resource("numa.1.memory.free"), Some(Resource::Memory));
+        let workload = "psi.workload.memory.full.avg10";
+        assert!(asks_for(
+            &wanted(&["psi.workload.*"]),
+            &family::WORKLOAD_PSI
+        ));
+        assert!(asks_for(&wanted(&[workload]), &family::WORKLOAD_PSI));
+        assert!(!asks_for(&wanted(&["psi.memory.*"]), &family::WORKLOAD_PSI));
+        assert_eq!(
+            (unit(workload), resource(workload)),
+            (Unit::Percent, Some(Resource::Memory))
+        );
+        assert!(is_stall(workload) && !every_strategy_reads(workload));
+        assert!(every_strategy_reads("psi.memory.full.avg10"));
     }
 
     #[test]

@@ -40,6 +40,17 @@ pub struct Memory {
     pub limit: Option<u64>,
 }
 
+/// CFS bandwidth counters of one cgroup, cumulative since it was made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Throttling {
+    /// Enforcement periods that elapsed (`nr_periods`).
+    pub periods: u64,
+    /// Of those, the periods in which it was throttled (`nr_throttled`).
+    pub throttled_periods: u64,
+    /// Time spent throttled (`throttled_time`, `throttled_usec`).
+    pub throttled: Duration,
+}
+
 /// The cgroup hierarchy under a root (normally `/sys/fs/cgroup`).
 #[derive(Debug, Clone)]
 pub struct Cgroups {
@@ -157,6 +168,27 @@ impl Cgroups {
             Version::V1 => read_u64(&self.dir("cpuacct", relative).join("cpuacct.usage"))
                 .map(Duration::from_nanos),
         }
+    }
+
+    /// CFS bandwidth counters of the cgroup at `relative` (v1's `cpu`
+    /// controller; v2 writes them only where the controller is enabled).
+    ///
+    /// # Errors
+    /// The file or a counter is missing, or malformed.
+    pub fn throttling(&self, relative: &Path) -> Result<Throttling, SignalError> {
+        let path = self.dir("cpu", relative).join("cpu.stat");
+        let text = read(&path)?;
+        let periods = stat_value(&path, &text, "nr_periods")?;
+        let throttled_periods = stat_value(&path, &text, "nr_throttled")?;
+        let throttled = match self.version {
+            Version::V2 => Duration::from_micros(stat_value(&path, &text, "throttled_usec")?),
+            Version::V1 => Duration::from_nanos(stat_value(&path, &text, "throttled_time")?),
+        };
+        Ok(Throttling {
+            periods,
+            throttled_periods,
+            throttled,
+        })
     }
 
     /// Processes in the cgroup at `relative`.
@@ -288,6 +320,7 @@ pub(crate) mod tests {
                     include_str!("fixtures/v1-cpuacct.usage"),
                 );
                 put("pids", "pids.current", "42\n");
+                put("cpu", "cpu.stat", include_str!("fixtures/v1-cpu.stat"));
                 put(
                     "memory",
                     "memory.numa_stat",
@@ -379,6 +412,36 @@ pub(crate) mod tests {
         // The hierarchical total, in pages, on this machine's one node.
         let page = rustix::param::page_size() as u64;
         assert_eq!(cgroups.numa(relative).unwrap(), [(0, 1_908_183 * page)]);
+        // A 10 ms quota per 100 ms period, busy for a second.
+        let throttling = Throttling {
+            periods: 11,
+            throttled_periods: 11,
+            throttled: Duration::from_nanos(876_872_733),
+        };
+        assert_eq!(cgroups.throttling(relative).unwrap(), throttling);
+    }
+
+    #[test]
+    fn v2_throttling_is_read_where_the_cpu_controller_writes_it() {
+        let relative = Path::new("kubepods.slice");
+        let root = hierarchy(Version::V2, relative);
+        let cgroups = Cgroups::detect(root.path(), Driver::Systemd);
+        // The captured file is of a cgroup without the cpu controller: no
+        // bandwidth counters, so no throttling (absent, not zero).
+        let error = cgroups.throttling(relative).unwrap_err().to_string();
+        assert!(error.contains("nr_periods"), "{error}");
+        // The kernel's format where the controller is enabled.
+        let stat = format!(
+            "{}nr_periods 40\nnr_throttled 3\nthrottled_usec 25000\nnr_bursts 0\nburst_usec 0\n",
+            include_str!("fixtures/v2-cpu.stat")
+        );
+        std::fs::write(root.path().join(relative).join("cpu.stat"), stat).unwrap();
+        let throttling = Throttling {
+            periods: 40,
+            throttled_periods: 3,
+            throttled: Duration::from_millis(25),
+        };
+        assert_eq!(cgroups.throttling(relative).unwrap(), throttling);
     }
 
     #[test]

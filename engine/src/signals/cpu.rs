@@ -1,13 +1,16 @@
-//! Cpu usage as a rate: cgroups report cumulative cpu time, pods are judged
-//! by millicores, so the rate is taken between two samples of each pod.
+//! Cpu usage and throttling over a window: cgroups report cumulative cpu
+//! time and CFS counters, pods are judged by millicores and by throttling
+//! since the last cycle, so both are taken between two samples of each pod.
 
+use super::cgroup::Throttling;
 use std::collections::HashMap;
 use std::time::{Duration, SystemTime};
 
-/// The last cpu-time sample of each pod, to turn the next one into a rate.
+/// The last samples of each pod, to turn the next ones into a window.
 #[derive(Debug, Default)]
 pub struct CpuRates {
     last: HashMap<String, (SystemTime, Duration)>,
+    throttling: HashMap<String, Throttling>,
 }
 
 impl CpuRates {
@@ -22,9 +25,23 @@ impl CpuRates {
         Some((used.as_secs_f64() / wall.as_secs_f64() * 1000.0).round() as u64)
     }
 
+    /// Records the CFS counters of pod `uid` and returns what grew since
+    /// its previous sample (none for a first sample or a counter that went
+    /// backwards, as after its cgroup was made again).
+    pub fn throttled(&mut self, uid: &str, counters: Throttling) -> Option<Throttling> {
+        let before = self.throttling.insert(uid.to_owned(), counters)?;
+        Some(Throttling {
+            periods: counters.periods.checked_sub(before.periods)?,
+            throttled_periods: (counters.throttled_periods)
+                .checked_sub(before.throttled_periods)?,
+            throttled: counters.throttled.checked_sub(before.throttled)?,
+        })
+    }
+
     /// Forgets pods not in `present` (they are gone).
     pub fn retain(&mut self, present: impl Fn(&str) -> bool) {
         self.last.retain(|uid, _| present(uid));
+        self.throttling.retain(|uid, _| present(uid));
     }
 }
 
@@ -54,5 +71,23 @@ mod tests {
             rates.sample("a", t0 + Duration::from_secs(4), Duration::from_secs(2)),
             None
         );
+    }
+
+    #[test]
+    fn throttling_is_what_grew_between_samples() {
+        let mut rates = CpuRates::default();
+        let at = |periods, throttled_periods, millis| Throttling {
+            periods,
+            throttled_periods,
+            throttled: Duration::from_millis(millis),
+        };
+        assert_eq!(rates.throttled("a", at(100, 10, 500)), None);
+        assert_eq!(
+            rates.throttled("a", at(150, 25, 1_250)),
+            Some(at(50, 15, 750))
+        );
+        assert_eq!(rates.throttled("a", at(5, 0, 0)), None, "counter reset");
+        rates.retain(|uid| uid != "a");
+        assert_eq!(rates.throttled("a", at(10, 1, 1)), None, "forgotten");
     }
 }

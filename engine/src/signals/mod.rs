@@ -75,6 +75,9 @@ pub struct SignalFiles {
     pub imagefs: Option<PathBuf>,
     /// Allocatable memory, in bytes, if known (from the Node object).
     pub allocatable_memory: Option<u64>,
+    /// The cgroup whose memory pressure is `psi.workload.memory.*`,
+    /// relative to the cgroup mount (none: the kubepods cgroup).
+    pub workload_cgroup: Option<PathBuf>,
 }
 
 impl Default for SignalFiles {
@@ -86,6 +89,7 @@ impl Default for SignalFiles {
             nodefs: "/var/lib/kubelet".into(),
             imagefs: None,
             allocatable_memory: None,
+            workload_cgroup: None,
         }
     }
 }
@@ -257,6 +261,14 @@ impl SignalFiles {
             match activity::load1(&self.proc_root.join("loadavg")) {
                 Ok(load) => reading.push("cpu.load1", load, cpus),
                 Err(error) => reading.gap("cpu.load1", error),
+            }
+        }
+        if asks_for(wanted, &family::WORKLOAD_PSI) {
+            let cgroups = self.cgroups();
+            let workload = (self.workload_cgroup.clone()).unwrap_or_else(|| cgroups.kubepods());
+            match cgroups.memory_pressure(&workload) {
+                Ok(pressure) => push_pressure(reading, "psi.workload.memory", &pressure),
+                Err(error) => reading.gap("psi.workload.memory", error),
             }
         }
     }
@@ -501,6 +513,49 @@ mod tests {
         let reading = sources.read_node(&wanted);
         assert!(reading.gaps.iter().any(|g| g.signal == "numa"));
         assert!(reading.signals.iter().all(|s| !s.name.starts_with("numa.")));
+    }
+
+    #[test]
+    fn the_workload_cgroups_memory_pressure_is_read_where_configured() {
+        let proc = proc_root();
+        let cgroup = cgroup::tests::hierarchy(Version::V2, Path::new("kubepods.slice"));
+        let mut sources = SignalFiles {
+            proc_root: proc.path().into(),
+            cgroup_root: cgroup.path().into(),
+            nodefs: proc.path().into(),
+            ..SignalFiles::default()
+        };
+        std::fs::write(
+            cgroup.path().join("kubepods.slice/memory.pressure"),
+            "some avg10=2.50 avg60=1.25 avg300=0.10 total=9\nfull avg10=0.75 avg60=0.50 avg300=0.00 total=3\n",
+        )
+        .unwrap();
+        let wanted = ["psi.workload.*".to_owned()];
+        let reading = sources.read_node(&wanted);
+        assert_eq!(value(&reading, "psi.workload.memory.some.avg10"), Some(2.5));
+        assert_eq!(value(&reading, "psi.workload.memory.full.avg60"), Some(0.5));
+        assert_eq!(
+            value(&reading, "psi.memory.some.avg10"),
+            Some(0.0),
+            "the node's"
+        );
+        assert!(
+            sources
+                .read_node(&[])
+                .signals
+                .iter()
+                .all(|s| !s.name.contains("workload"))
+        );
+        // Another cgroup: one without the file (a v1 node's) is a gap.
+        sources.workload_cgroup = Some("system.slice".into());
+        let reading = sources.read_node(&wanted);
+        assert!(value(&reading, "psi.workload.memory.some.avg10").is_none());
+        let gap = reading
+            .gaps
+            .iter()
+            .find(|g| g.signal == "psi.workload.memory");
+        let error = gap.expect("a gap").error.to_string();
+        assert!(error.contains("system.slice/memory.pressure"), "{error}");
     }
 
     /// The DaemonSet's narrow mounts: an empty directory made beside the

@@ -203,8 +203,8 @@ async fn signals_and_pod_facts_reach_only_the_strategies_that_asked() {
 /// The agent on the testbed's node: a 0.3.0 strategy that declines unless it
 /// is given the signals beyond the kubelet's it declared and the pods carry
 /// the facts it declared evicts, so what it asked for reached it through the
-/// agent's own node source (the rates from the second cycle on;
-/// `cpu.usage` is not asked: the testbed's `/proc/stat` never moves, and a
+/// agent's own node source (the rates and the pod's cpu throttling over a
+/// window from the second cycle on; `cpu.usage` is not asked: the testbed's `/proc/stat` never moves, and a
 /// CPU share over no ticks is absent).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_agent_reads_the_declared_signals_and_pod_facts_on_the_node() {
@@ -217,18 +217,33 @@ async fn the_agent_reads_the_declared_signals_and_pod_facts_on_the_node() {
     let uid = pod["metadata"]["uid"].as_str().unwrap().to_owned();
     files.best_effort_pod(&uid, 100);
     files.write(
-        &format!("cgroup/kubepods/besteffort/pod{uid}/memory.numa_stat"),
+        "cgroup/kubepods/memory.pressure",
+        "some avg10=4.00 avg60=1.00 avg300=0.00 total=40\nfull avg10=1.00 avg60=0.25 avg300=0.00 total=10\n",
+    );
+    let cgroup = format!("cgroup/kubepods/besteffort/pod{uid}");
+    files.write(
+        &format!("{cgroup}/memory.numa_stat"),
         "anon N0=104857600\nfile N0=0\n",
+    );
+    files.write(
+        &format!("{cgroup}/memory.pressure"),
+        "some avg10=1.50 avg60=0.00 avg300=0.00 total=9\nfull avg10=0.50 avg60=0.00 avg300=0.00 total=3\n",
+    );
+    files.write(
+        &format!("{cgroup}/cpu.stat"),
+        "usage_usec 1000\nnr_periods 40\nnr_throttled 3\nthrottled_usec 25000\n",
     );
     server.put("pods", "shop", pod);
     files.write("kubeconfig", &server.kubeconfig());
     let needs = r#"{"met": "hard", "victims": ["uid-numa-hog"],
         "needSignals": ["memory.free", "memory.watermark.min", "numa.0.memory.free",
                         "numa.0.zone.normal.min", "vm.watermarkScaleFactor", "vm.oomKill",
-                        "vm.kswapd.steal", "vm.workingset.refault", "cpu.load1"],
-        "needFacts": ["memory-usage", "numa-memory"],
-        "interest": {"signals": ["memory.*", "numa.*", "vm.*", "cpu.*"],
-                     "facts": ["memory-usage", "numa-memory"]}}"#;
+                        "vm.kswapd.steal", "vm.workingset.refault", "cpu.load1",
+                        "psi.workload.memory.some.avg10"],
+        "needFacts": ["memory-usage", "numa-memory", "memory-pressure", "cpu-throttling"],
+        "interest": {"signals": ["memory.*", "numa.*", "vm.*", "cpu.*", "psi.workload.*"],
+                     "facts": ["memory-usage", "numa-memory", "memory-pressure",
+                               "cpu-throttling"]}}"#;
     files.write(
         "config.yaml",
         &format!(
