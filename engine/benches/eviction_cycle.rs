@@ -15,7 +15,11 @@
 //! - what reading this machine's node signals costs: the kubelet's and PSI
 //!   alone (what the built-ins ask), and with every signal a strategy may
 //!   declare beyond them (`/proc/zoneinfo`, `/proc/vmstat`, `/proc/stat`,
-//!   `/proc/loadavg`, the watermark scale factor).
+//!   `/proc/loadavg`, the watermark scale factor);
+//! - what reading 110 pods' cgroups costs on this machine (real cgroups made
+//!   for the run under each v1 controller, root only): the usage every cycle
+//!   reads, and with every pod fact a strategy may declare that a file gives
+//!   (memory per NUMA node, cpu throttling, memory pressure where v2 has it).
 
 use futures::FutureExt;
 use futures::future::BoxFuture;
@@ -301,12 +305,73 @@ fn main() {
     cycle_times(&registry);
     shadow_costs(&registry);
     node_reading_costs();
+    pod_fact_costs();
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .expect("runtime")
         .block_on(event_to_killer(&registry));
+}
+
+/// The time of reading 110 pods' cgroups, made for the run under this
+/// machine's v1 controllers (`vigil-bench/podN`) and removed after: the
+/// usage a cycle always reads, and with every pod fact a file gives.
+fn pod_fact_costs() {
+    const PODS: usize = 110;
+    const CONTROLLERS: [&str; 4] = ["memory", "cpu", "cpuacct", "pids"];
+    let root = std::path::Path::new("/sys/fs/cgroup");
+    let cgroups = vigil::signals::Cgroups::detect(root, vigil::signals::Driver::Cgroupfs);
+    let relative = |pod: usize| std::path::PathBuf::from(format!("vigil-bench/pod{pod}"));
+    let made = (0..PODS).all(|pod| {
+        CONTROLLERS.iter().all(|controller| {
+            std::fs::create_dir_all(root.join(controller).join(relative(pod))).is_ok()
+        })
+    });
+    let remove = || {
+        for controller in CONTROLLERS {
+            for pod in 0..PODS {
+                let _ = std::fs::remove_dir(root.join(controller).join(relative(pod)));
+            }
+            let _ = std::fs::remove_dir(root.join(controller).join("vigil-bench"));
+        }
+    };
+    if !made || cgroups.version() != vigil::signals::Version::V1 {
+        println!("pod facts: not measured (needs root and v1 controllers under {root:?})");
+        remove();
+        return;
+    }
+    const ROUNDS: u32 = 200;
+    let usage = |pod: &std::path::Path| {
+        let memory = cgroups.memory(pod).expect("memory");
+        let cpu = cgroups.cpu_time(pod).expect("cpu time");
+        let pids = cgroups.pids(pod).expect("pids");
+        std::hint::black_box((memory, cpu, pids));
+    };
+    let mut times = Vec::new();
+    for every_fact in [false, true] {
+        let started = Instant::now();
+        for _ in 0..ROUNDS {
+            for pod in 0..PODS {
+                let pod = relative(pod);
+                usage(&pod);
+                if every_fact {
+                    let numa = cgroups.numa(&pod).expect("numa_stat");
+                    let throttling = cgroups.throttling(&pod).expect("cpu.stat");
+                    let pressure = cgroups.memory_pressure(&pod).is_ok();
+                    std::hint::black_box((numa, throttling, pressure));
+                }
+            }
+        }
+        times.push(started.elapsed() / ROUNDS);
+    }
+    remove();
+    println!(
+        "{PODS} pods' cgroups: usage {:.1} µs, with every pod fact {:.1} µs (+{:.1} µs)",
+        times[0].as_secs_f64() * 1e6,
+        times[1].as_secs_f64() * 1e6,
+        times[1].saturating_sub(times[0]).as_secs_f64() * 1e6
+    );
 }
 
 /// The time of one reading of this machine's node signals: as the built-ins
@@ -322,6 +387,7 @@ fn node_reading_costs() {
         "numa.*",
         "vm.*",
         "cpu.*",
+        "psi.workload.*",
     ]
     .map(String::from)
     .to_vec();

@@ -351,6 +351,7 @@ pub fn agent_config(files: &vigil_testbed::NodeFiles) -> vigil::agent::AgentConf
         nodefs: files.path(""),
         imagefs: None,
         workload_cgroup: None,
+        kubelet: None,
         status_interval: std::time::Duration::from_secs(15),
         api: vigil::cluster::ClientOptions::default(),
         condition_heartbeat: std::time::Duration::from_secs(60),

@@ -87,6 +87,9 @@ pub struct AgentConfig {
     /// The cgroup of `psi.workload.memory.*`, relative to the cgroup mount
     /// (none: the kubepods cgroup).
     pub workload_cgroup: Option<PathBuf>,
+    /// The kubelet whose statistics give the pods' writable layers (none:
+    /// the `writable-layers` fact is never read).
+    pub kubelet: Option<crate::cluster::kubelet_stats::KubeletEndpoint>,
     /// The shortest time between two writes of one status object.
     pub status_interval: std::time::Duration,
     /// Rate limit and timeout of the API clients.
@@ -115,7 +118,13 @@ pub async fn run(config: AgentConfig, shutdown: impl Future<Output = ()>) -> any
         start::config_controller(&config, &registry, &metrics, base, defaults, counted);
     let (settings, config_report) = (controller.settings(), controller.report());
     let eviction = settings.borrow().clone();
-    let clients = client::connect(config.kubeconfig.as_deref(), &metrics, config.api).await?;
+    let clients = client::connect(
+        config.kubeconfig.as_deref(),
+        config.kubelet.as_ref(),
+        &metrics,
+        config.api,
+    )
+    .await?;
     let agent = start::Agent {
         config: &config,
         clock,

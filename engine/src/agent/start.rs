@@ -11,6 +11,7 @@ use crate::cluster::budgets::Budgets;
 use crate::cluster::client::Clients;
 use crate::cluster::events;
 use crate::cluster::evict::EvictionApi;
+use crate::cluster::kubelet_stats::{self, LayerCache};
 use crate::cluster::latest::write_latest;
 use crate::cluster::node_status::{ConfigCondition, NodeStatus};
 use crate::cluster::object_watches::{ApiSource, ObjectWatches};
@@ -373,6 +374,16 @@ impl Agent<'_> {
     /// the Eviction API killer, deciding once the pods are listed.
     pub(super) fn eviction_loop(&self, parts: Loop, watches: &Watches) -> JoinHandle<()> {
         let config = self.config;
+        let layers = self.clients.kubelet.clone().map(|client| {
+            let cache = Arc::new(LayerCache::default());
+            self.tasks.spawn(kubelet_stats::follow(
+                client,
+                Arc::clone(&cache),
+                Arc::clone(&self.clock),
+                self.stop.clone(),
+            ));
+            cache
+        });
         let source = ClusterSource {
             signals: SignalFiles {
                 proc_root: config.proc_root.clone(),
@@ -391,6 +402,7 @@ impl Agent<'_> {
             budgets_until: None,
             wanted: Default::default(),
             rates: Default::default(),
+            layers,
         };
         let runner = Runner {
             manager: EvictionManager::new(self.shadowed.clone(), parts.eviction),

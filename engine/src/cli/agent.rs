@@ -3,6 +3,7 @@
 use super::args::{GoDuration, read_ca, read_key, shutdown_signal};
 use crate::agent::AgentConfig;
 use crate::cluster::client::ClientOptions;
+use crate::cluster::kubelet_stats::KubeletEndpoint;
 use crate::cluster::node_status::HEARTBEAT;
 use crate::distribution::signature::VerificationKey;
 use crate::policy::artifacts::files::DEFAULT_MAX_POLICY_BYTES;
@@ -108,6 +109,20 @@ pub(super) struct AgentArgs {
     /// kubepods cgroup of the cgroup driver.
     #[arg(long, value_name = "PATH")]
     workload_cgroup: Option<PathBuf>,
+    /// The node's address where its kubelet serves (the DaemonSet passes
+    /// `status.hostIP`): its statistics summary gives the pods' writable
+    /// layers to the policies that ask (the service account needs `get
+    /// nodes/stats`); none: never read.
+    #[arg(long, env = "KUBELET_ADDRESS", value_name = "ADDRESS")]
+    kubelet_address: Option<String>,
+    /// The kubelet's port.
+    #[arg(long, default_value_t = 10250)]
+    kubelet_port: u16,
+    /// PEM certificates the kubelet's serving certificate is verified
+    /// against (default: the API server's CA, which signs kubelet serving
+    /// certificates where the kubelet has `serverTLSBootstrap`).
+    #[arg(long, value_name = "FILE", requires = "kubelet_address")]
+    kubelet_ca: Option<PathBuf>,
     /// The shortest time between two writes of one status object
     /// (`VigilNodeStatus`, `VigilPolicyStatus`): changes in between are
     /// coalesced into the next write.
@@ -189,7 +204,9 @@ impl AgentArgs {
             max_policy_bytes: self.max_policy_mib << 20,
             state_dir: self.state_dir,
             namespace: self.namespace,
-            registry_ca: self.registry_ca.as_deref().map(read_ca).transpose()?,
+            registry_ca: (self.registry_ca.as_deref())
+                .map(|path| read_ca("--registry-ca", path))
+                .transpose()?,
             verification_key,
             compile_mode: self.compile,
             native_code_key,
@@ -208,6 +225,15 @@ impl AgentArgs {
             nodefs: self.nodefs,
             imagefs: self.imagefs,
             workload_cgroup: self.workload_cgroup,
+            kubelet: match self.kubelet_address {
+                Some(address) => Some(KubeletEndpoint {
+                    url: kubelet_url(&address, self.kubelet_port)?,
+                    ca: (self.kubelet_ca.as_deref())
+                        .map(|path| read_ca("--kubelet-ca", path))
+                        .transpose()?,
+                }),
+                None => None,
+            },
             status_interval: self.status_interval.0,
             api: ClientOptions {
                 qps: self.api_qps.max(0.01),
@@ -229,6 +255,17 @@ fn read_native_code_key(path: &Path) -> anyhow::Result<Option<VerificationKey>> 
         return Ok(None);
     }
     read_key("--native-code-key", path).map(Some)
+}
+
+/// `https://ADDRESS:PORT`, an IPv6 address in brackets.
+fn kubelet_url(address: &str, port: u16) -> anyhow::Result<http::Uri> {
+    let host = match address.parse::<std::net::Ipv6Addr>() {
+        Ok(v6) => format!("[{v6}]"),
+        Err(_) => address.to_owned(),
+    };
+    format!("https://{host}:{port}")
+        .parse()
+        .with_context(|| format!("--kubelet-address {address:?} is not a host"))
 }
 
 #[cfg(test)]
@@ -274,6 +311,22 @@ mod tests {
         let error = config(&key).unwrap_err();
         assert!(
             format!("{error:#}").contains("native code needs a key of its own"),
+            "{error:#}"
+        );
+    }
+
+    #[test]
+    fn the_kubelet_is_reached_on_the_nodes_address_of_either_family() {
+        let url = |address| kubelet_url(address, 10250).map(|u| u.to_string());
+        assert_eq!(url("10.0.0.5").unwrap(), "https://10.0.0.5:10250/");
+        assert_eq!(url("fd00::5").unwrap(), "https://[fd00::5]:10250/");
+        assert_eq!(
+            url("node-1.example").unwrap(),
+            "https://node-1.example:10250/"
+        );
+        let error = url("not a host").unwrap_err();
+        assert!(
+            format!("{error:#}").contains("--kubelet-address"),
             "{error:#}"
         );
     }

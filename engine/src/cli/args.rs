@@ -31,7 +31,9 @@ impl RegistryArgs {
         Ok(Access {
             insecure: self.insecure,
             basic: registry_user(self.username)?,
-            ca: self.registry_ca.as_deref().map(read_ca).transpose()?,
+            ca: (self.registry_ca.as_deref())
+                .map(|path| read_ca("--registry-ca", path))
+                .transpose()?,
         })
     }
 }
@@ -47,9 +49,9 @@ fn registry_user(username: Option<String>) -> anyhow::Result<Option<(String, Str
     Ok(Some((user, password)))
 }
 
-/// The PEM certificates of `--registry-ca`.
-pub(super) fn read_ca(path: &Path) -> anyhow::Result<Vec<u8>> {
-    std::fs::read(path).with_context(|| format!("cannot read --registry-ca {}", path.display()))
+/// The PEM certificates of a CA flag (`--registry-ca`, `--kubelet-ca`).
+pub(super) fn read_ca(flag: &str, path: &Path) -> anyhow::Result<Vec<u8>> {
+    std::fs::read(path).with_context(|| format!("cannot read {flag} {}", path.display()))
 }
 
 /// The cosign public key `flag` names.
@@ -142,7 +144,7 @@ impl std::fmt::Display for GoDuration {
 /// service account, else `$KUBECONFIG`, with the default limits.
 pub(super) async fn one_shot_clients(kubeconfig: Option<&Path>) -> anyhow::Result<Clients> {
     let metrics = std::sync::Arc::new(crate::metrics::Metrics::default());
-    crate::cluster::client::connect(kubeconfig, &metrics, ClientOptions::default())
+    crate::cluster::client::connect(kubeconfig, None, &metrics, ClientOptions::default())
         .await
         .context("cannot reach the cluster")
 }

@@ -11,6 +11,7 @@
 //! bookkeeping). The first client retries 429, 503 and 504 with kube's
 //! policy (honouring `Retry-After`), and counts each retry.
 
+use super::kubelet_stats::{self, KubeletEndpoint};
 use crate::base::rate::TokenBucket;
 use crate::metrics::{ApiLabels, Metrics};
 use kube::client::retry::RetryPolicy;
@@ -74,6 +75,9 @@ pub enum ClientError {
     /// The configuration does not make a client (e.g. a bad certificate).
     #[error("cannot build an API client")]
     Build(#[source] kube::Error),
+    /// The kubelet's endpoint does not make a client.
+    #[error("cannot reach the kubelet's statistics")]
+    Kubelet(#[source] super::kubelet_stats::KubeletStatsError),
 }
 
 /// The agent's API clients.
@@ -83,21 +87,30 @@ pub(crate) struct Clients {
     pub api: Client,
     /// For evictions: no retry layer.
     pub evictions: Client,
+    /// For the kubelet's statistics summary, if its endpoint is known.
+    pub kubelet: Option<Client>,
 }
 
-/// Connects as described in the module docs, counting requests in `metrics`.
+/// Connects as described in the module docs, counting requests in `metrics`,
+/// and to the kubelet at `kubelet` with the same credentials.
 ///
 /// # Errors
 /// See [`ClientError`].
 pub(crate) async fn connect(
     kubeconfig: Option<&Path>,
+    kubelet: Option<&KubeletEndpoint>,
     metrics: &Arc<Metrics>,
     options: ClientOptions,
 ) -> Result<Clients, ClientError> {
     let config = configure(kubeconfig).await?;
+    let kubelet = kubelet
+        .map(|endpoint| kubelet_stats::client(&config, endpoint))
+        .transpose()
+        .map_err(ClientError::Kubelet)?;
     Ok(Clients {
         api: build(config.clone(), metrics, options, true)?,
         evictions: build(config, metrics, options, false)?,
+        kubelet,
     })
 }
 

@@ -1,4 +1,5 @@
-//! The Kubernetes side of the agent: everything that talks to the API server.
+//! The Kubernetes side of the agent: everything that talks to the API server
+//! (and to the kubelet's statistics).
 //!
 //! - `client` connects (kubeconfig, in-cluster) and counts requests;
 //! - [`watches`] keeps this node's pods and this Node in local stores;
@@ -7,6 +8,8 @@
 //!   pods on this node;
 //! - `pods` turns a Pod into the contract's record; `source` assembles
 //!   the node for each cycle;
+//! - `kubelet_stats` reads each pod's writable layers from the kubelet's
+//!   statistics summary, while a policy asks for them;
 //! - `evict` evicts through the Eviction API;
 //! - `node_status` writes conditions and taints, each through `latest`; `publisher` turns the
 //!   loop's reports into Events (written off the critical path by
@@ -16,6 +19,7 @@ pub(crate) mod budgets;
 pub(crate) mod client;
 pub(crate) mod events;
 pub(crate) mod evict;
+pub mod kubelet_stats;
 pub(crate) mod latest;
 pub(crate) mod node_status;
 pub(crate) mod object_watches;

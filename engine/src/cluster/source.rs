@@ -12,6 +12,7 @@
 //! rest costs the API server four watches per node.
 
 use super::budgets::Budgets;
+use super::kubelet_stats::LayerCache;
 use super::pods::{self, PodPhase};
 use crate::base::clock::Clock;
 use crate::eviction::Wanted;
@@ -55,6 +56,9 @@ pub struct ClusterSource {
     /// Until when the budgets are watched (see the module docs); none:
     /// not since the start.
     pub budgets_until: Option<SystemTime>,
+    /// The pods' writable layers from the kubelet, fetched while a policy
+    /// asks (none: the kubelet's endpoint is not known).
+    pub layers: Option<Arc<LayerCache>>,
 }
 
 impl ClusterSource {
@@ -92,9 +96,15 @@ impl ClusterSource {
 impl ClusterSource {
     /// Reads the pod facts a policy asked for that cost a file each: its
     /// memory per NUMA node, its memory pressure (cgroup v2) and its cpu
-    /// throttling since the last cycle. One that cannot be read stays absent.
+    /// throttling since the last cycle; and its writable layers as the
+    /// kubelet last reported them. One that cannot be read stays absent.
     fn facts(&mut self, cgroups: &Cgroups, pod: &mut Pod) {
         let wanted = |fact| self.wanted.facts.contains(&fact);
+        if wanted(PodFact::WritableLayers)
+            && let Some(layers) = &self.layers
+        {
+            pod.writable_layers = layers.of(&pod.uid, self.clock.now());
+        }
         let (numa, psi, throttling) = (
             wanted(PodFact::NumaMemory),
             wanted(PodFact::MemoryPressure),
@@ -130,6 +140,9 @@ impl ClusterSource {
 
 impl NodeSource for ClusterSource {
     fn want(&mut self, wanted: Wanted) {
+        if let Some(layers) = &self.layers {
+            layers.want(wanted.facts.contains(&PodFact::WritableLayers));
+        }
         self.wanted = wanted;
     }
 

@@ -47,7 +47,7 @@ pub(crate) mod wake;
 mod zoneinfo;
 
 pub use activity::{Counters, CpuTicks, Rates, VmCounters};
-pub use cgroup::{Cgroups, Driver, Memory, Version};
+pub use cgroup::{Cgroups, Driver, Memory, Throttling, Version};
 pub use cpu::CpuRates;
 pub use error::SignalError;
 pub use meminfo::MemInfo;

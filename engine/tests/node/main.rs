@@ -17,6 +17,7 @@ mod install;
 mod kubelet;
 mod pressure;
 mod removal;
+mod signals;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -73,6 +74,7 @@ fn vigil_as_shipped_on_a_real_node_evicts_ahead_of_the_kubelet() {
     pressure::configure(&cluster, None, None);
 
     let mut workloads = pressure::Workloads::start(&cluster);
+    signals::recorded(&cluster, "guaranteed");
     pressure::kubelet_below(&mut cluster);
     let vigil: Vec<Duration> = (0..RUNS)
         .map(|run| {

@@ -204,8 +204,9 @@ async fn signals_and_pod_facts_reach_only_the_strategies_that_asked() {
 /// is given the signals beyond the kubelet's it declared and the pods carry
 /// the facts it declared evicts, so what it asked for reached it through the
 /// agent's own node source (the rates and the pod's cpu throttling over a
-/// window from the second cycle on; `cpu.usage` is not asked: the testbed's `/proc/stat` never moves, and a
-/// CPU share over no ticks is absent).
+/// window from the second cycle on, its writable layers once the kubelet's
+/// summary is fetched; `cpu.usage` is not asked: the testbed's `/proc/stat`
+/// never moves, and a CPU share over no ticks is absent).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_agent_reads_the_declared_signals_and_pod_facts_on_the_node() {
     use std::time::Duration;
@@ -234,16 +235,22 @@ async fn the_agent_reads_the_declared_signals_and_pod_facts_on_the_node() {
         "usage_usec 1000\nnr_periods 40\nnr_throttled 3\nthrottled_usec 25000\n",
     );
     server.put("pods", "shop", pod);
+    server.kubelet_summary(serde_json::json!({"pods": [
+        {"podRef": {"name": "numa-hog", "namespace": "shop", "uid": uid},
+         "containers": [{"name": "main", "rootfs": {"time": "2026-11-28T10:00:00Z",
+                                                     "usedBytes": 4096000, "inodesUsed": 12}}]}
+    ]}));
     files.write("kubeconfig", &server.kubeconfig());
     let needs = r#"{"met": "hard", "victims": ["uid-numa-hog"],
         "needSignals": ["memory.free", "memory.watermark.min", "numa.0.memory.free",
                         "numa.0.zone.normal.min", "vm.watermarkScaleFactor", "vm.oomKill",
                         "vm.kswapd.steal", "vm.workingset.refault", "cpu.load1",
                         "psi.workload.memory.some.avg10"],
-        "needFacts": ["memory-usage", "numa-memory", "memory-pressure", "cpu-throttling"],
+        "needFacts": ["memory-usage", "numa-memory", "memory-pressure", "cpu-throttling",
+                      "writable-layers"],
         "interest": {"signals": ["memory.*", "numa.*", "vm.*", "cpu.*", "psi.workload.*"],
                      "facts": ["memory-usage", "numa-memory", "memory-pressure",
-                               "cpu-throttling"]}}"#;
+                               "cpu-throttling", "writable-layers"]}}"#;
     files.write(
         "config.yaml",
         &format!(
@@ -253,7 +260,12 @@ async fn the_agent_reads_the_declared_signals_and_pod_facts_on_the_node() {
     );
     std::fs::create_dir_all(files.path("policies")).unwrap();
     std::fs::write(files.path("policies/script.wasm"), SCRIPTED_STRATEGY).unwrap();
-    let agent = InProcessAgent::start(agent_config(&files));
+    let mut config = agent_config(&files);
+    config.kubelet = Some(vigil::cluster::kubelet_stats::KubeletEndpoint {
+        url: server.url().parse().unwrap(),
+        ca: None,
+    });
+    let agent = InProcessAgent::start(config);
     server
         .until(Duration::from_secs(60), "the pod is evicted", |s| {
             !s.evictions().is_empty()
@@ -264,5 +276,9 @@ async fn the_agent_reads_the_declared_signals_and_pod_facts_on_the_node() {
             .uri
             .ends_with("/namespaces/shop/pods/numa-hog/eviction")
     );
+    let summaries = (server.requests().iter())
+        .filter(|r| r.uri == "/stats/summary")
+        .count();
+    assert!(summaries >= 1, "the layers came from the kubelet's summary");
     agent.stop().await;
 }

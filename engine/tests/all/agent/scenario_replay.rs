@@ -144,6 +144,7 @@ async fn hard_memory_pressure_evicts_the_same_pods_at_the_same_times_as_simulate
         budgets_until: None,
         wanted: Default::default(),
         rates: Default::default(),
+        layers: None,
     };
 
     let mut leaves: Vec<(String, Duration)> = Vec::new();

@@ -20,7 +20,10 @@
 //! - events.k8s.io/v1 Events (create and patch);
 //! - create (with `generateName`), get, replace (a stale
 //!   `metadata.resourceVersion` is a 409) and delete of any cluster-scoped
-//!   custom resource, such as the status objects.
+//!   custom resource, such as the status objects;
+//! - in the kubelet's place, its statistics summary (`GET /stats/summary`)
+//!   as the test sets it ([`ApiServer::kubelet_summary`]; 404 until then),
+//!   for the pods' writable layers, which only a container runtime measures.
 //!
 //! Faults on demand: an outage (every request 503), the next requests
 //! failing with a status, throttling (429 with `Retry-After` and no
@@ -193,6 +196,8 @@ pub(crate) struct Shared {
     open_watches: Mutex<BTreeMap<String, usize>>,
     /// Condition types each (node, field manager) applied last.
     applied: Mutex<BTreeMap<(String, String), Vec<String>>>,
+    /// The kubelet's statistics summary, once set.
+    summary: Mutex<Option<Value>>,
 }
 
 impl Shared {
@@ -271,6 +276,7 @@ impl ApiServer {
             applied: Mutex::new(BTreeMap::new()),
             gone: Default::default(),
             open_watches: Mutex::new(BTreeMap::new()),
+            summary: Mutex::new(None),
         });
         let app = routes::router(Arc::clone(&shared));
         let task = tokio::spawn(async move {
@@ -292,6 +298,11 @@ impl ApiServer {
             "apiVersion: v1\nkind: Config\nclusters:\n- name: test\n  cluster:\n    server: {}\ncontexts:\n- name: test\n  context:\n    cluster: test\n    user: test\nusers:\n- name: test\n  user: {{}}\ncurrent-context: test\n",
             self.url()
         )
+    }
+
+    /// Serves `summary` as the kubelet's `/stats/summary` from now on.
+    pub fn kubelet_summary(&self, summary: Value) {
+        *self.shared.summary.lock().unwrap() = Some(summary);
     }
 
     /// Creates or replaces an object; returns it as stored.

@@ -162,6 +162,10 @@ fn route(
             list(shared, resource, namespace, query)
         }
         ("GET", ["api", "v1", "nodes", name]) => get(shared, Key::new("nodes", "", name)),
+        ("GET", ["stats", "summary"]) => match shared.summary.lock().unwrap().clone() {
+            Some(summary) => (200, summary),
+            None => status(404, "NotFound", "no summary set"),
+        },
         ("GET", ["api", "v1", "namespaces", ns, resource, name]) => {
             get(shared, Key::new(resource, ns, name))
         }
