@@ -240,12 +240,17 @@ impl Cgroups {
         Ok(nodes)
     }
 
-    /// Memory pressure of the cgroup at `relative` (cgroup v2 only).
+    /// Memory pressure of the cgroup at `relative` (cgroup v2 only: on v1
+    /// no file is opened).
     ///
     /// # Errors
-    /// The file is missing (always, on v1) or malformed.
+    /// The node runs v1, or the file is missing or malformed.
     pub fn memory_pressure(&self, relative: &Path) -> Result<Pressure, SignalError> {
-        Pressure::read(&self.dir("memory", relative).join("memory.pressure"))
+        let path = self.dir("memory", relative).join("memory.pressure");
+        match self.version {
+            Version::V1 => Err(SignalError::OnlyOnV2 { path }),
+            Version::V2 => Pressure::read(&path),
+        }
     }
 
     /// The file whose changes signal memory events (`memory.events` on v2,
@@ -406,7 +411,10 @@ pub(crate) mod tests {
         assert_eq!((memory.rss, memory.limit), (6_348_800, None));
         assert!(cgroups.cpu_time(relative).unwrap() > Duration::ZERO);
         assert!(
-            cgroups.memory_pressure(relative).is_err(),
+            matches!(
+                cgroups.memory_pressure(relative),
+                Err(SignalError::OnlyOnV2 { .. })
+            ),
             "v1 has no pressure files"
         );
         // The hierarchical total, in pages, on this machine's one node.

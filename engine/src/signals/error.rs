@@ -16,6 +16,13 @@ pub enum SignalError {
         #[source]
         source: std::io::Error,
     },
+    /// The file exists only on cgroup v2, and the node runs v1 (nothing is
+    /// opened to find out).
+    #[error("cgroup v1 keeps no {path}")]
+    OnlyOnV2 {
+        /// The file as v2 would name it.
+        path: PathBuf,
+    },
     /// The file does not have the expected format.
     #[error("{path}: {what}")]
     Malformed {
