@@ -4,7 +4,7 @@
 use vigil_build_support::{Guest, build_guests};
 
 /// `(environment variable, crate directory, package, feature)` of each built-in.
-const POLICIES: [(&str, &str, &str, &str); 6] = [
+const POLICIES: [(&str, &str, &str, &str); 7] = [
     (
         "VIGIL_BUILTIN_MEMORY_PRESSURE",
         "policies/node-pressure",
@@ -28,6 +28,12 @@ const POLICIES: [(&str, &str, &str, &str); 6] = [
         "policies/node-pressure",
         "node-pressure",
         "psi",
+    ),
+    (
+        "VIGIL_BUILTIN_RSS_OVERUSE",
+        "policies/katalyst",
+        "katalyst-strategies",
+        "rss-overuse",
     ),
     (
         "VIGIL_BUILTIN_DEFAULT_SORTER",
@@ -61,6 +67,7 @@ fn main() {
         .collect();
     // Shared by the policies; cargo's nested build notices a change there too.
     println!("cargo:rerun-if-changed=../policies/policy-kit");
+    println!("cargo:rerun-if-changed=../policies/katalyst");
     let artifacts = build_guests(&guests);
     for ((var, ..), path) in POLICIES.iter().zip(artifacts) {
         println!("cargo:rustc-env={var}={}", path.display());

@@ -12,6 +12,8 @@ pub const DISK_PRESSURE: &str = "disk-pressure";
 pub const PID_PRESSURE: &str = "pid-pressure";
 /// The built-in PSI strategy.
 pub const PSI_PRESSURE: &str = "psi-pressure";
+/// katalyst's RSS overuse strategy, built in.
+pub const RSS_OVERUSE: &str = "rss-overuse";
 /// The built-in sorter: the configured sorter by default, and the fallback
 /// when the configured one fails under hard pressure.
 pub const DEFAULT_SORTER: &str = "default-sorter";

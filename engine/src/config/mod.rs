@@ -29,6 +29,7 @@ pub use crd::{ConfigLayer, ConfigLayerSpec, LayerRollout, Target};
 
 use crate::base::policy_name::{
     DEFAULT_MERGER, DEFAULT_SORTER, DISK_PRESSURE, MEMORY_PRESSURE, PID_PRESSURE, PSI_PRESSURE,
+    RSS_OVERUSE,
 };
 use crate::model::{Layer, Rejections};
 use crate::policy::{Fault, Limits, LimitsTable, Merger, Registry};
@@ -240,6 +241,9 @@ impl Default for VigilConfig {
 /// kubelet (PSI stalls; pid, which the kubelet watches only when told to)
 /// observe, as every strategy a policy adds does: they decide, and are
 /// counted and shown, and evict nothing until a layer sets `dryRun: false`.
+/// katalyst's strategies ship off, as katalyst's own switches do: on most
+/// nodes some pod uses more than it requests, and each would cost a dry
+/// run; `enabled: true` makes them observe.
 fn default_policies() -> BTreeMap<String, PolicyConfig> {
     let enforced = PolicyConfig {
         dry_run: false,
@@ -252,6 +256,13 @@ fn default_policies() -> BTreeMap<String, PolicyConfig> {
         (DISK_PRESSURE, enforced),
         (PID_PRESSURE, observed.clone()),
         (PSI_PRESSURE, observed),
+        (
+            RSS_OVERUSE,
+            PolicyConfig {
+                enabled: false,
+                ..PolicyConfig::default()
+            },
+        ),
     ]
     .into_iter()
     .map(|(name, config)| (name.to_owned(), config))

@@ -84,12 +84,13 @@ mod tests {
     use super::*;
     use crate::config::VigilConfig;
 
-    const LOADED: [&str; 6] = [
+    const LOADED: [&str; 7] = [
         "default-sorter",
         "memory-pressure",
         "disk-pressure",
         "pid-pressure",
         "psi-pressure",
+        "rss-overuse",
         "js-sorter",
     ];
 

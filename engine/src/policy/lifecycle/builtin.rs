@@ -4,10 +4,11 @@
 
 use crate::base::policy_name::{
     DEFAULT_MERGER, DEFAULT_SORTER, DISK_PRESSURE, MEMORY_PRESSURE, PID_PRESSURE, PSI_PRESSURE,
+    RSS_OVERUSE,
 };
 
 /// `(name, component bytes)` of every built-in policy.
-pub const BUILTINS: [(&str, &[u8]); 6] = [
+pub const BUILTINS: [(&str, &[u8]); 7] = [
     (
         MEMORY_PRESSURE,
         include_bytes!(env!("VIGIL_BUILTIN_MEMORY_PRESSURE")),
@@ -23,6 +24,10 @@ pub const BUILTINS: [(&str, &[u8]); 6] = [
     (
         PSI_PRESSURE,
         include_bytes!(env!("VIGIL_BUILTIN_PSI_PRESSURE")),
+    ),
+    (
+        RSS_OVERUSE,
+        include_bytes!(env!("VIGIL_BUILTIN_RSS_OVERUSE")),
     ),
     (
         DEFAULT_SORTER,

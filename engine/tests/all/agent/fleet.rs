@@ -139,8 +139,11 @@ async fn status_objects_show_the_node_and_its_policies_and_rbac_and_admission_al
     // reason on one object waits a minute (cluster::events): longer than
     // this test, so that one permission goes unused here; reading a pull
     // Secret is the pulled-policies test's; listing policy statuses is for
-    // the objects of an earlier release (vigil-tests' fleet tests).
+    // the objects of an earlier release (vigil-tests' fleet tests); the
+    // kubelet's statistics are asked of the kubelet, which authorizes them
+    // as `get nodes/stats` (vigil-tests' scopes:: reads them).
     let (mut used, granted) = (used(&server), granted());
+    used.insert(("".into(), "nodes/stats".into(), "get".into()));
     used.insert(("events.k8s.io".into(), "events".into(), "patch".into()));
     used.insert(("".into(), "secrets".into(), "get".into()));
     used.insert((
