@@ -33,13 +33,25 @@ fn root() -> PathBuf {
 
 /// Polls `check` every 50 ms until it gives a value; `limit` bounds a
 /// broken test, it is never a wait for time to pass.
-fn until<T>(what: &str, limit: Duration, mut check: impl FnMut() -> Option<T>) -> T {
+fn until<T>(what: &str, limit: Duration, check: impl FnMut() -> Option<T>) -> T {
+    until_explained(what, limit, check, String::new)
+}
+
+/// [`until`], and on failure what `explain` says (the agent's log, say).
+fn until_explained<T>(
+    what: &str,
+    limit: Duration,
+    mut check: impl FnMut() -> Option<T>,
+    explain: impl FnOnce() -> String,
+) -> T {
     let start = Instant::now();
     loop {
         if let Some(value) = check() {
             return value;
         }
-        assert!(start.elapsed() < limit, "never, in {limit:?}: {what}");
+        if start.elapsed() >= limit {
+            panic!("never, in {limit:?}: {what}\n{}", explain());
+        }
         std::thread::sleep(Duration::from_millis(50));
     }
 }

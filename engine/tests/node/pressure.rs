@@ -8,7 +8,7 @@
 //! the moment vigil's own reading of the node (the same code, on the same
 //! files) crosses the threshold to the moment the hog's process is gone.
 
-use super::until;
+use super::{until, until_explained};
 use serde_json::Value;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -291,6 +291,26 @@ pub fn kubelet_below(cluster: &mut Upstream) {
     super::kubelet::set_threshold(cluster, Some(threshold));
 }
 
+/// What the node, the hog's events and the agent's log say, for a failure.
+fn explain(cluster: &Upstream, hog: &str) -> String {
+    let agent = super::install::agent_pod(cluster);
+    let agent = agent["metadata"]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    let log = cluster.kubectl(&["-n", "vigil-system", "logs", &agent, "--tail=150"]);
+    let node = cluster.get(None, "node/vigil-node");
+    format!(
+        "the hog's events: {:?}\nthe node's conditions: {:#}\ntaints: {:#}\nthe agent's log:\n{}",
+        event_reasons(cluster, hog),
+        node.as_ref()
+            .map_or(Value::Null, |n| n["status"]["conditions"].clone()),
+        node.as_ref()
+            .map_or(Value::Null, |n| n["spec"]["taints"].clone()),
+        String::from_utf8_lossy(&log.stdout)
+    )
+}
+
 /// Waits until the node has neither vigil's memory condition nor its taint.
 fn out_of_pressure(cluster: &Upstream) {
     until("vigil's condition and taint go", LIMIT, || {
@@ -319,11 +339,16 @@ pub fn vigil_episode(
     let time = time_to_stop(pid, threshold, vigil_reading);
 
     // vigil's eviction, its condition and taint; the kubelet's none.
-    until("vigil's condition and taint", LIMIT, || {
-        (condition(cluster, "VigilMemoryPressure").as_deref() == Some("True")
-            && tainted(cluster, "vigil.dev/MemoryPressure"))
-        .then_some(())
-    });
+    until_explained(
+        "vigil's condition and taint",
+        LIMIT,
+        || {
+            (condition(cluster, "VigilMemoryPressure").as_deref() == Some("True")
+                && tainted(cluster, "vigil.dev/MemoryPressure"))
+            .then_some(())
+        },
+        || explain(cluster, name),
+    );
     let reasons = event_reasons(cluster, name);
     assert!(
         reasons.iter().any(|r| r == "Evicting"),
