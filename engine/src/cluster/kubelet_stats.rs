@@ -222,8 +222,8 @@ struct FsStats {
 
 /// Each pod's writable layers in the summary `text`: its containers'
 /// `rootfs` (the writable layer alone; logs and volumes are reported
-/// apart) summed. A pod none of whose containers reports a layer is left
-/// out (absent, not 0).
+/// apart) summed. A pod none of whose containers reports a measured layer
+/// is left out (absent, not 0).
 ///
 /// # Errors
 /// The text is not a summary.
@@ -233,7 +233,10 @@ pub fn parse(text: &str, now: SystemTime) -> Result<HashMap<String, PodLayers>, 
     for pod in summary.pods {
         let mut layers: Option<PodLayers> = None;
         for rootfs in pod.containers.iter().filter_map(|c| c.rootfs.as_ref()) {
-            let Some(bytes) = rootfs.used_bytes else {
+            // A layer the runtime has not measured yet comes as 0 bytes at
+            // the epoch (containerd, just after a container starts).
+            let unmeasured = rootfs.time.is_some_and(|t| t.as_second() <= 0);
+            let Some(bytes) = rootfs.used_bytes.filter(|_| !unmeasured) else {
                 continue;
             };
             let at = rootfs.time.map_or(now, |t| {
@@ -261,8 +264,10 @@ mod tests {
     use super::*;
 
     /// A summary in the kubelet's format (`k8s.io/kubelet/pkg/apis/stats/v1alpha1`):
-    /// a pod of two containers, one whose runtime has not measured its
-    /// layer yet, and a pod without container stats.
+    /// a pod of two containers and one whose layer has no size yet, a pod
+    /// without container stats, and a pod whose runtime has not measured
+    /// its layer (0 bytes at the epoch, as the real node's kubelet showed
+    /// for a container just started).
     const SUMMARY: &str = r#"{
       "node": {"nodeName": "node-1", "startTime": "2026-11-28T09:00:00Z",
                "fs": {"time": "2026-11-28T10:00:00Z", "usedBytes": 9000000000}},
@@ -283,7 +288,11 @@ mod tests {
          "ephemeral-storage": {"time": "2026-11-28T10:00:05Z", "usedBytes": 99999999},
          "volume": [{"time": "2026-11-28T10:00:00Z", "name": "cache", "usedBytes": 5555555}]},
         {"podRef": {"name": "new", "namespace": "shop", "uid": "uid-new"},
-         "startTime": "2026-11-28T10:00:04Z", "containers": []}
+         "startTime": "2026-11-28T10:00:04Z", "containers": []},
+        {"podRef": {"name": "just-started", "namespace": "shop", "uid": "uid-just-started"},
+         "startTime": "2026-11-28T10:00:09Z",
+         "containers": [{"name": "app", "startTime": "2026-11-28T10:00:09Z",
+                         "rootfs": {"time": "1970-01-01T00:00:00Z", "usedBytes": 0, "inodesUsed": 0}}]}
       ]
     }"#;
 
@@ -306,6 +315,7 @@ mod tests {
             "the oldest measure dates the sum"
         );
         assert!(!pods.contains_key("uid-new"), "absent, not 0");
+        assert!(!pods.contains_key("uid-just-started"), "unmeasured: absent");
         let cache = LayerCache::default();
         cache.store(pods);
         let layers = cache.of("uid-web", now).unwrap();

@@ -99,13 +99,13 @@ pub fn recorded(cluster: &Upstream, guaranteed: &str) {
     // The agent's parser on the real kubelet's summary (read here through
     // the API server's node proxy, as an admin may).
     let node = pod["spec"]["nodeName"].as_str().expect("scheduled");
-    let summary = cluster.kubectl_ok(&[
-        "get",
-        "--raw",
-        &format!("/api/v1/nodes/{node}/proxy/stats/summary"),
-    ]);
-    let layers = kubelet_stats::parse(&summary, SystemTime::now()).expect("a summary");
-    let own = layers.get(uid).expect("the pod's writable layer");
+    // containerd measures a new container's layer within its 10 s period.
+    let path = format!("/api/v1/nodes/{node}/proxy/stats/summary");
+    let own = until("the pod's layer measured", Duration::from_secs(60), || {
+        let summary = cluster.kubectl_ok(&["get", "--raw", &path]);
+        let layers = kubelet_stats::parse(&summary, SystemTime::now()).expect("a summary");
+        layers.get(uid).copied()
+    });
     writeln!(record, "pod {guaranteed}: writable layers {own:?}").unwrap();
     eprint!("{record}");
     std::fs::write(root().join("target/vigil-node/signals.txt"), record).expect("the record");
