@@ -1,9 +1,10 @@
 //! The node as the eviction loop sees it on a cluster: signals read from the
 //! host's `/proc` and cgroups, this node's pods from the API server's cached
 //! store (so the loop keeps deciding while a watch reconnects), each pod's
-//! usage from its cgroup and its PodDisruptionBudget from [`Budgets`], and
-//! what the host alone uses: each pod's own grace period and the budgets
-//! that select it.
+//! usage from its cgroup (and the facts policies declared, its writable
+//! layers from the kubelet's statistics among them) and its
+//! PodDisruptionBudget from [`Budgets`], and what the host alone uses: each
+//! pod's own grace period and the budgets that select it.
 //!
 //! Budgets only rank candidates and time a PDB override; the Eviction API
 //! enforces them whatever the agent knows. So they are watched only while a
