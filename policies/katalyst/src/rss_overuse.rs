@@ -131,13 +131,13 @@ fn ratio(config: &Config, pod: &Pod) -> Option<f64> {
     Some(own.unwrap_or(config.rate_threshold))
 }
 
-/// The pods over their ratio, each as a soft candidate with its reason.
+/// The pods of `pods` over their ratio, each a soft candidate with its reason.
 ///
 /// # Errors
 /// The config is invalid: nothing is judged.
-pub fn evaluate(snapshot_pods: &[Pod], config: &str) -> Result<Decision, String> {
+pub fn evaluate(pods: &[Pod], config: &str) -> Result<Decision, String> {
     let config = Config::parse(config)?;
-    let candidates = (snapshot_pods.iter())
+    let candidates = (pods.iter())
         .filter(|pod| pod.containers_without_memory_request == 0 && pod.requests.memory_bytes > 0)
         .filter_map(|pod| {
             let ratio = ratio(&config, pod)?;
