@@ -56,11 +56,11 @@ pub trait Supervisor: Send + Sync {
 }
 
 /// Runs `call` and tells `supervisor`, if any, of its fault.
-fn supervise<T, E>(
+fn supervise<T>(
     supervisor: Option<&dyn Supervisor>,
     policy: &Policy,
-    call: impl FnOnce() -> Outcome<T, E>,
-) -> Outcome<T, E> {
+    call: impl FnOnce() -> Result<T, Fault>,
+) -> Result<T, Fault> {
     let outcome = call();
     if let (Err(fault), Some(supervisor)) = (&outcome, supervisor) {
         supervisor.fault(policy, fault);
@@ -85,11 +85,18 @@ impl<'a> Strategy<'a> {
         }
     }
 
-    /// What the strategy reads under `config` (asked once per config).
+    /// What the strategy reads under `config` (asked once per config); a
+    /// fault is told to the supervisor, as any call's.
     ///
     /// # Errors
     /// A [`crate::policy::Fault`], or an interest out of bounds.
     pub fn interest(&self, config: &str) -> Result<Arc<Declared>, Fault> {
+        supervise(self.supervisor, self.policy, || self.declared(config))
+    }
+
+    /// [`Self::interest`] without telling the supervisor (the calls that
+    /// ask it tell of their own fault).
+    fn declared(&self, config: &str) -> Result<Arc<Declared>, Fault> {
         self.policy.interest(
             config,
             |store| self.pre.instantiate(store),
@@ -106,7 +113,7 @@ impl<'a> Strategy<'a> {
     /// a pod not in the snapshot.
     pub fn evaluate(&self, snapshot: &mut Snapshot) -> Outcome<Decision, String> {
         supervise(self.supervisor, self.policy, || {
-            let declared = self.interest(&snapshot.config)?;
+            let declared = self.declared(&snapshot.config)?;
             let withheld = (!declared.pods_in_evaluate).then(|| std::mem::take(&mut snapshot.pods));
             let aside = narrow(snapshot.pods.iter_mut(), &declared.keys);
             let signals = narrow_signals(&mut snapshot.signals, &declared);
@@ -140,7 +147,7 @@ impl<'a> Strategy<'a> {
         n: u32,
     ) -> Outcome<Vec<Eviction>, String> {
         supervise(self.supervisor, self.policy, || {
-            let declared = self.interest(&snapshot.config)?;
+            let declared = self.declared(&snapshot.config)?;
             let aside = narrow(snapshot.pods.iter_mut(), &declared.keys);
             let signals = narrow_signals(&mut snapshot.signals, &declared);
             let outcome = self.policy.call(
@@ -175,11 +182,17 @@ impl<'a> Sorter<'a> {
     }
 
     /// The labels and annotations the sorter reads under `config` (asked
-    /// once per config).
+    /// once per config); a fault is told to the supervisor, as any call's.
     ///
     /// # Errors
     /// A [`crate::policy::Fault`], or an interest out of bounds.
     pub fn interest(&self, config: &str) -> Result<Arc<Declared>, Fault> {
+        supervise(self.supervisor, self.policy, || self.declared(config))
+    }
+
+    /// [`Self::interest`] without telling the supervisor (the calls that
+    /// ask it tell of their own fault).
+    fn declared(&self, config: &str) -> Result<Arc<Declared>, Fault> {
         self.policy.interest(
             config,
             |store| self.pre.instantiate(store),
@@ -202,7 +215,7 @@ impl<'a> Sorter<'a> {
         config: &str,
     ) -> Outcome<Sorted, String> {
         supervise(self.supervisor, self.policy, || {
-            let declared = self.interest(config)?;
+            let declared = self.declared(config)?;
             let aside = narrow(candidates.iter_mut().map(|c| &mut c.pod), &declared.keys);
             let outcome = self.policy.call(
                 |store| self.pre.instantiate(store),
