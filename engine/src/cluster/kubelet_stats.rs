@@ -334,6 +334,21 @@ mod tests {
     }
 
     #[test]
+    fn a_kubelet_ca_without_a_certificate_is_refused_at_start() {
+        let url: http::Uri = "https://10.0.0.5:10250".parse().unwrap();
+        let base = Config::new(url.clone());
+        let endpoint = KubeletEndpoint {
+            url,
+            ca: Some(b"not a certificate".to_vec()),
+        };
+        let refused = client(&base, &endpoint).err();
+        assert!(
+            matches!(refused, Some(KubeletStatsError::NoCertificate)),
+            "{refused:?}"
+        );
+    }
+
+    #[test]
     fn wanting_flips_only_on_a_change() {
         let cache = LayerCache::default();
         let mut wanted = cache.wanted.subscribe();
