@@ -18,7 +18,9 @@ use super::pods::{self, PodPhase};
 use crate::base::clock::Clock;
 use crate::eviction::Wanted;
 use crate::eviction::runner::NodeSource;
-use crate::eviction::{CycleReport, KubeletEviction, NodeState, PodFacts, Terminating};
+use crate::eviction::{
+    CycleReport, KubeletEviction, NodeState, PodFacts, RankingFacts, Terminating,
+};
 use crate::model::Pod;
 use crate::model::{CpuThrottling, NumaMemory, PodFact, Pressure};
 use crate::signals::{self, Cgroups, CpuRates, Rates, SignalFiles};
@@ -73,7 +75,8 @@ impl ClusterSource {
     /// Fills in `pod`'s usage from its cgroup, read just now; a pod whose
     /// cgroup cannot be read (not started yet, or gone) keeps its usage
     /// absent, and its cpu is absent until a second reading gives a rate.
-    fn usage(&mut self, cgroups: &Cgroups, pod: &mut Pod) {
+    /// The pod facts wanted every cycle are read with it (`facts`).
+    fn usage(&mut self, cgroups: &Cgroups, facts: &PodFactReader, pod: &mut Pod) {
         match signals::pod_usage(cgroups, &pod.uid, pod.qos) {
             Ok(usage) => {
                 pod.usage.memory_working_set_bytes = Some(usage.working_set);
@@ -85,7 +88,8 @@ impl ClusterSource {
                 let now = self.clock.now();
                 pod.usage.cpu_millis = self.cpu.sample(&pod.uid, now, usage.cpu_time);
                 pod.usage.age_ms = Some(0);
-                self.facts(cgroups, pod);
+                self.throttling(cgroups, pod);
+                facts.read_pod(pod);
             }
             Err(error) => {
                 tracing::debug!(pod = %pod.name, %error, "no usage for pod");
@@ -95,42 +99,65 @@ impl ClusterSource {
 }
 
 impl ClusterSource {
-    /// Reads the pod facts a policy asked for that cost a file each: its
-    /// memory per NUMA node, its memory pressure (cgroup v2) and its cpu
-    /// throttling since the last cycle; and its writable layers as the
-    /// kubelet last reported them. One that cannot be read stays absent.
-    fn facts(&mut self, cgroups: &Cgroups, pod: &mut Pod) {
-        let wanted = |fact| self.wanted.facts.contains(&fact);
+    /// Reads the pod's cpu throttling since the last cycle, if wanted (a
+    /// rate, so read every cycle whoever asks).
+    fn throttling(&mut self, cgroups: &Cgroups, pod: &mut Pod) {
+        if self.wanted.facts.contains(&PodFact::CpuThrottling) {
+            let relative = cgroups.pod(&pod.uid, pod.qos);
+            if let Ok(counters) = cgroups.throttling(&relative)
+                && let Some(window) = self.cpu.throttled(&pod.uid, counters)
+            {
+                pod.usage.cpu_throttling = Some(CpuThrottling {
+                    periods: window.periods,
+                    throttled_periods: window.throttled_periods,
+                    throttled_ms: window.throttled.as_millis() as u64,
+                });
+            }
+        }
+    }
+
+    /// A reader of `facts` on `cgroups`.
+    fn reader(&self, cgroups: &Cgroups, facts: Vec<PodFact>) -> PodFactReader {
+        PodFactReader {
+            cgroups: cgroups.clone(),
+            layers: self.layers.clone(),
+            clock: self.clock.clone(),
+            facts,
+        }
+    }
+}
+
+/// Reads the pod facts that cost a file each, for the pods whose cgroup
+/// was read: memory per NUMA node, memory pressure (cgroup v2), and the
+/// writable layers as the kubelet last reported them. One that cannot be
+/// read stays absent.
+#[derive(Debug)]
+struct PodFactReader {
+    cgroups: Cgroups,
+    layers: Option<Arc<LayerCache>>,
+    clock: Arc<dyn Clock>,
+    facts: Vec<PodFact>,
+}
+
+impl PodFactReader {
+    fn read_pod(&self, pod: &mut Pod) {
+        let wanted = |fact| self.facts.contains(&fact);
         if wanted(PodFact::WritableLayers)
             && let Some(layers) = &self.layers
         {
             pod.writable_layers = layers.of(&pod.uid, self.clock.now());
         }
-        let (numa, psi, throttling) = (
-            wanted(PodFact::NumaMemory),
-            wanted(PodFact::MemoryPressure),
-            wanted(PodFact::CpuThrottling),
-        );
-        if !(numa || psi || throttling) {
+        let (numa, psi) = (wanted(PodFact::NumaMemory), wanted(PodFact::MemoryPressure));
+        if !(numa || psi) {
             return;
         }
-        let relative = cgroups.pod(&pod.uid, pod.qos);
-        if throttling
-            && let Ok(counters) = cgroups.throttling(&relative)
-            && let Some(window) = self.cpu.throttled(&pod.uid, counters)
-        {
-            pod.usage.cpu_throttling = Some(CpuThrottling {
-                periods: window.periods,
-                throttled_periods: window.throttled_periods,
-                throttled_ms: window.throttled.as_millis() as u64,
-            });
-        }
-        if numa && let Ok(nodes) = cgroups.numa(&relative) {
+        let relative = self.cgroups.pod(&pod.uid, pod.qos);
+        if numa && let Ok(nodes) = self.cgroups.numa(&relative) {
             pod.usage.numa_memory = (nodes.into_iter())
                 .map(|(node, bytes)| NumaMemory { node, bytes })
                 .collect();
         }
-        if psi && let Ok(pressure) = cgroups.memory_pressure(&relative) {
+        if psi && let Ok(pressure) = self.cgroups.memory_pressure(&relative) {
             pod.usage.memory_pressure = Some(Pressure {
                 some_avg10: pressure.some.avg10,
                 full_avg10: pressure.full.map_or(0.0, |full| full.avg10),
@@ -139,10 +166,22 @@ impl ClusterSource {
     }
 }
 
+impl RankingFacts for PodFactReader {
+    fn read(&self, pods: &mut [Pod]) {
+        // A pod whose cgroup was not read this cycle has none to read.
+        for pod in pods.iter_mut().filter(|pod| pod.usage.age_ms.is_some()) {
+            self.read_pod(pod);
+        }
+    }
+}
+
 impl NodeSource for ClusterSource {
     fn want(&mut self, wanted: Wanted) {
         if let Some(layers) = &self.layers {
-            layers.want(wanted.facts.contains(&PodFact::WritableLayers));
+            let layers_wanted = (wanted.facts.iter())
+                .chain(&wanted.ranking_facts)
+                .any(|fact| *fact == PodFact::WritableLayers);
+            layers.want(layers_wanted);
         }
         self.wanted = wanted;
     }
@@ -160,6 +199,7 @@ impl NodeSource for ClusterSource {
             ..NodeState::default()
         };
         let cgroups = self.signals.cgroups();
+        let every_cycle = self.reader(&cgroups, self.wanted.facts.clone());
         let mut namespaces: BTreeMap<String, usize> = BTreeMap::new();
         for object in self.pods.state() {
             if let Some(namespace) = &object.metadata.namespace {
@@ -167,7 +207,7 @@ impl NodeSource for ClusterSource {
             }
             match pods::read(&object) {
                 PodPhase::Live(mut pod) => {
-                    self.usage(&cgroups, &mut pod);
+                    self.usage(&cgroups, &every_cycle, &mut pod);
                     let labels = object.metadata.labels.clone().unwrap_or_default();
                     let budgets = self.budgets.of_pod(&pod.namespace, &labels);
                     pod.pdb_disruptions_allowed = budgets.allowed;
@@ -215,6 +255,12 @@ impl NodeSource for ClusterSource {
         let live: std::collections::HashSet<&str> =
             state.pods.iter().map(|p| p.uid.as_str()).collect();
         self.cpu.retain(|uid| live.contains(uid));
+        // The cgroups of pods that left are closed.
+        self.signals.kept.sweep();
+        if !self.wanted.ranking_facts.is_empty() {
+            let reader = self.reader(&cgroups, self.wanted.ranking_facts.clone());
+            state.ranking = Some(Arc::new(reader));
+        }
         state
     }
 

@@ -27,7 +27,8 @@ pub(crate) mod tracker;
 pub use killer::{KillError, Killer};
 pub use manager::{
     Call, CycleReport, Decision, EvictionManager, FOREIGN_TERMINATING_WAIT, HOST, KubeletEviction,
-    NodeState, PodFacts, Reclaim, Refusal, Skipped, Terminating, Victim, Wanted, Why, Withheld,
+    NodeState, PodFacts, RankingFacts, Reclaim, Refusal, Skipped, Terminating, Victim, Wanted, Why,
+    Withheld,
 };
 pub use policies::{Policies, Unanswered, Which};
 pub use queue::{Deferral, Deferred, Settled, Urgency};

@@ -2,10 +2,12 @@
 //! cpu and pid usage, on cgroup v2 or (where the memory controller is still
 //! mounted on v1) cgroup v1, with either kubelet cgroup driver.
 
-use super::error::{SignalError, malformed, read, read_u64, stat_value};
+use super::error::{SignalError, malformed, parse_u64, stat_value};
+use super::kept::KeptFiles;
 use super::psi::Pressure;
 use crate::model::QosClass;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Which cgroup hierarchy holds the memory controller.
@@ -57,6 +59,8 @@ pub struct Cgroups {
     root: PathBuf,
     version: Version,
     driver: Driver,
+    /// Where its files are read (kept open between cycles, or not).
+    files: Arc<KeptFiles>,
 }
 
 /// v1 reports "no limit" as a huge page-aligned number.
@@ -65,6 +69,7 @@ const V1_UNLIMITED: u64 = 1 << 62;
 impl Cgroups {
     /// Detects the version under `root`: v1 if a `memory` controller
     /// directory is mounted there (hybrid nodes included), v2 otherwise.
+    /// Each read opens its file; see [`Cgroups::keeping`].
     pub fn detect(root: &Path, driver: Driver) -> Self {
         let version = if root.join("memory").join("memory.stat").exists() {
             Version::V1
@@ -75,7 +80,27 @@ impl Cgroups {
             root: root.to_owned(),
             version,
             driver,
+            files: Arc::new(KeptFiles::new(0)),
         }
+    }
+
+    /// The same hierarchy, its files read through `files` (kept open
+    /// between cycles).
+    pub fn keeping(self, files: Arc<KeptFiles>) -> Self {
+        Self { files, ..self }
+    }
+
+    /// The text of `path`.
+    fn read(&self, path: &Path) -> Result<String, SignalError> {
+        self.files.read(path).map_err(|source| SignalError::Read {
+            path: path.to_owned(),
+            source,
+        })
+    }
+
+    /// The number `path` holds.
+    fn read_u64(&self, path: &Path) -> Result<u64, SignalError> {
+        parse_u64(path, &self.read(path)?)
     }
 
     /// The version in use.
@@ -137,11 +162,14 @@ impl Cgroups {
                 "total_rss",
             ),
         };
-        let usage = read_u64(&dir.join(usage_file))?;
+        let usage = self.read_u64(&dir.join(usage_file))?;
         let stat_path = dir.join("memory.stat");
-        let stat = read(&stat_path)?;
+        let stat = self.read(&stat_path)?;
         let inactive_file = stat_value(&stat_path, &stat, inactive_key)?;
-        let limit = match read(&dir.join(limit_file)).map(|t| t.trim().to_owned()) {
+        let limit = match self
+            .read(&dir.join(limit_file))
+            .map(|t| t.trim().to_owned())
+        {
             Ok(text) if text == "max" => None,
             Ok(text) => text.parse().ok().filter(|&l| l < V1_UNLIMITED),
             Err(_) => None,
@@ -162,10 +190,11 @@ impl Cgroups {
         match self.version {
             Version::V2 => {
                 let path = self.dir("cpu", relative).join("cpu.stat");
-                let micros = stat_value(&path, &read(&path)?, "usage_usec")?;
+                let micros = stat_value(&path, &self.read(&path)?, "usage_usec")?;
                 Ok(Duration::from_micros(micros))
             }
-            Version::V1 => read_u64(&self.dir("cpuacct", relative).join("cpuacct.usage"))
+            Version::V1 => self
+                .read_u64(&self.dir("cpuacct", relative).join("cpuacct.usage"))
                 .map(Duration::from_nanos),
         }
     }
@@ -177,7 +206,7 @@ impl Cgroups {
     /// The file or a counter is missing, or malformed.
     pub fn throttling(&self, relative: &Path) -> Result<Throttling, SignalError> {
         let path = self.dir("cpu", relative).join("cpu.stat");
-        let text = read(&path)?;
+        let text = self.read(&path)?;
         let periods = stat_value(&path, &text, "nr_periods")?;
         let throttled_periods = stat_value(&path, &text, "nr_throttled")?;
         let throttled = match self.version {
@@ -196,7 +225,7 @@ impl Cgroups {
     /// # Errors
     /// The file is missing or malformed.
     pub fn pids(&self, relative: &Path) -> Result<u64, SignalError> {
-        read_u64(&self.dir("pids", relative).join("pids.current"))
+        self.read_u64(&self.dir("pids", relative).join("pids.current"))
     }
 
     /// Memory of the cgroup at `relative` (its descendants included) per
@@ -207,7 +236,7 @@ impl Cgroups {
     /// The file is missing or malformed.
     pub fn numa(&self, relative: &Path) -> Result<Vec<(u32, u64)>, SignalError> {
         let path = self.dir("memory", relative).join("memory.numa_stat");
-        let text = read(&path)?;
+        let text = self.read(&path)?;
         let line = |key: &str| -> Option<&str> {
             text.lines().find_map(|l| {
                 let (name, rest) = l.split_once([' ', '='])?;
@@ -249,7 +278,7 @@ impl Cgroups {
         let path = self.dir("memory", relative).join("memory.pressure");
         match self.version {
             Version::V1 => Err(SignalError::OnlyOnV2 { path }),
-            Version::V2 => Pressure::read(&path),
+            Version::V2 => Pressure::parse(&path, &self.read(&path)?),
         }
     }
 
@@ -349,11 +378,13 @@ pub(crate) mod tests {
             root: root.into(),
             version: Version::V2,
             driver: Driver::Systemd,
+            files: Arc::new(KeptFiles::new(0)),
         };
         let cgroupfs = Cgroups {
             root: root.into(),
             version: Version::V2,
             driver: Driver::Cgroupfs,
+            files: Arc::new(KeptFiles::new(0)),
         };
         let uid = "6f1c-22";
         assert_eq!(

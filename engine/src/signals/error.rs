@@ -51,7 +51,11 @@ pub(crate) fn malformed(path: &Path, what: impl Into<String>) -> SignalError {
 
 /// Reads a file holding one unsigned integer.
 pub(crate) fn read_u64(path: &Path) -> Result<u64, SignalError> {
-    let text = read(path)?;
+    parse_u64(path, &read(path)?)
+}
+
+/// The unsigned integer `text`, read from `path`, holds.
+pub(crate) fn parse_u64(path: &Path, text: &str) -> Result<u64, SignalError> {
     text.trim()
         .parse()
         .map_err(|_| malformed(path, format!("expected a number, found {:?}", text.trim())))

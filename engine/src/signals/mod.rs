@@ -32,13 +32,15 @@
 //! - `cpu.load1` (the 1-minute load average) and `cpu.usage` (cores busy
 //!   between cycles), capacity the online CPUs.
 //!
-//! `catalogue` gives each of them its unit and family.
+//! `catalogue` gives each of them its unit and family; `kept` keeps the
+//! cgroup files open between cycles.
 
 mod activity;
 pub(crate) mod catalogue;
 pub(crate) mod cgroup;
 mod cpu;
 mod error;
+mod kept;
 mod meminfo;
 pub mod memory_line;
 mod pids;
@@ -50,12 +52,14 @@ pub use activity::{Counters, CpuTicks, Rates, VmCounters};
 pub use cgroup::{Cgroups, Driver, Memory, Throttling, Version};
 pub use cpu::CpuRates;
 pub use error::SignalError;
+pub use kept::KeptFiles;
 pub use meminfo::MemInfo;
 pub use psi::{Pressure, PsiLine};
 pub use wake::{TriggerSettings, Wake, watch_memory_events};
 
 use crate::model::{QosClass, Signal};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Where the signals are read from.
@@ -78,6 +82,8 @@ pub struct SignalFiles {
     /// The cgroup whose memory pressure is `psi.workload.memory.*`,
     /// relative to the cgroup mount (none: the kubepods cgroup).
     pub workload_cgroup: Option<PathBuf>,
+    /// The cgroup files kept open between readings (shared by clones).
+    pub kept: Arc<KeptFiles>,
 }
 
 impl Default for SignalFiles {
@@ -90,6 +96,7 @@ impl Default for SignalFiles {
             imagefs: None,
             allocatable_memory: None,
             workload_cgroup: None,
+            kept: Arc::new(KeptFiles::default()),
         }
     }
 }
@@ -275,7 +282,7 @@ impl SignalFiles {
 
     /// The cgroup hierarchy.
     pub fn cgroups(&self) -> Cgroups {
-        Cgroups::detect(&self.cgroup_root, self.driver)
+        Cgroups::detect(&self.cgroup_root, self.driver).keeping(self.kept.clone())
     }
 
     /// Usage of the pod `uid` of class `qos`.

@@ -35,7 +35,7 @@ impl Pressure {
         Self::parse(path, &read(path)?)
     }
 
-    fn parse(path: &Path, text: &str) -> Result<Self, SignalError> {
+    pub(crate) fn parse(path: &Path, text: &str) -> Result<Self, SignalError> {
         let line = |kind: &str| {
             text.lines()
                 .find_map(|l| l.strip_prefix(kind))

@@ -188,6 +188,7 @@ async fn signals_and_pod_facts_reach_only_the_strategies_that_asked() {
     let wanted = node.manager.wanted();
     assert_eq!(wanted.signals, ["numa.*", "vm.oomKill"]);
     assert_eq!(wanted.facts, [PodFact::NumaMemory]);
+    assert!(wanted.ranking_facts.is_empty());
     let report = node.cycle().await;
     assert_eq!(
         shown(&report, "asks"),
@@ -209,6 +210,18 @@ async fn signals_and_pod_facts_reach_only_the_strategies_that_asked() {
 /// never moves, and a CPU share over no ticks is absent).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_agent_reads_the_declared_signals_and_pod_facts_on_the_node() {
+    evicted_with_what_it_declared(true).await;
+}
+
+/// As above, by a strategy that judges signals alone (no pods in
+/// `evaluate`): the facts it declared reach its `top-victims`, read only in
+/// the cycle that ranks.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_facts_a_signal_only_strategy_ranks_by_reach_its_top_victims() {
+    evicted_with_what_it_declared(false).await;
+}
+
+async fn evicted_with_what_it_declared(pods_in_evaluate: bool) {
     use std::time::Duration;
     use vigil_testbed::{ApiServer, NodeFiles, objects};
     let server = ApiServer::start().await;
@@ -250,7 +263,9 @@ async fn the_agent_reads_the_declared_signals_and_pod_facts_on_the_node() {
                       "writable-layers"],
         "interest": {"signals": ["memory.*", "numa.*", "vm.*", "cpu.*", "psi.workload.*"],
                      "facts": ["memory-usage", "numa-memory", "memory-pressure",
-                               "cpu-throttling", "writable-layers"]}}"#;
+                               "cpu-throttling", "writable-layers"],
+                     "podsInEvaluate": PODS}}"#
+        .replace("PODS", &pods_in_evaluate.to_string());
     files.write(
         "config.yaml",
         &format!(
@@ -281,4 +296,25 @@ async fn the_agent_reads_the_declared_signals_and_pod_facts_on_the_node() {
         .count();
     assert!(summaries >= 1, "the layers came from the kubelet's summary");
     agent.stop().await;
+}
+
+#[test]
+fn a_fact_only_ranking_reads_is_wanted_for_ranking_unless_it_is_a_rate() {
+    let ranks = config(
+        r#"{"interest":{"podsInEvaluate":false,"facts":["numa-memory","memory-pressure","cpu-throttling"]}}"#,
+    );
+    let judges = config(r#"{"interest":{"facts":["memory-pressure"]}}"#);
+    let node = Node::new(
+        settings(&[("ranks", ranks), ("judges", judges)]),
+        &[("ranks", SCRIPTED_STRATEGY), ("judges", SCRIPTED_STRATEGY)],
+    );
+    let wanted = node.manager.wanted();
+    let mut every_cycle = wanted.facts.clone();
+    every_cycle.sort_by_key(|fact| format!("{fact:?}"));
+    assert_eq!(
+        every_cycle,
+        [PodFact::CpuThrottling, PodFact::MemoryPressure],
+        "a rate, and what a strategy judges by"
+    );
+    assert_eq!(wanted.ranking_facts, [PodFact::NumaMemory]);
 }

@@ -46,8 +46,8 @@ mod select;
 mod tests;
 
 pub use report::{
-    Call, CycleReport, Decision, KubeletEviction, NodeState, PodFacts, Reclaim, Refusal, Skipped,
-    Terminating, Victim, Wanted, Why, Withheld,
+    Call, CycleReport, Decision, KubeletEviction, NodeState, PodFacts, RankingFacts, Reclaim,
+    Refusal, Skipped, Terminating, Victim, Wanted, Why, Withheld,
 };
 
 use super::killer::{KillError, Killer};
@@ -176,7 +176,9 @@ impl EvictionManager {
     /// What the strategies enabled now and the sorter read under their
     /// config beyond what every cycle reads: node signals (names or
     /// prefixes) and pod facts, each once — what a node source reads for
-    /// the next cycle.
+    /// the next cycle. A fact that only ranking reads (a strategy's that
+    /// sees no pods in `evaluate`, the sorter's) is read only in a cycle
+    /// that ranks, unless it is a rate between cycles (cpu throttling).
     pub fn wanted(&self) -> Wanted {
         let mut wanted = Wanted::default();
         let mut names = self.policies.strategies();
@@ -192,12 +194,21 @@ impl EvictionManager {
                     wanted.signals.push(signal.clone());
                 }
             }
+            let sorter = name == self.settings.sorter;
             for fact in &declared.keys.facts {
-                if !wanted.facts.contains(fact) {
-                    wanted.facts.push(*fact);
+                let every_cycle = (declared.pods_in_evaluate && !sorter)
+                    || *fact == crate::model::PodFact::CpuThrottling;
+                let into = match every_cycle {
+                    true => &mut wanted.facts,
+                    false => &mut wanted.ranking_facts,
+                };
+                if !into.contains(fact) {
+                    into.push(*fact);
                 }
             }
         }
+        let facts = wanted.facts.clone();
+        wanted.ranking_facts.retain(|fact| !facts.contains(fact));
         wanted
     }
 
@@ -228,6 +239,7 @@ impl EvictionManager {
         self.overridden
             .retain(|_, at| now.duration_since(*at).unwrap_or_default() < window);
         self.facts = node.facts;
+        let ranking = node.ranking;
         let terminating = self.foreign_terminating(now, &node.terminating);
         let kubelet = self.kubelet_reclaiming(now, &node.kubelet_evictions);
         let mut pods = node.pods;
@@ -268,6 +280,12 @@ impl EvictionManager {
         // Queued at once, so a later threshold that picks the same pod shares
         // it. A report-only threshold has its condition and nobody evicted.
         let evicting = |m: &&MetThreshold| m.past_grace && m.threshold.met != MetLevel::Report;
+        let ranks = met.iter().any(|m| evicting(&m))
+            || !answers.force.is_empty()
+            || !answers.soft.is_empty();
+        if ranks && let Some(ranking) = ranking {
+            ranking.read(&mut snapshot.pods);
+        }
         for threshold in met.iter().filter(evicting) {
             let resource = catalogue::resource(&threshold.threshold.signal);
             let by_kubelet = kubelet

@@ -12,6 +12,7 @@ use crate::model::{Pod, Signal, Threshold};
 use crate::signals::catalogue::Resource;
 use std::collections::HashMap;
 use std::fmt;
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 /// A pod chosen for eviction, and why.
@@ -105,6 +106,17 @@ pub struct NodeState {
     pub kubelet_evictions: Vec<KubeletEviction>,
     /// Facts about pods, by UID; a pod without an entry has none known.
     pub facts: HashMap<String, PodFacts>,
+    /// Reads the pod facts that only ranking needs ([`Wanted::ranking_facts`])
+    /// into the snapshot's pods, once, in a cycle that ranks pods (none:
+    /// no such fact is wanted, or the pods carry them already).
+    pub ranking: Option<Arc<dyn RankingFacts>>,
+}
+
+/// Reads pod facts into pods when a cycle is about to rank them.
+pub trait RankingFacts: Send + Sync + fmt::Debug {
+    /// Sets the facts it reads on each of `pods` (one it cannot read stays
+    /// absent).
+    fn read(&self, pods: &mut [Pod]);
 }
 
 /// A pod being deleted.
@@ -464,6 +476,11 @@ impl fmt::Display for Withheld {
 pub struct Wanted {
     /// Node signals beyond the kubelet's: names, or prefixes ending in `*`.
     pub signals: Vec<String>,
-    /// Pod facts.
+    /// Pod facts read with every observation: those a strategy reads in
+    /// `evaluate`, and those that are rates between cycles.
     pub facts: Vec<crate::model::PodFact>,
+    /// Pod facts only ranking reads (`top-victims` of a strategy that judges
+    /// signals alone, the sorter): read in a cycle that ranks pods, through
+    /// [`NodeState::ranking`], and in no calm one.
+    pub ranking_facts: Vec<crate::model::PodFact>,
 }

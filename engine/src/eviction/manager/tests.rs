@@ -926,3 +926,48 @@ fn a_strategy_that_misses_a_cycle_keeps_its_place_beside_the_kubelet() {
     // fault.
     assert_eq!(missed.misplaced, answered);
 }
+
+/// Counts its readings, and gives each pod 1 MiB on NUMA node 0.
+#[derive(Debug, Default)]
+struct CountedFacts(std::sync::atomic::AtomicUsize);
+
+impl RankingFacts for CountedFacts {
+    fn read(&self, pods: &mut [Pod]) {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        for pod in pods {
+            pod.usage.numa_memory = vec![crate::model::NumaMemory {
+                node: 0,
+                bytes: 1 << 20,
+            }];
+        }
+    }
+}
+
+#[test]
+fn the_facts_only_ranking_reads_are_read_in_a_cycle_that_ranks_and_in_no_calm_one() {
+    let (mut m, fake) = manager(Fake {
+        victims: vec!["a".into()],
+        ..Fake::default()
+    });
+    let facts = Arc::new(CountedFacts::default());
+    let observed = || NodeState {
+        ranking: Some(facts.clone()),
+        ..node(&["a", "b"])
+    };
+    let report = m.cycle(T0, observed());
+    assert!(report.requested.is_empty(), "calm");
+    assert_eq!(facts.0.load(std::sync::atomic::Ordering::SeqCst), 0);
+    hard(&fake);
+    let report = m.cycle(T0, observed());
+    assert_eq!(uids(&report.requested), ["a"]);
+    assert_eq!(
+        facts.0.load(std::sync::atomic::Ordering::SeqCst),
+        1,
+        "read once for the cycle"
+    );
+    assert_eq!(
+        report.requested[0].pod.usage.numa_memory.len(),
+        1,
+        "the victim was ranked with the facts read"
+    );
+}

@@ -12,9 +12,9 @@
 //!                "facts": ["numa-memory", ...]},
 //!   "showKeys": false, "showSignals": false, "oldestFirst": false,
 //!   "needSignals": ["name", ...], "needFacts": ["numa-memory", ...]}`.
-//! With `needSignals` or `needFacts`, `evaluate` declines (naming what is
-//! missing) unless every listed signal is in the snapshot and every pod
-//! carries every listed fact.
+//! With `needSignals` or `needFacts`, `evaluate` and `top-victims` decline
+//! (naming what is missing) unless every listed signal is in the snapshot
+//! and every pod carries every listed fact.
 //! `scopes` answers one threshold per entry (instead of `met`, `scope`,
 //! `grace`), and an entry's own `victims` ranks for its scope (those
 //! alone, gone ones left out); `condition` names the node condition a met threshold reports
@@ -281,6 +281,7 @@ impl Guest for Scripted {
     fn top_victims(snapshot: Snapshot, scope: String, n: u32) -> Result<Vec<Eviction>, String> {
         let config = config(&snapshot)?;
         trap_if_triggered(&snapshot, &config);
+        missing(&snapshot, &config)?;
         let own = (config["scopes"].as_array().into_iter().flatten())
             .find(|s| s["scope"].as_str() == Some(scope.as_str()) && s["victims"].is_array());
         let mut order = uids(&snapshot, own.unwrap_or(&config), "victims");
