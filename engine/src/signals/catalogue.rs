@@ -36,7 +36,8 @@ pub(crate) mod family {
     pub(crate) const MEMINFO: [&str; 1] = ["memory.free"];
     /// `/proc/zoneinfo`: the watermarks summed over every zone, and per NUMA
     /// node `N` its free memory and its Normal zone's free pages and
-    /// watermarks (`numa.N.memory.free`, `numa.N.zone.normal.{free,min,low,high}`).
+    /// watermarks and inactive file pages (`numa.N.memory.free`,
+    /// `numa.N.zone.normal.{free,min,low,high,inactiveFile}`).
     pub(crate) const ZONEINFO: [&str; 4] = [
         "memory.watermark.min",
         "memory.watermark.low",

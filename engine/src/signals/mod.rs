@@ -24,7 +24,8 @@
 //! - `memory.free` (`MemFree`; capacity `MemTotal`);
 //! - `memory.watermark.{min,low,high}`, the zones' watermarks summed, and
 //!   per NUMA node `N` `numa.N.memory.free` (capacity: the node's memory)
-//!   and `numa.N.zone.normal.{free,min,low,high}` (capacity: the zone's),
+//!   and `numa.N.zone.normal.{free,min,low,high,inactiveFile}` (capacity:
+//!   the zone's),
 //!   all in bytes, from `/proc/zoneinfo`; `vm.watermarkScaleFactor`;
 //! - `vm.kswapd.steal`, `vm.kswapd.scan`, `vm.workingset.refault` (pages
 //!   per second between cycles) and `vm.oomKill` (OOM kills since boot),
@@ -334,6 +335,7 @@ fn push_zones(reading: &mut Reading, zones: &[zoneinfo::Zone]) {
                 ("min", normal.min),
                 ("low", normal.low),
                 ("high", normal.high),
+                ("inactiveFile", normal.inactive_file),
             ] {
                 let name = format!("numa.{node}.zone.normal.{level}");
                 reading.push(&name, bytes(pages), managed);
@@ -489,6 +491,10 @@ mod tests {
         assert_eq!(
             value(&reading, "numa.0.zone.normal.min"),
             Some(13_464.0 * page)
+        );
+        assert_eq!(
+            value(&reading, "numa.0.zone.normal.inactiveFile"),
+            Some(1_114_981.0 * page)
         );
         let free_pages = 3_840.0 + 772_918.0 + 944_624.0;
         assert_eq!(

@@ -21,6 +21,9 @@ pub(super) struct Zone {
     pub(super) high: u64,
     /// Pages the buddy allocator manages.
     pub(super) managed: u64,
+    /// Inactive file pages on the zone's LRU (`nr_zone_inactive_file`):
+    /// page cache reclaim can drop first.
+    pub(super) inactive_file: u64,
 }
 
 /// Reads `path` (normally `/proc/zoneinfo`).
@@ -54,6 +57,7 @@ fn parse(path: &Path, text: &str) -> Result<Vec<Zone>, SignalError> {
                 low: 0,
                 high: 0,
                 managed: 0,
+                inactive_file: 0,
             });
             has_free = false;
             continue;
@@ -66,7 +70,10 @@ fn parse(path: &Path, text: &str) -> Result<Vec<Zone>, SignalError> {
         let words: Vec<&str> = line.split_whitespace().collect();
         let (field, value) = match words.as_slice() {
             ["pages", "free", value] => ("free", *value),
-            [field @ ("min" | "low" | "high" | "managed"), value] => (*field, *value),
+            [
+                field @ ("min" | "low" | "high" | "managed" | "nr_zone_inactive_file"),
+                value,
+            ] => (*field, *value),
             _ => continue,
         };
         let value: u64 = value
@@ -80,7 +87,8 @@ fn parse(path: &Path, text: &str) -> Result<Vec<Zone>, SignalError> {
             "min" => zone.min = value,
             "low" => zone.low = value,
             "high" => zone.high = value,
-            _ => zone.managed = value,
+            "managed" => zone.managed = value,
+            _ => zone.inactive_file = value,
         }
     }
     if !has_free {

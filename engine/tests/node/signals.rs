@@ -16,7 +16,7 @@ use vigil_testbed::upstream::Upstream;
 
 /// Signals this node has: those a strategy declares, and two of those
 /// every strategy gets.
-const EXPECTED: [&str; 18] = [
+const EXPECTED: [&str; 19] = [
     "memory.free",
     "memory.watermark.min",
     "memory.watermark.low",
@@ -26,6 +26,7 @@ const EXPECTED: [&str; 18] = [
     "numa.0.zone.normal.min",
     "numa.0.zone.normal.low",
     "numa.0.zone.normal.high",
+    "numa.0.zone.normal.inactiveFile",
     "vm.watermarkScaleFactor",
     "vm.kswapd.steal",
     "vm.kswapd.scan",
