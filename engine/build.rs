@@ -4,7 +4,7 @@
 use vigil_build_support::{Guest, build_guests};
 
 /// `(environment variable, crate directory, package, feature)` of each built-in.
-const POLICIES: [(&str, &str, &str, &str); 7] = [
+const POLICIES: [(&str, &str, &str, &str); 8] = [
     (
         "VIGIL_BUILTIN_MEMORY_PRESSURE",
         "policies/node-pressure",
@@ -34,6 +34,12 @@ const POLICIES: [(&str, &str, &str, &str); 7] = [
         "policies/katalyst",
         "katalyst-strategies",
         "rss-overuse",
+    ),
+    (
+        "VIGIL_BUILTIN_NUMA_PRESSURE",
+        "policies/katalyst",
+        "katalyst-strategies",
+        "numa-pressure",
     ),
     (
         "VIGIL_BUILTIN_DEFAULT_SORTER",

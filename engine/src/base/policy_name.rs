@@ -12,8 +12,10 @@ pub const DISK_PRESSURE: &str = "disk-pressure";
 pub const PID_PRESSURE: &str = "pid-pressure";
 /// The built-in PSI strategy.
 pub const PSI_PRESSURE: &str = "psi-pressure";
-/// katalyst's RSS overuse strategy, built in.
+/// katalyst's RSS overuse strategy, built in and off.
 pub const RSS_OVERUSE: &str = "rss-overuse";
+/// katalyst's NUMA memory pressure strategy, built in and off.
+pub const NUMA_PRESSURE: &str = "numa-pressure";
 /// The built-in sorter: the configured sorter by default, and the fallback
 /// when the configured one fails under hard pressure.
 pub const DEFAULT_SORTER: &str = "default-sorter";

@@ -28,8 +28,8 @@ pub use checkpoint::{Assigned, Checkpoint, CheckpointFile, LayerSet};
 pub use crd::{ConfigLayer, ConfigLayerSpec, LayerRollout, Target};
 
 use crate::base::policy_name::{
-    DEFAULT_MERGER, DEFAULT_SORTER, DISK_PRESSURE, MEMORY_PRESSURE, PID_PRESSURE, PSI_PRESSURE,
-    RSS_OVERUSE,
+    DEFAULT_MERGER, DEFAULT_SORTER, DISK_PRESSURE, MEMORY_PRESSURE, NUMA_PRESSURE, PID_PRESSURE,
+    PSI_PRESSURE, RSS_OVERUSE,
 };
 use crate::model::{Layer, Rejections};
 use crate::policy::{Fault, Limits, LimitsTable, Merger, Registry};
@@ -251,18 +251,17 @@ fn default_policies() -> BTreeMap<String, PolicyConfig> {
         ..PolicyConfig::default()
     };
     let observed = PolicyConfig::default();
+    let off = PolicyConfig {
+        enabled: false,
+        ..PolicyConfig::default()
+    };
     [
         (MEMORY_PRESSURE, enforced.clone()),
         (DISK_PRESSURE, enforced),
         (PID_PRESSURE, observed.clone()),
         (PSI_PRESSURE, observed),
-        (
-            RSS_OVERUSE,
-            PolicyConfig {
-                enabled: false,
-                ..PolicyConfig::default()
-            },
-        ),
+        (RSS_OVERUSE, off.clone()),
+        (NUMA_PRESSURE, off),
     ]
     .into_iter()
     .map(|(name, config)| (name.to_owned(), config))

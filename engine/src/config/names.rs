@@ -84,13 +84,14 @@ mod tests {
     use super::*;
     use crate::config::VigilConfig;
 
-    const LOADED: [&str; 7] = [
+    const LOADED: [&str; 8] = [
         "default-sorter",
         "memory-pressure",
         "disk-pressure",
         "pid-pressure",
         "psi-pressure",
         "rss-overuse",
+        "numa-pressure",
         "js-sorter",
     ];
 

@@ -14,7 +14,7 @@ use crate::config::{ConfigError, VigilConfig, references};
 use crate::eviction::kubelet::kubelet_acts;
 use crate::eviction::{EvictionManager, EvictionSettings, NodeState};
 use crate::model::SnapshotData;
-use crate::model::{KeyValue, Layer, OwnerKind, Pod, Resources, Signal, Usage};
+use crate::model::{KeyValue, Layer, NumaMemory, OwnerKind, Pod, Resources, Signal, Usage};
 use crate::policy::lifecycle::reload::Reloader;
 use crate::policy::{Host, HostError, LimitsTable, Registry, RegistryError};
 use crate::signals::catalogue;
@@ -98,6 +98,12 @@ impl SimPod<'_> {
                 ephemeral_storage_bytes: Some(spec.disk.at(t) as u64),
                 pids: Some(spec.pids.as_ref().map_or(1, |p| p.at(t) as u64)),
                 age_ms: Some(0),
+                numa_memory: (spec.numa_memory.iter())
+                    .map(|(node, timeline)| NumaMemory {
+                        node: *node,
+                        bytes: timeline.at(t) as u64,
+                    })
+                    .collect(),
                 ..Usage::unread()
             },
             writable_layers: None,
@@ -480,9 +486,8 @@ fn node_state(scenario: &Scenario, present: &[&SimPod<'_>], t: Duration) -> Node
     })
     .collect();
     for (name, timeline) in &scenario.signals {
-        let capacity = signals
-            .get(name)
-            .and_then(|s| s.capacity)
+        let capacity = (scenario.signal_capacities.get(name).map(|c| c.0))
+            .or(signals.get(name).and_then(|s| s.capacity))
             .or(catalogue::unit(name).capacity());
         signals.insert(
             name.clone(),

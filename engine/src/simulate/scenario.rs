@@ -149,6 +149,10 @@ pub struct PodSpec {
     /// Cpu usage (millicores) over time.
     #[serde(default)]
     pub cpu: Timeline,
+    /// Its memory on each NUMA node over time, by node number (the
+    /// `numa-memory` pod fact); none given: not measured.
+    #[serde(default)]
+    pub numa_memory: BTreeMap<u32, Timeline>,
 }
 
 impl PodSpec {
@@ -235,6 +239,11 @@ pub struct Scenario {
     /// `nodefs.available`, `pid.available`) replaces it.
     #[serde(default)]
     pub signals: BTreeMap<String, Timeline>,
+    /// The capacity of a signal of `signals` that has one, by name (e.g.
+    /// `numa.1.memory.free`: that NUMA node's memory, `16Gi`); a signal
+    /// given none has none, but for a percentage's 100.
+    #[serde(default)]
+    pub signal_capacities: BTreeMap<String, super::values::Amount>,
 }
 
 /// A new version of the scenario's config layer.
@@ -346,6 +355,9 @@ impl Scenario {
             problems.extend(pod.cpu.problems(&format!("pods[{i}].cpu")));
             problems.extend(pod.disk.problems(&format!("pods[{i}].disk")));
             problems.extend(pod.memory_stall.problems(&format!("pods[{i}].memoryStall")));
+            for (node, timeline) in &pod.numa_memory {
+                problems.extend(timeline.problems(&format!("pods[{i}].numaMemory.{node}")));
+            }
             if let Some(pids) = &pod.pids {
                 problems.extend(pids.problems(&format!("pods[{i}].pids")));
             }
@@ -363,6 +375,13 @@ impl Scenario {
         }
         for (name, timeline) in &self.signals {
             problems.extend(timeline.problems(&format!("signals.{name}")));
+        }
+        for name in self.signal_capacities.keys() {
+            if !self.signals.contains_key(name) {
+                problems.push(format!(
+                    "signalCapacities.{name}: no signal of that name is given in signals"
+                ));
+            }
         }
         problems
     }
@@ -417,14 +436,16 @@ mod tests {
 
     #[test]
     fn every_semantic_problem_is_listed_with_its_path() {
-        let text = "name: t\nduration: 0s\nnode: {memory: 8Gi}\npods:\n  - {name: a}\n  - name: a\n    memory: [{at: 5s, value: 1}, {at: 1s, value: 2}]\n";
+        let text = "name: t\nduration: 0s\nnode: {memory: 8Gi}\npods:\n  - {name: a}\n  - name: a\n    memory: [{at: 5s, value: 1}, {at: 1s, value: 2}]\n    numaMemory: {1: [{at: 5s, value: 1}, {at: 1s, value: 2}]}\nsignalCapacities: {numa.1.memory.free: 16Gi}\n";
         match Scenario::parse(text, Path::new("t")) {
             Err(ScenarioError::Invalid { problems, .. }) => assert_eq!(
                 problems,
                 [
                     "duration: must be more than zero",
                     "pods[1].name: default/a appears twice",
-                    "pods[1].memory[1]: points must be in increasing time order"
+                    "pods[1].memory[1]: points must be in increasing time order",
+                    "pods[1].numaMemory.1[1]: points must be in increasing time order",
+                    "signalCapacities.numa.1.memory.free: no signal of that name is given in signals",
                 ]
             ),
             other => panic!("expected problems, got {other:?}"),

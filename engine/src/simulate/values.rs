@@ -76,6 +76,15 @@ fn parse_duration(text: &str) -> Option<Duration> {
     Duration::try_from_secs_f64(seconds).ok()
 }
 
+/// An amount standing alone, e.g. a map's value (see [`amount`]).
+#[derive(Debug, Clone, Copy, PartialEq, serde::Deserialize, schemars::JsonSchema)]
+#[serde(transparent)]
+pub struct Amount(
+    #[serde(deserialize_with = "amount")]
+    #[schemars(schema_with = "amount_schema")]
+    pub f64,
+);
+
 /// Deserialises an amount: a number, or a quantity such as `512Mi` or `500m` (millicores).
 pub(crate) fn amount<'de, D: Deserializer<'de>>(deserializer: D) -> Result<f64, D::Error> {
     struct Visitor;

@@ -7,6 +7,9 @@
 //! | strategy | katalyst plugin | decides |
 //! |---|---|---|
 //! | `rss-overuse` | `memory/rss_overuse.go` | pods whose RSS exceeds request × ratio: soft candidates, no condition |
+//! | `numa-pressure` | `memory/numa_pressure.go` | each NUMA node's free memory against its Normal zone's watermarks, counted over cycles: a hard threshold and a victim per pressed node |
+//!
+//! `ranking` orders candidates as katalyst's memory plugins do.
 
 /// Bindings generated from the `eviction-strategy` world.
 #[allow(missing_docs)]
@@ -15,32 +18,64 @@ pub mod bindings {
 }
 
 pub use bindings::exports::vigil::policy::strategy::{
-    Decision, Eviction, Snapshot, StrategyInterest,
+    Decision, Eviction, MetLevel, Signal, Snapshot, StrategyInterest, Threshold,
 };
-pub use bindings::vigil::policy::types::{Interest, KeyValue, Pod, QosClass, Resources, Usage};
+pub use bindings::vigil::policy::types::{
+    Interest, KeyValue, NumaMemory, Pod, PodFact, QosClass, Resources, Usage,
+};
 
+pub mod numa_pressure;
+pub mod ranking;
 pub mod rss_overuse;
 
+/// The strategy this component exports, chosen by its cargo feature.
 #[cfg(target_arch = "wasm32")]
 mod component {
-    use super::{Decision, Eviction, Snapshot, StrategyInterest, rss_overuse};
+    use super::{Decision, Eviction, Snapshot, StrategyInterest};
 
     struct Katalyst;
 
+    #[cfg(feature = "rss-overuse")]
     impl crate::bindings::exports::vigil::policy::strategy::Guest for Katalyst {
         fn declare_interest(config: String) -> StrategyInterest {
-            rss_overuse::interest(&config)
+            crate::rss_overuse::interest(&config)
         }
 
         fn evaluate(snapshot: Snapshot) -> Result<Decision, String> {
-            rss_overuse::evaluate(&snapshot.pods, &snapshot.config)
+            crate::rss_overuse::evaluate(&snapshot.pods, &snapshot.config)
         }
 
         fn top_victims(_: Snapshot, scope: String, _: u32) -> Result<Vec<Eviction>, String> {
             Err(format!(
                 "{} meets no threshold, so has no scope {scope:?}: its pods are soft candidates",
-                rss_overuse::NAME
+                crate::rss_overuse::NAME
             ))
+        }
+    }
+
+    #[cfg(feature = "numa-pressure")]
+    impl crate::bindings::exports::vigil::policy::strategy::Guest for Katalyst {
+        fn declare_interest(config: String) -> StrategyInterest {
+            crate::numa_pressure::interest(&config)
+        }
+
+        fn evaluate(snapshot: Snapshot) -> Result<Decision, String> {
+            use crate::numa_pressure::evaluate;
+            evaluate(&snapshot.signals, &snapshot.config, &snapshot.state)
+        }
+
+        fn top_victims(snapshot: Snapshot, scope: String, n: u32) -> Result<Vec<Eviction>, String> {
+            let Snapshot {
+                signals,
+                pods,
+                config,
+                state,
+                ..
+            } = &snapshot;
+            let mut victims =
+                crate::numa_pressure::top_victims(signals, pods, config, state, &scope)?;
+            victims.truncate(n as usize);
+            Ok(victims)
         }
     }
 

@@ -84,6 +84,24 @@ async fn a_critical_static_or_mirror_pod_is_never_chosen() {
     }
 }
 
+/// katalyst's NUMA strategy on a NUMA node starved while the node is not:
+/// the reclaimed_cores job goes at once, the analytics job holding the most
+/// of node 1 after the fast-eviction wait, and nobody on node 0 alone.
+#[tokio::test]
+async fn a_starved_numa_node_evicts_reclaimed_pods_first_then_its_largest_holder() {
+    let simulation = simulate("numa-pressure").await;
+    assert_eq!(
+        evictions(&simulation),
+        [(30.0, "default/batch"), (35.0, "default/analytics")]
+    );
+    for step in &simulation.steps {
+        assert!(
+            step.signals["memory.available"] >= (3u64 << 30) as f64,
+            "the node as a whole is never short: {step:?}"
+        );
+    }
+}
+
 /// Simulates the scenario `yaml` from `dir`, which must fail; the error chain.
 async fn refused(dir: &std::path::Path, yaml: &str) -> String {
     let path = dir.join("scenario.yaml");

@@ -3,12 +3,12 @@
 //! file of the same name in the policies directory overrides one of these.
 
 use crate::base::policy_name::{
-    DEFAULT_MERGER, DEFAULT_SORTER, DISK_PRESSURE, MEMORY_PRESSURE, PID_PRESSURE, PSI_PRESSURE,
-    RSS_OVERUSE,
+    DEFAULT_MERGER, DEFAULT_SORTER, DISK_PRESSURE, MEMORY_PRESSURE, NUMA_PRESSURE, PID_PRESSURE,
+    PSI_PRESSURE, RSS_OVERUSE,
 };
 
 /// `(name, component bytes)` of every built-in policy.
-pub const BUILTINS: [(&str, &[u8]); 7] = [
+pub const BUILTINS: [(&str, &[u8]); 8] = [
     (
         MEMORY_PRESSURE,
         include_bytes!(env!("VIGIL_BUILTIN_MEMORY_PRESSURE")),
@@ -28,6 +28,10 @@ pub const BUILTINS: [(&str, &[u8]); 7] = [
     (
         RSS_OVERUSE,
         include_bytes!(env!("VIGIL_BUILTIN_RSS_OVERUSE")),
+    ),
+    (
+        NUMA_PRESSURE,
+        include_bytes!(env!("VIGIL_BUILTIN_NUMA_PRESSURE")),
     ),
     (
         DEFAULT_SORTER,
