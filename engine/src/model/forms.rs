@@ -23,8 +23,8 @@ pub struct SnapshotData {
     #[serde(deserialize_with = "partial_pods")]
     pub pods: Vec<Pod>,
     /// How the strategy's thresholds were met last cycle, by scope (none
-    /// met if absent).
-    #[serde(default)]
+    /// met if absent; a threshold's `victim` is false if absent).
+    #[serde(default, deserialize_with = "scopes_met")]
     pub last_met: Vec<ScopeMet>,
     /// What the strategy kept from its last call (nothing if absent).
     #[serde(default)]
@@ -47,6 +47,28 @@ impl<'de> Deserialize<'de> for PartialPod {
             .map(PartialPod)
             .map_err(serde::de::Error::custom)
     }
+}
+
+/// A threshold's last cycle as written: without `victim`, none was chosen.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ScopeMetForm {
+    scope: String,
+    met: super::bindings::MetLevel,
+    #[serde(default)]
+    victim: bool,
+}
+
+fn scopes_met<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Vec<ScopeMet>, D::Error> {
+    let forms = Vec::<ScopeMetForm>::deserialize(deserializer)?;
+    Ok(forms
+        .into_iter()
+        .map(|form| ScopeMet {
+            scope: form.scope,
+            met: form.met,
+            victim: form.victim,
+        })
+        .collect())
 }
 
 fn partial_pods<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Vec<Pod>, D::Error> {
@@ -183,6 +205,18 @@ mod tests {
         let json = |pod: &Pod| serde_json::to_value(pod).unwrap();
         assert_eq!(json(&given), json(&want));
         assert_eq!(pod(r#"{"uid": "u1"}"#).unwrap().name, "u1");
+    }
+
+    #[test]
+    fn a_threshold_written_without_its_victim_had_none() {
+        let snapshot: SnapshotData = serde_json::from_str(
+            r#"{"now_ms": 0, "signals": [], "pods": [],
+                "last_met": [{"scope": "memory", "met": "Hard"},
+                             {"scope": "numa.1", "met": "Hard", "victim": true}]}"#,
+        )
+        .unwrap();
+        let victims: Vec<bool> = snapshot.last_met.iter().map(|s| s.victim).collect();
+        assert_eq!(victims, [false, true]);
     }
 
     #[test]

@@ -23,6 +23,7 @@ fn snapshot(available_mi: f64, last_met: MetLevel, config: &str) -> Snapshot {
         last_met: vec![ScopeMet {
             scope: "memory".into(),
             met: last_met,
+            victim: false,
         }],
         config: config.into(),
         state: vec![],

@@ -161,6 +161,7 @@ fn a_0_2_0_strategy_gets_one_threshold_its_last_level_and_zero_for_an_unread_usa
     snapshot.last_met = vec![ScopeMet {
         scope: "memory".into(),
         met: MetLevel::Hard,
+        victim: false,
     }];
     assert_eq!(level(&mut snapshot), MetLevel::Hard, "it read last-met");
     // Signals beyond the kubelet's are not its: it declared none.

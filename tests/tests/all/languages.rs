@@ -219,6 +219,7 @@ fn snapshot(stall: f64, last_met: MetLevel, config: &str) -> Snapshot {
         last_met: vec![ScopeMet {
             scope: "psi-memory".into(),
             met: last_met,
+            victim: false,
         }],
         config: config.into(),
         state: Vec::new(),

@@ -302,6 +302,9 @@ impl EvictionManager {
                 continue;
             }
             let chosen = self.threshold_victim(now, threshold, &mut snapshot, &mut report);
+            if chosen.is_some() {
+                self.victim_chosen(&threshold.strategy, &threshold.threshold.scope);
+            }
             let signal = threshold.threshold.signal.as_str();
             self.enqueue(now, chosen.into_iter().collect(), Some(signal), &mut report);
         }
@@ -381,6 +384,15 @@ impl EvictionManager {
         report
     }
 
+    /// Tells `strategy`'s next `evaluate` that its threshold `scope` got a
+    /// victim this cycle.
+    fn victim_chosen(&mut self, strategy: &str, scope: &str) {
+        let met = self.last_met.get_mut(strategy).into_iter().flatten();
+        for met in met.filter(|met| met.scope == scope) {
+            met.victim = true;
+        }
+    }
+
     /// Calls `evaluate` on every strategy; one that faults or declines is skipped.
     fn ask_strategies(
         &mut self,
@@ -402,6 +414,7 @@ impl EvictionManager {
                         .map(|t| ScopeMet {
                             scope: t.scope.clone(),
                             met: t.met,
+                            victim: false,
                         })
                         .collect();
                     self.last_met.insert(name.clone(), met);

@@ -36,6 +36,8 @@ struct Fake {
     /// What each sort was given: the strategies, and each candidate's
     /// strategy index and urgency.
     sorted: Mutex<Vec<SortInput>>,
+    /// What `fake`'s last evaluation was told of its last cycle.
+    last_met: Mutex<Vec<ScopeMet>>,
 }
 
 /// The strategies a sort was given, and its candidates' strategy index and urgency.
@@ -53,7 +55,10 @@ impl Policies for Fake {
         names
     }
 
-    fn evaluate(&self, name: &str, _: &mut Snapshot) -> Result<Answer, Unanswered> {
+    fn evaluate(&self, name: &str, snapshot: &mut Snapshot) -> Result<Answer, Unanswered> {
+        if name == "fake" {
+            *self.last_met.lock().unwrap() = snapshot.last_met.clone();
+        }
         if name == "fake" && *self.strategy_faults.lock().unwrap() {
             return Err(Unanswered::Fault {
                 kind: crate::policy::FaultKind::Trap,
@@ -969,5 +974,32 @@ fn the_facts_only_ranking_reads_are_read_in_a_cycle_that_ranks_and_in_no_calm_on
         report.requested[0].pod.usage.numa_memory.len(),
         1,
         "the victim was ranked with the facts read"
+    );
+}
+
+#[test]
+fn a_strategy_is_told_which_of_its_thresholds_got_a_victim_last_cycle() {
+    let (mut m, fake) = manager(Fake {
+        victims: vec!["a".into()],
+        ..Fake::default()
+    });
+    hard(&fake);
+    let seen = |m: &mut EvictionManager, node: NodeState| {
+        m.cycle(T0, node);
+        let met = fake.last_met.lock().unwrap().clone();
+        met.iter()
+            .map(|s| (s.scope.clone(), s.victim))
+            .collect::<Vec<_>>()
+    };
+    assert!(seen(&mut m, node(&["a", "b"])).is_empty(), "no last cycle");
+    assert_eq!(
+        seen(&mut m, node(&["b"])),
+        [("memory".to_owned(), true)],
+        "the first cycle chose a"
+    );
+    assert_eq!(
+        seen(&mut m, node(&["b"])),
+        [("memory".to_owned(), false)],
+        "the second had no candidate: b is not among the strategy's victims"
     );
 }
