@@ -4,7 +4,7 @@
 use vigil_build_support::{Guest, build_guests};
 
 /// `(environment variable, crate directory, package, feature)` of each built-in.
-const POLICIES: [(&str, &str, &str, &str); 8] = [
+const POLICIES: [(&str, &str, &str, &str); 9] = [
     (
         "VIGIL_BUILTIN_MEMORY_PRESSURE",
         "policies/node-pressure",
@@ -40,6 +40,12 @@ const POLICIES: [(&str, &str, &str, &str); 8] = [
         "policies/katalyst",
         "katalyst-strategies",
         "numa-pressure",
+    ),
+    (
+        "VIGIL_BUILTIN_SYSTEM_MEMORY_PRESSURE",
+        "policies/katalyst",
+        "katalyst-strategies",
+        "system-memory-pressure",
     ),
     (
         "VIGIL_BUILTIN_DEFAULT_SORTER",

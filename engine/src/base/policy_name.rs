@@ -16,6 +16,8 @@ pub const PSI_PRESSURE: &str = "psi-pressure";
 pub const RSS_OVERUSE: &str = "rss-overuse";
 /// katalyst's NUMA memory pressure strategy, built in and off.
 pub const NUMA_PRESSURE: &str = "numa-pressure";
+/// katalyst's system memory pressure strategy, built in and off.
+pub const SYSTEM_MEMORY_PRESSURE: &str = "system-memory-pressure";
 /// The built-in sorter: the configured sorter by default, and the fallback
 /// when the configured one fails under hard pressure.
 pub const DEFAULT_SORTER: &str = "default-sorter";

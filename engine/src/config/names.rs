@@ -84,7 +84,7 @@ mod tests {
     use super::*;
     use crate::config::VigilConfig;
 
-    const LOADED: [&str; 8] = [
+    const LOADED: [&str; 9] = [
         "default-sorter",
         "memory-pressure",
         "disk-pressure",
@@ -92,6 +92,7 @@ mod tests {
         "psi-pressure",
         "rss-overuse",
         "numa-pressure",
+        "system-memory-pressure",
         "js-sorter",
     ];
 

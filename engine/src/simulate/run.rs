@@ -94,6 +94,7 @@ impl SimPod<'_> {
             usage: Usage {
                 memory_working_set_bytes: Some(memory),
                 memory_rss_bytes: Some(memory),
+                memory_usage_bytes: Some(memory),
                 cpu_millis: Some(spec.cpu.at(t) as u64),
                 ephemeral_storage_bytes: Some(spec.disk.at(t) as u64),
                 pids: Some(spec.pids.as_ref().map_or(1, |p| p.at(t) as u64)),

@@ -8,6 +8,7 @@
 //! |---|---|---|
 //! | `rss-overuse` | `memory/rss_overuse.go` | pods whose RSS exceeds request × ratio: soft candidates, no condition |
 //! | `numa-pressure` | `memory/numa_pressure.go` | each NUMA node's free memory against its Normal zone's watermarks, counted over cycles: a hard threshold and a victim per pressed node |
+//! | `system-memory-pressure` | `memory/system_pressure.go` | `MemFree` against the scaled watermark, and the workload cgroup's memory PSI: `MemoryPressure`, a victim from the most pressed NUMA node, a cool-down |
 //!
 //! `ranking` orders candidates as katalyst's memory plugins do.
 
@@ -18,15 +19,17 @@ pub mod bindings {
 }
 
 pub use bindings::exports::vigil::policy::strategy::{
-    Decision, Eviction, MetLevel, Signal, Snapshot, StrategyInterest, Threshold,
+    Condition, Decision, Eviction, MetLevel, ScopeMet, Signal, Snapshot, StrategyInterest,
+    Threshold,
 };
 pub use bindings::vigil::policy::types::{
-    Interest, KeyValue, NumaMemory, Pod, PodFact, QosClass, Resources, Usage,
+    Interest, KeyValue, NumaMemory, Pod, PodFact, Pressure, QosClass, Resources, Usage,
 };
 
 pub mod numa_pressure;
 pub mod ranking;
 pub mod rss_overuse;
+pub mod system_memory;
 
 /// The strategy this component exports, chosen by its cargo feature.
 #[cfg(target_arch = "wasm32")]
@@ -74,6 +77,37 @@ mod component {
             } = &snapshot;
             let mut victims =
                 crate::numa_pressure::top_victims(signals, pods, config, state, &scope)?;
+            victims.truncate(n as usize);
+            Ok(victims)
+        }
+    }
+
+    #[cfg(feature = "system-memory-pressure")]
+    impl crate::bindings::exports::vigil::policy::strategy::Guest for Katalyst {
+        fn declare_interest(config: String) -> StrategyInterest {
+            crate::system_memory::interest(&config)
+        }
+
+        fn evaluate(snapshot: Snapshot) -> Result<Decision, String> {
+            let seen = crate::system_memory::Seen {
+                now_ms: snapshot.now_ms,
+                signals: &snapshot.signals,
+                pods: &snapshot.pods,
+                last_met: &snapshot.last_met,
+            };
+            crate::system_memory::evaluate(&seen, &snapshot.config, &snapshot.state)
+        }
+
+        fn top_victims(snapshot: Snapshot, scope: String, n: u32) -> Result<Vec<Eviction>, String> {
+            let Snapshot {
+                signals,
+                pods,
+                config,
+                state,
+                ..
+            } = &snapshot;
+            let mut victims =
+                crate::system_memory::top_victims(signals, pods, config, state, &scope)?;
             victims.truncate(n as usize);
             Ok(victims)
         }

@@ -102,6 +102,28 @@ async fn a_starved_numa_node_evicts_reclaimed_pods_first_then_its_largest_holder
     }
 }
 
+/// katalyst's system memory strategy on free memory under the scaled
+/// watermark while `memory.available` looks healthy: the larger
+/// reclaimed_cores pod goes, and the dip at 40 s, inside the cool-down,
+/// holds the condition and evicts nobody.
+#[tokio::test]
+async fn free_memory_under_the_watermark_evicts_one_reclaimed_pod_then_cools_down() {
+    let simulation = simulate("system-memory-pressure").await;
+    assert_eq!(evictions(&simulation), [(20.0, "default/offline-training")]);
+    let at_40 = simulation.steps.iter().find(|s| s.t == 40.0).unwrap();
+    assert!(
+        at_40
+            .thresholds
+            .iter()
+            .any(|t| t.met == vigil::simulate::Met::Report),
+        "{at_40:?}"
+    );
+    assert_eq!(at_40.conditions, ["MemoryPressure"]);
+    for step in &simulation.steps {
+        assert!(step.signals["memory.available"] > (20u64 << 30) as f64);
+    }
+}
+
 /// Simulates the scenario `yaml` from `dir`, which must fail; the error chain.
 async fn refused(dir: &std::path::Path, yaml: &str) -> String {
     let path = dir.join("scenario.yaml");

@@ -4,11 +4,11 @@
 
 use crate::base::policy_name::{
     DEFAULT_MERGER, DEFAULT_SORTER, DISK_PRESSURE, MEMORY_PRESSURE, NUMA_PRESSURE, PID_PRESSURE,
-    PSI_PRESSURE, RSS_OVERUSE,
+    PSI_PRESSURE, RSS_OVERUSE, SYSTEM_MEMORY_PRESSURE,
 };
 
 /// `(name, component bytes)` of every built-in policy.
-pub const BUILTINS: [(&str, &[u8]); 8] = [
+pub const BUILTINS: [(&str, &[u8]); 9] = [
     (
         MEMORY_PRESSURE,
         include_bytes!(env!("VIGIL_BUILTIN_MEMORY_PRESSURE")),
@@ -32,6 +32,10 @@ pub const BUILTINS: [(&str, &[u8]); 8] = [
     (
         NUMA_PRESSURE,
         include_bytes!(env!("VIGIL_BUILTIN_NUMA_PRESSURE")),
+    ),
+    (
+        SYSTEM_MEMORY_PRESSURE,
+        include_bytes!(env!("VIGIL_BUILTIN_SYSTEM_MEMORY_PRESSURE")),
     ),
     (
         DEFAULT_SORTER,
