@@ -4,7 +4,7 @@
 use vigil_build_support::{Guest, build_guests};
 
 /// `(environment variable, crate directory, package, feature)` of each built-in.
-const POLICIES: [(&str, &str, &str, &str); 9] = [
+const POLICIES: [(&str, &str, &str, &str); 10] = [
     (
         "VIGIL_BUILTIN_MEMORY_PRESSURE",
         "policies/node-pressure",
@@ -46,6 +46,12 @@ const POLICIES: [(&str, &str, &str, &str); 9] = [
         "policies/katalyst",
         "katalyst-strategies",
         "system-memory-pressure",
+    ),
+    (
+        "VIGIL_BUILTIN_SYSTEM_CPU_PRESSURE",
+        "policies/katalyst",
+        "katalyst-strategies",
+        "system-cpu-pressure",
     ),
     (
         "VIGIL_BUILTIN_DEFAULT_SORTER",

@@ -84,7 +84,7 @@ mod tests {
     use super::*;
     use crate::config::VigilConfig;
 
-    const LOADED: [&str; 9] = [
+    const LOADED: [&str; 10] = [
         "default-sorter",
         "memory-pressure",
         "disk-pressure",
@@ -93,6 +93,7 @@ mod tests {
         "rss-overuse",
         "numa-pressure",
         "system-memory-pressure",
+        "system-cpu-pressure",
         "js-sorter",
     ];
 

@@ -8,6 +8,7 @@
 //! |---|---|---|
 //! | `rss-overuse` | `memory/rss_overuse.go` | pods whose RSS exceeds request × ratio: soft candidates, no condition |
 //! | `numa-pressure` | `memory/numa_pressure.go` | each NUMA node's free memory against its Normal zone's watermarks, counted over cycles: a hard threshold and a victim per pressed node |
+//! | `system-cpu-pressure` | `cpu/system_pressure.go` (PR #1141) | load and CPU usage against bounds over a ring of samples: `SystemCPU` reported at the soft bound, the busiest pod evicted at the hard one, a cool-down |
 //! | `system-memory-pressure` | `memory/system_pressure.go` | `MemFree` against the scaled watermark, and the workload cgroup's memory PSI: `MemoryPressure`, a victim from the most pressed NUMA node, a cool-down |
 //!
 //! `ranking` orders candidates as katalyst's memory plugins do.
@@ -26,6 +27,7 @@ pub use bindings::vigil::policy::types::{
     Interest, KeyValue, NumaMemory, Pod, PodFact, Pressure, QosClass, Resources, Usage,
 };
 
+pub mod cpu_pressure;
 pub mod numa_pressure;
 pub mod ranking;
 pub mod rss_overuse;
@@ -108,6 +110,30 @@ mod component {
             } = &snapshot;
             let mut victims =
                 crate::system_memory::top_victims(signals, pods, config, state, &scope)?;
+            victims.truncate(n as usize);
+            Ok(victims)
+        }
+    }
+
+    #[cfg(feature = "system-cpu-pressure")]
+    impl crate::bindings::exports::vigil::policy::strategy::Guest for Katalyst {
+        fn declare_interest(config: String) -> StrategyInterest {
+            crate::cpu_pressure::interest(&config)
+        }
+
+        fn evaluate(snapshot: Snapshot) -> Result<Decision, String> {
+            let seen = crate::cpu_pressure::Seen {
+                now_ms: snapshot.now_ms,
+                signals: &snapshot.signals,
+                pods: &snapshot.pods,
+                last_met: &snapshot.last_met,
+            };
+            crate::cpu_pressure::evaluate(&seen, &snapshot.config, &snapshot.state)
+        }
+
+        fn top_victims(snapshot: Snapshot, scope: String, n: u32) -> Result<Vec<Eviction>, String> {
+            let mut victims =
+                crate::cpu_pressure::top_victims(&snapshot.pods, &snapshot.config, &scope)?;
             victims.truncate(n as usize);
             Ok(victims)
         }

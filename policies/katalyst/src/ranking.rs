@@ -88,34 +88,37 @@ fn usage(pod: &Pod, metric: Metric, numa: Option<u32>) -> Option<u64> {
 /// for a per-node metric); the order is stable, so pods every metric ties
 /// keep theirs.
 pub fn rank<'a>(mut pods: Vec<&'a Pod>, metrics: &[Metric], numa: Option<u32>) -> Vec<&'a Pod> {
-    pods.sort_by(|a, b| {
-        for metric in metrics {
-            let order = match metric {
-                Metric::QosLevel => {
-                    let key = |pod: &Pod| match qos_level(pod) {
-                        None => 0,
-                        Some(QosLevel::ReclaimedCores) => 1,
-                        Some(_) => 2,
-                    };
-                    key(a).cmp(&key(b))
-                }
-                Metric::Priority => a.priority.cmp(&b.priority),
-                Metric::NumaMemory | Metric::MemoryUsage => {
-                    match (usage(a, *metric, numa), usage(b, *metric, numa)) {
-                        (Some(x), Some(y)) => y.cmp(&x),
-                        (None, Some(_)) => std::cmp::Ordering::Less,
-                        (Some(_), None) => std::cmp::Ordering::Greater,
-                        (None, None) => std::cmp::Ordering::Equal,
-                    }
-                }
-            };
-            if order.is_ne() {
-                return order;
-            }
-        }
-        std::cmp::Ordering::Equal
-    });
+    pods.sort_by(|a, b| compare(a, b, metrics, numa));
     pods
+}
+
+/// How `metrics` order `a` and `b`: `Less` when `a` is the more evictable.
+pub fn compare(a: &Pod, b: &Pod, metrics: &[Metric], numa: Option<u32>) -> std::cmp::Ordering {
+    for metric in metrics {
+        let order = match metric {
+            Metric::QosLevel => {
+                let key = |pod: &Pod| match qos_level(pod) {
+                    None => 0,
+                    Some(QosLevel::ReclaimedCores) => 1,
+                    Some(_) => 2,
+                };
+                key(a).cmp(&key(b))
+            }
+            Metric::Priority => a.priority.cmp(&b.priority),
+            Metric::NumaMemory | Metric::MemoryUsage => {
+                match (usage(a, *metric, numa), usage(b, *metric, numa)) {
+                    (Some(x), Some(y)) => y.cmp(&x),
+                    (None, Some(_)) => std::cmp::Ordering::Less,
+                    (Some(_), None) => std::cmp::Ordering::Greater,
+                    (None, None) => std::cmp::Ordering::Equal,
+                }
+            }
+        };
+        if order.is_ne() {
+            return order;
+        }
+    }
+    std::cmp::Ordering::Equal
 }
 
 #[cfg(test)]

@@ -124,6 +124,23 @@ async fn free_memory_under_the_watermark_evicts_one_reclaimed_pod_then_cools_dow
     }
 }
 
+/// katalyst's system CPU strategy: a saturated node is tainted at the soft
+/// bound with nobody evicted, and the busiest pod goes once half of the
+/// ring is over the hard one.
+#[tokio::test]
+async fn a_cpu_saturated_node_is_tainted_before_anyone_is_evicted() {
+    let simulation = simulate("system-cpu-pressure").await;
+    assert_eq!(evictions(&simulation), [(75.0, "default/encoder")]);
+    let tainted = (simulation.steps.iter())
+        .find(|s| s.conditions.iter().any(|c| c == "SystemCPU"))
+        .expect("SystemCPU is reported");
+    assert_eq!(tainted.t, 20.0, "three of six samples over 80 %");
+    assert!(
+        tainted.decisions.is_empty(),
+        "nobody is evicted at the soft bound"
+    );
+}
+
 /// Simulates the scenario `yaml` from `dir`, which must fail; the error chain.
 async fn refused(dir: &std::path::Path, yaml: &str) -> String {
     let path = dir.join("scenario.yaml");
