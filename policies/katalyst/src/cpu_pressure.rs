@@ -280,7 +280,7 @@ impl State {
 /// CPU request in cores where it is a whole number, else none.
 fn guaranteed_cpus(pod: &Pod) -> u64 {
     let millis = pod.requests.cpu_millis;
-    match pod.qos == QosClass::Guaranteed && millis % 1000 == 0 {
+    match pod.qos == QosClass::Guaranteed && millis.is_multiple_of(1000) {
         true => millis / 1000,
         false => 0,
     }
