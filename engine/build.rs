@@ -4,7 +4,7 @@
 use vigil_build_support::{Guest, build_guests};
 
 /// `(environment variable, crate directory, package, feature)` of each built-in.
-const POLICIES: [(&str, &str, &str, &str); 10] = [
+const POLICIES: [(&str, &str, &str, &str); 11] = [
     (
         "VIGIL_BUILTIN_MEMORY_PRESSURE",
         "policies/node-pressure",
@@ -52,6 +52,12 @@ const POLICIES: [(&str, &str, &str, &str); 10] = [
         "policies/katalyst",
         "katalyst-strategies",
         "system-cpu-pressure",
+    ),
+    (
+        "VIGIL_BUILTIN_ROOTFS_PRESSURE",
+        "policies/katalyst",
+        "katalyst-strategies",
+        "rootfs-pressure",
     ),
     (
         "VIGIL_BUILTIN_DEFAULT_SORTER",

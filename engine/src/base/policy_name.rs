@@ -20,6 +20,8 @@ pub const NUMA_PRESSURE: &str = "numa-pressure";
 pub const SYSTEM_MEMORY_PRESSURE: &str = "system-memory-pressure";
 /// katalyst's system CPU pressure strategy, built in and off.
 pub const SYSTEM_CPU_PRESSURE: &str = "system-cpu-pressure";
+/// katalyst's rootfs pressure strategy, built in and off.
+pub const ROOTFS_PRESSURE: &str = "rootfs-pressure";
 /// The built-in sorter: the configured sorter by default, and the fallback
 /// when the configured one fails under hard pressure.
 pub const DEFAULT_SORTER: &str = "default-sorter";

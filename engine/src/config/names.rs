@@ -84,7 +84,7 @@ mod tests {
     use super::*;
     use crate::config::VigilConfig;
 
-    const LOADED: [&str; 10] = [
+    const LOADED: [&str; 11] = [
         "default-sorter",
         "memory-pressure",
         "disk-pressure",
@@ -94,6 +94,7 @@ mod tests {
         "numa-pressure",
         "system-memory-pressure",
         "system-cpu-pressure",
+        "rootfs-pressure",
         "js-sorter",
     ];
 

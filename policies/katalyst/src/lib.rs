@@ -8,6 +8,7 @@
 //! |---|---|---|
 //! | `rss-overuse` | `memory/rss_overuse.go` | pods whose RSS exceeds request × ratio: soft candidates, no condition |
 //! | `numa-pressure` | `memory/numa_pressure.go` | each NUMA node's free memory against its Normal zone's watermarks, counted over cycles: a hard threshold and a victim per pressed node |
+//! | `rootfs-pressure` | `rootfs/rootfs_pressure.go` | the image filesystem's free bytes and inodes: `SystemRootfs`, victims by their writable layers |
 //! | `system-cpu-pressure` | `cpu/system_pressure.go` (PR #1141) | load and CPU usage against bounds over a ring of samples: `SystemCPU` reported at the soft bound, the busiest pod evicted at the hard one, a cool-down |
 //! | `system-memory-pressure` | `memory/system_pressure.go` | `MemFree` against the scaled watermark, and the workload cgroup's memory PSI: `MemoryPressure`, a victim from the most pressed NUMA node, a cool-down |
 //!
@@ -25,11 +26,13 @@ pub use bindings::exports::vigil::policy::strategy::{
 };
 pub use bindings::vigil::policy::types::{
     Interest, KeyValue, NumaMemory, Pod, PodFact, Pressure, QosClass, Resources, Usage,
+    WritableLayers,
 };
 
 pub mod cpu_pressure;
 pub mod numa_pressure;
 pub mod ranking;
+pub mod rootfs_pressure;
 pub mod rss_overuse;
 pub mod system_memory;
 
@@ -134,6 +137,31 @@ mod component {
         fn top_victims(snapshot: Snapshot, scope: String, n: u32) -> Result<Vec<Eviction>, String> {
             let mut victims =
                 crate::cpu_pressure::top_victims(&snapshot.pods, &snapshot.config, &scope)?;
+            victims.truncate(n as usize);
+            Ok(victims)
+        }
+    }
+
+    #[cfg(feature = "rootfs-pressure")]
+    impl crate::bindings::exports::vigil::policy::strategy::Guest for Katalyst {
+        fn declare_interest(config: String) -> StrategyInterest {
+            crate::rootfs_pressure::interest(&config)
+        }
+
+        fn evaluate(snapshot: Snapshot) -> Result<Decision, String> {
+            crate::rootfs_pressure::evaluate(&snapshot.signals, &snapshot.config)
+        }
+
+        fn top_victims(snapshot: Snapshot, scope: String, n: u32) -> Result<Vec<Eviction>, String> {
+            let Snapshot {
+                signals,
+                pods,
+                config,
+                state,
+                ..
+            } = &snapshot;
+            let mut victims =
+                crate::rootfs_pressure::top_victims(signals, pods, config, state, &scope)?;
             victims.truncate(n as usize);
             Ok(victims)
         }

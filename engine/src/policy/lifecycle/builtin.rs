@@ -4,11 +4,11 @@
 
 use crate::base::policy_name::{
     DEFAULT_MERGER, DEFAULT_SORTER, DISK_PRESSURE, MEMORY_PRESSURE, NUMA_PRESSURE, PID_PRESSURE,
-    PSI_PRESSURE, RSS_OVERUSE, SYSTEM_CPU_PRESSURE, SYSTEM_MEMORY_PRESSURE,
+    PSI_PRESSURE, ROOTFS_PRESSURE, RSS_OVERUSE, SYSTEM_CPU_PRESSURE, SYSTEM_MEMORY_PRESSURE,
 };
 
 /// `(name, component bytes)` of every built-in policy.
-pub const BUILTINS: [(&str, &[u8]); 10] = [
+pub const BUILTINS: [(&str, &[u8]); 11] = [
     (
         MEMORY_PRESSURE,
         include_bytes!(env!("VIGIL_BUILTIN_MEMORY_PRESSURE")),
@@ -40,6 +40,10 @@ pub const BUILTINS: [(&str, &[u8]); 10] = [
     (
         SYSTEM_CPU_PRESSURE,
         include_bytes!(env!("VIGIL_BUILTIN_SYSTEM_CPU_PRESSURE")),
+    ),
+    (
+        ROOTFS_PRESSURE,
+        include_bytes!(env!("VIGIL_BUILTIN_ROOTFS_PRESSURE")),
     ),
     (
         DEFAULT_SORTER,
