@@ -6,6 +6,7 @@ mod agent;
 mod args;
 mod cleanup;
 mod fleet;
+mod migrate;
 mod own_state;
 mod policy;
 mod schemas;
@@ -81,6 +82,9 @@ enum Command {
     /// Remove what vigil leaves behind when it is uninstalled (deploy/cleanup/ runs it).
     #[command(subcommand)]
     Cleanup(cleanup::CleanupCommand),
+    /// Write vigil's config from another eviction engine's (`vigil migrate katalyst FILE`).
+    #[command(subcommand)]
+    Migrate(migrate::MigrateCommand),
     /// Give the state directory, and everything in it, to the agent's user (the
     /// DaemonSet's init container: the only part of vigil that runs as root).
     OwnState(own_state::OwnStateArgs),
@@ -106,6 +110,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Where(args) => args.execute().await,
         Command::Explain(args) => args.execute().await,
         Command::Cleanup(command) => command.execute().await,
+        Command::Migrate(command) => command.execute(),
         Command::OwnState(args) => args.execute(),
         Command::Crd => schemas::crd(),
         Command::ConfigSchema => schemas::config(),

@@ -17,6 +17,7 @@ pub mod compare;
 // is never reachable: its types are reached through the re-exports below.
 #[allow(unreachable_pub)]
 pub(crate) mod crd;
+pub mod katalyst;
 pub(crate) mod kubelet;
 pub(crate) mod layers;
 pub(crate) mod names;
