@@ -8,6 +8,9 @@
 //! files, and that its eviction stops a real container ahead of the kubelet —
 //! is asked here. Needs root; run with `cargo test -p vigil --test node`.
 //!
+//! katalyst's RSS overuse strategy, turned on, evicts a leaking pod over its
+//! request × ratio on the calm node (`rss`).
+//!
 //! One test, in steps that share the node: pressure episodes must not
 //! overlap, and each step starts from where the last one left the node.
 
@@ -17,6 +20,7 @@ mod install;
 mod kubelet;
 mod pressure;
 mod removal;
+mod rss;
 mod signals;
 
 use std::path::{Path, PathBuf};
@@ -100,6 +104,7 @@ fn vigil_as_shipped_on_a_real_node_evicts_ahead_of_the_kubelet() {
         })
         .collect();
     pressure::budget_held(&cluster);
+    rss::evicts_the_leaker(&cluster, &workloads);
     hot_swap::sorter_from_registry(&cluster, &workloads, &native_key, &binary);
 
     removal::rolling_update_keeps_state(&cluster, &images.second);

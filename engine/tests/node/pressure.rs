@@ -248,6 +248,16 @@ pub struct Sorter<'a> {
 /// shared with the build, and as full as the build leaves it (its soft
 /// line, 13% free, would taint the node and keep the workloads off it).
 pub fn configure(cluster: &Upstream, threshold: Option<u64>, sorter: Option<&Sorter>) {
+    configure_with(cluster, threshold, sorter, "");
+}
+
+/// [`configure`], with `policies` (YAML lines under `policies:`) besides.
+pub fn configure_with(
+    cluster: &Upstream,
+    threshold: Option<u64>,
+    sorter: Option<&Sorter>,
+    policies: &str,
+) {
     let generation = |cluster: &Upstream| {
         let config = cluster.get(None, "vigilconfig/node-test")?;
         Some(config["metadata"]["generation"].clone())
@@ -272,7 +282,7 @@ pub fn configure(cluster: &Upstream, threshold: Option<u64>, sorter: Option<&Sor
     cluster.apply(&format!(
         "apiVersion: vigil.dev/v1alpha1\nkind: VigilConfig\nmetadata: {{name: node-test}}\n\
          spec:\n  priority: 10\n  config:\n    conditionTransitionSeconds: 5\n\
-         {sorter}    policies:\n{memory}      disk-pressure: {{enabled: false}}\n{sorter_config}"
+         {sorter}    policies:\n{memory}      disk-pressure: {{enabled: false}}\n{sorter_config}{policies}"
     ));
     // The same config as before (an unchanged generation) runs already.
     let changed = generation(cluster) != before;
