@@ -274,16 +274,22 @@ fn rootfs(
             ("gracePeriod", "gracePeriodSeconds"),
         ],
     );
-    let overuse = [
-        "enableRootfsOveruseEviction",
-        "sharedQoSRootfsOveruseThreshold",
-        "reclaimedQoSRootfsOveruseThreshold",
-        "rootfsOveruseEvictionSupportedQoSLevels",
-    ];
-    for key in overuse.iter().filter(|k| section.contains_key(**k)) {
-        builder.note(format!(
-            "{at}.{key}: vigil has no rootfs overuse strategy yet"
-        ));
+    if let Some(on) = section.get("enableRootfsOveruseEviction")
+        && boolean(on, &format!("{at}.enableRootfsOveruseEviction"))?
+    {
+        let mut overuse = Map::new();
+        for (katalyst, vigil) in [
+            ("rootfsOveruseEvictionSupportedQoSLevels", "qosLevels"),
+            ("sharedQoSRootfsOveruseThreshold", "sharedThreshold"),
+            ("reclaimedQoSRootfsOveruseThreshold", "reclaimedThreshold"),
+        ] {
+            if let Some(value) = section.get(katalyst).filter(|v| !v.is_null()) {
+                overuse.insert(vigil.to_owned(), value.clone());
+            }
+        }
+        builder.set("rootfs-pressure", "overuse", Value::Object(overuse));
+        // The overuse rule runs within the rootfs strategy.
+        builder.strategy("rootfs-pressure").enabled = Some(true);
     }
     Ok(())
 }
@@ -386,6 +392,10 @@ fn flags(builder: &mut Builder, text: &str) -> Result<(), MigrateError> {
             "eviction-rootfs-reclaimed-qos-pod-inodes-used-priority" => builder.set("rootfs-pressure", "reclaimedPriorityInodesUsed", text()),
             "eviction-rootfs-minimum-image-fs-disk-capacity" => builder.set("rootfs-pressure", "minimumDiskCapacity", text()),
             "eviction-rootfs-grace-period" => builder.set("rootfs-pressure", "gracePeriodSeconds", whole(value)?),
+            "eviction-rootfs-overuse-enable"
+            | "eviction-rootfs-overuse-shared-qos-threshold"
+            | "eviction-rootfs-overuse-reclaimed-qos-threshold"
+            | "eviction-rootfs-overuse-supported-qos-levels" => overuse_flag(builder, name, value)?,
             "enable-cpu-system-eviction" => builder.strategy("system-cpu-pressure").enabled = Some(on(value)?),
             "system-load-upper-bound-ratio" => builder.set("system-cpu-pressure", "loadUpperBoundRatio", number(value)?),
             "system-load-lower-bound-ratio" => builder.set("system-cpu-pressure", "loadLowerBoundRatio", number(value)?),
@@ -402,6 +412,34 @@ fn flags(builder: &mut Builder, text: &str) -> Result<(), MigrateError> {
             )),
             other => builder.note(format!("--{other}: not carried over")),
         }
+    }
+    Ok(())
+}
+
+/// One of the agent's rootfs overuse flags, into the rootfs strategy's
+/// `overuse` (which `--eviction-rootfs-overuse-enable=true` turns on).
+fn overuse_flag(builder: &mut Builder, name: &str, value: &str) -> Result<(), MigrateError> {
+    let strategy = builder.strategy("rootfs-pressure");
+    let overuse = strategy
+        .config
+        .entry("overuse")
+        .or_insert_with(|| json!({}));
+    match name {
+        "eviction-rootfs-overuse-enable" => {
+            let on = value
+                .parse::<bool>()
+                .map_err(|_| field_error(&format!("--{name}"), "not true or false"))?;
+            if on {
+                strategy.enabled = Some(true);
+            } else {
+                strategy.config.remove("overuse");
+            }
+        }
+        "eviction-rootfs-overuse-shared-qos-threshold" => overuse["sharedThreshold"] = json!(value),
+        "eviction-rootfs-overuse-reclaimed-qos-threshold" => {
+            overuse["reclaimedThreshold"] = json!(value)
+        }
+        _ => overuse["qosLevels"] = json!(value.split(',').collect::<Vec<_>>()),
     }
     Ok(())
 }

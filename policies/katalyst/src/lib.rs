@@ -149,7 +149,7 @@ mod component {
         }
 
         fn evaluate(snapshot: Snapshot) -> Result<Decision, String> {
-            crate::rootfs_pressure::evaluate(&snapshot.signals, &snapshot.config)
+            crate::rootfs_pressure::evaluate(&snapshot.signals, &snapshot.pods, &snapshot.config)
         }
 
         fn top_victims(snapshot: Snapshot, scope: String, n: u32) -> Result<Vec<Eviction>, String> {

@@ -13,6 +13,13 @@
 //! `reclaimed_cores` pod over the reclaimed priority line, which goes
 //! first whatever others write. A pod whose layers were not measured in
 //! the last 60 s is left out, as katalyst leaves out a stale metric.
+//!
+//! With `overuse` (katalyst's `rootfs_overuse.go`, configured beside the
+//! pressure in katalyst too), a pod at a judged QoS level whose writable
+//! layers exceed its level's line is evicted whatever the filesystem's
+//! state, the largest first, at most `count` a cycle: force evictions, on a
+//! calm node too. A line under 20 GiB (or 10 %) is raised to it, as katalyst
+//! does, so a typo cannot evict every pod.
 
 use crate::ranking;
 use crate::{
@@ -100,11 +107,125 @@ pub struct Config {
     pub minimum_disk_capacity: Option<u64>,
     /// `GracePeriod` (none: the pod's own).
     pub grace_period_seconds: Option<u64>,
+    /// The overuse rule (`EnableRootfsOveruseEviction` and its knobs);
+    /// none: off.
+    pub overuse: Option<Overuse>,
+}
+
+/// katalyst's rootfs overuse rule.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Overuse {
+    /// `RootfsOveruseEvictionSupportedQoSLevels`.
+    pub qos_levels: Vec<QosLevel>,
+    /// `SharedQoSRootfsOveruseThreshold`.
+    pub shared: Option<Line>,
+    /// `ReclaimedQoSRootfsOveruseThreshold`.
+    pub reclaimed: Option<Line>,
+    /// `SharedQoSNamespaceFilter`: the namespaces whose `shared_cores` pods are judged.
+    pub shared_namespaces: Vec<String>,
+    /// `RootfsOveruseEvictionCount`: at most this many a cycle.
+    pub count: usize,
+}
+
+impl Default for Overuse {
+    /// katalyst's defaults.
+    fn default() -> Self {
+        Self {
+            qos_levels: vec![QosLevel::SharedCores],
+            shared: None,
+            reclaimed: None,
+            shared_namespaces: vec!["default".into()],
+            count: 1,
+        }
+    }
+}
+
+/// katalyst's floor under an overuse line: 20 GiB, or 10 %.
+const OVERUSE_FLOOR_BYTES: u64 = 20 << 30;
+const OVERUSE_FLOOR_SHARE: f64 = 0.1;
+
+impl Overuse {
+    fn parse(value: &Value) -> Result<Option<Self>, String> {
+        if value.is_null() {
+            return Ok(None);
+        }
+        let fields = value.as_object().ok_or(
+            "overuse must be an object (qosLevels, sharedThreshold, reclaimedThreshold, sharedNamespaces, count) or null",
+        )?;
+        let mut overuse = Self::default();
+        for (key, field) in fields {
+            let strings = || -> Result<Vec<String>, String> {
+                let list = field
+                    .as_array()
+                    .ok_or(format!("overuse.{key} must be a list"))?;
+                list.iter()
+                    .map(|v| {
+                        v.as_str()
+                            .map(str::to_owned)
+                            .ok_or(format!("overuse.{key} must list strings"))
+                    })
+                    .collect()
+            };
+            match key.as_str() {
+                "qosLevels" => {
+                    overuse.qos_levels = (strings()?.iter())
+                        .map(|level| {
+                            QosLevel::parse(level).ok_or(format!(
+                                "overuse.qosLevels: {level:?} is no katalyst QoS level"
+                            ))
+                        })
+                        .collect::<Result<_, _>>()?;
+                }
+                "sharedThreshold" => {
+                    overuse.shared = Some(Line::parse(field, "overuse.sharedThreshold")?)
+                }
+                "reclaimedThreshold" => {
+                    overuse.reclaimed = Some(Line::parse(field, "overuse.reclaimedThreshold")?)
+                }
+                "sharedNamespaces" => overuse.shared_namespaces = strings()?,
+                "count" => {
+                    overuse.count = field
+                        .as_u64()
+                        .ok_or("overuse.count must be a whole number")?
+                        as usize;
+                }
+                other => {
+                    return Err(format!(
+                        "unknown field overuse.{other}: qosLevels, sharedThreshold, reclaimedThreshold, sharedNamespaces, count"
+                    ));
+                }
+            }
+        }
+        Ok(Some(overuse))
+    }
+
+    /// The line `pod` is held to, in its unit, raised to katalyst's floor;
+    /// none: not judged.
+    fn line(&self, pod: &Pod, capacity: f64) -> Option<f64> {
+        let level = ranking::qos_level(pod)?;
+        if !self.qos_levels.contains(&level) {
+            return None;
+        }
+        let line = match level {
+            QosLevel::SharedCores if self.shared_namespaces.contains(&pod.namespace) => {
+                self.shared?
+            }
+            QosLevel::ReclaimedCores => self.reclaimed?,
+            _ => return None,
+        };
+        match line {
+            Line::Quantity(q) => Some(q.max(OVERUSE_FLOOR_BYTES) as f64),
+            Line::Share(share) if share > 0.0 && share < 1.0 => {
+                Some((capacity * share.max(OVERUSE_FLOOR_SHARE)).floor())
+            }
+            Line::Share(_) => None,
+        }
+    }
 }
 
 const FIELDS: &str = "minimumFree, minimumInodesFree, podMinimumUsed, podMinimumInodesUsed, \
                       reclaimedPriorityUsed, reclaimedPriorityInodesUsed, minimumDiskCapacity, \
-                      gracePeriodSeconds";
+                      gracePeriodSeconds, overuse";
 
 impl Config {
     /// Parses the strategy's config (empty: katalyst's defaults, every
@@ -137,6 +258,7 @@ impl Config {
                         }
                     };
                 }
+                "overuse" => config.overuse = Overuse::parse(field)?,
                 "gracePeriodSeconds" => {
                     config.grace_period_seconds = match field {
                         Value::Null => None,
@@ -153,18 +275,49 @@ impl Config {
 }
 
 /// What the strategy reads: the filesystems' signals (every strategy has
-/// them), each pod's katalyst QoS level and, for ranking, its writable
-/// layers.
-pub fn interest(_config: &str) -> StrategyInterest {
+/// them), each pod's katalyst QoS level and its writable layers, for
+/// ranking, and in `evaluate` with the overuse rule.
+pub fn interest(config: &str) -> StrategyInterest {
+    let overuse = Config::parse(config).is_ok_and(|c| c.overuse.is_some());
     StrategyInterest {
         keys: Interest {
             labels: vec![],
             annotations: vec![katalyst::QOS_LEVEL.into()],
             facts: vec![PodFact::WritableLayers],
         },
-        pods_in_evaluate: false,
+        pods_in_evaluate: overuse,
         signals: vec![],
     }
+}
+
+/// The overuse rule's force evictions: the pods over their line, largest
+/// first, at most `count`.
+fn overusing(config: &Config, signals: &[Signal], pods: &[Pod]) -> Vec<Eviction> {
+    let (Some(overuse), Some((_, capacity))) = (&config.overuse, filesystem(signals, "available"))
+    else {
+        return vec![];
+    };
+    let mut over: Vec<(&Pod, u64, f64)> = (pods.iter())
+        .filter_map(|pod| {
+            let layers = pod
+                .writable_layers
+                .as_ref()
+                .filter(|l| l.age_ms <= STALE_MS)?;
+            let line = overuse.line(pod, capacity)?;
+            (layers.bytes as f64 > line).then_some((pod, layers.bytes, line))
+        })
+        .collect();
+    over.sort_by_key(|item| std::cmp::Reverse(item.1));
+    over.truncate(overuse.count);
+    over.into_iter()
+        .map(|(pod, used, line)| Eviction {
+            uid: pod.uid.clone(),
+            reason: format!(
+                "its writable layers hold {used} bytes, over its QoS level's line of {line} bytes"
+            ),
+            grace_period_seconds: config.grace_period_seconds,
+        })
+        .collect()
 }
 
 /// Which of the filesystem's resources ran short.
@@ -213,12 +366,14 @@ fn short(config: &Config, signals: &[Signal]) -> Option<(Short, &'static str, f6
     None
 }
 
-/// One cycle: the threshold, and what ran short kept for `top-victims`.
+/// One cycle: the threshold, what ran short kept for `top-victims`, and
+/// the overuse rule's force evictions (`pods` is empty without it).
 ///
 /// # Errors
 /// The config is invalid: nothing is judged.
-pub fn evaluate(signals: &[Signal], config: &str) -> Result<Decision, String> {
+pub fn evaluate(signals: &[Signal], pods: &[Pod], config: &str) -> Result<Decision, String> {
     let config = Config::parse(config)?;
+    let force_evictions = overusing(&config, signals, pods);
     let found = short(&config, signals);
     let fs = if signals.iter().any(|s| s.name.starts_with("imagefs.")) {
         "imagefs"
@@ -247,7 +402,7 @@ pub fn evaluate(signals: &[Signal], config: &str) -> Result<Decision, String> {
     Ok(Decision {
         thresholds,
         soft_candidates: vec![],
-        force_evictions: vec![],
+        force_evictions,
         state: Some(json!({ "short": kept }).to_string().into_bytes()),
     })
 }

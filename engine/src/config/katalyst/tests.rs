@@ -115,6 +115,7 @@ spec:
         minimumImageFsInodesFreeThreshold: "100000"
         reclaimedQoSPodUsedPriorityThreshold: 50Gi
         enableRootfsOveruseEviction: true
+        sharedQoSRootfsOveruseThreshold: "20%"
       cpuSystemPressureEvictionConfig:
         enableCPUSystemPressureEviction: true
         usageUpperBoundRatio: 0.95
@@ -154,6 +155,10 @@ fn an_admin_qos_configuration_carries_every_threshold_and_its_dry_run() {
     );
     assert_eq!(rootfs["config"]["minimumFree"], "10%");
     assert_eq!(rootfs["config"]["minimumInodesFree"], "100000");
+    assert_eq!(
+        rootfs["config"]["overuse"],
+        json!({"sharedThreshold": "20%"})
+    );
     let cpu = &policies["system-cpu-pressure"];
     assert_eq!(cpu["config"]["coolDownSeconds"], 300);
     assert_eq!(
@@ -162,7 +167,6 @@ fn an_admin_qos_configuration_carries_every_threshold_and_its_dry_run() {
     );
     let notes = migration.notes.join("\n");
     for expected in [
-        "enableRootfsOveruseEviction: vigil has no rootfs overuse",
         "label metrics are not carried over",
         "networkEvictionConfig: vigil has no counterpart",
     ] {

@@ -21,7 +21,10 @@ fn signals() -> Vec<Signal> {
 }
 
 fn met(config: &str) -> bool {
-    !evaluate(&signals(), config).unwrap().thresholds.is_empty()
+    !evaluate(&signals(), &[], config)
+        .unwrap()
+        .thresholds
+        .is_empty()
 }
 
 #[test]
@@ -31,7 +34,12 @@ fn threshold_met_no_metric_data_no_conf() {
 
 #[test]
 fn threshold_met_no_metric_data() {
-    let decision = evaluate(&[], r#"{"minimumFree": "90%", "minimumInodesFree": "90%"}"#).unwrap();
+    let decision = evaluate(
+        &[],
+        &[],
+        r#"{"minimumFree": "90%", "minimumInodesFree": "90%"}"#,
+    )
+    .unwrap();
     assert!(decision.thresholds.is_empty());
 }
 
@@ -58,7 +66,7 @@ fn threshold_met_inodes_met() {
 #[test]
 fn threshold_met() {
     let config = r#"{"minimumFree": "30%", "minimumInodesFree": "30%"}"#;
-    let decision = evaluate(&signals(), config).unwrap();
+    let decision = evaluate(&signals(), &[], config).unwrap();
     let threshold = &decision.thresholds[0];
     assert_eq!(
         (threshold.met, threshold.scope.as_str()),
@@ -80,7 +88,7 @@ fn the_image_filesystem_goes_before_the_nodes_and_a_small_one_is_not_judged_by_b
         value: 9000.0,
         capacity: Some(10000.0),
     });
-    let decision = evaluate(&signals, r#"{"minimumFree": "30%"}"#).unwrap();
+    let decision = evaluate(&signals, &[], r#"{"minimumFree": "30%"}"#).unwrap();
     assert!(
         decision.thresholds.is_empty(),
         "the image filesystem has room"
@@ -121,7 +129,7 @@ fn first_with(
     levels: [Option<&str>; 2],
     ages: [u64; 2],
 ) -> Option<String> {
-    let decision = evaluate(&signals(), config).unwrap();
+    let decision = evaluate(&signals(), &[], config).unwrap();
     if decision.thresholds.is_empty() {
         return None;
     }
@@ -325,7 +333,125 @@ fn a_bad_config_is_refused_naming_the_field() {
         (r#"{"minimumDiskCapacity": "5%"}"#, "minimumDiskCapacity"),
         (r#"{"free": 1}"#, "unknown field \"free\""),
     ] {
-        let error = evaluate(&[], config).unwrap_err();
+        let error = evaluate(&[], &[], config).unwrap_err();
         assert!(error.contains(expected), "{config}: {error}");
     }
+}
+
+/// katalyst's six pods of `TestRootfsOveruseEvictionPlugin_GetEvictPods`:
+/// podUIDn writes n × 100 GiB, on an image filesystem of 3000 GiB.
+fn overuse_pods() -> (Vec<Signal>, Vec<Pod>) {
+    const GIB: u64 = 1 << 30;
+    let signals = vec![Signal {
+        name: "nodefs.available".into(),
+        value: (2100 * GIB) as f64,
+        capacity: Some((3000 * GIB) as f64),
+    }];
+    let levels = [
+        ("default", "shared_cores"),
+        ("", "reclaimed_cores"),
+        ("test", "shared_cores"),
+        ("", "reclaimed_cores"),
+        ("default", "shared_cores"),
+        ("", "dedicated_cores"),
+    ];
+    let pods = (levels.iter().enumerate())
+        .map(|(i, (namespace, level))| {
+            let uid = format!("podUID{}", i + 1);
+            let mut pod =
+                pod!(&uid, QosClass::BestEffort, priority: 0, usage_mib: 0, request_mib: 0);
+            pod.uid = uid;
+            pod.namespace = (*namespace).into();
+            pod.annotations = vec![KeyValue {
+                key: katalyst::QOS_LEVEL.into(),
+                value: (*level).into(),
+            }];
+            pod.writable_layers = Some(WritableLayers {
+                bytes: (i as u64 + 1) * 100 * GIB,
+                inodes: 0,
+                age_ms: 0,
+            });
+            pod
+        })
+        .collect();
+    (signals, pods)
+}
+
+#[test]
+fn get_evict_pods_rootfs_overuse_case_by_case() {
+    let (signals, pods) = overuse_pods();
+    let forced = |overuse: &str| -> Vec<String> {
+        let config = match overuse {
+            "" => "{}".to_owned(),
+            overuse => format!(r#"{{"overuse": {overuse}}}"#),
+        };
+        let decision = evaluate(&signals, &pods, &config).unwrap();
+        assert!(
+            decision.thresholds.is_empty(),
+            "no pressure threshold is set"
+        );
+        decision
+            .force_evictions
+            .into_iter()
+            .map(|e| e.uid)
+            .collect()
+    };
+    // "disable rootfs overuse eviction"
+    assert!(forced("").is_empty());
+    // "zero evict count"
+    assert!(forced(r#"{"count": 0, "sharedThreshold": "50Gi"}"#).is_empty());
+    // "support dedicated cores": no line for them
+    assert!(forced(r#"{"qosLevels": ["dedicated_cores"], "sharedThreshold": "50Gi"}"#).is_empty());
+    // "only supported shared cores, no threshold"
+    assert!(forced(r#"{"sharedNamespaces": ["default", "test"]}"#).is_empty());
+    let shared = r#""qosLevels": ["shared_cores"], "sharedNamespaces": ["default", "test"], "sharedThreshold": "50Gi""#;
+    // "shared threshold 50Gi, limit evict count 1"
+    assert_eq!(forced(&format!("{{{shared}, \"count\": 1}}")), ["podUID5"]);
+    // "shared threshold 50Gi"
+    assert_eq!(
+        forced(&format!("{{{shared}, \"count\": 10}}")),
+        ["podUID5", "podUID3", "podUID1"]
+    );
+    // "shared threshold 50Gi, namespace filter"
+    assert_eq!(
+        forced(r#"{"count": 10, "sharedThreshold": "50Gi", "sharedNamespaces": ["default"]}"#),
+        ["podUID5", "podUID1"]
+    );
+    // "only supported reclaimed cores, reclaimed threshold 100Gi"
+    assert_eq!(
+        forced(r#"{"count": 10, "qosLevels": ["reclaimed_cores"], "reclaimedThreshold": "100Gi"}"#),
+        ["podUID4", "podUID2"]
+    );
+    let both = r#""qosLevels": ["shared_cores", "reclaimed_cores"], "sharedNamespaces": ["default", "test"]"#;
+    // "100Gi shared and 200Gi reclaimed cores"
+    assert_eq!(
+        forced(&format!(
+            r#"{{{both}, "count": 10, "sharedThreshold": "100Gi", "reclaimedThreshold": "200Gi"}}"#
+        )),
+        ["podUID5", "podUID4", "podUID3"]
+    );
+    // "0.15 shared and 0.1 reclaimed cores, limit evict count 2"
+    assert_eq!(
+        forced(&format!(
+            r#"{{{both}, "count": 2, "sharedThreshold": "15%", "reclaimedThreshold": "10%"}}"#
+        )),
+        ["podUID5", "podUID4"]
+    );
+}
+
+#[test]
+fn an_overuse_line_under_katalysts_floor_is_raised_to_it() {
+    let (signals, mut pods) = overuse_pods();
+    // podUID1 writes 10 GiB: over the 1 GiB asked, under katalyst's 20 GiB floor.
+    pods[0].writable_layers.as_mut().unwrap().bytes = 10 << 30;
+    let config = r#"{"overuse": {"count": 10, "sharedNamespaces": ["default", "test"], "sharedThreshold": "1Gi"}}"#;
+    let decision = evaluate(&signals, &pods, config).unwrap();
+    let forced: Vec<&str> = decision
+        .force_evictions
+        .iter()
+        .map(|e| e.uid.as_str())
+        .collect();
+    assert_eq!(forced, ["podUID5", "podUID3"], "held to 20 GiB, not 1 GiB");
+    assert!(interest(config).pods_in_evaluate, "the rule needs the pods");
+    assert!(!interest("{}").pods_in_evaluate);
 }
