@@ -53,7 +53,7 @@ struct Kept {
 
 impl Default for KeptFiles {
     /// Keeps up to a quarter of the open files the process may have (at
-    /// most [`MOST`]): the rest stays for sockets, policies and watches.
+    /// most 4096): the rest stays for sockets, policies and watches.
     fn default() -> Self {
         let soft = rustix::process::getrlimit(rustix::process::Resource::Nofile)
             .current

@@ -20,6 +20,7 @@
 //! only). Victims are ranked by the pressed metric's per-pod form (vigil's
 //! per-pod CPU usage stands for both), then `rankingMetrics`.
 
+use crate::knobs::{self, CoolDown};
 use crate::ranking::{self, Metric};
 use crate::{
     Condition, Decision, Eviction, Interest, MetLevel, Pod, QosClass, ScopeMet, Signal,
@@ -106,17 +107,14 @@ impl Config {
     /// It is not a JSON object of the fields above.
     pub fn parse(text: &str) -> Result<Self, String> {
         let mut config = Self::default();
-        if text.trim().is_empty() {
+        let Some(fields) = knobs::fields(text)? else {
             return Ok(config);
-        }
-        let value: Value =
-            serde_json::from_str(text).map_err(|e| format!("config is not JSON: {e}"))?;
-        let fields = value.as_object().ok_or("config is not a JSON object")?;
+        };
         let ratio = |field: &Value, name: &str| {
             (field.as_f64().filter(|r| *r >= 0.0 && r.is_finite()))
                 .ok_or(format!("{name} must be a ratio of the CPUs, 0 or more"))
         };
-        for (key, field) in fields {
+        for (key, field) in &fields {
             match key.as_str() {
                 "loadUpperBoundRatio" => config.load.upper = ratio(field, key)?,
                 "loadLowerBoundRatio" => config.load.lower = ratio(field, key)?,
@@ -140,14 +138,7 @@ impl Config {
                         .ok_or("coolDownSeconds must be whole seconds")?;
                 }
                 "rankingMetrics" => config.ranking_metrics = Metric::parse_list(field, key)?,
-                "gracePeriodSeconds" => {
-                    config.grace_period_seconds = match field {
-                        Value::Null => None,
-                        field => Some(field.as_u64().filter(|g| *g > 0).ok_or(
-                            "gracePeriodSeconds must be a positive number of seconds, or null",
-                        )?),
-                    };
-                }
+                "gracePeriodSeconds" => config.grace_period_seconds = knobs::grace(field, key)?,
                 "checkCpuManager" => {
                     config.check_cpu_manager = field
                         .as_bool()
@@ -216,10 +207,8 @@ pub struct Sample {
 pub struct State {
     /// The rings, by metric (`cpu.load1`, `cpu.usage`), newest last.
     pub rings: Vec<(String, VecDeque<Sample>)>,
-    /// The last cycle's time (ms since the epoch).
-    pub previous_ms: Option<i64>,
-    /// When the last victim was chosen.
-    pub last_victim_ms: Option<i64>,
+    /// The last cycle, and the last victim.
+    pub cool_down: CoolDown,
 }
 
 impl State {
@@ -228,11 +217,9 @@ impl State {
     /// # Errors
     /// The bytes are not a state this strategy kept.
     pub fn decode(bytes: &[u8]) -> Result<Self, String> {
-        if bytes.is_empty() {
+        let Some(value) = knobs::kept(bytes)? else {
             return Ok(Self::default());
-        }
-        let value: Value =
-            serde_json::from_slice(bytes).map_err(|e| format!("kept state is not JSON: {e}"))?;
+        };
         let bad = || "kept state is not this strategy's".to_owned();
         let mut rings = Vec::new();
         for (name, samples) in value["rings"].as_object().ok_or_else(bad)? {
@@ -249,8 +236,7 @@ impl State {
         }
         Ok(Self {
             rings,
-            previous_ms: value["previousMs"].as_i64(),
-            last_victim_ms: value["lastVictimMs"].as_i64(),
+            cool_down: CoolDown::of(&value),
         })
     }
 
@@ -262,9 +248,9 @@ impl State {
                 (name.clone(), Value::Array(samples.collect()))
             })
             .collect();
-        json!({"rings": rings, "previousMs": self.previous_ms, "lastVictimMs": self.last_victim_ms})
-            .to_string()
-            .into_bytes()
+        let mut value = json!({ "rings": rings });
+        self.cool_down.write(&mut value);
+        value.to_string().into_bytes()
     }
 
     fn ring(&mut self, name: &str) -> &mut VecDeque<Sample> {
@@ -369,10 +355,7 @@ pub struct Seen<'a> {
 pub fn evaluate(seen: &Seen<'_>, config: &str, kept: &[u8]) -> Result<Decision, String> {
     let config = Config::parse(config)?;
     let mut state = State::decode(kept)?;
-    if seen.last_met.iter().any(|m| m.victim) {
-        state.last_victim_ms = state.previous_ms;
-    }
-    state.previous_ms = Some(seen.now_ms);
+    state.cool_down.advance(seen.last_met, None, seen.now_ms);
     let judged = config.judged();
     state
         .rings
@@ -402,9 +385,7 @@ pub fn evaluate(seen: &Seen<'_>, config: &str, kept: &[u8]) -> Result<Decision, 
             worst = Some((level, share, metric, latest));
         }
     }
-    let cooling = state.last_victim_ms.is_some_and(|at| {
-        u64::try_from(seen.now_ms - at).unwrap_or(0) < config.cool_down_seconds * 1000
-    });
+    let cooling = (state.cool_down).cooling(seen.now_ms, config.cool_down_seconds);
     let thresholds = worst
         .map(|(level, _, metric, (observed, bound))| {
             let level = if cooling { MetLevel::Report } else { level };

@@ -30,30 +30,27 @@ pub use bindings::vigil::policy::types::{
 };
 
 pub mod cpu_pressure;
+pub mod knobs;
 pub mod numa_pressure;
 pub mod ranking;
 pub mod rootfs_pressure;
 pub mod rss_overuse;
 pub mod system_memory;
 
-/// The strategy this component exports, chosen by its cargo feature.
+/// The strategy this component exports, chosen by its cargo feature: each
+/// `chosen` says how its module answers the three calls.
 #[cfg(target_arch = "wasm32")]
 mod component {
     use super::{Decision, Eviction, Snapshot, StrategyInterest};
 
-    struct Katalyst;
-
     #[cfg(feature = "rss-overuse")]
-    impl crate::bindings::exports::vigil::policy::strategy::Guest for Katalyst {
-        fn declare_interest(config: String) -> StrategyInterest {
-            crate::rss_overuse::interest(&config)
+    mod chosen {
+        use super::*;
+        pub use crate::rss_overuse::interest;
+        pub fn evaluate(s: &Snapshot) -> Result<Decision, String> {
+            crate::rss_overuse::evaluate(&s.pods, &s.config)
         }
-
-        fn evaluate(snapshot: Snapshot) -> Result<Decision, String> {
-            crate::rss_overuse::evaluate(&snapshot.pods, &snapshot.config)
-        }
-
-        fn top_victims(_: Snapshot, scope: String, _: u32) -> Result<Vec<Eviction>, String> {
+        pub fn top_victims(_: &Snapshot, scope: &str) -> Result<Vec<Eviction>, String> {
             Err(format!(
                 "{} meets no threshold, so has no scope {scope:?}: its pods are soft candidates",
                 crate::rss_overuse::NAME
@@ -62,106 +59,80 @@ mod component {
     }
 
     #[cfg(feature = "numa-pressure")]
-    impl crate::bindings::exports::vigil::policy::strategy::Guest for Katalyst {
-        fn declare_interest(config: String) -> StrategyInterest {
-            crate::numa_pressure::interest(&config)
+    mod chosen {
+        use super::*;
+        pub use crate::numa_pressure::interest;
+        pub fn evaluate(s: &Snapshot) -> Result<Decision, String> {
+            crate::numa_pressure::evaluate(&s.signals, &s.config, &s.state)
         }
-
-        fn evaluate(snapshot: Snapshot) -> Result<Decision, String> {
-            use crate::numa_pressure::evaluate;
-            evaluate(&snapshot.signals, &snapshot.config, &snapshot.state)
-        }
-
-        fn top_victims(snapshot: Snapshot, scope: String, n: u32) -> Result<Vec<Eviction>, String> {
-            let Snapshot {
-                signals,
-                pods,
-                config,
-                state,
-                ..
-            } = &snapshot;
-            let mut victims =
-                crate::numa_pressure::top_victims(signals, pods, config, state, &scope)?;
-            victims.truncate(n as usize);
-            Ok(victims)
+        pub fn top_victims(s: &Snapshot, scope: &str) -> Result<Vec<Eviction>, String> {
+            crate::numa_pressure::top_victims(&s.signals, &s.pods, &s.config, &s.state, scope)
         }
     }
 
     #[cfg(feature = "system-memory-pressure")]
-    impl crate::bindings::exports::vigil::policy::strategy::Guest for Katalyst {
-        fn declare_interest(config: String) -> StrategyInterest {
-            crate::system_memory::interest(&config)
-        }
-
-        fn evaluate(snapshot: Snapshot) -> Result<Decision, String> {
-            let seen = crate::system_memory::Seen {
-                now_ms: snapshot.now_ms,
-                signals: &snapshot.signals,
-                pods: &snapshot.pods,
-                last_met: &snapshot.last_met,
+    mod chosen {
+        use super::*;
+        use crate::system_memory::{self as strategy, Seen};
+        pub use strategy::interest;
+        pub fn evaluate(s: &Snapshot) -> Result<Decision, String> {
+            let seen = Seen {
+                now_ms: s.now_ms,
+                signals: &s.signals,
+                pods: &s.pods,
+                last_met: &s.last_met,
             };
-            crate::system_memory::evaluate(&seen, &snapshot.config, &snapshot.state)
+            strategy::evaluate(&seen, &s.config, &s.state)
         }
-
-        fn top_victims(snapshot: Snapshot, scope: String, n: u32) -> Result<Vec<Eviction>, String> {
-            let Snapshot {
-                signals,
-                pods,
-                config,
-                state,
-                ..
-            } = &snapshot;
-            let mut victims =
-                crate::system_memory::top_victims(signals, pods, config, state, &scope)?;
-            victims.truncate(n as usize);
-            Ok(victims)
+        pub fn top_victims(s: &Snapshot, scope: &str) -> Result<Vec<Eviction>, String> {
+            strategy::top_victims(&s.signals, &s.pods, &s.config, &s.state, scope)
         }
     }
 
     #[cfg(feature = "system-cpu-pressure")]
-    impl crate::bindings::exports::vigil::policy::strategy::Guest for Katalyst {
-        fn declare_interest(config: String) -> StrategyInterest {
-            crate::cpu_pressure::interest(&config)
-        }
-
-        fn evaluate(snapshot: Snapshot) -> Result<Decision, String> {
-            let seen = crate::cpu_pressure::Seen {
-                now_ms: snapshot.now_ms,
-                signals: &snapshot.signals,
-                pods: &snapshot.pods,
-                last_met: &snapshot.last_met,
+    mod chosen {
+        use super::*;
+        use crate::cpu_pressure::{self as strategy, Seen};
+        pub use strategy::interest;
+        pub fn evaluate(s: &Snapshot) -> Result<Decision, String> {
+            let seen = Seen {
+                now_ms: s.now_ms,
+                signals: &s.signals,
+                pods: &s.pods,
+                last_met: &s.last_met,
             };
-            crate::cpu_pressure::evaluate(&seen, &snapshot.config, &snapshot.state)
+            strategy::evaluate(&seen, &s.config, &s.state)
         }
-
-        fn top_victims(snapshot: Snapshot, scope: String, n: u32) -> Result<Vec<Eviction>, String> {
-            let mut victims =
-                crate::cpu_pressure::top_victims(&snapshot.pods, &snapshot.config, &scope)?;
-            victims.truncate(n as usize);
-            Ok(victims)
+        pub fn top_victims(s: &Snapshot, scope: &str) -> Result<Vec<Eviction>, String> {
+            strategy::top_victims(&s.pods, &s.config, scope)
         }
     }
 
     #[cfg(feature = "rootfs-pressure")]
+    mod chosen {
+        use super::*;
+        pub use crate::rootfs_pressure::interest;
+        pub fn evaluate(s: &Snapshot) -> Result<Decision, String> {
+            crate::rootfs_pressure::evaluate(&s.signals, &s.pods, &s.config)
+        }
+        pub fn top_victims(s: &Snapshot, scope: &str) -> Result<Vec<Eviction>, String> {
+            crate::rootfs_pressure::top_victims(&s.signals, &s.pods, &s.config, &s.state, scope)
+        }
+    }
+
+    struct Katalyst;
+
     impl crate::bindings::exports::vigil::policy::strategy::Guest for Katalyst {
         fn declare_interest(config: String) -> StrategyInterest {
-            crate::rootfs_pressure::interest(&config)
+            chosen::interest(&config)
         }
 
         fn evaluate(snapshot: Snapshot) -> Result<Decision, String> {
-            crate::rootfs_pressure::evaluate(&snapshot.signals, &snapshot.pods, &snapshot.config)
+            chosen::evaluate(&snapshot)
         }
 
         fn top_victims(snapshot: Snapshot, scope: String, n: u32) -> Result<Vec<Eviction>, String> {
-            let Snapshot {
-                signals,
-                pods,
-                config,
-                state,
-                ..
-            } = &snapshot;
-            let mut victims =
-                crate::rootfs_pressure::top_victims(signals, pods, config, state, &scope)?;
+            let mut victims = chosen::top_victims(&snapshot, &scope)?;
             victims.truncate(n as usize);
             Ok(victims)
         }

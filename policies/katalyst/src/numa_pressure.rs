@@ -29,6 +29,7 @@
 //! `victimMinimumUtilization` of the node's memory (only `reclaimed_cores`
 //! pods while the node is pressed for them), ranked by `rankingMetrics`.
 
+use crate::knobs;
 use crate::ranking::{self, Metric};
 use crate::{Decision, Eviction, Interest, MetLevel, Pod, Signal, StrategyInterest, Threshold};
 use policy_kit::katalyst::{self, QosLevel};
@@ -93,25 +94,16 @@ impl Config {
     /// It is not a JSON object of the fields above.
     pub fn parse(text: &str) -> Result<Self, String> {
         let mut config = Self::default();
-        if text.trim().is_empty() {
+        let Some(fields) = knobs::fields(text)? else {
             return Ok(config);
-        }
-        let value: Value =
-            serde_json::from_str(text).map_err(|e| format!("config is not JSON: {e}"))?;
-        let fields = value.as_object().ok_or("config is not a JSON object")?;
+        };
         let count = |field: &Value, name: &str| {
             field
                 .as_u64()
                 .and_then(|n| u32::try_from(n).ok())
                 .ok_or(format!("{name} must be a whole number"))
         };
-        let grace = |field: &Value, name: &str| match field {
-            Value::Null => Ok(None),
-            field => (field.as_u64().filter(|g| *g > 0).map(Some)).ok_or(format!(
-                "{name} must be a positive number of seconds, or null"
-            )),
-        };
-        for (key, field) in fields {
+        for (key, field) in &fields {
             match key.as_str() {
                 "belowWatermarkTimesThreshold" => config.times_threshold = count(field, key)?,
                 "belowWatermarkTimesReclaimedThreshold" => {
@@ -125,9 +117,9 @@ impl Config {
                         .ok_or("victimMinimumUtilization must be between 0 and 1")?;
                 }
                 "rankingMetrics" => config.ranking_metrics = Metric::parse_list(field, key)?,
-                "gracePeriodSeconds" => config.grace_period_seconds = grace(field, key)?,
+                "gracePeriodSeconds" => config.grace_period_seconds = knobs::grace(field, key)?,
                 "reclaimedGracePeriodSeconds" => {
-                    config.reclaimed_grace_period_seconds = grace(field, key)?;
+                    config.reclaimed_grace_period_seconds = knobs::grace(field, key)?;
                 }
                 other => {
                     return Err(format!(
@@ -184,11 +176,9 @@ impl State {
     /// # Errors
     /// The bytes are not a state this strategy kept.
     pub fn decode(bytes: &[u8]) -> Result<Self, String> {
-        if bytes.is_empty() {
+        let Some(value) = knobs::kept(bytes)? else {
             return Ok(Self::default());
-        }
-        let value: Value =
-            serde_json::from_slice(bytes).map_err(|e| format!("kept state is not JSON: {e}"))?;
+        };
         let mut state = Self::default();
         let field = |name: &str| {
             value[name]

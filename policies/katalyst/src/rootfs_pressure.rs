@@ -21,6 +21,7 @@
 //! calm node too. A line under 20 GiB (or 10 %) is raised to it, as katalyst
 //! does, so a typo cannot evict every pod.
 
+use crate::knobs;
 use crate::ranking;
 use crate::{
     Condition, Decision, Eviction, Interest, MetLevel, Pod, PodFact, Signal, StrategyInterest,
@@ -235,13 +236,10 @@ impl Config {
     /// It is not a JSON object of the fields above.
     pub fn parse(text: &str) -> Result<Self, String> {
         let mut config = Self::default();
-        if text.trim().is_empty() {
+        let Some(fields) = knobs::fields(text)? else {
             return Ok(config);
-        }
-        let value: Value =
-            serde_json::from_str(text).map_err(|e| format!("config is not JSON: {e}"))?;
-        let fields = value.as_object().ok_or("config is not a JSON object")?;
-        for (key, field) in fields {
+        };
+        for (key, field) in &fields {
             let line = || Line::parse(field, key).map(Some);
             match key.as_str() {
                 "minimumFree" => config.minimum_free = line()?,
@@ -259,14 +257,7 @@ impl Config {
                     };
                 }
                 "overuse" => config.overuse = Overuse::parse(field)?,
-                "gracePeriodSeconds" => {
-                    config.grace_period_seconds = match field {
-                        Value::Null => None,
-                        field => Some(field.as_u64().filter(|g| *g > 0).ok_or(
-                            "gracePeriodSeconds must be a positive number of seconds, or null",
-                        )?),
-                    };
-                }
+                "gracePeriodSeconds" => config.grace_period_seconds = knobs::grace(field, key)?,
                 other => return Err(format!("unknown field {other:?}: {FIELDS}")),
             }
         }
@@ -424,12 +415,7 @@ pub fn top_victims(
         ));
     }
     let config = Config::parse(config)?;
-    let state: Value = match kept.is_empty() {
-        true => Value::Null,
-        false => {
-            serde_json::from_slice(kept).map_err(|e| format!("kept state is not JSON: {e}"))?
-        }
-    };
+    let state = knobs::kept(kept)?.unwrap_or_default();
     let (short, minimum, priority_line, what) = match state["short"].as_str() {
         Some("bytes") => (
             Short::Bytes,

@@ -14,7 +14,6 @@
 
 use crate::{Decision, Eviction, Interest, Pod, StrategyInterest};
 use policy_kit::katalyst::{self, QosLevel};
-use serde_json::Value;
 use std::collections::BTreeMap;
 
 /// The strategy's name as vigil ships it.
@@ -44,13 +43,10 @@ impl Config {
             rate_threshold: DEFAULT_RATE,
             pod_filter: BTreeMap::new(),
         };
-        if text.trim().is_empty() {
+        let Some(fields) = crate::knobs::fields(text)? else {
             return Ok(config);
-        }
-        let value: Value =
-            serde_json::from_str(text).map_err(|e| format!("config is not JSON: {e}"))?;
-        let fields = value.as_object().ok_or("config is not a JSON object")?;
-        for (key, field) in fields {
+        };
+        for (key, field) in &fields {
             match key.as_str() {
                 "rateThreshold" => {
                     config.rate_threshold = field

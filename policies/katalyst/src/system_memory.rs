@@ -27,6 +27,7 @@
 //! kswapd steal-rate rule is not called since 2024 (dead code); vigil does
 //! not have it.
 
+use crate::knobs::{self, CoolDown};
 use crate::ranking::{self, Metric};
 use crate::{
     Condition, Decision, Eviction, Interest, MetLevel, Pod, PodFact, ScopeMet, Signal,
@@ -108,15 +109,6 @@ fn seconds(field: &Value, name: &str) -> Result<u64, String> {
         .ok_or(format!("{name} must be a whole number of seconds"))
 }
 
-fn grace(field: &Value, name: &str) -> Result<Option<u64>, String> {
-    match field {
-        Value::Null => Ok(None),
-        field => (field.as_u64().filter(|g| *g > 0).map(Some)).ok_or(format!(
-            "{name} must be a positive number of seconds, or null"
-        )),
-    }
-}
-
 fn psi_rule(field: &Value) -> Result<Option<PsiRule>, String> {
     if field.is_null() {
         return Ok(None);
@@ -152,13 +144,10 @@ impl Config {
     /// It is not a JSON object of the fields above.
     pub fn parse(text: &str) -> Result<Self, String> {
         let mut config = Self::default();
-        if text.trim().is_empty() {
+        let Some(fields) = knobs::fields(text)? else {
             return Ok(config);
-        }
-        let value: Value =
-            serde_json::from_str(text).map_err(|e| format!("config is not JSON: {e}"))?;
-        let fields = value.as_object().ok_or("config is not a JSON object")?;
-        for (key, field) in fields {
+        };
+        for (key, field) in &fields {
             match key.as_str() {
                 "freeMemoryThresholdMinimum" => {
                     config.free_memory_threshold_minimum = match field {
@@ -178,9 +167,9 @@ impl Config {
                         .ok_or("victimMinimumUtilization must be between 0 and 1")?;
                 }
                 "rankingMetrics" => config.ranking_metrics = Metric::parse_list(field, key)?,
-                "gracePeriodSeconds" => config.grace_period_seconds = grace(field, key)?,
+                "gracePeriodSeconds" => config.grace_period_seconds = knobs::grace(field, key)?,
                 "reclaimedGracePeriodSeconds" => {
-                    config.reclaimed_grace_period_seconds = grace(field, key)?;
+                    config.reclaimed_grace_period_seconds = knobs::grace(field, key)?;
                 }
                 other => return Err(format!("unknown field {other:?}: {FIELDS}")),
             }
@@ -227,12 +216,10 @@ pub enum Action {
 /// What the strategy keeps between cycles.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct State {
-    /// The last cycle's time (ms since the epoch).
-    pub previous_ms: Option<i64>,
+    /// The last cycle, and the last victim.
+    pub cool_down: CoolDown,
     /// Since when the pods' PSI has held at `fullThreshold`.
     pub psi_since_ms: Option<i64>,
-    /// When the last victim was chosen.
-    pub last_victim_ms: Option<i64>,
     /// What this cycle's pressure calls for (read by `top-victims`).
     pub action: Option<Action>,
 }
@@ -243,12 +230,9 @@ impl State {
     /// # Errors
     /// The bytes are not a state this strategy kept.
     pub fn decode(bytes: &[u8]) -> Result<Self, String> {
-        if bytes.is_empty() {
+        let Some(value) = knobs::kept(bytes)? else {
             return Ok(Self::default());
-        }
-        let value: Value =
-            serde_json::from_slice(bytes).map_err(|e| format!("kept state is not JSON: {e}"))?;
-        let time = |key: &str| value[key].as_i64();
+        };
         let action = match value["action"].as_str() {
             None => None,
             Some("reclaimed") => Some(Action::Reclaimed),
@@ -256,9 +240,8 @@ impl State {
             Some(other) => return Err(format!("kept action {other:?} is unknown")),
         };
         Ok(Self {
-            previous_ms: time("previousMs"),
-            psi_since_ms: time("psiSinceMs"),
-            last_victim_ms: time("lastVictimMs"),
+            cool_down: CoolDown::of(&value),
+            psi_since_ms: value["psiSinceMs"].as_i64(),
             action,
         })
     }
@@ -269,14 +252,9 @@ impl State {
             Action::Reclaimed => "reclaimed",
             Action::Evict => "evict",
         });
-        json!({
-            "previousMs": self.previous_ms,
-            "psiSinceMs": self.psi_since_ms,
-            "lastVictimMs": self.last_victim_ms,
-            "action": action,
-        })
-        .to_string()
-        .into_bytes()
+        let mut value = json!({"psiSinceMs": self.psi_since_ms, "action": action});
+        self.cool_down.write(&mut value);
+        value.to_string().into_bytes()
     }
 }
 
@@ -347,9 +325,9 @@ fn psi_action(rule: &PsiRule, seen: &Seen<'_>, state: &mut State) -> Option<Acti
 pub fn evaluate(seen: &Seen<'_>, config: &str, kept: &[u8]) -> Result<Decision, String> {
     let config = Config::parse(config)?;
     let mut state = State::decode(kept)?;
-    if seen.last_met.iter().any(|m| m.scope == SCOPE && m.victim) {
-        state.last_victim_ms = state.previous_ms;
-    }
+    state
+        .cool_down
+        .advance(seen.last_met, Some(SCOPE), seen.now_ms);
     let mut action = None;
     let mut compared = None;
     if let (Some(free), Some(scale)) = (
@@ -381,10 +359,7 @@ pub fn evaluate(seen: &Seen<'_>, config: &str, kept: &[u8]) -> Result<Decision, 
         }
     }
     state.action = action;
-    state.previous_ms = Some(seen.now_ms);
-    let cooling = state.last_victim_ms.is_some_and(|at| {
-        u64::try_from(seen.now_ms - at).unwrap_or(0) < config.cool_down_seconds * 1000
-    });
+    let cooling = (state.cool_down).cooling(seen.now_ms, config.cool_down_seconds);
     let thresholds = match (action, compared) {
         (Some(_), Some((signal, observed, threshold))) => vec![Threshold {
             met: if cooling {
