@@ -53,8 +53,14 @@ def functions(lines):
 
 
 def test_module_start(lines):
+    """Where an inline `mod tests { … }` block starts; a `mod tests;`
+    declaration (its tests in their own file) ends nothing."""
     for i, line in enumerate(lines):
-        if line.startswith("#[cfg(test)]") and i + 1 < len(lines) and lines[i + 1].startswith("mod "):
+        if (
+            line.startswith("#[cfg(test)]")
+            and i + 1 < len(lines)
+            and re.match(r"(pub(\(crate\))? )?mod \w+ \{", lines[i + 1])
+        ):
             return i
     return len(lines)
 

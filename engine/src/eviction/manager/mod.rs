@@ -98,6 +98,13 @@ struct Answers {
     soft: Vec<(String, Eviction)>,
 }
 
+/// Reclaim already under way: a pod terminating for another reason, and
+/// the kubelet's evictions by resource.
+struct Reclaiming {
+    terminating: Option<String>,
+    kubelet: Vec<(Option<Resource>, String)>,
+}
+
 /// The eviction loop's state between cycles.
 pub struct EvictionManager {
     policies: Arc<dyn Policies>,
@@ -222,26 +229,17 @@ impl EvictionManager {
     /// to evict now to the caller in [`CycleReport::requested`]. Each
     /// request's result must come back through [`EvictionManager::outcome`].
     /// `node` is consumed: its pods become the strategies' snapshot as they
-    /// are, without a copy.
+    /// are, without a copy. Its phases: what settled since the last cycle,
+    /// the strategies' answers and what they hold, a victim for each
+    /// threshold past its grace, then force and soft candidates.
     pub fn cycle(&mut self, now: SystemTime, node: NodeState) -> CycleReport {
         let mut report = CycleReport::default();
-        let present: HashSet<&str> = node
-            .pods
-            .iter()
-            .map(|p| p.uid.as_str())
-            .chain(node.terminating.iter().map(|t| t.uid.as_str()))
-            .collect();
-        report.gone = self
-            .queue
-            .settle(now, &present, self.settings.in_flight_timeout);
-        self.dry_runs.retain(|_, until| *until > now);
-        let window = self.settings.pdb_override_window;
-        self.overridden
-            .retain(|_, at| now.duration_since(*at).unwrap_or_default() < window);
+        self.settle(now, &node, &mut report);
         self.facts = node.facts;
-        let ranking = node.ranking;
-        let terminating = self.foreign_terminating(now, &node.terminating);
-        let kubelet = self.kubelet_reclaiming(now, &node.kubelet_evictions);
+        let reclaiming = Reclaiming {
+            terminating: self.foreign_terminating(now, &node.terminating),
+            kubelet: self.kubelet_reclaiming(now, &node.kubelet_evictions),
+        };
         let mut pods = node.pods;
         pods.retain(|p| !self.queue.in_flight(&p.uid));
         let mut snapshot = Snapshot {
@@ -258,8 +256,61 @@ impl EvictionManager {
         strategies.retain(|name| self.settings.policy(name).enabled);
         strategies.sort();
         let answers = self.ask_strategies(&strategies, &mut snapshot, &mut report);
+        let met = self.held(now, &strategies, &answers, &snapshot, &mut report);
+
+        // Queued at once, so a later threshold that picks the same pod shares
+        // it. A report-only threshold has its condition and nobody evicted.
+        let evicting = |m: &&MetThreshold| m.past_grace && m.threshold.met != MetLevel::Report;
+        let ranks = met.iter().any(|m| evicting(&m))
+            || !answers.force.is_empty()
+            || !answers.soft.is_empty();
+        if ranks && let Some(ranking) = node.ranking {
+            ranking.read(&mut snapshot.pods);
+        }
+        for threshold in met.iter().filter(evicting) {
+            self.evict_for(now, threshold, &reclaiming, &mut snapshot, &mut report);
+        }
+        self.propose(now, &answers, &snapshot, &mut report);
+        report.thresholds = met;
+        self.drop_unwanted(&report.thresholds, &answers);
+        let started = self.queue.start(now, self.settings.burst);
+        report.requested.extend(started.requested);
+        report.deferred = started.deferred;
+        report.in_flight = self.queue.in_flight_count();
+        report
+    }
+
+    /// What settled since the last cycle: the calls whose pods are gone,
+    /// expired dry runs and PDB overrides.
+    fn settle(&mut self, now: SystemTime, node: &NodeState, report: &mut CycleReport) {
+        let present: HashSet<&str> = node
+            .pods
+            .iter()
+            .map(|p| p.uid.as_str())
+            .chain(node.terminating.iter().map(|t| t.uid.as_str()))
+            .collect();
+        report.gone = self
+            .queue
+            .settle(now, &present, self.settings.in_flight_timeout);
+        self.dry_runs.retain(|_, until| *until > now);
+        let window = self.settings.pdb_override_window;
+        self.overridden
+            .retain(|_, at| now.duration_since(*at).unwrap_or_default() < window);
+    }
+
+    /// What the strategies' thresholds hold at `now` (the tracker's met
+    /// thresholds, conditions, and what sits beside the kubelet), what the
+    /// strategies no longer enabled kept forgotten.
+    fn held(
+        &mut self,
+        now: SystemTime,
+        strategies: &[String],
+        answers: &Answers,
+        snapshot: &Snapshot,
+        report: &mut CycleReport,
+    ) -> Vec<MetThreshold> {
         let met = self.tracker.observe(now, &answers.thresholds);
-        self.tracker.forget_unless(&strategies);
+        self.tracker.forget_unless(strategies);
         self.last_threshold
             .retain(|name, _| strategies.contains(name));
         self.kept.retain(|name, _| strategies.contains(name));
@@ -276,56 +327,7 @@ impl EvictionManager {
             met.iter()
                 .any(|m| &m.strategy == strategy && &m.threshold.scope == scope)
         });
-
-        // Queued at once, so a later threshold that picks the same pod shares
-        // it. A report-only threshold has its condition and nobody evicted.
-        let evicting = |m: &&MetThreshold| m.past_grace && m.threshold.met != MetLevel::Report;
-        let ranks = met.iter().any(|m| evicting(&m))
-            || !answers.force.is_empty()
-            || !answers.soft.is_empty();
-        if ranks && let Some(ranking) = ranking {
-            ranking.read(&mut snapshot.pods);
-        }
-        for threshold in met.iter().filter(evicting) {
-            let resource = catalogue::resource(&threshold.threshold.signal);
-            let by_kubelet = kubelet
-                .iter()
-                .find(|(r, _)| r.is_none() || *r == resource)
-                .map(|(_, pod)| Reclaim::Kubelet(pod.clone()));
-            let by_other = terminating.clone().map(Reclaim::Terminating);
-            if let Some(by) = by_kubelet.or(by_other) {
-                report.skipped.push(Skipped::Reclaiming {
-                    strategy: threshold.strategy.clone(),
-                    scope: threshold.threshold.scope.clone(),
-                    by,
-                });
-                continue;
-            }
-            let chosen = self.threshold_victim(now, threshold, &mut snapshot, &mut report);
-            if chosen.is_some() {
-                self.victim_chosen(&threshold.strategy, &threshold.threshold.scope);
-            }
-            let signal = threshold.threshold.signal.as_str();
-            self.enqueue(now, chosen.into_iter().collect(), Some(signal), &mut report);
-        }
-        let mut chosen = self.force_victims(&answers.force, &snapshot.pods, &mut report);
-        let forced: HashSet<&str> = answers.force.iter().map(|(_, e)| e.uid.as_str()).collect();
-        let soft: Vec<_> = answers
-            .soft
-            .iter()
-            .filter(|(_, e)| !forced.contains(e.uid.as_str()))
-            .cloned()
-            .collect();
-        chosen.extend(self.best_soft_candidate(&soft, &snapshot.pods, &mut report));
-        report.thresholds = met;
-
-        self.enqueue(now, chosen, None, &mut report);
-        self.drop_unwanted(&report.thresholds, &answers);
-        let started = self.queue.start(now, self.settings.burst);
-        report.requested.extend(started.requested);
-        report.deferred = started.deferred;
-        report.in_flight = self.queue.in_flight_count();
-        report
+        met
     }
 
     /// Records the result of the eviction call for `victim`: accepted, the

@@ -2,18 +2,71 @@
 //! its strategy's ranking (passing over pods refused lately, and the PDB
 //! override when every one is refused by budgets), force evictions, the best
 //! soft candidate, and the sorter's validation with the host's protection of
-//! static, mirror and critical pods.
+//! static, mirror and critical pods; a threshold waits while reclaim of its
+//! resource is under way.
 
 use super::report::{Call, CycleReport, Reclaim, Refusal, Skipped, Victim, Why, Withheld};
-use super::{EvictionManager, FALLBACK_SORTER, HOST};
+use super::{Answers, EvictionManager, FALLBACK_SORTER, HOST, Reclaiming};
 use crate::eviction::policies::Which;
 use crate::eviction::queue::Urgency;
 use crate::eviction::tracker::MetThreshold;
 use crate::model::{Candidate, Eviction, MetLevel, Pod, Snapshot, Sorted};
-use std::collections::{BTreeMap, HashMap};
+use crate::signals::catalogue;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::{Duration, SystemTime};
 
 impl EvictionManager {
+    /// A victim for `threshold`, unless reclaim of its resource is already
+    /// under way.
+    pub(super) fn evict_for(
+        &mut self,
+        now: SystemTime,
+        threshold: &MetThreshold,
+        reclaiming: &Reclaiming,
+        snapshot: &mut Snapshot,
+        report: &mut CycleReport,
+    ) {
+        let resource = catalogue::resource(&threshold.threshold.signal);
+        let by_kubelet = (reclaiming.kubelet.iter())
+            .find(|(r, _)| r.is_none() || *r == resource)
+            .map(|(_, pod)| Reclaim::Kubelet(pod.clone()));
+        let by_other = reclaiming.terminating.clone().map(Reclaim::Terminating);
+        if let Some(by) = by_kubelet.or(by_other) {
+            report.skipped.push(Skipped::Reclaiming {
+                strategy: threshold.strategy.clone(),
+                scope: threshold.threshold.scope.clone(),
+                by,
+            });
+            return;
+        }
+        let chosen = self.threshold_victim(now, threshold, snapshot, report);
+        if chosen.is_some() {
+            self.victim_chosen(&threshold.strategy, &threshold.threshold.scope);
+        }
+        let signal = threshold.threshold.signal.as_str();
+        self.enqueue(now, chosen.into_iter().collect(), Some(signal), report);
+    }
+
+    /// The force evictions, and the soft candidate the sorter puts first.
+    pub(super) fn propose(
+        &mut self,
+        now: SystemTime,
+        answers: &Answers,
+        snapshot: &Snapshot,
+        report: &mut CycleReport,
+    ) {
+        let mut chosen = self.force_victims(&answers.force, &snapshot.pods, report);
+        let forced: HashSet<&str> = answers.force.iter().map(|(_, e)| e.uid.as_str()).collect();
+        let soft: Vec<_> = answers
+            .soft
+            .iter()
+            .filter(|(_, e)| !forced.contains(e.uid.as_str()))
+            .cloned()
+            .collect();
+        chosen.extend(self.best_soft_candidate(&soft, &snapshot.pods, report));
+        self.enqueue(now, chosen, None, report);
+    }
+
     /// The victim for a threshold past its grace period, unless a victim
     /// chosen for it earlier is still waiting or terminating: the strategy
     /// ranks every pod (`top-victims`), the sorter refuses and orders them,
