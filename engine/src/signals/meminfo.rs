@@ -10,8 +10,9 @@ pub struct MemInfo {
     pub total: u64,
     /// `MemFree`.
     pub free: u64,
-    /// `MemAvailable`.
-    pub available: u64,
+    /// `MemAvailable`: the kernel's estimate, not what the kubelet judges
+    /// by (`memory.available` is [`MemInfo::available`]).
+    pub mem_available: u64,
     /// `Inactive(file)`.
     pub inactive_file: u64,
 }
@@ -39,7 +40,7 @@ impl MemInfo {
         Ok(Self {
             total: field("MemTotal")?,
             free: field("MemFree")?,
-            available: field("MemAvailable")?,
+            mem_available: field("MemAvailable")?,
             inactive_file: field("Inactive(file)")?,
         })
     }
@@ -63,7 +64,7 @@ mod tests {
     fn parses_this_machines_meminfo() {
         let info = MemInfo::parse(Path::new("meminfo"), include_str!("fixtures/meminfo")).unwrap();
         assert_eq!(info.total, 24_684_096 * 1024);
-        assert!(info.free <= info.total && info.available <= info.total);
+        assert!(info.free <= info.total && info.mem_available <= info.total);
         assert!(info.working_set() < info.total);
     }
 
