@@ -81,11 +81,19 @@ impl NodeFiles {
     /// `/proc/meminfo` of a node of `total` bytes with `available` bytes
     /// available (free, no inactive file pages), to the kB.
     pub fn meminfo(&self, total: u64, available: u64) {
-        let (total_kib, free_kib) = (total / 1024, available / 1024);
+        self.meminfo_with_free(total, available, available);
+    }
+
+    /// `/proc/meminfo` with `free` bytes free and the rest of `available`
+    /// in inactive page cache (the kubelet counts it reclaimable).
+    pub fn meminfo_with_free(&self, total: u64, available: u64, free: u64) {
+        let (total_kib, available_kib) = (total / 1024, available / 1024);
+        let free_kib = free.min(available) / 1024;
+        let cache_kib = available_kib - free_kib;
         self.write(
             "proc/meminfo",
             &format!(
-                "MemTotal: {total_kib} kB\nMemFree: {free_kib} kB\nMemAvailable: {free_kib} kB\nInactive(file): 0 kB\n"
+                "MemTotal: {total_kib} kB\nMemFree: {free_kib} kB\nMemAvailable: {available_kib} kB\nInactive(file): {cache_kib} kB\n"
             ),
         );
     }

@@ -89,6 +89,15 @@ async fn rss_overuse_evicts_the_same_pod_at_the_same_time_as_simulate() {
     replays_as_simulated("rss-overuse.yaml", 1).await;
 }
 
+/// katalyst's system memory pressure: free memory under the scaled
+/// watermark while `memory.available` is healthy, read from the node's
+/// `/proc/meminfo` and `watermark_scale_factor`, the victim ranked by its
+/// memory on the NUMA node with the fewest free pages (the testbed's one).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn system_memory_pressure_evicts_the_same_pod_at_the_same_time_as_simulate() {
+    replays_as_simulated("system-memory-pressure.yaml", 1).await;
+}
+
 /// Replays the bundled scenario `file`, which evicts at least `at_least`
 /// pods in `vigil simulate`, and compares.
 async fn replays_as_simulated(file: &str, at_least: usize) {
@@ -183,10 +192,36 @@ async fn replays_as_simulated(file: &str, at_least: usize) {
             files.cgroup_bytes(&cgroup(spec, spec.qos().into()), bytes as u64);
         }
         let total = scenario.node.memory;
-        files.meminfo(total as u64, (total - used).max(0.0) as u64);
+        let available = (total - used).max(0.0);
+        match scenario.signals.get("memory.free") {
+            // Free memory apart from what is available: page cache.
+            Some(free) => {
+                files.meminfo_with_free(total as u64, available as u64, free.at(t) as u64)
+            }
+            None => files.meminfo(total as u64, available as u64),
+        }
+        if let Some(factor) = scenario.signals.get("vm.watermarkScaleFactor") {
+            files.write(
+                "proc/sys/vm/watermark_scale_factor",
+                &format!("{}\n", factor.at(t)),
+            );
+        }
+        for spec in &present {
+            // All of a pod's memory on NUMA node 0, the testbed's one node.
+            let numa = format!("anon N0={}\nfile N0=0\n", spec.memory.at(t) as u64);
+            files.write(
+                &format!(
+                    "cgroup/{}/memory.numa_stat",
+                    cgroup(spec, spec.qos().into())
+                ),
+                &numa,
+            );
+        }
         fill(&mut pods_writer, server.list("pods"));
 
         let now = SystemTime::UNIX_EPOCH + START + t;
+        // What the strategies declare is what the source reads, as the runner tells it.
+        source.want(manager.wanted());
         let state = source.observe();
         let report = manager.cycle_through(now, &state, &killer).await;
         source.decided(&report);
