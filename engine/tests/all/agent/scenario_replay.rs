@@ -64,6 +64,55 @@ fn cgroup(spec: &PodSpec, qos: QosClass) -> String {
     }
 }
 
+/// A pod's `memory.numa_stat` at `t` (cgroup v2's format): its memory
+/// per NUMA node as the scenario gives it, else all of it on node 0.
+fn numa_stat(spec: &PodSpec, t: Duration) -> String {
+    let nodes: Vec<(u32, u64)> = match spec.numa_memory.is_empty() {
+        true => vec![(0, spec.memory.at(t) as u64)],
+        false => (spec.numa_memory.iter())
+            .map(|(node, timeline)| (*node, timeline.at(t) as u64))
+            .collect(),
+    };
+    let anon: Vec<String> = nodes.iter().map(|(n, b)| format!("N{n}={b}")).collect();
+    let file: Vec<String> = nodes.iter().map(|(n, _)| format!("N{n}=0")).collect();
+    format!("anon {}\nfile {}\n", anon.join(" "), file.join(" "))
+}
+
+/// `/proc/zoneinfo` at `t` from the scenario's NUMA signals (each node one
+/// Normal zone of the size its `numa.N.memory.free` capacity gives), if it
+/// has any.
+fn zoneinfo(scenario: &Scenario, t: Duration) -> Option<String> {
+    let page = rustix::param::page_size() as f64;
+    let mut nodes: Vec<u32> = (scenario.signals.keys())
+        .filter_map(|name| name.strip_prefix("numa.")?.split_once('.')?.0.parse().ok())
+        .collect();
+    nodes.dedup();
+    if nodes.is_empty() {
+        return None;
+    }
+    let pages = |name: String| {
+        let bytes = scenario.signals.get(&name).map_or(0.0, |s| s.at(t));
+        (bytes / page) as u64
+    };
+    let mut text = String::new();
+    for node in nodes {
+        let managed = (scenario
+            .signal_capacities
+            .get(&format!("numa.{node}.memory.free")))
+        .map_or(0, |c| (c.0 / page) as u64);
+        let zone = |level: &str| pages(format!("numa.{node}.zone.normal.{level}"));
+        text.push_str(&format!(
+            "Node {node}, zone   Normal\n  pages free     {}\n        min      {}\n        low      {}\n        high     {}\n        managed  {managed}\n      nr_zone_inactive_file {}\n",
+            zone("free"),
+            zone("min"),
+            zone("low"),
+            zone("high"),
+            zone("inactiveFile"),
+        ));
+    }
+    Some(text)
+}
+
 /// Fills `store` with `objects`, as a watcher's initial list would.
 fn fill<K: kube::Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned>(
     writer: &mut reflector::store::Writer<K>,
@@ -87,6 +136,14 @@ async fn hard_memory_pressure_evicts_the_same_pods_at_the_same_times_as_simulate
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rss_overuse_evicts_the_same_pod_at_the_same_time_as_simulate() {
     replays_as_simulated("rss-overuse.yaml", 1).await;
+}
+
+/// katalyst's NUMA memory pressure: NUMA node 1 starved while the node
+/// is not, read from the node's `/proc/zoneinfo` and each pod's
+/// `memory.numa_stat`, one victim for node 1 at a time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn numa_pressure_evicts_the_same_pods_at_the_same_times_as_simulate() {
+    replays_as_simulated("numa-pressure.yaml", 2).await;
 }
 
 /// katalyst's system memory pressure: free memory under the scaled
@@ -206,15 +263,16 @@ async fn replays_as_simulated(file: &str, at_least: usize) {
                 &format!("{}\n", factor.at(t)),
             );
         }
+        if let Some(zoneinfo) = zoneinfo(&scenario, t) {
+            files.write("proc/zoneinfo", &zoneinfo);
+        }
         for spec in &present {
-            // All of a pod's memory on NUMA node 0, the testbed's one node.
-            let numa = format!("anon N0={}\nfile N0=0\n", spec.memory.at(t) as u64);
             files.write(
                 &format!(
                     "cgroup/{}/memory.numa_stat",
                     cgroup(spec, spec.qos().into())
                 ),
-                &numa,
+                &numa_stat(spec, t),
             );
         }
         fill(&mut pods_writer, server.list("pods"));
