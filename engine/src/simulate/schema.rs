@@ -82,8 +82,8 @@ fn kind(property: &Value, defs: &Value) -> String {
             return format!("map of name to {}", kind(values, defs));
         }
         // Keys by pattern: numbers, here (NUMA nodes).
-        if let Some(values) = (property.get("patternProperties"))
-            .and_then(|p| p.as_object()?.values().next())
+        if let Some(values) =
+            (property.get("patternProperties")).and_then(|p| p.as_object()?.values().next())
         {
             return format!("map of number to {}", kind(values, defs));
         }
