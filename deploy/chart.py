@@ -76,6 +76,34 @@ def agent(daemonset):
     return daemonset["spec"]["template"]["spec"]["containers"][0]
 
 
+def agent_args(base_args, compiling_args, values):
+    """The agent's arguments as the template writes them: the cgroup driver
+    a value (set in `values`), those the compile-on-node component replaces
+    or adds under its switch, then the extra ones."""
+    args = []
+    for i, arg in enumerate(base_args):
+        if arg.startswith("--cgroup-driver="):
+            values["cgroupDriver"] = arg.split("=", 1)[1]
+            args.append("- --cgroup-driver={{ .Values.cgroupDriver }}")
+            continue
+        if compiling_args[i] != arg:
+            arg = (
+                f"{{{{ if .Values.components.compileOnNode.enabled }}}}{compiling_args[i]}"
+                f"{{{{ else }}}}{arg}{{{{ end }}}}"
+            )
+            args.append(f"- {arg}")
+            continue
+        args.append(dump([arg]).rstrip())
+    added = compiling_args[len(base_args):]
+    if added:
+        args.append("{{- if .Values.components.compileOnNode.enabled }}")
+        args += [dump([a]).rstrip() for a in added]
+        args.append("{{- end }}")
+    args += ["{{- range .Values.extraArgs }}", "- {{ . | quote }}", "{{- end }}"]
+    assert values["cgroupDriver"], "the DaemonSet names no cgroup driver"
+    return args
+
+
 def daemonset_template(base, compiling, version):
     """The DaemonSet with its values, and those values' defaults."""
     ds = json.loads(json.dumps(base))
@@ -119,31 +147,7 @@ def daemonset_template(base, compiling, version):
     spec["containers"][0]["resources"] = "__RESOURCES__"
     spec["containers"][0]["args"] = "__ARGS__"
 
-    # The agent's arguments: the cgroup driver a value, those the
-    # compile-on-node component replaces or adds under its switch, then
-    # the extra ones.
-    args = []
-    base_args, compiling_args = main["args"], changed["args"]
-    for i, arg in enumerate(base_args):
-        if arg.startswith("--cgroup-driver="):
-            values["cgroupDriver"] = arg.split("=", 1)[1]
-            args.append("- --cgroup-driver={{ .Values.cgroupDriver }}")
-            continue
-        if compiling_args[i] != arg:
-            arg = (
-                f"{{{{ if .Values.components.compileOnNode.enabled }}}}{compiling_args[i]}"
-                f"{{{{ else }}}}{arg}{{{{ end }}}}"
-            )
-            args.append(f"- {arg}")
-            continue
-        args.append(dump([arg]).rstrip())
-    added = compiling_args[len(base_args):]
-    if added:
-        args.append("{{- if .Values.components.compileOnNode.enabled }}")
-        args += [dump([a]).rstrip() for a in added]
-        args.append("{{- end }}")
-    args += ["{{- range .Values.extraArgs }}", "- {{ . | quote }}", "{{- end }}"]
-    assert values["cgroupDriver"], "the DaemonSet names no cgroup driver"
+    args = agent_args(main["args"], changed["args"], values)
 
     text = template(ds)
     for token, value in {

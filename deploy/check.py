@@ -36,6 +36,13 @@ def one(docs, kind):
 
 
 def check_privilege(docs):
+    check_pod(docs)
+    check_roles(docs)
+    check_admission(docs)
+
+
+def check_pod(docs):
+    """The DaemonSet's pod: confined, its mounts and flags as shipped."""
     daemonset = one(docs, "DaemonSet")
     pod = daemonset.get("spec", {}).get("template", {}).get("spec", {})
     if pod.get("nodeSelector", {}).get("kubernetes.io/os") != "linux":
@@ -93,7 +100,9 @@ def check_privilege(docs):
             if not path.endswith("/vigil-statfs") or volume["hostPath"].get("type") != "DirectoryOrCreate":
                 fail(where, "not an empty vigil-statfs directory made by the kubelet (DirectoryOrCreate)")
 
-    # ConfigMaps only in vigil's namespace; no Secret but by name.
+
+def check_roles(docs):
+    """ConfigMaps only in vigil's namespace; no Secret but by name; no wildcard."""
     for role in (d for d in docs if d["kind"] in ("ClusterRole", "Role")):
         where = f"{role['kind']} {role['metadata']['name']}"
         for rule in role.get("rules", []):
@@ -105,7 +114,9 @@ def check_privilege(docs):
             if "*" in resources or "*" in rule.get("verbs", []):
                 fail(where, "grants a wildcard")
 
-    # One node's agent acts on its own node only.
+
+def check_admission(docs):
+    """One node's agent acts on its own node only."""
     policy = one(docs, "ValidatingAdmissionPolicy")
     binding = one(docs, "ValidatingAdmissionPolicyBinding")
     account = one(docs, "ServiceAccount")
