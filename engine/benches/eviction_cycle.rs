@@ -110,22 +110,27 @@ fn ms(d: Duration) -> String {
     format!("{:.2} ms", d.as_secs_f64() * 1e3)
 }
 
+/// The times of 200 cycles of `manager` on `calm`. The cycle takes the
+/// node's state, as the agent hands over each observation: a copy is made
+/// before the clock starts.
+fn calm_cycles(manager: &mut EvictionManager, calm: &NodeState) -> Vec<Duration> {
+    (0..200)
+        .map(|_| {
+            let calm = calm.clone();
+            let t = Instant::now();
+            manager.cycle(SystemTime::now(), calm);
+            t.elapsed()
+        })
+        .collect()
+}
+
 fn cycle_times(registry: &Arc<Registry>) {
     println!("decision cycle with the default policies (median)");
     println!("{:>6} {:>12} {:>16}", "pods", "calm", "hard pressure");
     for pods in [110, 500, 1000] {
         let (calm, pressed) = (node(pods, 8192), node(pods, 50));
         let mut manager = EvictionManager::new(registry.clone(), EvictionSettings::default());
-        // The cycle takes the node's state, as the agent hands over each
-        // observation: a copy is made before the clock starts.
-        let calm_times = (0..200)
-            .map(|_| {
-                let calm = calm.clone();
-                let t = Instant::now();
-                manager.cycle(SystemTime::now(), calm);
-                t.elapsed()
-            })
-            .collect();
+        let calm_times = calm_cycles(&mut manager, &calm);
         let pressed_times = (0..30)
             .map(|_| {
                 // A fresh manager each time, so every cycle picks and evicts a victim.
@@ -185,21 +190,12 @@ fn katalyst_costs(registry: &Arc<Registry>) {
         for name in KATALYST {
             let policy = vigil::eviction::PolicySettings {
                 enabled,
-                config: r#"{}"#.into(),
                 ..vigil::eviction::PolicySettings::default()
             };
             settings.policies.insert(name.to_owned(), policy);
         }
         let mut manager = EvictionManager::new(registry.clone(), settings);
-        let times = (0..200)
-            .map(|_| {
-                let calm = calm.clone();
-                let t = Instant::now();
-                manager.cycle(SystemTime::now(), calm);
-                t.elapsed()
-            })
-            .collect();
-        median(times)
+        median(calm_cycles(&mut manager, &calm))
     };
     let (off, on) = (time(false), time(true));
     println!(

@@ -43,6 +43,9 @@ struct State {
     files: HashMap<PathBuf, Kept>,
     /// Counts sweeps: a file read since the last one carries its number.
     generation: u64,
+    /// Where each read lands (kept, so a cycle's hundreds of reads
+    /// allocate only their text).
+    buffer: Vec<u8>,
 }
 
 #[derive(Debug)]
@@ -77,26 +80,30 @@ impl KeptFiles {
     /// The file cannot be opened or read.
     pub fn read(&self, path: &Path) -> io::Result<String> {
         let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        let generation = state.generation;
-        if let Some(kept) = state.files.get_mut(path) {
-            match read_from_start(&kept.file) {
+        let State {
+            files,
+            generation,
+            buffer,
+        } = &mut *state;
+        if let Some(kept) = files.get_mut(path) {
+            match read_from_start(&kept.file, buffer) {
                 Ok(text) => {
-                    kept.read_in = generation;
+                    kept.read_in = *generation;
                     return Ok(text);
                 }
                 Err(_) => {
-                    state.files.remove(path);
+                    files.remove(path);
                 }
             }
         }
         let file = File::open(path)?;
-        let text = read_from_start(&file)?;
-        if state.files.len() < self.capacity && is_virtual(&file) {
+        let text = read_from_start(&file, buffer)?;
+        if files.len() < self.capacity && is_virtual(&file) {
             let kept = Kept {
                 file,
-                read_in: generation,
+                read_in: *generation,
             };
-            state.files.insert(path.to_owned(), kept);
+            files.insert(path.to_owned(), kept);
         }
         Ok(text)
     }
@@ -120,12 +127,15 @@ impl KeptFiles {
     }
 }
 
-/// Reads `file` whole from offset 0, whatever was read of it before. A
+/// Reads `file` whole from offset 0 into `bytes` (grown as needed, never
+/// shrunk), whatever was read of it before. A
 /// read that leaves room in the buffer is taken as the end: the kernel
 /// hands a generated file's whole text to a read that has room for it,
 /// and a regular file's rest (saving a second call per file).
-fn read_from_start(file: &File) -> io::Result<String> {
-    let mut bytes = vec![0; 4096];
+fn read_from_start(file: &File, bytes: &mut Vec<u8>) -> io::Result<String> {
+    if bytes.len() < 4096 {
+        bytes.resize(4096, 0);
+    }
     let mut len = 0;
     loop {
         if len == bytes.len() {
@@ -141,8 +151,8 @@ fn read_from_start(file: &File) -> io::Result<String> {
             Err(error) => return Err(error),
         }
     }
-    bytes.truncate(len);
-    String::from_utf8(bytes).map_err(|error| io::Error::new(io::ErrorKind::InvalidData, error))
+    String::from_utf8(bytes[..len].to_vec())
+        .map_err(|error| io::Error::new(io::ErrorKind::InvalidData, error))
 }
 
 /// Whether `file` lives on a filesystem that generates it at each read.
@@ -227,6 +237,25 @@ mod tests {
         let error = files.read(&path).unwrap_err();
         assert_eq!(error.kind(), io::ErrorKind::NotFound, "{error}");
         assert!(files.is_empty(), "the removed cgroup's file is closed");
+    }
+
+    #[test]
+    fn a_text_longer_than_the_buffer_is_read_whole_and_bytes_not_utf8_are_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let (long, binary) = (dir.path().join("long"), dir.path().join("binary"));
+        let text = "x".repeat(10_000);
+        std::fs::write(&long, &text).unwrap();
+        std::fs::write(&binary, [0xff, 0xfe]).unwrap();
+        let files = KeptFiles::new(8);
+        assert_eq!(files.read(&long).unwrap(), text);
+        std::fs::write(&long, "short").unwrap();
+        assert_eq!(
+            files.read(&long).unwrap(),
+            "short",
+            "a grown buffer reads less"
+        );
+        let error = files.read(&binary).unwrap_err();
+        assert_eq!(error.kind(), io::ErrorKind::InvalidData);
     }
 
     #[test]

@@ -20,11 +20,11 @@
 //! only). Victims are ranked by the pressed metric's per-pod form (vigil's
 //! per-pod CPU usage stands for both), then `rankingMetrics`.
 
-use crate::knobs::{self, CoolDown};
+use crate::knobs::{self, CoolDown, Seen};
 use crate::ranking::{self, Metric};
 use crate::{
-    Condition, Decision, Eviction, Interest, MetLevel, Pod, QosClass, ScopeMet, Signal,
-    StrategyInterest, Threshold,
+    Condition, Decision, Eviction, Interest, MetLevel, Pod, QosClass, Signal, StrategyInterest,
+    Threshold,
 };
 use policy_kit::katalyst::{self, QosLevel};
 use serde_json::{Value, json};
@@ -334,18 +334,6 @@ fn judge(config: &Config, bounds: &Bounds, ring: &VecDeque<Sample>) -> Option<(M
     } else {
         None
     }
-}
-
-/// What a cycle sees: the snapshot's parts this strategy reads.
-pub struct Seen<'a> {
-    /// The snapshot's time (ms since the epoch).
-    pub now_ms: i64,
-    /// Node signals.
-    pub signals: &'a [Signal],
-    /// Pods (empty unless `checkCpuManager` or the pod-aggregated mode).
-    pub pods: &'a [Pod],
-    /// How its threshold was met last cycle.
-    pub last_met: &'a [ScopeMet],
 }
 
 /// One cycle: a sample into each ring, and the most severe pressure.

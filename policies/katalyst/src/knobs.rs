@@ -1,10 +1,40 @@
-//! What every strategy here reads the same way: its config's JSON object,
-//! a grace period, its kept state's JSON, and the cool-down after a victim
+//! What every strategy here reads the same way: what a cycle sees of the
+//! snapshot, a signal by name, its config's JSON object, a grace period, its
+//! kept state's JSON, and the cool-down after a victim
 //! (katalyst's strategies wait after evicting; vigil's runs from the cycle
 //! that chose the victim, which `last-met` tells).
 
-use crate::ScopeMet;
+use crate::{Pod, ScopeMet, Signal, Snapshot};
 use serde_json::{Map, Value};
+
+/// What a cycle sees: the snapshot's parts a strategy reads.
+pub struct Seen<'a> {
+    /// The snapshot's time (ms since the epoch).
+    pub now_ms: i64,
+    /// Node signals.
+    pub signals: &'a [Signal],
+    /// Pods (empty for a strategy that reads none in `evaluate`).
+    pub pods: &'a [Pod],
+    /// How its thresholds were met last cycle.
+    pub last_met: &'a [ScopeMet],
+}
+
+impl<'a> Seen<'a> {
+    /// What `snapshot` shows.
+    pub fn of(snapshot: &'a Snapshot) -> Self {
+        Self {
+            now_ms: snapshot.now_ms,
+            signals: &snapshot.signals,
+            pods: &snapshot.pods,
+            last_met: &snapshot.last_met,
+        }
+    }
+}
+
+/// The signal `name`, if the snapshot has it.
+pub fn signal<'a>(signals: &'a [Signal], name: &str) -> Option<&'a Signal> {
+    signals.iter().find(|s| s.name == name)
+}
 
 /// The fields of config `text`; none when it is empty (katalyst's defaults).
 ///
@@ -87,5 +117,48 @@ impl CoolDown {
     pub fn cooling(&self, now_ms: i64, seconds: u64) -> bool {
         self.last_victim_ms
             .is_some_and(|at| u64::try_from(now_ms - at).unwrap_or(0) < seconds * 1000)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_config_that_is_not_an_object_and_a_kept_state_that_is_not_json_are_refused() {
+        assert_eq!(fields("  ").unwrap(), None, "empty: the defaults");
+        assert!(fields("[1]").unwrap_err().contains("not a JSON object"));
+        assert!(fields("{").unwrap_err().contains("not JSON"));
+        assert_eq!(kept(b"").unwrap(), None, "empty: a fresh start");
+        assert!(
+            kept(b"\xff")
+                .unwrap_err()
+                .contains("kept state is not JSON")
+        );
+        assert!(
+            grace(&Value::from(0), "g")
+                .unwrap_err()
+                .contains("positive")
+        );
+        assert_eq!(grace(&Value::Null, "g").unwrap(), None);
+    }
+
+    #[test]
+    fn the_cool_down_runs_from_the_cycle_that_chose_a_victim_of_its_scope() {
+        let chosen = |scope: &str| ScopeMet {
+            scope: scope.into(),
+            met: crate::MetLevel::Hard,
+            victim: true,
+        };
+        let mut cool = CoolDown::default();
+        cool.advance(&[], Some("memory"), 1_000);
+        cool.advance(&[chosen("other")], Some("memory"), 6_000);
+        assert!(!cool.cooling(6_000, 30), "another scope's victim");
+        cool.advance(&[chosen("memory")], Some("memory"), 11_000);
+        assert!(
+            cool.cooling(11_000, 30),
+            "from 6 s, the cycle that chose it"
+        );
+        assert!(!cool.cooling(36_000, 30));
     }
 }

@@ -73,16 +73,11 @@ mod component {
     #[cfg(feature = "system-memory-pressure")]
     mod chosen {
         use super::*;
-        use crate::system_memory::{self as strategy, Seen};
+        use crate::knobs::Seen;
+        use crate::system_memory as strategy;
         pub use strategy::interest;
         pub fn evaluate(s: &Snapshot) -> Result<Decision, String> {
-            let seen = Seen {
-                now_ms: s.now_ms,
-                signals: &s.signals,
-                pods: &s.pods,
-                last_met: &s.last_met,
-            };
-            strategy::evaluate(&seen, &s.config, &s.state)
+            strategy::evaluate(&Seen::of(s), &s.config, &s.state)
         }
         pub fn top_victims(s: &Snapshot, scope: &str) -> Result<Vec<Eviction>, String> {
             strategy::top_victims(&s.signals, &s.pods, &s.config, &s.state, scope)
@@ -92,16 +87,11 @@ mod component {
     #[cfg(feature = "system-cpu-pressure")]
     mod chosen {
         use super::*;
-        use crate::cpu_pressure::{self as strategy, Seen};
+        use crate::cpu_pressure as strategy;
+        use crate::knobs::Seen;
         pub use strategy::interest;
         pub fn evaluate(s: &Snapshot) -> Result<Decision, String> {
-            let seen = Seen {
-                now_ms: s.now_ms,
-                signals: &s.signals,
-                pods: &s.pods,
-                last_met: &s.last_met,
-            };
-            strategy::evaluate(&seen, &s.config, &s.state)
+            strategy::evaluate(&Seen::of(s), &s.config, &s.state)
         }
         pub fn top_victims(s: &Snapshot, scope: &str) -> Result<Vec<Eviction>, String> {
             strategy::top_victims(&s.pods, &s.config, scope)

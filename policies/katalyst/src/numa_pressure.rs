@@ -223,10 +223,9 @@ impl State {
     }
 }
 
+/// Signal `name`'s value and capacity.
 fn signal(signals: &[Signal], name: &str) -> Option<(f64, Option<f64>)> {
-    (signals.iter())
-        .find(|s| s.name == name)
-        .map(|s| (s.value, s.capacity))
+    knobs::signal(signals, name).map(|s| (s.value, s.capacity))
 }
 
 /// The NUMA nodes the signals tell of.
@@ -622,6 +621,18 @@ mod tests {
         }
         use Action::{Evict, Reclaimed};
         assert_eq!(actions, [Reclaimed, Reclaimed, Evict, Evict]);
+    }
+
+    #[test]
+    fn a_kept_state_not_its_own_is_refused_and_nothing_is_judged() {
+        for kept in [
+            &b"{"[..],
+            br#"{"counters": {"0": "x"}, "actions": {}}"#,
+            br#"{"counters": {}, "actions": {"0": "maybe"}}"#,
+        ] {
+            let error = evaluate(&signals(&[]), "", kept).unwrap_err();
+            assert!(error.contains("kept"), "{error}");
+        }
     }
 
     #[test]

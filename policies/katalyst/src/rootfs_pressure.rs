@@ -27,6 +27,7 @@ use crate::{
     Condition, Decision, Eviction, Interest, MetLevel, Pod, PodFact, Signal, StrategyInterest,
     Threshold,
 };
+use policy_kit::Amount;
 use policy_kit::katalyst::{self, QosLevel};
 use serde_json::{Value, json};
 
@@ -39,70 +40,40 @@ pub const SCOPE: &str = "rootfs";
 /// katalyst ignores a metric older than this.
 const STALE_MS: u64 = 60_000;
 
-/// A threshold as katalyst writes one: a quantity or a share.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Line {
-    /// An amount (bytes or inodes).
-    Quantity(u64),
-    /// A share of the filesystem's size or inodes, 0 to 1.
-    Share(f64),
+/// A line as katalyst writes one (`"10%"`, `"2Gi"`, `20000`): policy-kit's
+/// [`Amount`].
+///
+/// # Errors
+/// Neither a percentage nor a quantity.
+fn line(value: &Value, field: &str) -> Result<Amount, String> {
+    let bad = || format!("{field} must be a percentage (\"10%\") or a quantity (\"2Gi\", 20000)");
+    match value {
+        Value::Number(n) => n.as_u64().map(Amount::Absolute).ok_or_else(bad),
+        Value::String(text) => Amount::parse(text).map_err(|e| format!("{}: {e}", bad())),
+        _ => Err(bad()),
+    }
 }
 
-impl Line {
-    /// Parses `10%`, `2Gi` or a plain count.
-    ///
-    /// # Errors
-    /// Neither a percentage nor a quantity.
-    pub fn parse(value: &Value, field: &str) -> Result<Self, String> {
-        let bad =
-            || format!("{field} must be a percentage (\"10%\") or a quantity (\"2Gi\", 20000)");
-        match value {
-            Value::Number(n) => n.as_u64().map(Self::Quantity).ok_or_else(bad),
-            Value::String(text) => match text.strip_suffix('%') {
-                Some(percent) => (percent.trim().parse::<f64>().ok())
-                    .filter(|p| (0.0..=100.0).contains(p))
-                    .map(|p| Self::Share(p / 100.0))
-                    .ok_or_else(bad),
-                None => policy_kit::parse_quantity(text)
-                    .map(Self::Quantity)
-                    .map_err(|_| bad()),
-            },
-            _ => Err(bad()),
-        }
-    }
-
-    /// Whether `amount` of `capacity` is under the line.
-    fn under(&self, amount: f64, capacity: f64) -> bool {
-        match self {
-            Self::Quantity(q) => amount < *q as f64,
-            Self::Share(share) => amount / capacity < *share,
-        }
-    }
-
-    /// Whether `amount` of `capacity` is over the line.
-    fn over(&self, amount: f64, capacity: f64) -> bool {
-        match self {
-            Self::Quantity(q) => amount > *q as f64,
-            Self::Share(share) => amount / capacity > *share,
-        }
-    }
+/// `line` against `capacity`, in the capacity's unit.
+fn level(line: &Amount, capacity: f64) -> f64 {
+    line.resolve(Some(capacity)).unwrap_or(0.0)
 }
 
 /// The config, katalyst's knobs under vigil's names.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Config {
     /// `MinimumImageFsFreeThreshold`.
-    pub minimum_free: Option<Line>,
+    pub minimum_free: Option<Amount>,
     /// `MinimumImageFsInodesFreeThreshold`.
-    pub minimum_inodes_free: Option<Line>,
+    pub minimum_inodes_free: Option<Amount>,
     /// `PodMinimumUsedThreshold`.
-    pub pod_minimum_used: Option<Line>,
+    pub pod_minimum_used: Option<Amount>,
     /// `PodMinimumInodesUsedThreshold`.
-    pub pod_minimum_inodes_used: Option<Line>,
+    pub pod_minimum_inodes_used: Option<Amount>,
     /// `ReclaimedQoSPodUsedPriorityThreshold`.
-    pub reclaimed_priority_used: Option<Line>,
+    pub reclaimed_priority_used: Option<Amount>,
     /// `ReclaimedQoSPodInodesUsedPriorityThreshold`.
-    pub reclaimed_priority_inodes_used: Option<Line>,
+    pub reclaimed_priority_inodes_used: Option<Amount>,
     /// `MinimumImageFsDiskCapacityThreshold`, in bytes: a smaller image
     /// filesystem is never judged by its free bytes.
     pub minimum_disk_capacity: Option<u64>,
@@ -119,9 +90,9 @@ pub struct Overuse {
     /// `RootfsOveruseEvictionSupportedQoSLevels`.
     pub qos_levels: Vec<QosLevel>,
     /// `SharedQoSRootfsOveruseThreshold`.
-    pub shared: Option<Line>,
+    pub shared: Option<Amount>,
     /// `ReclaimedQoSRootfsOveruseThreshold`.
-    pub reclaimed: Option<Line>,
+    pub reclaimed: Option<Amount>,
     /// `SharedQoSNamespaceFilter`: the namespaces whose `shared_cores` pods are judged.
     pub shared_namespaces: Vec<String>,
     /// `RootfsOveruseEvictionCount`: at most this many a cycle.
@@ -143,7 +114,7 @@ impl Default for Overuse {
 
 /// katalyst's floor under an overuse line: 20 GiB, or 10 %.
 const OVERUSE_FLOOR_BYTES: u64 = 20 << 30;
-const OVERUSE_FLOOR_SHARE: f64 = 0.1;
+const OVERUSE_FLOOR_PERCENT: f64 = 10.0;
 
 impl Overuse {
     fn parse(value: &Value) -> Result<Option<Self>, String> {
@@ -177,11 +148,9 @@ impl Overuse {
                         })
                         .collect::<Result<_, _>>()?;
                 }
-                "sharedThreshold" => {
-                    overuse.shared = Some(Line::parse(field, "overuse.sharedThreshold")?)
-                }
+                "sharedThreshold" => overuse.shared = Some(line(field, "overuse.sharedThreshold")?),
                 "reclaimedThreshold" => {
-                    overuse.reclaimed = Some(Line::parse(field, "overuse.reclaimedThreshold")?)
+                    overuse.reclaimed = Some(line(field, "overuse.reclaimedThreshold")?)
                 }
                 "sharedNamespaces" => overuse.shared_namespaces = strings()?,
                 "count" => {
@@ -215,11 +184,11 @@ impl Overuse {
             _ => return None,
         };
         match line {
-            Line::Quantity(q) => Some(q.max(OVERUSE_FLOOR_BYTES) as f64),
-            Line::Share(share) if share > 0.0 && share < 1.0 => {
-                Some((capacity * share.max(OVERUSE_FLOOR_SHARE)).floor())
+            Amount::Absolute(q) => Some(q.max(OVERUSE_FLOOR_BYTES) as f64),
+            Amount::Percent(p) if p > 0.0 && p < 100.0 => {
+                Some((capacity * p.max(OVERUSE_FLOOR_PERCENT) / 100.0).floor())
             }
-            Line::Share(_) => None,
+            Amount::Percent(_) => None,
         }
     }
 }
@@ -240,18 +209,18 @@ impl Config {
             return Ok(config);
         };
         for (key, field) in &fields {
-            let line = || Line::parse(field, key).map(Some);
+            let amount = || line(field, key).map(Some);
             match key.as_str() {
-                "minimumFree" => config.minimum_free = line()?,
-                "minimumInodesFree" => config.minimum_inodes_free = line()?,
-                "podMinimumUsed" => config.pod_minimum_used = line()?,
-                "podMinimumInodesUsed" => config.pod_minimum_inodes_used = line()?,
-                "reclaimedPriorityUsed" => config.reclaimed_priority_used = line()?,
-                "reclaimedPriorityInodesUsed" => config.reclaimed_priority_inodes_used = line()?,
+                "minimumFree" => config.minimum_free = amount()?,
+                "minimumInodesFree" => config.minimum_inodes_free = amount()?,
+                "podMinimumUsed" => config.pod_minimum_used = amount()?,
+                "podMinimumInodesUsed" => config.pod_minimum_inodes_used = amount()?,
+                "reclaimedPriorityUsed" => config.reclaimed_priority_used = amount()?,
+                "reclaimedPriorityInodesUsed" => config.reclaimed_priority_inodes_used = amount()?,
                 "minimumDiskCapacity" => {
-                    config.minimum_disk_capacity = match Line::parse(field, key)? {
-                        Line::Quantity(q) => Some(q),
-                        Line::Share(_) => {
+                    config.minimum_disk_capacity = match line(field, key)? {
+                        Amount::Absolute(q) => Some(q),
+                        Amount::Percent(_) => {
                             return Err("minimumDiskCapacity must be a quantity".into());
                         }
                     };
@@ -331,10 +300,6 @@ fn filesystem(signals: &[Signal], what: &str) -> Option<(f64, f64)> {
 
 /// What runs short, with the signal, its value and the line in its unit.
 fn short(config: &Config, signals: &[Signal]) -> Option<(Short, &'static str, f64, f64)> {
-    let line = |line: &Line, capacity: f64| match line {
-        Line::Quantity(q) => *q as f64,
-        Line::Share(share) => share * capacity,
-    };
     if let Some(minimum) = &config.minimum_free
         && let Some((free, capacity)) = filesystem(signals, "available")
         && capacity > 0.0
@@ -342,17 +307,17 @@ fn short(config: &Config, signals: &[Signal]) -> Option<(Short, &'static str, f6
         && config
             .minimum_disk_capacity
             .is_none_or(|c| capacity >= c as f64)
-        && minimum.under(free, capacity)
+        && free < level(minimum, capacity)
     {
-        return Some((Short::Bytes, "available", free, line(minimum, capacity)));
+        return Some((Short::Bytes, "available", free, level(minimum, capacity)));
     }
     if let Some(minimum) = &config.minimum_inodes_free
         && let Some((free, inodes)) = filesystem(signals, "inodesFree")
         && inodes > 0.0
         && free <= inodes
-        && minimum.under(free, inodes)
+        && free < level(minimum, inodes)
     {
-        return Some((Short::Inodes, "inodesFree", free, line(minimum, inodes)));
+        return Some((Short::Inodes, "inodesFree", free, level(minimum, inodes)));
     }
     None
 }
@@ -449,8 +414,8 @@ pub fn top_victims(
             Short::Inodes => layers.inodes,
         };
         let reclaimed = ranking::qos_level(pod) == Some(QosLevel::ReclaimedCores);
-        let first = reclaimed && priority_line.is_some_and(|l| l.over(used as f64, capacity));
-        if !first && minimum.is_some_and(|l| l.under(used as f64, capacity)) {
+        let first = reclaimed && priority_line.is_some_and(|l| used as f64 > level(&l, capacity));
+        if !first && minimum.is_some_and(|l| (used as f64) < level(&l, capacity)) {
             continue;
         }
         items.push((pod, used, first));

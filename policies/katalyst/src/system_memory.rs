@@ -27,11 +27,11 @@
 //! kswapd steal-rate rule is not called since 2024 (dead code); vigil does
 //! not have it.
 
-use crate::knobs::{self, CoolDown};
+use crate::knobs::{self, CoolDown, Seen, signal};
 use crate::ranking::{self, Metric};
 use crate::{
-    Condition, Decision, Eviction, Interest, MetLevel, Pod, PodFact, ScopeMet, Signal,
-    StrategyInterest, Threshold,
+    Condition, Decision, Eviction, Interest, MetLevel, Pod, PodFact, Signal, StrategyInterest,
+    Threshold,
 };
 use policy_kit::katalyst::{self, QosLevel};
 use serde_json::{Value, json};
@@ -256,22 +256,6 @@ impl State {
         self.cool_down.write(&mut value);
         value.to_string().into_bytes()
     }
-}
-
-fn signal<'a>(signals: &'a [Signal], name: &str) -> Option<&'a Signal> {
-    signals.iter().find(|s| s.name == name)
-}
-
-/// What a cycle sees: the snapshot's parts this strategy reads.
-pub struct Seen<'a> {
-    /// The snapshot's time (ms since the epoch).
-    pub now_ms: i64,
-    /// Node signals.
-    pub signals: &'a [Signal],
-    /// Pods (empty without the PSI rule).
-    pub pods: &'a [Pod],
-    /// How its threshold was met last cycle.
-    pub last_met: &'a [ScopeMet],
 }
 
 /// The workload PSI rule at `now`: the action it calls for, its timer

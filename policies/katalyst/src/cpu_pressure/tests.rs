@@ -5,7 +5,7 @@
 //! manager) and in pod-aggregated mode. katalyst's soft level is vigil's
 //! `report`.
 use super::*;
-use crate::{KeyValue, Resources, Usage};
+use crate::{KeyValue, Resources, ScopeMet, Usage};
 use policy_kit::pod;
 
 fn signals(metric: &str, value: f64) -> Vec<Signal> {
@@ -248,4 +248,20 @@ fn the_guide_states_the_defaults() {
         assert!(guide.contains(&row), "docs/policies.md: {row}");
     }
     assert_eq!(Config::parse("").unwrap(), defaults);
+}
+
+#[test]
+fn a_kept_state_not_its_own_is_refused() {
+    let signals = signals("cpu.usage", 50.0);
+    let seen = Seen {
+        now_ms: 0,
+        signals: &signals,
+        pods: &[],
+        last_met: &[],
+    };
+    let config = r#"{"usageUpperBoundRatio": 0.9}"#;
+    for kept in [&b"{"[..], br#"{"rings": {"cpu.usage": [["a", 1, 2]]}}"#] {
+        let error = evaluate(&seen, config, kept).unwrap_err();
+        assert!(error.contains("kept"), "{error}");
+    }
 }

@@ -6,7 +6,7 @@
 //! the rules katalyst's tests do not reach: the workload PSI, the target
 //! NUMA node, and where vigil does not copy katalyst.
 use super::*;
-use crate::{KeyValue, NumaMemory, QosClass, Resources, Usage};
+use crate::{KeyValue, NumaMemory, QosClass, Resources, ScopeMet, Usage};
 use policy_kit::pod;
 
 const GI: f64 = (1u64 << 30) as f64;
@@ -310,4 +310,12 @@ fn the_guide_states_the_defaults() {
         assert!(guide.contains(&row), "docs/policies.md: {row}");
     }
     assert_eq!(Config::parse("").unwrap(), defaults);
+}
+
+#[test]
+fn a_kept_state_not_its_own_is_refused() {
+    for kept in [&b"not json"[..], br#"{"action": "maybe"}"#] {
+        let error = evaluate(&seen(0, &memory(GI), &[], &[]), "", kept).unwrap_err();
+        assert!(error.contains("kept"), "{error}");
+    }
 }
