@@ -279,13 +279,18 @@ async fn the_agents_reloader_removes_artifacts_no_version_needs_and_nothing_else
         all
     };
     // What the cache does not name stays; what it names for another engine,
-    // or half-written, goes.
+    // or half-written by a process gone, goes; what a live process (a
+    // compiler child) is writing stays for its rename.
     let foreign = format!("{}-0000000000000000", Digest::of(b"old vigil").hex());
+    let mut gone = std::process::Command::new("true").spawn().unwrap();
+    gone.wait().unwrap();
+    let writing = format!(".y.cwasm.tmp-{}", std::process::id());
     for file in [
         "notes.txt".to_owned(),
         format!("{foreign}.cwasm"),
         format!("{foreign}.mac"),
-        ".x.cwasm.tmp-1".to_owned(),
+        format!(".x.cwasm.tmp-{}", gone.id()),
+        writing.clone(),
     ] {
         std::fs::write(cache.join(file), b"x").unwrap();
     }
@@ -298,6 +303,7 @@ async fn the_agents_reloader_removes_artifacts_no_version_needs_and_nothing_else
     assert_eq!(first.collected.map(|c| c.files), Some(3), "{first:?}");
     assert_eq!(entries(&cache), with(&[REVERSE_SORTER]));
     assert!(cache.join("notes.txt").exists() && cache.join("key").exists());
+    assert!(cache.join(&writing).exists(), "a live writer's file stays");
 
     // v2 on trial: v1 is its fallback and keeps its artifact.
     clock.advance(std::time::Duration::from_secs(61));

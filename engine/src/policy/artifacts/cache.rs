@@ -161,7 +161,9 @@ impl ArtifactCache {
     /// `keep` or of another engine configuration.
     fn is_garbage(&self, name: &str, keep: &HashSet<Digest>) -> bool {
         if name.starts_with('.') {
-            return name.contains(".tmp-");
+            return name
+                .rsplit_once(".tmp-")
+                .is_some_and(|(_, writer)| !writer_alive(writer));
         }
         let Some(stem) = name
             .strip_suffix(".cwasm")
@@ -282,9 +284,10 @@ impl ArtifactCache {
 
     /// Removes every entry but those of `keep` for this engine: entries of
     /// other components, of other engine configurations (another vigil or
-    /// wasmtime) and half-written temporary files. The key and files the
-    /// cache does not name are left alone. Run it only while nothing is
-    /// being compiled into the cache.
+    /// wasmtime) and temporary files whose writer is gone. The key, files
+    /// the cache does not name and a live process's temporary file (a
+    /// compile for a version in shadow may be storing into the cache) are
+    /// left alone.
     ///
     /// # Errors
     /// The directory cannot be listed; a file that cannot be removed is skipped.
@@ -377,6 +380,15 @@ impl ArtifactCache {
         }
         placed
     }
+}
+
+/// Whether the process that names a temporary file (`.….tmp-PID`) still
+/// runs: a compiler child or this agent may be writing it now, and its
+/// rename must not find it gone. A file whose writer died is half-written
+/// for good.
+fn writer_alive(pid: &str) -> bool {
+    pid.parse::<u32>()
+        .is_ok_and(|pid| Path::new("/proc").join(pid.to_string()).exists())
 }
 
 /// `mac` updated with everything `reader` gives until its end.

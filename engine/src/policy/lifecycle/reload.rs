@@ -145,8 +145,8 @@ impl Reloader {
     /// After each scan and each graduation, removes from the cache the
     /// artifacts of versions the registry no longer holds. Only for a cache
     /// the registry owns (the agent's), never one shared with other
-    /// processes: its loads all go through this reloader, so nothing is
-    /// compiling into it then.
+    /// processes. A compile running beside it (a version loaded for
+    /// shadow) keeps its half-written file: only a dead writer's goes.
     #[must_use]
     pub fn collecting_garbage(mut self) -> Self {
         self.collects_garbage = true;
