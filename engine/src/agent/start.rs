@@ -402,6 +402,7 @@ impl Agent<'_> {
             budgets_until: None,
             wanted: Default::default(),
             rates: Default::default(),
+            sampled: Default::default(),
             layers,
         };
         let runner = Runner {

@@ -23,12 +23,20 @@ use crate::eviction::{
 };
 use crate::model::Pod;
 use crate::model::{CpuThrottling, NumaMemory, PodFact, Pressure};
-use crate::signals::{self, Cgroups, CpuRates, Rates, SignalFiles};
+use crate::signals::{self, Cgroups, CpuRates, Rates, SampledFacts, SignalFiles};
 use k8s_openapi::api::core::v1::{Node, Pod as KubePod};
 use kube::runtime::reflector::Store;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
+
+/// The pod facts read from a file each, for a share of the pods each cycle
+/// (see [`SampledFacts`]).
+const SAMPLED: [PodFact; 3] = [
+    PodFact::NumaMemory,
+    PodFact::CpuThrottling,
+    PodFact::MemoryPressure,
+];
 
 /// A pod's own termination grace period when its spec names none.
 const DEFAULT_GRACE_SECONDS: i64 = 30;
@@ -62,6 +70,9 @@ pub struct ClusterSource {
     /// The pods' writable layers from the kubelet, fetched while a policy
     /// asks (none: the kubelet's endpoint is not known).
     pub layers: Option<Arc<LayerCache>>,
+    /// Each pod's last reading of the facts read for a share of the pods
+    /// each cycle.
+    pub sampled: SampledFacts,
 }
 
 impl ClusterSource {
@@ -75,8 +86,9 @@ impl ClusterSource {
     /// Fills in `pod`'s usage from its cgroup, read just now; a pod whose
     /// cgroup cannot be read (not started yet, or gone) keeps its usage
     /// absent, and its cpu is absent until a second reading gives a rate.
-    /// The pod facts wanted every cycle are read with it (`facts`).
-    fn usage(&mut self, cgroups: &Cgroups, facts: &PodFactReader, pod: &mut Pod) {
+    /// The pod facts wanted every cycle come with it (`facts`): those that
+    /// cost a file each read now if the pod is `due`, its last reading if not.
+    fn usage(&mut self, cgroups: &Cgroups, facts: &PodFactReader, due: bool, pod: &mut Pod) {
         match signals::pod_usage(cgroups, &pod.uid, pod.qos) {
             Ok(usage) => {
                 pod.usage.memory_working_set_bytes = Some(usage.working_set);
@@ -88,8 +100,14 @@ impl ClusterSource {
                 let now = self.clock.now();
                 pod.usage.cpu_millis = self.cpu.sample(&pod.uid, now, usage.cpu_time);
                 pod.usage.age_ms = Some(0);
-                self.throttling(cgroups, pod);
-                facts.read_pod(pod);
+                facts.read_layers(pod);
+                if due {
+                    self.throttling(cgroups, pod);
+                    facts.read_files(pod);
+                    self.sampled.keep(&pod.uid, now, &mut pod.usage);
+                } else {
+                    self.sampled.fill(&pod.uid, now, &mut pod.usage);
+                }
             }
             Err(error) => {
                 tracing::debug!(pod = %pod.name, %error, "no usage for pod");
@@ -99,8 +117,8 @@ impl ClusterSource {
 }
 
 impl ClusterSource {
-    /// Reads the pod's cpu throttling since the last cycle, if wanted (a
-    /// rate, so read every cycle whoever asks).
+    /// Reads the pod's cpu throttling since its last reading, if wanted (a
+    /// rate, so read in its turn whoever asks).
     fn throttling(&mut self, cgroups: &Cgroups, pod: &mut Pod) {
         if self.wanted.facts.contains(&PodFact::CpuThrottling) {
             let relative = cgroups.pod(&pod.uid, pod.qos);
@@ -116,6 +134,18 @@ impl ClusterSource {
         }
     }
 
+    /// The pods whose sampled facts this cycle reads; none when no such
+    /// fact is wanted every cycle (nothing to spread).
+    fn due<'a>(
+        &mut self,
+        every_cycle: &PodFactReader,
+        live: impl Iterator<Item = &'a str>,
+    ) -> Option<HashSet<String>> {
+        every_cycle
+            .reads_files()
+            .then(|| self.sampled.due(live, self.clock.now()))
+    }
+
     /// A reader of `facts` on `cgroups`.
     fn reader(&self, cgroups: &Cgroups, facts: Vec<PodFact>) -> PodFactReader {
         PodFactReader {
@@ -129,8 +159,8 @@ impl ClusterSource {
 
 /// Reads the pod facts that cost a file each, for the pods whose cgroup
 /// was read: memory per NUMA node, memory pressure (cgroup v2), and the
-/// writable layers as the kubelet last reported them. One that cannot be
-/// read stays absent.
+/// writable layers as the kubelet last reported them (a lookup). One that
+/// cannot be read stays absent.
 #[derive(Debug)]
 struct PodFactReader {
     cgroups: Cgroups,
@@ -140,13 +170,21 @@ struct PodFactReader {
 }
 
 impl PodFactReader {
-    fn read_pod(&self, pod: &mut Pod) {
-        let wanted = |fact| self.facts.contains(&fact);
-        if wanted(PodFact::WritableLayers)
+    /// Whether any fact read from a pod's files is wanted.
+    fn reads_files(&self) -> bool {
+        (self.facts.iter()).any(|fact| SAMPLED.contains(fact))
+    }
+
+    fn read_layers(&self, pod: &mut Pod) {
+        if self.facts.contains(&PodFact::WritableLayers)
             && let Some(layers) = &self.layers
         {
             pod.writable_layers = layers.of(&pod.uid, self.clock.now());
         }
+    }
+
+    fn read_files(&self, pod: &mut Pod) {
+        let wanted = |fact| self.facts.contains(&fact);
         let (numa, psi) = (wanted(PodFact::NumaMemory), wanted(PodFact::MemoryPressure));
         if !(numa || psi) {
             return;
@@ -170,7 +208,15 @@ impl RankingFacts for PodFactReader {
     fn read(&self, pods: &mut [Pod]) {
         // A pod whose cgroup was not read this cycle has none to read.
         for pod in pods.iter_mut().filter(|pod| pod.usage.age_ms.is_some()) {
-            self.read_pod(pod);
+            self.read_layers(pod);
+            self.read_files(pod);
+            let usage = &mut pod.usage;
+            let read = !usage.numa_memory.is_empty() || usage.memory_pressure.is_some();
+            // The oldest of the facts gives their age: one read every cycle
+            // in its turn may be older than these, read now.
+            if read && usage.facts_age_ms.is_none() {
+                usage.facts_age_ms = Some(0);
+            }
         }
     }
 }
@@ -200,14 +246,24 @@ impl NodeSource for ClusterSource {
         };
         let cgroups = self.signals.cgroups();
         let every_cycle = self.reader(&cgroups, self.wanted.facts.clone());
+        let objects = self.pods.state();
+        let phases: Vec<_> = (objects.iter())
+            .map(|object| (object, pods::read(object)))
+            .collect();
+        let live = phases.iter().filter_map(|(_, phase)| match phase {
+            PodPhase::Live(pod) => Some(pod.uid.as_str()),
+            _ => None,
+        });
+        let due = self.due(&every_cycle, live);
         let mut namespaces: BTreeMap<String, usize> = BTreeMap::new();
-        for object in self.pods.state() {
+        for (object, phase) in phases {
             if let Some(namespace) = &object.metadata.namespace {
                 *namespaces.entry(namespace.clone()).or_default() += 1;
             }
-            match pods::read(&object) {
+            match phase {
                 PodPhase::Live(mut pod) => {
-                    self.usage(&cgroups, &every_cycle, &mut pod);
+                    let due = due.as_ref().is_none_or(|due| due.contains(&pod.uid));
+                    self.usage(&cgroups, &every_cycle, due, &mut pod);
                     let labels = object.metadata.labels.clone().unwrap_or_default();
                     let budgets = self.budgets.of_pod(&pod.namespace, &labels);
                     pod.pdb_disruptions_allowed = budgets.allowed;

@@ -38,6 +38,7 @@ impl Usage {
             ephemeral_storage_bytes: None,
             pids: None,
             age_ms: None,
+            facts_age_ms: None,
         }
     }
 }

@@ -4,7 +4,7 @@
 //! [`Rates`] turns the counters into per-second rates between two readings,
 //! so a rate is absent on the first reading, never a guess.
 
-use super::error::{SignalError, malformed, read};
+use super::error::{SignalError, malformed};
 use crate::model::Signal;
 use std::path::Path;
 use std::time::SystemTime;
@@ -23,12 +23,11 @@ pub struct VmCounters {
     pub oom_kill: u64,
 }
 
-/// Reads `path` (normally `/proc/vmstat`).
+/// Parses `text`, read from `path` (normally `/proc/vmstat`).
 ///
 /// # Errors
-/// The file is missing, a value is not a number, or it has no `oom_kill`.
-pub(super) fn vm_counters(path: &Path) -> Result<VmCounters, SignalError> {
-    let text = read(path)?;
+/// A value is not a number, or it has no `oom_kill` line.
+pub(super) fn vm_counters(path: &Path, text: &str) -> Result<VmCounters, SignalError> {
     let mut counters = VmCounters {
         kswapd_steal: 0,
         kswapd_scan: 0,
@@ -77,12 +76,11 @@ pub struct CpuTicks {
     pub cpus: u32,
 }
 
-/// Reads `path` (normally `/proc/stat`).
+/// Parses `text`, read from `path` (normally `/proc/stat`).
 ///
 /// # Errors
-/// The file is missing or its `cpu` line is malformed.
-pub(super) fn cpu_ticks(path: &Path) -> Result<CpuTicks, SignalError> {
-    let text = read(path)?;
+/// Its `cpu` line is missing or malformed.
+pub(super) fn cpu_ticks(path: &Path, text: &str) -> Result<CpuTicks, SignalError> {
     let line = text
         .lines()
         .find_map(|l| l.strip_prefix("cpu "))
@@ -110,12 +108,12 @@ pub(super) fn cpu_ticks(path: &Path) -> Result<CpuTicks, SignalError> {
     })
 }
 
-/// The 1-minute load average, from `path` (normally `/proc/loadavg`).
+/// The 1-minute load average, from `text` read from `path` (normally
+/// `/proc/loadavg`).
 ///
 /// # Errors
-/// The file is missing or does not start with a number.
-pub(super) fn load1(path: &Path) -> Result<f64, SignalError> {
-    let text = read(path)?;
+/// It does not start with a number.
+pub(super) fn load1(path: &Path, text: &str) -> Result<f64, SignalError> {
     text.split_whitespace()
         .next()
         .and_then(|v| v.parse().ok())
@@ -198,6 +196,10 @@ mod tests {
     use super::*;
     use std::time::Duration;
 
+    fn contents(path: &Path) -> String {
+        std::fs::read_to_string(path).unwrap()
+    }
+
     fn fixture(name: &str, text: &str) -> (tempfile::TempDir, std::path::PathBuf) {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join(name);
@@ -208,20 +210,20 @@ mod tests {
     #[test]
     fn reads_this_machines_counters_and_load() {
         let (_dir, vmstat) = fixture("vmstat", include_str!("fixtures/vmstat"));
-        let vm = vm_counters(&vmstat).unwrap();
+        let vm = vm_counters(&vmstat, &contents(&vmstat)).unwrap();
         assert_eq!(
             (vm.kswapd_steal, vm.kswapd_scan, vm.refault, vm.oom_kill),
             (0, 0, 2_926_474, 0)
         );
         let (_dir, stat) = fixture("stat", include_str!("fixtures/stat"));
-        let cpu = cpu_ticks(&stat).unwrap();
+        let cpu = cpu_ticks(&stat, &contents(&stat)).unwrap();
         assert_eq!(cpu.cpus, 2);
         assert!(cpu.busy < cpu.total);
         let (_dir, loadavg) = fixture("loadavg", include_str!("fixtures/loadavg"));
-        assert_eq!(load1(&loadavg).unwrap(), 0.79);
+        assert_eq!(load1(&loadavg, &contents(&loadavg)).unwrap(), 0.79);
         let (_dir, bad) = fixture("vmstat", "nr_free_pages 3\n");
         assert_eq!(
-            vm_counters(&bad).unwrap_err().to_string(),
+            vm_counters(&bad, &contents(&bad)).unwrap_err().to_string(),
             format!("{}: no `oom_kill` line", bad.display())
         );
     }
@@ -234,12 +236,12 @@ mod tests {
             ("cpu  1 x 3 4 5\n", "the `cpu` line is not numbers"),
         ] {
             let (_dir, stat) = fixture("stat", text);
-            let error = cpu_ticks(&stat).unwrap_err().to_string();
+            let error = cpu_ticks(&stat, &contents(&stat)).unwrap_err().to_string();
             assert!(error.ends_with(why), "{error}");
         }
         let (_dir, loadavg) = fixture("loadavg", "\n");
         assert!(
-            load1(&loadavg)
+            load1(&loadavg, &contents(&loadavg))
                 .unwrap_err()
                 .to_string()
                 .ends_with("no load average")

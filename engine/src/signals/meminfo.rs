@@ -26,7 +26,7 @@ impl MemInfo {
         Self::parse(path, &read(path)?)
     }
 
-    fn parse(path: &Path, text: &str) -> Result<Self, SignalError> {
+    pub(super) fn parse(path: &Path, text: &str) -> Result<Self, SignalError> {
         let field = |name: &str| -> Result<u64, SignalError> {
             let line = text
                 .lines()

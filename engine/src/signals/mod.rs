@@ -34,7 +34,8 @@
 //!   between cycles), capacity the online CPUs.
 //!
 //! `catalogue` gives each of them its unit and family; `kept` keeps the
-//! cgroup files open between cycles.
+//! cgroup files open between cycles; `sampled` spreads the pod facts that
+//! cost a file each over cycles.
 
 mod activity;
 pub(crate) mod catalogue;
@@ -46,6 +47,7 @@ mod meminfo;
 pub mod memory_line;
 mod pids;
 mod psi;
+mod sampled;
 pub(crate) mod wake;
 mod zoneinfo;
 
@@ -56,6 +58,7 @@ pub use error::SignalError;
 pub use kept::KeptFiles;
 pub use meminfo::MemInfo;
 pub use psi::{Pressure, PsiLine};
+pub use sampled::{PER_CYCLE, SampledFacts};
 pub use wake::{TriggerSettings, Wake, watch_memory_events};
 
 use crate::model::{QosClass, Signal};
@@ -180,7 +183,11 @@ impl SignalFiles {
             Err(error) => reading.gap("pid.available", error),
         }
         for resource in ["memory", "cpu", "io"] {
-            match Pressure::read(&self.proc_root.join("pressure").join(resource)) {
+            let path = self.proc_root.join("pressure").join(resource);
+            match self
+                .text(&path)
+                .and_then(|text| Pressure::parse(&path, &text))
+            {
                 Ok(pressure) => push_pressure(&mut reading, &format!("psi.{resource}"), &pressure),
                 Err(error) => reading.gap(&format!("psi.{resource}"), error),
             }
@@ -189,7 +196,11 @@ impl SignalFiles {
     }
 
     fn read_memory(&self, reading: &mut Reading) -> Option<MemInfo> {
-        let meminfo = match MemInfo::read(&self.proc_root.join("meminfo")) {
+        let path = self.proc_root.join("meminfo");
+        let meminfo = match self
+            .text(&path)
+            .and_then(|text| MemInfo::parse(&path, &text))
+        {
             Ok(info) => {
                 let total = Some(info.total as f64);
                 reading.push("memory.available", info.available() as f64, total);
@@ -228,14 +239,19 @@ impl SignalFiles {
             reading.push("memory.free", info.free as f64, Some(info.total as f64));
         }
         if asks_for(wanted, &family::ZONEINFO) {
-            match zoneinfo::read(&self.proc_root.join("zoneinfo")) {
+            let path = self.proc_root.join("zoneinfo");
+            match self
+                .text(&path)
+                .and_then(|text| zoneinfo::parse(&path, &text))
+            {
                 Ok(zones) => push_zones(reading, &zones),
                 Err(error) => reading.gap("numa", error),
             }
         }
         if asks_for(wanted, &family::SCALE_FACTOR) {
             let path = self.proc_root.join("sys/vm/watermark_scale_factor");
-            match zoneinfo::watermark_scale_factor(&path) {
+            let factor = self.text(&path);
+            match factor.and_then(|text| zoneinfo::watermark_scale_factor(&path, &text)) {
                 Ok(factor) => {
                     reading.push("vm.watermarkScaleFactor", factor as f64, Some(10_000.0))
                 }
@@ -243,7 +259,11 @@ impl SignalFiles {
             }
         }
         if asks_for(wanted, &family::VMSTAT) {
-            match activity::vm_counters(&self.proc_root.join("vmstat")) {
+            let path = self.proc_root.join("vmstat");
+            match self
+                .text(&path)
+                .and_then(|text| activity::vm_counters(&path, &text))
+            {
                 Ok(vm) => {
                     reading.push("vm.oomKill", vm.oom_kill as f64, None);
                     reading.counters.vm = Some(vm);
@@ -252,7 +272,11 @@ impl SignalFiles {
             }
         }
         let cpus = if asks_for(wanted, &family::STAT) || asks_for(wanted, &family::LOADAVG) {
-            match activity::cpu_ticks(&self.proc_root.join("stat")) {
+            let path = self.proc_root.join("stat");
+            match self
+                .text(&path)
+                .and_then(|text| activity::cpu_ticks(&path, &text))
+            {
                 Ok(ticks) => {
                     reading.counters.cpu = Some(ticks);
                     Some(f64::from(ticks.cpus))
@@ -266,7 +290,11 @@ impl SignalFiles {
             None
         };
         if asks_for(wanted, &family::LOADAVG) {
-            match activity::load1(&self.proc_root.join("loadavg")) {
+            let path = self.proc_root.join("loadavg");
+            match self
+                .text(&path)
+                .and_then(|text| activity::load1(&path, &text))
+            {
                 Ok(load) => reading.push("cpu.load1", load, cpus),
                 Err(error) => reading.gap("cpu.load1", error),
             }
@@ -279,6 +307,14 @@ impl SignalFiles {
                 Err(error) => reading.gap("psi.workload.memory", error),
             }
         }
+    }
+
+    /// The text of node file `path`, through the files kept open.
+    fn text(&self, path: &Path) -> Result<String, SignalError> {
+        (self.kept.read(path)).map_err(|source| SignalError::Read {
+            path: path.to_owned(),
+            source,
+        })
     }
 
     /// The cgroup hierarchy.

@@ -1,7 +1,7 @@
 //! `/proc/zoneinfo`: free pages and the watermarks of each zone of each
 //! NUMA node, what the kernel's reclaim and the OOM killer go by.
 
-use super::error::{SignalError, malformed, read_u64};
+use super::error::{SignalError, malformed, parse_u64};
 use std::path::Path;
 
 /// One zone of one NUMA node, in pages.
@@ -26,15 +26,11 @@ pub(super) struct Zone {
     pub(super) inactive_file: u64,
 }
 
-/// Reads `path` (normally `/proc/zoneinfo`).
+/// Parses `text`, read from `path` (normally `/proc/zoneinfo`).
 ///
 /// # Errors
-/// The file is missing, or a zone lacks its free pages.
-pub(super) fn read(path: &Path) -> Result<Vec<Zone>, SignalError> {
-    parse(path, &super::error::read(path)?)
-}
-
-fn parse(path: &Path, text: &str) -> Result<Vec<Zone>, SignalError> {
+/// A zone lacks its free pages, or a value is not a number.
+pub(super) fn parse(path: &Path, text: &str) -> Result<Vec<Zone>, SignalError> {
     let mut zones: Vec<Zone> = Vec::new();
     let mut has_free = true;
     for line in text.lines() {
@@ -104,9 +100,9 @@ fn parse(path: &Path, text: &str) -> Result<Vec<Zone>, SignalError> {
 /// the watermarks, in ten-thousandths of memory.
 ///
 /// # Errors
-/// The file is missing or not a number.
-pub(super) fn watermark_scale_factor(path: &Path) -> Result<u64, SignalError> {
-    read_u64(path)
+/// It is not a number.
+pub(super) fn watermark_scale_factor(path: &Path, text: &str) -> Result<u64, SignalError> {
+    parse_u64(path, text)
 }
 
 #[cfg(test)]

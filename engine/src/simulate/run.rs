@@ -105,6 +105,8 @@ impl SimPod<'_> {
                         bytes: timeline.at(t) as u64,
                     })
                     .collect(),
+                // Simulated facts are read afresh at each step.
+                facts_age_ms: (!spec.numa_memory.is_empty()).then_some(0),
                 ..Usage::unread()
             },
             writable_layers: None,

@@ -146,6 +146,7 @@ macro_rules! pod {
                 ephemeral_storage_bytes: Some(0),
                 pids: Some(1),
                 age_ms: Some(0),
+                facts_age_ms: None,
             },
             writable_layers: None,
             containers_without_memory_request: 0,

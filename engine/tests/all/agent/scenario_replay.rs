@@ -224,6 +224,7 @@ async fn replays_as_simulated(file: &str, at_least: usize) {
         budgets_until: None,
         wanted: Default::default(),
         rates: Default::default(),
+        sampled: Default::default(),
         layers: None,
     };
 
@@ -303,4 +304,98 @@ async fn replays_as_simulated(file: &str, at_least: usize) {
     let evictions = server.evictions();
     let real = evictions.iter().filter(|r| !r.uri.ends_with("?dryRun=All"));
     assert_eq!(real.count(), simulated.len(), "one API call per victim");
+}
+
+/// Memory per NUMA node costs the kernel a file per pod: on a node denser
+/// than a cycle's share, each cycle reads it for that many pods, those read
+/// longest ago first, and the others keep their last reading with its age.
+#[tokio::test]
+async fn a_dense_nodes_numa_memory_is_read_a_share_each_cycle_and_carries_its_age() {
+    const PODS: usize = vigil::signals::PER_CYCLE + 8;
+    let server = ApiServer::start().await;
+    let files = NodeFiles::default();
+    files.meminfo(64 << 30, 32 << 30);
+    let numa = |mib: u64| format!("anon N0={}\nfile N0=0\n", mib << 20);
+    let relative = |i: usize| format!("kubepods/besteffort/poduid-p{i:02}");
+    let objects: Vec<Value> = (0..PODS)
+        .map(|i| {
+            files.cgroup_bytes(&relative(i), 1 << 20);
+            files.write(&format!("cgroup/{}/memory.numa_stat", relative(i)), &numa(1));
+            json!({
+                "apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": format!("p{i:02}"), "namespace": "default", "uid": format!("uid-p{i:02}")},
+                "spec": {"nodeName": NODE, "containers": [{"name": "main", "image": "example"}]},
+                "status": {"phase": "Running"},
+            })
+        })
+        .collect();
+    let (pods, mut pods_writer) = reflector::store::<Pod>();
+    fill(&mut pods_writer, objects);
+    let (nodes, mut nodes_writer): (Store<Node>, _) = reflector::store();
+    fill(&mut nodes_writer, vec![objects::node(NODE)]);
+    let clock = Arc::new(ManualClock::new(SystemTime::UNIX_EPOCH + START));
+    let client = kube::Client::try_from(kube::Config::new(server.url().parse().expect("a URL")))
+        .expect("a client");
+    let mut source = ClusterSource {
+        signals: SignalFiles {
+            proc_root: files.path("proc"),
+            cgroup_root: files.path("cgroup"),
+            driver: Driver::Cgroupfs,
+            nodefs: files.root().to_owned(),
+            ..SignalFiles::default()
+        },
+        pods,
+        node: nodes,
+        budgets: Arc::new(Budgets::new(client, |_| {})),
+        clock: clock.clone(),
+        cpu: CpuRates::default(),
+        budgets_until: None,
+        wanted: Default::default(),
+        rates: Default::default(),
+        sampled: Default::default(),
+        layers: None,
+    };
+    source.want(vigil::eviction::Wanted {
+        facts: vec![vigil::model::PodFact::NumaMemory],
+        ..Default::default()
+    });
+    // (MiB on node 0, age in ms) of each pod's reading; none: never read.
+    let readings = |state: &vigil::eviction::NodeState| -> Vec<Option<(u64, u64)>> {
+        let mut pods: Vec<_> = state.pods.iter().collect();
+        pods.sort_by(|a, b| a.name.cmp(&b.name));
+        (pods.into_iter())
+            .map(|pod| {
+                let age = pod.usage.facts_age_ms?;
+                Some((pod.usage.numa_memory.first()?.bytes >> 20, age))
+            })
+            .collect()
+    };
+    let count = |readings: &[Option<(u64, u64)>], want: Option<(u64, u64)>| {
+        readings.iter().filter(|r| **r == want).count()
+    };
+
+    let first = readings(&source.observe());
+    assert_eq!(first.len(), PODS);
+    assert_eq!(
+        count(&first, Some((1, 0))),
+        vigil::signals::PER_CYCLE,
+        "{first:?}"
+    );
+    assert_eq!(count(&first, None), 8, "not yet read: {first:?}");
+
+    clock.advance(Duration::from_millis(1500));
+    for i in 0..PODS {
+        files.write(
+            &format!("cgroup/{}/memory.numa_stat", relative(i)),
+            &numa(2),
+        );
+    }
+    let second = readings(&source.observe());
+    // The 8 never read and the 24 read longest ago afresh; 8 kept from before.
+    assert_eq!(
+        count(&second, Some((2, 0))),
+        vigil::signals::PER_CYCLE,
+        "{second:?}"
+    );
+    assert_eq!(count(&second, Some((1, 1500))), 8, "{second:?}");
 }
