@@ -134,6 +134,36 @@ impl ClusterSource {
         }
     }
 
+    /// The node's signals, read now, in a state without pods yet.
+    fn node_signals(&mut self) -> NodeState {
+        self.signals.allocatable_memory = self.allocatable_memory();
+        let mut reading = self.signals.read_node(&self.wanted.signals);
+        for gap in &reading.gaps {
+            tracing::debug!(signal = %gap.signal, error = %gap.error, "signal not read");
+        }
+        let rates = self.rates.signals(self.clock.now(), reading.counters);
+        reading.signals.extend(rates);
+        NodeState {
+            signals: reading.signals,
+            ..NodeState::default()
+        }
+    }
+
+    /// What the host alone knows of live `pod` (its own grace period, the
+    /// budgets that select it), giving the pod its budget's allowance.
+    fn pod_facts(&self, object: &KubePod, pod: &mut Pod) -> PodFacts {
+        let labels = object.metadata.labels.clone().unwrap_or_default();
+        let budgets = self.budgets.of_pod(&pod.namespace, &labels);
+        pod.pdb_disruptions_allowed = budgets.allowed;
+        let own = (object.spec.as_ref())
+            .and_then(|s| s.termination_grace_period_seconds)
+            .unwrap_or(DEFAULT_GRACE_SECONDS);
+        PodFacts {
+            grace_period_seconds: u64::try_from(own).ok(),
+            budgets: budgets.names,
+        }
+    }
+
     /// The pods whose sampled facts this cycle reads; none when no such
     /// fact is wanted every cycle (nothing to spread).
     fn due<'a>(
@@ -233,17 +263,7 @@ impl NodeSource for ClusterSource {
     }
 
     fn observe(&mut self) -> NodeState {
-        self.signals.allocatable_memory = self.allocatable_memory();
-        let mut reading = self.signals.read_node(&self.wanted.signals);
-        for gap in &reading.gaps {
-            tracing::debug!(signal = %gap.signal, error = %gap.error, "signal not read");
-        }
-        let rates = self.rates.signals(self.clock.now(), reading.counters);
-        reading.signals.extend(rates);
-        let mut state = NodeState {
-            signals: reading.signals,
-            ..NodeState::default()
-        };
+        let mut state = self.node_signals();
         let cgroups = self.signals.cgroups();
         let every_cycle = self.reader(&cgroups, self.wanted.facts.clone());
         let objects = self.pods.state();
@@ -264,18 +284,7 @@ impl NodeSource for ClusterSource {
                 PodPhase::Live(mut pod) => {
                     let due = due.as_ref().is_none_or(|due| due.contains(&pod.uid));
                     self.usage(&cgroups, &every_cycle, due, &mut pod);
-                    let labels = object.metadata.labels.clone().unwrap_or_default();
-                    let budgets = self.budgets.of_pod(&pod.namespace, &labels);
-                    pod.pdb_disruptions_allowed = budgets.allowed;
-                    let own = object
-                        .spec
-                        .as_ref()
-                        .and_then(|s| s.termination_grace_period_seconds)
-                        .unwrap_or(DEFAULT_GRACE_SECONDS);
-                    let facts = PodFacts {
-                        grace_period_seconds: u64::try_from(own).ok(),
-                        budgets: budgets.names,
-                    };
+                    let facts = self.pod_facts(object, &mut pod);
                     state.facts.insert(pod.uid.clone(), facts);
                     state.pods.push(*pod);
                 }
