@@ -4,7 +4,7 @@
 use vigil_build_support::{Guest, build_guests};
 
 /// `(environment variable, crate directory, package, feature)` of each built-in.
-const POLICIES: [(&str, &str, &str, &str); 11] = [
+const POLICIES: [(&str, &str, &str, &str); 12] = [
     (
         "VIGIL_BUILTIN_MEMORY_PRESSURE",
         "policies/node-pressure",
@@ -58,6 +58,12 @@ const POLICIES: [(&str, &str, &str, &str); 11] = [
         "policies/katalyst",
         "katalyst-strategies",
         "rootfs-pressure",
+    ),
+    (
+        "VIGIL_BUILTIN_RECLAIMED_RESOURCES",
+        "policies/katalyst",
+        "katalyst-strategies",
+        "reclaimed-resources",
     ),
     (
         "VIGIL_BUILTIN_DEFAULT_SORTER",

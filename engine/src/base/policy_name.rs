@@ -22,6 +22,8 @@ pub const SYSTEM_MEMORY_PRESSURE: &str = "system-memory-pressure";
 pub const SYSTEM_CPU_PRESSURE: &str = "system-cpu-pressure";
 /// katalyst's rootfs pressure strategy, built in and off.
 pub const ROOTFS_PRESSURE: &str = "rootfs-pressure";
+/// katalyst's reclaimed resources strategy, built in and off.
+pub const RECLAIMED_RESOURCES: &str = "reclaimed-resources";
 /// The built-in sorter: the configured sorter by default, and the fallback
 /// when the configured one fails under hard pressure.
 pub const DEFAULT_SORTER: &str = "default-sorter";

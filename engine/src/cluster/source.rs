@@ -22,8 +22,8 @@ use crate::eviction::{
     CycleReport, KubeletEviction, NodeState, PodFacts, RankingFacts, Terminating,
 };
 use crate::model::Pod;
-use crate::model::{CpuThrottling, NumaMemory, PodFact, Pressure};
-use crate::signals::{self, Cgroups, CpuRates, Rates, SampledFacts, SignalFiles};
+use crate::model::{CpuThrottling, NumaMemory, PodFact, Pressure, Signal};
+use crate::signals::{self, Cgroups, CpuRates, Rates, SampledFacts, SignalFiles, catalogue};
 use k8s_openapi::api::core::v1::{Node, Pod as KubePod};
 use kube::runtime::reflector::Store;
 use std::collections::{BTreeMap, HashSet};
@@ -76,6 +76,31 @@ pub struct ClusterSource {
 }
 
 impl ClusterSource {
+    /// Every resource of the Node's `status.allocatable` as a signal
+    /// `node.allocatable.<name>`, the resource's name without its domain
+    /// (a signal's name has no `/`); one that is not a quantity is left
+    /// out, and of two resources of one name in two domains, the first.
+    fn node_allocatable(&self) -> Vec<Signal> {
+        let Some(node) = self.node.state().into_iter().next() else {
+            return Vec::new();
+        };
+        let allocatable = (node.status.as_ref()).and_then(|s| s.allocatable.as_ref());
+        let mut signals: BTreeMap<String, Signal> = BTreeMap::new();
+        for (resource, quantity) in allocatable.into_iter().flatten() {
+            let name = resource.rsplit('/').next().unwrap_or(resource);
+            let name = format!("node.allocatable.{name}");
+            if let Some(value) = crate::base::quantity::value(quantity) {
+                let signal = Signal {
+                    name: name.clone(),
+                    value,
+                    capacity: None,
+                };
+                signals.entry(name).or_insert(signal);
+            }
+        }
+        signals.into_values().collect()
+    }
+
     /// Allocatable memory from the Node's status, if known.
     fn allocatable_memory(&self) -> Option<u64> {
         let node = self.node.state().into_iter().next()?;
@@ -143,6 +168,9 @@ impl ClusterSource {
         }
         let rates = self.rates.signals(self.clock.now(), reading.counters);
         reading.signals.extend(rates);
+        if catalogue::asks_for(&self.wanted.signals, &catalogue::family::NODE_ALLOCATABLE) {
+            reading.signals.extend(self.node_allocatable());
+        }
         NodeState {
             signals: reading.signals,
             ..NodeState::default()

@@ -49,7 +49,7 @@ pub struct Migration {
 }
 
 /// katalyst's plugin names (its `dryRun` list names them) by vigil strategy.
-const PLUGINS: [(&str, &str); 5] = [
+const PLUGINS: [(&str, &str); 6] = [
     ("numa-pressure", "numa-memory-pressure-eviction-plugin"),
     (
         "system-memory-pressure",
@@ -58,6 +58,10 @@ const PLUGINS: [(&str, &str); 5] = [
     ("rss-overuse", "rss-overuse-eviction-plugin"),
     ("rootfs-pressure", "rootfs-pressure-eviction-plugin"),
     ("system-cpu-pressure", "system-cpu-pressure-eviction-plugin"),
+    (
+        "reclaimed-resources",
+        "reclaimed-resource-pressure-eviction-plugin",
+    ),
 ];
 
 /// A strategy being built: whether katalyst enables it, and its config.
@@ -294,6 +298,25 @@ fn rootfs(
     Ok(())
 }
 
+/// The reclaimed resources section: its rates, grace and tolerance.
+fn reclaimed(builder: &mut Builder, section: &Map<String, Value>, at: &str) {
+    copy(
+        builder,
+        "reclaimed-resources",
+        section,
+        &[
+            ("evictionThreshold", "thresholds"),
+            ("gracePeriod", "gracePeriodSeconds"),
+            ("thresholdMetToleranceDuration", "toleranceSeconds"),
+        ],
+    );
+    if section.contains_key("softEvictionThreshold") {
+        builder.note(format!(
+            "{at}.softEvictionThreshold: katalyst's reclaimed plugin does not read it; not carried over"
+        ));
+    }
+}
+
 fn cpu_system(
     builder: &mut Builder,
     section: &Map<String, Value>,
@@ -407,6 +430,9 @@ fn flags(builder: &mut Builder, text: &str) -> Result<(), MigrateError> {
             "cpu-system-eviction-grace-period" => builder.set("system-cpu-pressure", "gracePeriodSeconds", whole(value)?),
             "cpu-system-eviction-check-cpu-manager" => builder.set("system-cpu-pressure", "checkCpuManager", json!(on(value)?)),
             "cpu-system-eviction-metric-mode" => builder.set("system-cpu-pressure", "metricMode", text()),
+            "eviction-reclaimed-resources-threshold" => builder.set("reclaimed-resources", "thresholds", rates(name, value)?),
+            "eviction-reclaimed-resources-grace-period" => builder.set("reclaimed-resources", "gracePeriodSeconds", whole(value)?),
+            "eviction-reclaimed-resources-threshold-met-tolerance-duration" => builder.set("reclaimed-resources", "toleranceSeconds", whole(value)?),
             "workload-path" => builder.note(format!(
                 "--workload-path={value}: give the agent --workload-cgroup (relative to the cgroup mount)"
             )),
@@ -414,6 +440,20 @@ fn flags(builder: &mut Builder, text: &str) -> Result<(), MigrateError> {
         }
     }
     Ok(())
+}
+
+/// A flag's `resource=rate,…` list as a map of rates.
+fn rates(name: &str, value: &str) -> Result<Value, MigrateError> {
+    let mut rates = Map::new();
+    for pair in value.split(',').filter(|p| !p.is_empty()) {
+        let (resource, rate) = pair
+            .split_once('=')
+            .ok_or_else(|| field_error(&format!("--{name}"), "not resource=rate pairs"))?;
+        let rate: f64 = (rate.trim().parse())
+            .map_err(|_| field_error(&format!("--{name}"), "a rate is not a number"))?;
+        rates.insert(resource.trim().to_owned(), json!(rate));
+    }
+    Ok(Value::Object(rates))
 }
 
 /// One of the agent's rootfs overuse flags, into the rootfs strategy's
@@ -477,9 +517,7 @@ fn objects(builder: &mut Builder, yaml: &str) -> Result<bool, MigrateError> {
                 "rootfsPressureEvictionConfig" => rootfs(builder, section_map, &at)?,
                 "cpuSystemPressureEvictionConfig" => cpu_system(builder, section_map, &at)?,
                 "reclaimedResourcesEvictionConfig" | "reclaimedResourcesEvictionPluginConfig" => {
-                    builder.note(format!(
-                        "{at}: vigil has no reclaimed-resources strategy yet; not carried over"
-                    ))
+                    reclaimed(builder, section_map, &at)
                 }
                 other => builder.note(format!(
                     "{kind}.{other}: vigil has no counterpart; not carried over"
@@ -509,6 +547,7 @@ pub fn migrate(yaml: &str, flags_text: &str, name: &str) -> Result<Migration, Mi
         ("rss-overuse", false),
         ("rootfs-pressure", false),
         ("system-cpu-pressure", false),
+        ("reclaimed-resources", true),
     ] {
         let entry = builder.strategy(strategy);
         if entry.enabled.is_none() {
@@ -520,6 +559,10 @@ pub fn migrate(yaml: &str, flags_text: &str, name: &str) -> Result<Migration, Mi
             }
         }
     }
+    builder.note(
+        "reclaimed-resources: reads what the node offers from the Node's status.allocatable \
+         (katalyst: its CustomNodeResource); advertise the reclaimed resources there",
+    );
     let every = builder.dry_run.iter().any(|n| n == "*");
     let mut policies = Map::new();
     for (strategy, settings) in &builder.strategies {

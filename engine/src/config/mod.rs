@@ -30,7 +30,8 @@ pub use crd::{ConfigLayer, ConfigLayerSpec, LayerRollout, Target};
 
 use crate::base::policy_name::{
     DEFAULT_MERGER, DEFAULT_SORTER, DISK_PRESSURE, MEMORY_PRESSURE, NUMA_PRESSURE, PID_PRESSURE,
-    PSI_PRESSURE, ROOTFS_PRESSURE, RSS_OVERUSE, SYSTEM_CPU_PRESSURE, SYSTEM_MEMORY_PRESSURE,
+    PSI_PRESSURE, RECLAIMED_RESOURCES, ROOTFS_PRESSURE, RSS_OVERUSE, SYSTEM_CPU_PRESSURE,
+    SYSTEM_MEMORY_PRESSURE,
 };
 use crate::model::{Layer, Rejections};
 use crate::policy::{Fault, Limits, LimitsTable, Merger, Registry};
@@ -265,7 +266,8 @@ fn default_policies() -> BTreeMap<String, PolicyConfig> {
         (NUMA_PRESSURE, off.clone()),
         (SYSTEM_MEMORY_PRESSURE, off.clone()),
         (SYSTEM_CPU_PRESSURE, off.clone()),
-        (ROOTFS_PRESSURE, off),
+        (ROOTFS_PRESSURE, off.clone()),
+        (RECLAIMED_RESOURCES, off),
     ]
     .into_iter()
     .map(|(name, config)| (name.to_owned(), config))

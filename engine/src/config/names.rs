@@ -84,7 +84,7 @@ mod tests {
     use super::*;
     use crate::config::VigilConfig;
 
-    const LOADED: [&str; 11] = [
+    const LOADED: [&str; 12] = [
         "default-sorter",
         "memory-pressure",
         "disk-pressure",
@@ -95,6 +95,7 @@ mod tests {
         "system-memory-pressure",
         "system-cpu-pressure",
         "rootfs-pressure",
+        "reclaimed-resources",
         "js-sorter",
     ];
 

@@ -60,6 +60,12 @@ pub(crate) mod family {
     /// The workload cgroup's `memory.pressure` (cgroup v2):
     /// `psi.workload.memory.{some,full}.{avg10,avg60}`.
     pub(crate) const WORKLOAD_PSI: [&str; 1] = ["psi.workload."];
+    /// The Node's `status.allocatable`, every resource by its name without
+    /// its domain (`node.allocatable.reclaimed_millicpu` for
+    /// `resource.katalyst.kubewharf.io/reclaimed_millicpu`), in the
+    /// resource's own unit (cores for cpu, bytes for memory, a count for an
+    /// extended resource); the agent's watch of its Node, no file.
+    pub(crate) const NODE_ALLOCATABLE: [&str; 1] = ["node.allocatable."];
 }
 
 /// Whether any of `wanted` (names, or prefixes ending in `*`) asks for a

@@ -33,6 +33,10 @@
 //! - `cpu.load1` (the 1-minute load average) and `cpu.usage` (cores busy
 //!   between cycles), capacity the online CPUs.
 //!
+//! The cluster source adds `node.allocatable.<name>`, the Node's
+//! `status.allocatable` by resource name without its domain, from its
+//! watch of the Node, while a strategy asks.
+//!
 //! `catalogue` gives each of them its unit and family; `kept` keeps the
 //! cgroup files open between cycles; `sampled` spreads the pod facts that
 //! cost a file each over cycles.

@@ -111,7 +111,12 @@ impl SimPod<'_> {
             },
             writable_layers: None,
             containers_without_memory_request: 0,
-            extended_requests: Vec::new(),
+            extended_requests: (spec.extended_requests.iter())
+                .map(|(name, value)| crate::model::Amount {
+                    name: name.clone(),
+                    value: *value,
+                })
+                .collect(),
             start_time_ms: self.start_time_ms(),
             owner_kind: Some(OwnerKind::ReplicaSet),
             is_static: spec.is_static,

@@ -153,6 +153,11 @@ pub struct PodSpec {
     /// `numa-memory` pod fact); none given: not measured.
     #[serde(default)]
     pub numa_memory: BTreeMap<u32, Timeline>,
+    /// What its containers request of extended resources, summed, by
+    /// resource name (e.g. `resource.katalyst.kubewharf.io/reclaimed_millicpu:
+    /// 4000`), in the resource's own unit.
+    #[serde(default)]
+    pub extended_requests: BTreeMap<String, u64>,
 }
 
 impl PodSpec {

@@ -8,6 +8,7 @@
 //! |---|---|---|
 //! | `rss-overuse` | `memory/rss_overuse.go` | pods whose RSS exceeds request × ratio: soft candidates, no condition |
 //! | `numa-pressure` | `memory/numa_pressure.go` | each NUMA node's free memory against its Normal zone's watermarks, counted over cycles: a hard threshold and a victim per pressed node |
+//! | `reclaimed-resources` | `resource/reclaimed_resources.go` | the `reclaimed_cores` pods' extended requests against a rate × what the node offers: a hard threshold per resource, victims by their request |
 //! | `rootfs-pressure` | `rootfs/rootfs_pressure.go` | the image filesystem's free bytes and inodes: `SystemRootfs`, victims by their writable layers |
 //! | `system-cpu-pressure` | `cpu/system_pressure.go` (PR #1141) | load and CPU usage against bounds over a ring of samples: `SystemCPU` reported at the soft bound, the busiest pod evicted at the hard one, a cool-down |
 //! | `system-memory-pressure` | `memory/system_pressure.go` | `MemFree` against the scaled watermark, and the workload cgroup's memory PSI: `MemoryPressure`, a victim from the most pressed NUMA node, a cool-down |
@@ -25,7 +26,7 @@ pub use bindings::exports::vigil::policy::strategy::{
     Threshold,
 };
 pub use bindings::vigil::policy::types::{
-    Interest, KeyValue, NumaMemory, Pod, PodFact, Pressure, QosClass, Resources, Usage,
+    Amount, Interest, KeyValue, NumaMemory, Pod, PodFact, Pressure, QosClass, Resources, Usage,
     WritableLayers,
 };
 
@@ -33,6 +34,7 @@ pub mod cpu_pressure;
 pub mod knobs;
 pub mod numa_pressure;
 pub mod ranking;
+pub mod reclaimed_resources;
 pub mod rootfs_pressure;
 pub mod rss_overuse;
 pub mod system_memory;
@@ -92,6 +94,19 @@ mod component {
         pub use strategy::interest;
         pub fn evaluate(s: &Snapshot) -> Result<Decision, String> {
             strategy::evaluate(&Seen::of(s), &s.config, &s.state)
+        }
+        pub fn top_victims(s: &Snapshot, scope: &str) -> Result<Vec<Eviction>, String> {
+            strategy::top_victims(&s.pods, &s.config, scope)
+        }
+    }
+
+    #[cfg(feature = "reclaimed-resources")]
+    mod chosen {
+        use super::*;
+        use crate::reclaimed_resources as strategy;
+        pub use strategy::interest;
+        pub fn evaluate(s: &Snapshot) -> Result<Decision, String> {
+            strategy::evaluate(&s.signals, &s.pods, &s.config)
         }
         pub fn top_victims(s: &Snapshot, scope: &str) -> Result<Vec<Eviction>, String> {
             strategy::top_victims(&s.pods, &s.config, scope)

@@ -458,3 +458,22 @@ async fn a_decision_of_several_scopes_a_report_only_level_kept_state_and_a_hard_
         );
     }
 }
+
+/// katalyst's reclaimed resources strategy: once the node offers a third of
+/// what its reclaimed pods request, the pod requesting most goes, and the
+/// rest, within 1.5x the offer, stay; memory is fine all along.
+#[tokio::test]
+async fn reclaimed_pods_promised_more_than_the_node_offers_lose_the_largest() {
+    let simulation = simulate("reclaimed-resources").await;
+    assert_eq!(evictions(&simulation), [(30.0, "default/batch-a")]);
+    let before = (simulation.steps.iter())
+        .filter(|s| s.t < 30.0)
+        .all(|s| s.decisions.is_empty());
+    assert!(
+        before,
+        "nothing is judged over while the node offers 16 cores"
+    );
+    for step in &simulation.steps {
+        assert!(step.signals["memory.available"] > (20u64 << 30) as f64);
+    }
+}

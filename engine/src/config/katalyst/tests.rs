@@ -79,15 +79,42 @@ spec:
 "#;
 
 #[test]
-fn katalysts_reclaimed_resource_example_is_named_as_not_carried_over() {
+fn katalysts_reclaimed_resource_example_carries_its_rates() {
     let migration = migrate(RECLAIMED_EXAMPLE, "", "from-katalyst").unwrap();
-    checked(&migration);
+    let policies = checked(&migration);
+    let reclaimed = &policies["reclaimed-resources"];
+    assert_eq!(reclaimed["enabled"], true, "katalyst runs it by default");
+    assert_eq!(
+        reclaimed["config"]["thresholds"],
+        json!({"katalyst.kubewharf.io/reclaimed_millicpu": 10, "katalyst.kubewharf.io/reclaimed_memory": 10})
+    );
+    let notes = migration.notes.join("\n");
     assert!(
-        migration.notes.iter().any(|n| n.contains(
-            "reclaimedResourcesEvictionPluginConfig: vigil has no reclaimed-resources strategy yet"
-        )),
-        "{:?}",
-        migration.notes
+        notes.contains("from the Node's status.allocatable"),
+        "{notes}"
+    );
+}
+
+#[test]
+fn the_reclaimed_flags_carry_over_and_a_bad_rate_is_refused() {
+    let flags = "--eviction-reclaimed-resources-threshold=resource.katalyst.kubewharf.io/reclaimed_millicpu=2.5 \
+                 --eviction-reclaimed-resources-grace-period=30 \
+                 --eviction-reclaimed-resources-threshold-met-tolerance-duration=10";
+    let migration = migrate("", flags, "x").unwrap();
+    let config = &checked(&migration)["reclaimed-resources"]["config"];
+    assert_eq!(
+        *config,
+        json!({
+            "thresholds": {"resource.katalyst.kubewharf.io/reclaimed_millicpu": 2.5},
+            "gracePeriodSeconds": 30,
+            "toleranceSeconds": 10,
+        })
+    );
+    katalyst_strategies::reclaimed_resources::Config::parse(&config.to_string()).unwrap();
+    let error = migrate("", "--eviction-reclaimed-resources-threshold=cpu", "x").unwrap_err();
+    assert!(
+        error.to_string().contains("not resource=rate pairs"),
+        "{error}"
     );
 }
 
@@ -182,13 +209,17 @@ fn every_strategy_the_result_names_accepts_its_config() {
     let policies = checked(&migration);
     let config = |name: &str| policies[name]["config"].to_string();
     use katalyst_strategies::{
-        cpu_pressure, numa_pressure, rootfs_pressure, rss_overuse, system_memory,
+        cpu_pressure, numa_pressure, reclaimed_resources, rootfs_pressure, rss_overuse,
+        system_memory,
     };
     numa_pressure::Config::parse(&config("numa-pressure")).unwrap();
     system_memory::Config::parse(&config("system-memory-pressure")).unwrap();
     rss_overuse::Config::parse(&config("rss-overuse")).unwrap();
     rootfs_pressure::Config::parse(&config("rootfs-pressure")).unwrap();
     cpu_pressure::Config::parse(&config("system-cpu-pressure")).unwrap();
+    let reclaimed = migrate(RECLAIMED_EXAMPLE, "", "x").unwrap();
+    let config = &checked(&reclaimed)["reclaimed-resources"]["config"];
+    reclaimed_resources::Config::parse(&config.to_string()).unwrap();
 }
 
 #[test]

@@ -4,11 +4,12 @@
 
 use crate::base::policy_name::{
     DEFAULT_MERGER, DEFAULT_SORTER, DISK_PRESSURE, MEMORY_PRESSURE, NUMA_PRESSURE, PID_PRESSURE,
-    PSI_PRESSURE, ROOTFS_PRESSURE, RSS_OVERUSE, SYSTEM_CPU_PRESSURE, SYSTEM_MEMORY_PRESSURE,
+    PSI_PRESSURE, RECLAIMED_RESOURCES, ROOTFS_PRESSURE, RSS_OVERUSE, SYSTEM_CPU_PRESSURE,
+    SYSTEM_MEMORY_PRESSURE,
 };
 
 /// `(name, component bytes)` of every built-in policy.
-pub const BUILTINS: [(&str, &[u8]); 11] = [
+pub const BUILTINS: [(&str, &[u8]); 12] = [
     (
         MEMORY_PRESSURE,
         include_bytes!(env!("VIGIL_BUILTIN_MEMORY_PRESSURE")),
@@ -44,6 +45,10 @@ pub const BUILTINS: [(&str, &[u8]); 11] = [
     (
         ROOTFS_PRESSURE,
         include_bytes!(env!("VIGIL_BUILTIN_ROOTFS_PRESSURE")),
+    ),
+    (
+        RECLAIMED_RESOURCES,
+        include_bytes!(env!("VIGIL_BUILTIN_RECLAIMED_RESOURCES")),
     ),
     (
         DEFAULT_SORTER,

@@ -41,6 +41,10 @@ fn resources(memory: f64, cpu: f64) -> Value {
 }
 
 fn pod_object(spec: &PodSpec) -> Value {
+    let mut requests = resources(spec.requests.memory, spec.requests.cpu);
+    for (name, value) in &spec.extended_requests {
+        requests[name] = json!(value.to_string());
+    }
     json!({
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": spec.name, "namespace": spec.namespace,
@@ -49,7 +53,7 @@ fn pod_object(spec: &PodSpec) -> Value {
         "spec": {"nodeName": NODE, "priority": spec.priority,
                  "terminationGracePeriodSeconds": spec.grace_period.as_secs(),
                  "containers": [{"name": "main", "image": "example", "resources": {
-                     "requests": resources(spec.requests.memory, spec.requests.cpu),
+                     "requests": requests,
                      "limits": resources(spec.limits.memory, spec.limits.cpu)}}]},
         "status": {"phase": "Running", "startTime": "2023-11-14T22:13:20Z"},
     })
@@ -113,6 +117,23 @@ fn zoneinfo(scenario: &Scenario, t: Duration) -> Option<String> {
     Some(text)
 }
 
+/// The Node at `t`: what it offers as the scenario's `node.allocatable.<name>`
+/// signals give it, under the full name a pod requests it by.
+fn node_at(scenario: &Scenario, node: &Value, t: Duration) -> Value {
+    let mut node = node.clone();
+    for (signal, timeline) in &scenario.signals {
+        let Some(name) = signal.strip_prefix("node.allocatable.") else {
+            continue;
+        };
+        let full = (scenario.pods.iter())
+            .flat_map(|pod| pod.extended_requests.keys())
+            .find(|full| full.rsplit('/').next() == Some(name))
+            .map_or(name, String::as_str);
+        node["status"]["allocatable"][full] = json!(quantity(timeline.at(t)));
+    }
+    node
+}
+
 /// Fills `store` with `objects`, as a watcher's initial list would.
 fn fill<K: kube::Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned>(
     writer: &mut reflector::store::Writer<K>,
@@ -150,6 +171,11 @@ async fn numa_pressure_evicts_the_same_pods_at_the_same_times_as_simulate() {
 /// watermark while `memory.available` is healthy, read from the node's
 /// `/proc/meminfo` and `watermark_scale_factor`, the victim ranked by its
 /// memory on the NUMA node with the fewest free pages (the testbed's one).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reclaimed_resources_evict_the_same_pod_at_the_same_time_as_simulate() {
+    replays_as_simulated("reclaimed-resources.yaml", 1).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn system_memory_pressure_evicts_the_same_pod_at_the_same_time_as_simulate() {
     replays_as_simulated("system-memory-pressure.yaml", 1).await;
@@ -207,7 +233,7 @@ async fn replays_as_simulated(file: &str, at_least: usize) {
     let killer = EvictionApi::new(client.clone());
     let (pods, mut pods_writer) = reflector::store::<Pod>();
     let (nodes, mut nodes_writer): (Store<Node>, _) = reflector::store();
-    fill(&mut nodes_writer, vec![node]);
+    fill(&mut nodes_writer, vec![node.clone()]);
     let mut source = ClusterSource {
         signals: SignalFiles {
             proc_root: files.path("proc"),
@@ -277,6 +303,7 @@ async fn replays_as_simulated(file: &str, at_least: usize) {
             );
         }
         fill(&mut pods_writer, server.list("pods"));
+        fill(&mut nodes_writer, vec![node_at(&scenario, &node, t)]);
 
         let now = SystemTime::UNIX_EPOCH + START + t;
         // What the strategies declare is what the source reads, as the runner tells it.
