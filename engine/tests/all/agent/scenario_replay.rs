@@ -134,6 +134,40 @@ fn node_at(scenario: &Scenario, node: &Value, t: Duration) -> Value {
     node
 }
 
+/// The node's and each pod's CPU time since boot, advanced a step at a
+/// time as the scenario's `cpu.usage` and each pod's `cpu` give it: the
+/// agent turns them back into rates between cycles.
+#[derive(Default)]
+struct CpuTime {
+    busy: u64,
+    idle: u64,
+    pods: std::collections::HashMap<String, u64>,
+}
+
+impl CpuTime {
+    /// `/proc/stat` after the step to `t` (USER_HZ 100), if the scenario
+    /// gives `cpu.usage`; its capacity is the online CPUs.
+    fn stat(&mut self, scenario: &Scenario, t: Duration, step: Duration) -> Option<String> {
+        let usage = scenario.signals.get("cpu.usage")?.at(t);
+        let cpus = (scenario.signal_capacities.get("cpu.usage")).map_or(1.0, |c| c.0);
+        let ticks = step.as_secs_f64() * 100.0;
+        self.busy += (usage * ticks).round() as u64;
+        self.idle += ((cpus - usage).max(0.0) * ticks).round() as u64;
+        let mut text = format!("cpu  {} 0 0 {} 0 0 0 0\n", self.busy, self.idle);
+        for cpu in 0..cpus as usize {
+            text.push_str(&format!("cpu{cpu} 0 0 0 0 0 0 0 0\n"));
+        }
+        Some(text)
+    }
+
+    /// The pod cgroup's `cpu.stat` after the step to `t`.
+    fn pod(&mut self, spec: &PodSpec, t: Duration, step: Duration) -> String {
+        let used = self.pods.entry(spec.name.clone()).or_default();
+        *used += (spec.cpu.at(t) * step.as_secs_f64() * 1000.0).round() as u64;
+        format!("usage_usec {used}\n")
+    }
+}
+
 /// Fills `store` with `objects`, as a watcher's initial list would.
 fn fill<K: kube::Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned>(
     writer: &mut reflector::store::Writer<K>,
@@ -171,6 +205,11 @@ async fn numa_pressure_evicts_the_same_pods_at_the_same_times_as_simulate() {
 /// watermark while `memory.available` is healthy, read from the node's
 /// `/proc/meminfo` and `watermark_scale_factor`, the victim ranked by its
 /// memory on the NUMA node with the fewest free pages (the testbed's one).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn system_cpu_pressure_evicts_the_same_pod_at_the_same_time_as_simulate() {
+    replays_as_simulated("system-cpu-pressure.yaml", 1).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reclaimed_resources_evict_the_same_pod_at_the_same_time_as_simulate() {
     replays_as_simulated("reclaimed-resources.yaml", 1).await;
@@ -256,6 +295,7 @@ async fn replays_as_simulated(file: &str, at_least: usize) {
 
     let mut leaves: Vec<(String, Duration)> = Vec::new();
     let mut replayed = Vec::new();
+    let mut cpu_time = CpuTime::default();
     let mut t = Duration::ZERO;
     while t <= scenario.duration {
         // The kubelet: pods whose grace period is over are gone.
@@ -273,7 +313,19 @@ async fn replays_as_simulated(file: &str, at_least: usize) {
         for spec in &present {
             let bytes = spec.memory.at(t);
             used += bytes;
-            files.cgroup_bytes(&cgroup(spec, spec.qos().into()), bytes as u64);
+            let cgroup = cgroup(spec, spec.qos().into());
+            files.cgroup_bytes(&cgroup, bytes as u64);
+            let cpu = cpu_time.pod(spec, t, period);
+            files.write(&format!("cgroup/{cgroup}/cpu.stat"), &cpu);
+        }
+        if let Some(stat) = cpu_time.stat(&scenario, t, period) {
+            files.write("proc/stat", &stat);
+        }
+        if let Some(load) = scenario.signals.get("cpu.load1") {
+            files.write(
+                "proc/loadavg",
+                &format!("{0} {0} {0} 1/100 1\n", load.at(t)),
+            );
         }
         let total = scenario.node.memory;
         let available = (total - used).max(0.0);
