@@ -107,7 +107,7 @@ def code_lines(path):
 def floors(lib):
     """Each module's floor, from lib.rs's list (one floor a line, bottom first)."""
     rank = {}
-    for n, line in enumerate(re.findall(r"^//! - (.*)$", lib, re.M)):
+    for n, line in enumerate(re.findall(r"^//! - (.*)$", lib, re.MULTILINE)):
         for module in re.findall(r"\[`(\w+)`\]", line.split(":")[0]):
             rank[module] = n
     return rank
@@ -223,7 +223,7 @@ def main():
             owned += 1
         else:
             problems.append(f"a circle of files no comment owns: {', '.join(component)}")
-    declared = set(re.findall(r"^(?:pub )?mod (\w+);", lib, re.M))
+    declared = set(re.findall(r"^(?:pub )?mod (\w+);", lib, re.MULTILINE))
     listed = set(floors(lib))
     for module in sorted(declared - listed):
         problems.append(f"lib.rs declares `{module}` but its floor list does not name it")

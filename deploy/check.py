@@ -96,9 +96,9 @@ def check_pod(docs):
         kubelet = path.rstrip("/") == "/var/lib/kubelet"
         if kubelet or (path.startswith("/var/lib/kubelet/") and not path.endswith("/vigil-statfs")):
             fail(where, "mounts the kubelet's directory (its keys, the pods' Secrets)")
-        if volume["name"] in ("nodefs", "imagefs"):
-            if not path.endswith("/vigil-statfs") or volume["hostPath"].get("type") != "DirectoryOrCreate":
-                fail(where, "not an empty vigil-statfs directory made by the kubelet (DirectoryOrCreate)")
+        statfs = path.endswith("/vigil-statfs") and volume["hostPath"].get("type") == "DirectoryOrCreate"
+        if volume["name"] in ("nodefs", "imagefs") and not statfs:
+            fail(where, "not an empty vigil-statfs directory made by the kubelet (DirectoryOrCreate)")
 
 
 def check_roles(docs):

@@ -36,7 +36,7 @@ die() { echo "release: $*" >&2; exit 1; }
 [ $# -ge 2 ] || die "$usage"
 version=$1 repository=$2
 shift 2
-key= insecure= charts= download=
+key='' insecure='' charts='' download=''
 while [ $# -gt 0 ]; do
     case "$1" in
         --key) key=$2; shift 2 ;;
@@ -73,6 +73,8 @@ mkdir -p "$out"
 pin=$(release/image.sh --arch all --push "$repository:$version" $insecure | sed -n 's/^pin: //p')
 [ -n "$pin" ] || die "image.sh printed no pinned reference"
 vigil=target/x86_64-unknown-linux-musl/release/vigil
+# Flags, split on white space on purpose (none holds a space).
+# shellcheck disable=SC2206
 registry_args=($insecure ${VIGIL_REGISTRY_ARGS:-})
 
 # 3. The signature of the index (it covers every architecture: a pull by
@@ -171,7 +173,7 @@ commit: $released
 tag: v$version ($(git rev-parse "v$version^{commit}"))
 image: $pin
 images:
-$(sed 's/^/  /' <<<"$images")
+$(while IFS= read -r line; do echo "  $line"; done <<<"$images")
 chart: oci://$charts/vigil:$version@$chart_digest
 krew: $out/vigil.krew.yaml
 EOF

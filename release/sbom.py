@@ -23,7 +23,7 @@ import re
 import subprocess
 import sys
 import uuid
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 BUILTINS = ("node-pressure", "default-sorter", "default-merger")
 
@@ -121,7 +121,7 @@ def build_time():
     epoch = os.environ.get("SOURCE_DATE_EPOCH") or subprocess.run(
         ["git", "log", "-1", "--format=%ct"], check=True, capture_output=True, text=True
     ).stdout.strip()
-    return datetime.fromtimestamp(int(epoch), timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return datetime.fromtimestamp(int(epoch), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def main():

@@ -79,7 +79,7 @@ helm=$main/target/tools/helm
 work=$(mktemp -d)
 registry_pid=
 cleanup() {
-    [ -n "$registry_pid" ] && kill "$registry_pid" 2>/dev/null || true
+    if [ -n "$registry_pid" ]; then kill "$registry_pid" 2>/dev/null || true; fi
     rm -rf "$work"
 }
 trap cleanup EXIT

@@ -31,11 +31,13 @@ dir=$(realpath -m "$1")
 coproc node { exec "$cluster" up --node "$out/bin" "$dir"; }
 # Its pipes, on descriptors that a background job may use too.
 exec {from}<&"${node[0]}" {to}>&"${node[1]}"
+# shellcheck disable=SC2154  # node_PID is set by coproc
 pid=$node_PID
 # Closing its input stops it; then wait for it to have cleaned up.
 stop() {
     exec {to}>&- 2>/dev/null || true
     # (bash unsets the coproc's descriptors once it has exited)
+    # shellcheck disable=SC1083  # {node[1]}>&- closes the descriptor node[1] holds
     if [ -n "${node[1]:-}" ]; then exec {node[1]}>&- 2>/dev/null || true; fi
     wait "$pid" 2>/dev/null || true
 }

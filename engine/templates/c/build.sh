@@ -5,6 +5,7 @@
 # stdio speaks preview1).
 set -euo pipefail
 cd "$(dirname "$0")"
+# shellcheck source=/dev/null  # written beside this script by `vigil policy new`
 source ./toolchain.sh
 need_c_tools
 rm -rf build && mkdir -p build

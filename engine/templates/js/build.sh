@@ -3,6 +3,7 @@
 # enabled, so an uncaught exception's message reaches vigil's fault report.
 set -euo pipefail
 cd "$(dirname "$0")"
+# shellcheck source=/dev/null  # written beside this script by `vigil policy new`
 source ./toolchain.sh
 need_js_tools
 componentize-js policy.js --wit wit --world-name __WORLD__ \

@@ -3,6 +3,7 @@
 # CPython into the component.
 set -euo pipefail
 cd "$(dirname "$0")"
+# shellcheck source=/dev/null  # written beside this script by `vigil policy new`
 source ./toolchain.sh
 need_python_tools
 mkdir -p build

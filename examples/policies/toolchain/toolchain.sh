@@ -27,7 +27,8 @@ inputs_digest() {
 skip_if_fresh() {
   local out=$1
   shift
-  local stamp="$TOOLS/stamps/$(basename "$out").inputs"
+  local stamp
+  stamp="$TOOLS/stamps/$(basename "$out").inputs"
   if [[ -f $out && -f $stamp && $(cat "$stamp") == "$(inputs_digest "$@")" ]]; then
     say "up to date"
     exit 0
