@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Scripts are code: every tracked shell script (and .ci/run) through
-# shellcheck (Debian's, following what each sources), every tracked Python
+# Debian's shellcheck, following what each sources, and every tracked Python
 # file through ruff (PyPI, pinned, in a venv under target/toolchains/), both
 # clean. Installs what it lacks with the project's own function (its
 # progress on stderr); ~2 s once installed.

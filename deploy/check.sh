@@ -30,7 +30,7 @@ kubectl() { "$cluster" kubectl "$@"; }
 
 # The Helm chart (deploy/chart/) is written from kustomize's renders of
 # deploy/ by chart.py: `deploy/check.sh --write-chart` writes it.
-version=$(python3 -c 'import tomllib; print(tomllib.load(open("../Cargo.toml", "rb"))["workspace"]["package"]["version"])')
+version=$(../release/version.sh)
 renders=../target/deploy-check/chart-renders
 write_chart() {
   mkdir -p "$renders/compile-on-node" "$renders/prometheus"

@@ -60,7 +60,7 @@ download=${download:-https://github.com/vigil-dev/vigil/releases/download/v$vers
 [[ "$version" =~ ^[0-9]+\.[0-9]+\.[0-9]+$ ]] || die "$version is not MAJOR.MINOR.PATCH"
 grep -Eq "^## \[${version//./\\.}\] - [0-9]{4}-[0-9]{2}-[0-9]{2}$" CHANGELOG.md ||
     die "CHANGELOG.md has no section for $version (a heading '## [$version] - YYYY-MM-DD')"
-workspace=$(python3 -c 'import tomllib; print(tomllib.load(open("Cargo.toml", "rb"))["workspace"]["package"]["version"])')
+workspace=$(release/version.sh)
 [ "$workspace" = "$version" ] || die "the workspace's version is $workspace, not $version (Cargo.toml)"
 [ -z "$(git status --porcelain)" ] || die "the tree is not clean: $(git status --porcelain | head -3 | tr '\n' ' ')"
 ! git rev-parse -q --verify "refs/tags/v$version" >/dev/null || die "the tag v$version exists"

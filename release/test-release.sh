@@ -36,7 +36,7 @@ need_registry_tools
 export CARGO_PROFILE_RELEASE_LTO=off CARGO_PROFILE_RELEASE_CODEGEN_UNITS=16 CARGO_PROFILE_RELEASE_OPT_LEVEL=1
 
 main=$PWD
-version=$(python3 -c 'import tomllib; print(tomllib.load(open("Cargo.toml", "rb"))["workspace"]["package"]["version"])')
+version=$(release/version.sh)
 mkdir -p target/release-test
 exec 9>target/release-test/lock
 flock 9
