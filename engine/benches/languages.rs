@@ -10,9 +10,10 @@
 
 mod common;
 
-use common::{builtin, candidates, empty_call, median, micros, strategies};
+use common::{candidates, empty_call, median, micros, strategies};
 use std::path::Path;
 use std::time::Duration;
+use vigil::policy::builtin;
 use vigil::policy::{Host, Limits, Origin, Policy};
 
 const SIZES: [usize; 3] = [10, 100, 1000];
@@ -97,7 +98,7 @@ fn example(name: &str) -> Vec<u8> {
 
 fn main() {
     let all = [
-        measure("Rust", builtin("default-sorter")),
+        measure("Rust", builtin("default-sorter").unwrap()),
         measure("C", &example("c-sorter")),
         measure("JavaScript", &example("js-sorter")),
         measure("Python", &example("python-sorter")),

@@ -9,20 +9,21 @@
 
 mod common;
 
-use common::{builtin, candidates, empty_call, median, micros, strategies};
+use common::{candidates, empty_call, median, micros, strategies};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use vigil::base::clock::SystemClock;
 use vigil::base::digest::Digest;
 use vigil::policy::Reloader;
+use vigil::policy::builtin;
 use vigil::policy::{Host, Limits, LimitsTable, Origin, Registry};
 
 fn sorter_ratios(host: &Host) {
     let policy = host
         .load(
             "default-sorter",
-            Arc::from(builtin("default-sorter")),
+            Arc::from(builtin("default-sorter").unwrap()),
             Origin::Builtin,
             Limits::default(),
         )
@@ -108,7 +109,7 @@ async fn reload_latency(dir: &Path) {
     let mut changes = registry.subscribe();
     let mut samples = Vec::new();
     for i in 0..15 {
-        let bytes = variant(builtin("default-sorter"), i);
+        let bytes = variant(builtin("default-sorter").unwrap(), i);
         let want = Digest::of(&bytes);
         let tmp = dir.join(".default-sorter.wasm.new");
         std::fs::write(&tmp, &bytes).expect("write");

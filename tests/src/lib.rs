@@ -49,15 +49,6 @@ pub const NOT_A_POLICY: &[u8] = include_bytes!(env!("VIGIL_GUEST_NOT_A_POLICY"))
 /// The pod name that makes [`FLAKY_SORTER`] trap.
 pub const TRIGGER: &str = "trigger-fault";
 
-/// The built-in default sorter's bytes.
-pub fn builtin(name: &str) -> &'static [u8] {
-    vigil::policy::BUILTINS
-        .iter()
-        .find(|(n, _)| *n == name)
-        .expect("no such built-in")
-        .1
-}
-
 /// A component that exports a sorter interface of contract `version` with
 /// no functions, importing `import` (a WIT interface name) if given.
 pub fn hollow_sorter_wat(import: Option<&str>, version: &str) -> Vec<u8> {

@@ -1,8 +1,7 @@
-//! Helpers shared by the policy benchmarks: generated candidates, a median
-//! timer and the built-in components.
+//! Helpers shared by the policy benchmarks: generated candidates and a
+//! median timer (the built-in components: `vigil::policy::builtin`).
 
 use std::time::{Duration, Instant};
-use vigil::policy::BUILTINS;
 
 /// Name, QoS index, priority, usage and request (MiB) of candidate `i`.
 pub fn facts(i: usize) -> (String, usize, i32, u64, u64) {
@@ -71,13 +70,4 @@ pub fn empty_call(policy: &vigil::policy::Policy) -> Duration {
 /// `d` in microseconds, for tables.
 pub fn micros(d: Duration) -> String {
     format!("{:.1} µs", d.as_secs_f64() * 1e6)
-}
-
-/// The component of the built-in policy `name`.
-pub fn builtin(name: &str) -> &'static [u8] {
-    BUILTINS
-        .iter()
-        .find(|(n, _)| *n == name)
-        .expect("built in")
-        .1
 }

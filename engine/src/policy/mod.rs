@@ -36,7 +36,7 @@ pub use host::{CompileMode, Host, HostError};
 pub use lifecycle::registry::{
     Incident, Phase, PolicyStatus, RefusedVersion, Registry, RegistryError,
 };
-pub use lifecycle::{BUILTINS, Reloader, ScanReport};
+pub use lifecycle::{BUILTINS, Reloader, ScanReport, builtin};
 pub use runtime::component::{Origin, Outcome, Policy};
 pub use runtime::handle::{Merger, Sorter, Strategy, Supervisor};
 pub use runtime::interest::Declared;

@@ -20,12 +20,7 @@ fn vigil(args: &[&str]) -> (bool, String, String) {
 
 /// The built-in sorter, written to a file as an author's build would.
 fn sorter_file(dir: &std::path::Path) -> (String, Vec<u8>) {
-    let bytes = vigil::policy::BUILTINS
-        .iter()
-        .find(|(name, _)| *name == "default-sorter")
-        .expect("the built-in sorter")
-        .1
-        .to_vec();
+    let bytes = vigil::policy::builtin("default-sorter").unwrap().to_vec();
     let path = dir.join("my-sorter.wasm");
     std::fs::write(&path, &bytes).unwrap();
     (path.display().to_string(), bytes)

@@ -8,6 +8,7 @@ use sha2::{Digest as _, Sha256};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use vigil::base::digest::Digest;
+use vigil::policy::builtin;
 use vigil::policy::{CacheOutcome, Host, Origin, Policy};
 use vigil_tests::*;
 
@@ -27,7 +28,7 @@ fn load_bytes_with_cache(dir: &Path, bytes: &[u8]) -> Policy {
 }
 
 fn load_with_cache(dir: &Path) -> Policy {
-    load_bytes_with_cache(dir, builtin("default-sorter"))
+    load_bytes_with_cache(dir, builtin("default-sorter").unwrap())
 }
 
 /// The cache entry of `bytes` (there must be one): its artifact and `.mac`.
@@ -90,7 +91,7 @@ fn the_second_load_hits_and_a_damaged_entry_is_rebuilt() {
         1,
         "one entry per component and engine: {entries:?}"
     );
-    let (artifact, mac) = entry_of(dir.path(), builtin("default-sorter"));
+    let (artifact, mac) = entry_of(dir.path(), builtin("default-sorter").unwrap());
     let mut bytes = std::fs::read(&artifact).unwrap();
     let middle = bytes.len() / 2;
     bytes[middle] ^= 0xff;
@@ -124,7 +125,7 @@ fn the_second_load_hits_and_a_damaged_entry_is_rebuilt() {
 fn an_edited_artifact_with_its_checksum_recomputed_is_never_run() {
     let dir = tempfile::tempdir().unwrap();
     load_with_cache(dir.path());
-    let (path, mac_path) = entry_of(dir.path(), builtin("default-sorter"));
+    let (path, mac_path) = entry_of(dir.path(), builtin("default-sorter").unwrap());
     let mut artifact = std::fs::read(&path).unwrap();
     let code = artifact.len() - 4096;
     artifact[code] ^= 0x5a;
@@ -148,7 +149,7 @@ fn another_components_artifact_under_this_name_is_recompiled_not_run() {
     let dir = tempfile::tempdir().unwrap();
     load_with_cache(dir.path());
     load_bytes_with_cache(dir.path(), REVERSE_SORTER);
-    let mine = entry_of(dir.path(), builtin("default-sorter"));
+    let mine = entry_of(dir.path(), builtin("default-sorter").unwrap());
     let theirs = entry_of(dir.path(), REVERSE_SORTER);
     std::fs::copy(&theirs.0, &mine.0).unwrap();
     std::fs::copy(&theirs.1, &mine.1).unwrap();
@@ -170,7 +171,7 @@ fn another_components_artifact_under_this_name_is_recompiled_not_run() {
 fn an_authentic_artifact_that_claims_another_component_or_engine_is_recompiled() {
     let dir = tempfile::tempdir().unwrap();
     load_with_cache(dir.path());
-    let (path, mac_path) = entry_of(dir.path(), builtin("default-sorter"));
+    let (path, mac_path) = entry_of(dir.path(), builtin("default-sorter").unwrap());
     let artifact = std::fs::read(&path).unwrap();
     let original = std::fs::read(&mac_path).unwrap();
     for (field, at) in [("component digest", 8), ("engine key", 8 + 32)] {
@@ -192,13 +193,13 @@ fn an_authentic_artifact_that_claims_another_component_or_engine_is_recompiled()
 fn an_authentic_artifact_built_by_an_engine_with_other_settings_is_recompiled_not_run() {
     let dir = tempfile::tempdir().unwrap();
     load_with_cache(dir.path());
-    let (path, mac_path) = entry_of(dir.path(), builtin("default-sorter"));
+    let (path, mac_path) = entry_of(dir.path(), builtin("default-sorter").unwrap());
     // The same component precompiled by a wasmtime engine set up otherwise
     // (no epoch deadlines, no pooling), put in place and vouched for with the
     // cache's key: only wasmtime's own compatibility check can tell.
     let foreign = wasmtime::Engine::new(wasmtime::Config::new().wasm_component_model(true))
         .unwrap()
-        .precompile_component(builtin("default-sorter"))
+        .precompile_component(builtin("default-sorter").unwrap())
         .unwrap();
     let mut mac = std::fs::read(&mac_path).unwrap();
     resign(dir.path(), &mut mac, &foreign);

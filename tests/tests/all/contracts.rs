@@ -9,6 +9,7 @@ use vigil::model::{
     Candidate, CandidateUrgency, KeyValue, Layer, MetLevel, OwnerKind, Pod, ScopeMet, Signal,
     Snapshot,
 };
+use vigil::policy::builtin;
 use vigil::policy::{Contract, Host, Limits, Origin, Policy, World};
 use vigil::simulate::{RunOptions, Scenario, run};
 use vigil_tests::*;
@@ -103,7 +104,7 @@ fn a_0_1_0_component_passes_the_check_and_says_which_contract_it_speaks() {
         &host,
         "builtin".into(),
         "default-sorter",
-        builtin("default-sorter").to_vec(),
+        builtin("default-sorter").unwrap().to_vec(),
         Origin::Builtin,
         "{}",
     )

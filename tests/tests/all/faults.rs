@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 use vigil::base::clock::ManualClock;
 use vigil::model::bindings::Snapshot;
+use vigil::policy::builtin;
 use vigil::policy::{Contract, Fault, Host, Limits, LoadError, Origin};
 use vigil_tests::*;
 
@@ -75,20 +76,20 @@ fn an_index_out_of_range_is_an_invalid_answer() {
 
 #[test]
 fn a_policy_offers_only_the_handle_of_its_own_world() {
-    let strategy = load(builtin("memory-pressure")).unwrap();
+    let strategy = load(builtin("memory-pressure").unwrap()).unwrap();
     assert!(strategy.as_strategy().is_some());
     assert!(strategy.as_sorter().is_none() && strategy.as_merger().is_none());
-    let sorter = load(builtin("default-sorter")).unwrap();
+    let sorter = load(builtin("default-sorter").unwrap()).unwrap();
     assert!(sorter.as_sorter().is_some());
     assert!(sorter.as_strategy().is_none() && sorter.as_merger().is_none());
-    let merger = load(builtin("default-merger")).unwrap();
+    let merger = load(builtin("default-merger").unwrap()).unwrap();
     assert!(merger.as_merger().is_some());
     assert!(merger.as_strategy().is_none() && merger.as_sorter().is_none());
 }
 
 #[test]
 fn components_that_cannot_be_policies_are_refused_with_the_reason() {
-    let sorter = builtin("default-sorter");
+    let sorter = builtin("default-sorter").unwrap();
     let random: Vec<u8> = (0..4096u32)
         .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
         .collect();
@@ -175,7 +176,7 @@ fn components_that_cannot_be_policies_are_refused_with_the_reason() {
 fn a_bad_new_version_never_replaces_the_serving_one() {
     let (registry, _clock) = registry(None);
     let serving = registry.get("default-sorter").unwrap();
-    let merger = builtin("default-merger");
+    let merger = builtin("default-merger").unwrap();
     let bad: [(&str, &[u8]); 8] = [
         ("endless", ENDLESS_SORTER),
         ("hungry", HUNGRY_SORTER),

@@ -15,6 +15,7 @@ use vigil::config::{ConfigView, Reason, Status};
 use vigil::eviction::{Settled, Urgency, Victim};
 use vigil::fleet::Activity;
 use vigil::fleet::{Inputs, Reconciler};
+use vigil::policy::builtin;
 use vigil::policy::{Origin, Policy, Registry};
 use vigil_testbed::{ApiServer, objects};
 use vigil_tests::*;
@@ -608,7 +609,7 @@ async fn api_errors_and_conflicts_are_retried_until_the_objects_are_right() {
     let mut tampered = of_policy(&fleet.server.list(POLICIES), "default-sorter")[0].clone();
     tampered["status"]["state"] = "Tampered".into();
     fleet.server.put(POLICIES, "", tampered);
-    new_sorter(&fleet.registry, builtin("default-sorter"));
+    new_sorter(&fleet.registry, builtin("default-sorter").unwrap());
     fleet
         .until_policies("the tampered object rewritten", |objects| {
             sorter_state(objects).as_deref() == Some("Active")
@@ -634,7 +635,7 @@ async fn a_thousand_rapid_policy_changes_make_a_bounded_number_of_writes() {
         })
         .await;
     let before = writes(&fleet.server).len();
-    let versions = [REVERSE_SORTER, builtin("default-sorter")]
+    let versions = [REVERSE_SORTER, builtin("default-sorter").unwrap()]
         .map(|bytes| version(&fleet.registry, "flapper", bytes));
     // The policy flaps at 500 Hz for two seconds.
     let mut flaps = tokio::time::interval(Duration::from_millis(2));

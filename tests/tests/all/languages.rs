@@ -9,6 +9,7 @@ use vigil::base::digest::Digest;
 use vigil::model::{
     Candidate, Decision, Eviction, Layer, MetLevel, Pod, QosClass, ScopeMet, Signal, Snapshot,
 };
+use vigil::policy::builtin;
 use vigil::policy::{Host, Limits, Origin, Policy};
 use vigil::simulate::{RunOptions, Scenario, run};
 use vigil_tests::*;
@@ -30,7 +31,7 @@ fn load(name: &str, bytes: &[u8], source: Origin) -> Policy {
 }
 
 fn rust_policy(name: &str) -> Policy {
-    load(name, builtin(name), Origin::Builtin)
+    load(name, builtin(name).unwrap(), Origin::Builtin)
 }
 
 fn example(name: &str) -> Policy {

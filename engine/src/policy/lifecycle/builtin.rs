@@ -61,7 +61,7 @@ pub const BUILTINS: [(&str, &[u8]); 12] = [
 ];
 
 /// The component of the built-in policy `name`, if there is one.
-pub(crate) fn builtin(name: &str) -> Option<&'static [u8]> {
+pub fn builtin(name: &str) -> Option<&'static [u8]> {
     BUILTINS
         .iter()
         .find(|(builtin, _)| *builtin == name)

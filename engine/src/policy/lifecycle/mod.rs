@@ -7,5 +7,5 @@ pub(crate) mod builtin;
 pub(in crate::policy) mod registry;
 pub(crate) mod reload;
 pub(in crate::policy) mod state;
-pub use builtin::BUILTINS;
+pub use builtin::{BUILTINS, builtin};
 pub use reload::{Reloader, ScanReport};

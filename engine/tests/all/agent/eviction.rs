@@ -84,9 +84,7 @@ async fn memory_pressure_evicts_the_top_pod_through_the_api_and_shows_it_on_the_
     // Why this pod: the strategy's and the sorter's versions (the
     // built-ins'), the threshold that held, the pod's rank.
     let builtin = |name: &str| {
-        let (_, bytes) = (vigil::policy::BUILTINS.iter())
-            .find(|(builtin, _)| *builtin == name)
-            .unwrap();
+        let bytes = vigil::policy::builtin(name).unwrap();
         vigil::base::digest::Digest::of(bytes).to_string()
     };
     let why = format!(
