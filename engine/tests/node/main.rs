@@ -9,7 +9,9 @@
 //! is asked here. Needs root; run with `cargo test -p vigil --test node`.
 //!
 //! katalyst's RSS overuse strategy, turned on, evicts a leaking pod over its
-//! request × ratio on the calm node (`rss`).
+//! request × ratio on the calm node (`rss`); its system memory strategy,
+//! in dry run, decides from the node's real files and evicts nobody
+//! (`system_memory`).
 //!
 //! One test, in steps that share the node: pressure episodes must not
 //! overlap, and each step starts from where the last one left the node.
@@ -22,6 +24,7 @@ mod pressure;
 mod removal;
 mod rss;
 mod signals;
+mod system_memory;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -105,6 +108,7 @@ fn vigil_as_shipped_on_a_real_node_evicts_ahead_of_the_kubelet() {
         .collect();
     pressure::budget_held(&cluster);
     rss::evicts_the_leaker(&cluster, &workloads);
+    system_memory::observes_the_node(&cluster, &workloads);
     hot_swap::sorter_from_registry(&cluster, &workloads, &native_key, &binary);
 
     removal::rolling_update_keeps_state(&cluster, &images.second);
