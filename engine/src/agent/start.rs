@@ -11,6 +11,7 @@ use crate::cluster::budgets::Budgets;
 use crate::cluster::client::Clients;
 use crate::cluster::events;
 use crate::cluster::evict::EvictionApi;
+use crate::cluster::katalyst_cnr::CnrWatch;
 use crate::cluster::kubelet_stats::{self, LayerCache};
 use crate::cluster::latest::write_latest;
 use crate::cluster::node_status::{ConfigCondition, NodeStatus};
@@ -404,6 +405,7 @@ impl Agent<'_> {
             rates: Default::default(),
             sampled: Default::default(),
             layers,
+            cnr: Some(CnrWatch::new(self.clients.api.clone(), &config.node_name)),
         };
         let runner = Runner {
             manager: EvictionManager::new(self.shadowed.clone(), parts.eviction),

@@ -10,6 +10,8 @@
 //!   the node for each cycle;
 //! - `kubelet_stats` reads each pod's writable layers from the kubelet's
 //!   statistics summary, while a policy asks for them;
+//! - `katalyst_cnr` watches katalyst's CustomNodeResource of this node (what
+//!   it offers reclaimed pods), while a strategy asks;
 //! - `evict` evicts through the Eviction API;
 //! - `node_status` writes conditions and taints, each through `latest`; `publisher` turns the
 //!   loop's reports into Events (written off the critical path by
@@ -19,6 +21,7 @@ pub(crate) mod budgets;
 pub(crate) mod client;
 pub(crate) mod events;
 pub(crate) mod evict;
+pub mod katalyst_cnr;
 pub mod kubelet_stats;
 pub(crate) mod latest;
 pub(crate) mod node_status;

@@ -13,6 +13,7 @@
 //! rest costs the API server four watches per node.
 
 use super::budgets::Budgets;
+use super::katalyst_cnr::{self, CnrWatch};
 use super::kubelet_stats::LayerCache;
 use super::pods::{self, PodPhase};
 use crate::base::clock::Clock;
@@ -73,32 +74,20 @@ pub struct ClusterSource {
     /// Each pod's last reading of the facts read for a share of the pods
     /// each cycle.
     pub sampled: SampledFacts,
+    /// katalyst's CustomNodeResource of this node, watched while a strategy
+    /// asks for `cnr.allocatable.*` (none: never watched).
+    pub cnr: Option<CnrWatch>,
 }
 
 impl ClusterSource {
     /// Every resource of the Node's `status.allocatable` as a signal
-    /// `node.allocatable.<name>`, the resource's name without its domain
-    /// (a signal's name has no `/`); one that is not a quantity is left
-    /// out, and of two resources of one name in two domains, the first.
+    /// `node.allocatable.<name>` (see [`katalyst_cnr::offered`]).
     fn node_allocatable(&self) -> Vec<Signal> {
         let Some(node) = self.node.state().into_iter().next() else {
             return Vec::new();
         };
         let allocatable = (node.status.as_ref()).and_then(|s| s.allocatable.as_ref());
-        let mut signals: BTreeMap<String, Signal> = BTreeMap::new();
-        for (resource, quantity) in allocatable.into_iter().flatten() {
-            let name = resource.rsplit('/').next().unwrap_or(resource);
-            let name = format!("node.allocatable.{name}");
-            if let Some(value) = crate::base::quantity::value(quantity) {
-                let signal = Signal {
-                    name: name.clone(),
-                    value,
-                    capacity: None,
-                };
-                signals.entry(name).or_insert(signal);
-            }
-        }
-        signals.into_values().collect()
+        allocatable.map_or_else(Vec::new, |a| katalyst_cnr::offered("node.allocatable.", a))
     }
 
     /// Allocatable memory from the Node's status, if known.
@@ -170,6 +159,9 @@ impl ClusterSource {
         reading.signals.extend(rates);
         if catalogue::asks_for(&self.wanted.signals, &catalogue::family::NODE_ALLOCATABLE) {
             reading.signals.extend(self.node_allocatable());
+        }
+        if let Some(cnr) = &self.cnr {
+            reading.signals.extend(cnr.signals());
         }
         NodeState {
             signals: reading.signals,
@@ -286,6 +278,12 @@ impl NodeSource for ClusterSource {
                 .chain(&wanted.ranking_facts)
                 .any(|fact| *fact == PodFact::WritableLayers);
             layers.want(layers_wanted);
+        }
+        if let Some(cnr) = &mut self.cnr {
+            cnr.want(catalogue::asks_for(
+                &wanted.signals,
+                &catalogue::family::KATALYST_CNR,
+            ));
         }
         self.wanted = wanted;
     }

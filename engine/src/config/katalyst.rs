@@ -559,10 +559,8 @@ pub fn migrate(yaml: &str, flags_text: &str, name: &str) -> Result<Migration, Mi
             }
         }
     }
-    builder.note(
-        "reclaimed-resources: reads what the node offers from the Node's status.allocatable \
-         (katalyst: its CustomNodeResource); advertise the reclaimed resources there",
-    );
+    // What the node offers, where katalyst's reporter writes it.
+    builder.set("reclaimed-resources", "offered", json!("cnr"));
     let every = builder.dry_run.iter().any(|n| n == "*");
     let mut policies = Map::new();
     for (strategy, settings) in &builder.strategies {

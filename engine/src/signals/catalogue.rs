@@ -66,6 +66,10 @@ pub(crate) mod family {
     /// resource's own unit (cores for cpu, bytes for memory, a count for an
     /// extended resource); the agent's watch of its Node, no file.
     pub(crate) const NODE_ALLOCATABLE: [&str; 1] = ["node.allocatable."];
+    /// katalyst's CustomNodeResource of this node, its
+    /// `status.resources.allocatable` by the same names
+    /// (`cnr.allocatable.<name>`); a watch while asked for, no file.
+    pub(crate) const KATALYST_CNR: [&str; 1] = ["cnr.allocatable."];
 }
 
 /// Whether any of `wanted` (names, or prefixes ending in `*`) asks for a

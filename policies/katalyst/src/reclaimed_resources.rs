@@ -6,12 +6,12 @@
 //! the node has promised more than it has: a hard threshold per resource,
 //! and the pods requesting most of it go first.
 //!
-//! What the node offers is the signal `node.allocatable.<name>` (the
-//! resource's name without its domain, `node.allocatable.reclaimed_millicpu`):
-//! the host reads it from the Node's `status.allocatable`, where an operator
-//! (or a controller) advertises the amount; katalyst keeps it in its
-//! CustomNodeResource instead, which vigil does not read. The threshold's
-//! scope is that name too.
+//! What the node offers is a signal by the resource's name without its
+//! domain (`reclaimed_millicpu`), read where `offered` says: `cnr`, katalyst's
+//! CustomNodeResource of the node, as katalyst reads it
+//! (`cnr.allocatable.<name>`), or `node`, the Node's `status.allocatable`,
+//! where an operator without katalyst (or a device plugin) advertises it
+//! (`node.allocatable.<name>`). The threshold's scope is that name too.
 
 use crate::knobs::{fields, grace, signal};
 use crate::{Decision, Eviction, Interest, MetLevel, Pod, Signal, StrategyInterest, Threshold};
@@ -21,9 +21,6 @@ use std::collections::BTreeMap;
 /// The strategy's name as vigil ships it.
 pub const NAME: &str = "reclaimed-resources";
 
-/// Where the host puts what the node offers of a resource.
-pub const OFFERED: &str = "node.allocatable.";
-
 /// katalyst's reclaimed extended resources.
 pub const RECLAIMED_MILLICPU: &str = "resource.katalyst.kubewharf.io/reclaimed_millicpu";
 /// katalyst's reclaimed memory, in bytes.
@@ -32,10 +29,32 @@ pub const RECLAIMED_MEMORY: &str = "resource.katalyst.kubewharf.io/reclaimed_mem
 /// katalyst's `DeletionGracePeriod` default, in seconds.
 const DEFAULT_GRACE: u64 = 60;
 
-/// The config: `{"thresholds": {"<resource>": 5.0}, "gracePeriodSeconds":
-/// 60, "toleranceSeconds": 0, "skipZeroQuantity": ["<resource>"]}`.
+/// Where the node's offer is read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Offered {
+    /// katalyst's CustomNodeResource of the node (`cnr.allocatable.*`).
+    Cnr,
+    /// The Node's `status.allocatable` (`node.allocatable.*`).
+    Node,
+}
+
+impl Offered {
+    /// The prefix of the signals that carry the offer.
+    pub fn prefix(self) -> &'static str {
+        match self {
+            Self::Cnr => "cnr.allocatable.",
+            Self::Node => "node.allocatable.",
+        }
+    }
+}
+
+/// The config: `{"offered": "node", "thresholds": {"<resource>": 5.0},
+/// "gracePeriodSeconds": 60, "toleranceSeconds": 0, "skipZeroQuantity":
+/// ["<resource>"]}`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Config {
+    /// Where the node's offer is read (`node` unless set).
+    pub offered: Offered,
     /// Requests over offered × this rate meet the threshold, per resource
     /// (katalyst's `eviction-reclaimed-resources-threshold`; a resource
     /// without one is not judged).
@@ -54,6 +73,7 @@ pub struct Config {
 impl Default for Config {
     fn default() -> Self {
         Self {
+            offered: Offered::Node,
             thresholds: BTreeMap::from([
                 (RECLAIMED_MILLICPU.to_owned(), 5.0),
                 (RECLAIMED_MEMORY.to_owned(), 5.0),
@@ -77,6 +97,13 @@ impl Config {
         };
         for (key, field) in &fields {
             match key.as_str() {
+                "offered" => {
+                    config.offered = match field.as_str() {
+                        Some("cnr") => Offered::Cnr,
+                        Some("node") => Offered::Node,
+                        _ => return Err("offered must be \"cnr\" or \"node\"".into()),
+                    };
+                }
                 "thresholds" => {
                     let rates = field
                         .as_object()
@@ -108,7 +135,7 @@ impl Config {
                 }
                 other => {
                     return Err(format!(
-                        "unknown field {other:?}: thresholds, gracePeriodSeconds, toleranceSeconds, skipZeroQuantity"
+                        "unknown field {other:?}: offered, thresholds, gracePeriodSeconds, toleranceSeconds, skipZeroQuantity"
                     ));
                 }
             }
@@ -118,8 +145,10 @@ impl Config {
 }
 
 /// What the strategy reads: katalyst's QoS level, the pods in `evaluate`
-/// (their extended requests come with every pod) and what the node offers.
-pub fn interest(_config: &str) -> StrategyInterest {
+/// (their extended requests come with every pod) and what the node offers,
+/// where `offered` says (so only that source is watched).
+pub fn interest(config: &str) -> StrategyInterest {
+    let offered = Config::parse(config).map_or(Offered::Node, |c| c.offered);
     StrategyInterest {
         keys: Interest {
             labels: vec![],
@@ -127,7 +156,7 @@ pub fn interest(_config: &str) -> StrategyInterest {
             facts: vec![],
         },
         pods_in_evaluate: true,
-        signals: vec![format!("{OFFERED}*")],
+        signals: vec![format!("{}*", offered.prefix())],
     }
 }
 
@@ -167,7 +196,7 @@ pub fn evaluate(signals: &[Signal], pods: &[Pod], config: &str) -> Result<Decisi
     }
     let thresholds = (used.into_iter())
         .filter_map(|(resource, used)| {
-            let name = format!("{OFFERED}{}", scope(resource));
+            let name = format!("{}{}", config.offered.prefix(), scope(resource));
             let offered = signal(signals, &name)?.value;
             if offered <= 0.0 && config.skip_zero_quantity.iter().any(|r| r == resource) {
                 return None;

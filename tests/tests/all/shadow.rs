@@ -204,7 +204,11 @@ async fn with_changes(dir: &Path, merger: &[u8]) -> Simulation {
 #[tokio::test]
 async fn a_merger_in_shadow_merges_each_config_the_serving_one_merges() {
     let dir = tempfile::tempdir().unwrap();
-    let same = with_changes(dir.path(), vigil::policy::builtin("default-merger").unwrap()).await;
+    let same = with_changes(
+        dir.path(),
+        vigil::policy::builtin("default-merger").unwrap(),
+    )
+    .await;
     let record = &same.shadows[0];
     assert_eq!(
         (record.comparisons, record.agreements),

@@ -88,10 +88,9 @@ fn katalysts_reclaimed_resource_example_carries_its_rates() {
         reclaimed["config"]["thresholds"],
         json!({"katalyst.kubewharf.io/reclaimed_millicpu": 10, "katalyst.kubewharf.io/reclaimed_memory": 10})
     );
-    let notes = migration.notes.join("\n");
-    assert!(
-        notes.contains("from the Node's status.allocatable"),
-        "{notes}"
+    assert_eq!(
+        reclaimed["config"]["offered"], "cnr",
+        "the offer from katalyst's CustomNodeResource, as katalyst reads it"
     );
 }
 
@@ -105,6 +104,7 @@ fn the_reclaimed_flags_carry_over_and_a_bad_rate_is_refused() {
     assert_eq!(
         *config,
         json!({
+            "offered": "cnr",
             "thresholds": {"resource.katalyst.kubewharf.io/reclaimed_millicpu": 2.5},
             "gracePeriodSeconds": 30,
             "toleranceSeconds": 10,

@@ -469,3 +469,52 @@ async fn sigterm_during_an_eviction_call_lets_it_finish_and_exits_cleanly() {
         "the call in flight was answered before the exit"
     );
 }
+
+/// katalyst's reclaimed resources strategy reading the node's offer from
+/// katalyst's CustomNodeResource (`offered: cnr`): the agent watches this
+/// node's object alone, and once its reclaimed pods request more than 5 ×
+/// the offer, evicts the one requesting most.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reclaimed_pods_over_the_custom_node_resources_offer_lose_the_largest() {
+    const MILLICPU: &str = "resource.katalyst.kubewharf.io/reclaimed_millicpu";
+    let (server, fixture) = test_node().await;
+    let cnr = |node: &str, offered: &str| {
+        json!({
+            "apiVersion": "node.katalyst.kubewharf.io/v1alpha1", "kind": "CustomNodeResource",
+            "metadata": {"name": node},
+            "status": {"resources": {"allocatable": {MILLICPU: offered}}},
+        })
+    };
+    server.put("customnoderesources", "", cnr(NODE, "1000"));
+    // Another node's offer, far larger, is not this node's.
+    server.put("customnoderesources", "", cnr("node-2", "100k"));
+    for (name, millicpu) in [("batch-a", "4000"), ("batch-b", "2000")] {
+        let mut object = objects::best_effort_pod(NODE, NS, name, 3);
+        object["metadata"]["annotations"] =
+            json!({"katalyst.kubewharf.io/qos_level": "reclaimed_cores"});
+        object["spec"]["containers"][0]["resources"] = json!({"requests": {MILLICPU: millicpu}});
+        fixture.best_effort_pod(&format!("uid-{name}"), 100);
+        server.put("pods", NS, object);
+    }
+    let config = format!(
+        "{CONFIG}  reclaimed-resources:\n    enabled: true\n    dryRun: false\n    config: {{offered: cnr}}\n"
+    );
+    let binary = std::path::Path::new(env!("CARGO_BIN_EXE_vigil"));
+    let agent = AgentProcess::start(binary, NODE, &fixture, &server, &config, &[]);
+    server
+        .until(LIMIT, "an eviction", |s| !s.evictions().is_empty())
+        .await;
+    assert_eq!(
+        evicted_names(&server)[0],
+        ("batch-a".to_owned(), 201),
+        "{}",
+        agent.logs()
+    );
+    let watched = server.requests().iter().any(|r| {
+        r.uri
+            .starts_with("/apis/node.katalyst.kubewharf.io/v1alpha1/customnoderesources?")
+            && r.uri.contains("fieldSelector=metadata.name%3Dnode-1")
+    });
+    assert!(watched, "the node's own object, by name");
+    assert_the_cluster_role_allows_every_request(&server);
+}

@@ -141,8 +141,14 @@ async fn status_objects_show_the_node_and_its_policies_and_rbac_and_admission_al
     // Secret is the pulled-policies test's; listing policy statuses is for
     // the objects of an earlier release (vigil-tests' fleet tests); the
     // kubelet's statistics are asked of the kubelet, which authorizes them
-    // as `get nodes/stats` (vigil-tests' scopes:: reads them).
+    // as `get nodes/stats` (vigil-tests' scopes:: reads them); katalyst's
+    // CustomNodeResource is watched only while reclaimed-resources reads
+    // it (agent::eviction's reclaimed test).
     let (mut used, granted) = (used(&server), granted());
+    for verb in ["list", "watch"] {
+        let cnr = "customnoderesources".to_owned();
+        used.insert(("node.katalyst.kubewharf.io".into(), cnr, verb.into()));
+    }
     used.insert(("".into(), "nodes/stats".into(), "get".into()));
     used.insert(("events.k8s.io".into(), "events".into(), "patch".into()));
     used.insert(("".into(), "secrets".into(), "get".into()));

@@ -291,6 +291,7 @@ async fn replays_as_simulated(file: &str, at_least: usize) {
         rates: Default::default(),
         sampled: Default::default(),
         layers: None,
+        cnr: None,
     };
 
     let mut leaves: Vec<(String, Duration)> = Vec::new();
@@ -433,6 +434,7 @@ async fn a_dense_nodes_numa_memory_is_read_a_share_each_cycle_and_carries_its_ag
         rates: Default::default(),
         sampled: Default::default(),
         layers: None,
+        cnr: None,
     };
     source.want(vigil::eviction::Wanted {
         facts: vec![vigil::model::PodFact::NumaMemory],

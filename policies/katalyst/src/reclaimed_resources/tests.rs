@@ -26,7 +26,7 @@ fn requesting(name: &str, millicpu: u64, reclaimed_cores: bool) -> Pod {
 
 fn offered(resource: &str, value: f64) -> Signal {
     Signal {
-        name: format!("{OFFERED}{}", scope(resource)),
+        name: format!("node.allocatable.{}", scope(resource)),
         value,
         capacity: None,
     }
@@ -133,6 +133,28 @@ fn what_the_node_does_not_offer_or_offers_none_of_is_judged_as_configured() {
 }
 
 #[test]
+fn the_offer_is_read_where_configured_and_only_that_source_is_asked_for() {
+    let pods = [requesting("p", 100, true)];
+    let cnr = [Signal {
+        name: "cnr.allocatable.reclaimed_millicpu".into(),
+        value: 10.0,
+        capacity: None,
+    }];
+    // From the Node unless told: the CNR's signal is not the offer.
+    assert!(evaluate(&cnr, &pods, "").unwrap().thresholds.is_empty());
+    let decision = evaluate(&cnr, &pods, r#"{"offered": "cnr"}"#).unwrap();
+    assert_eq!(
+        decision.thresholds[0].signal,
+        "cnr.allocatable.reclaimed_millicpu"
+    );
+    assert_eq!(interest("").signals, ["node.allocatable.*"]);
+    assert_eq!(
+        interest(r#"{"offered": "cnr"}"#).signals,
+        ["cnr.allocatable.*"]
+    );
+}
+
+#[test]
 fn a_bad_config_is_an_error_naming_the_field() {
     for (config, why) in [
         (r#"{"thresholds": []}"#, "thresholds must map"),
@@ -144,6 +166,7 @@ fn a_bad_config_is_an_error_naming_the_field() {
         (r#"{"toleranceSeconds": -1}"#, "toleranceSeconds must be"),
         (r#"{"skipZeroQuantity": [1]}"#, "skipZeroQuantity must list"),
         (r#"{"rate": 1}"#, "unknown field \"rate\""),
+        (r#"{"offered": "crd"}"#, "offered must be"),
     ] {
         let error = Config::parse(config).unwrap_err();
         assert!(error.contains(why), "{config}: {error}");
