@@ -32,7 +32,7 @@ use vigil::eviction::shadow::{ShadowSet, Shadowed};
 use vigil::eviction::{EvictionManager, EvictionSettings, KillError, Killer, NodeState, Victim};
 use vigil::eviction::{Heartbeat, LoopReport, NodeSource, Policies, Runner};
 use vigil::model::{KeyValue, QosClass, Signal};
-use vigil::policy::{BUILTINS, Host, Limits, LimitsTable, Origin, Registry};
+use vigil::policy::{Host, Limits, LimitsTable, Origin, Registry};
 use vigil::signals::watch_memory_events;
 
 /// Labels of a typical Deployment's pod (value: the key's, with the pod's number).
@@ -152,8 +152,9 @@ fn cycle_times(registry: &Arc<Registry>) {
     }
 }
 
-/// The calm cycle at 110 pods with katalyst's five strategies off (as
-/// shipped) and on (observing), on a node whose signals they read.
+/// The calm cycle at 110 pods with katalyst's strategies off (as shipped),
+/// all on (observing), and each on alone, on a node whose signals they
+/// read; and each one's component size and compile time.
 fn katalyst_costs(registry: &Arc<Registry>) {
     let mut calm = node(110, 8192);
     let gib = (1u64 << 30) as f64;
@@ -179,18 +180,19 @@ fn katalyst_costs(registry: &Arc<Registry>) {
             capacity,
         });
     }
-    const KATALYST: [&str; 5] = [
+    const KATALYST: [&str; 6] = [
         "rss-overuse",
         "numa-pressure",
         "system-memory-pressure",
         "system-cpu-pressure",
         "rootfs-pressure",
+        "reclaimed-resources",
     ];
-    let time = |enabled: bool| {
+    let time = |enabled: &dyn Fn(&str) -> bool| {
         let mut settings = EvictionSettings::default();
         for name in KATALYST {
             let policy = vigil::eviction::PolicySettings {
-                enabled,
+                enabled: enabled(name),
                 ..vigil::eviction::PolicySettings::default()
             };
             settings.policies.insert(name.to_owned(), policy);
@@ -198,13 +200,30 @@ fn katalyst_costs(registry: &Arc<Registry>) {
         let mut manager = EvictionManager::new(registry.clone(), settings);
         median(calm_cycles(&mut manager, &calm))
     };
-    let (off, on) = (time(false), time(true));
+    let (off, on) = (time(&|_| false), time(&|_| true));
     println!(
         "calm cycle, 110 pods: katalyst's strategies off (as shipped) {}, all on {} (+{} for their calls)",
         ms(off),
         ms(on),
         ms(on.saturating_sub(off))
     );
+    println!("strategy                  size    compile  calm cycle alone (+ its call)");
+    for name in KATALYST {
+        let bytes = vigil::policy::builtin(name).expect("a built-in");
+        let compile = Host::new(None)
+            .expect("host")
+            .load(name, bytes.to_vec(), Origin::Builtin, Limits::default())
+            .expect("it loads")
+            .compile_time();
+        let alone = time(&|n| n == name);
+        println!(
+            "{name:<24} {:>4} KB  {:>6} ms  {} (+{})",
+            bytes.len() / 1024,
+            compile.as_millis(),
+            ms(alone),
+            ms(alone.saturating_sub(off))
+        );
+    }
 }
 
 /// Sends the instant each eviction starts.
@@ -308,8 +327,8 @@ fn pressed_cycle(policies: &Arc<dyn Policies>, judge: impl Fn()) -> (Duration, D
 fn shadow_costs(registry: &Arc<Registry>) {
     let js = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../examples/policies/js-sorter/js-sorter.wasm");
-    let rust = BUILTINS.iter().find(|(n, _)| *n == "default-sorter");
-    let mut shadows = vec![("Rust (built-in)", rust.expect("built in").1.to_vec())];
+    let rust = vigil::policy::builtin("default-sorter").expect("built in");
+    let mut shadows = vec![("Rust (built-in)", rust.to_vec())];
     match std::fs::read(&js) {
         Ok(bytes) => shadows.push(("JavaScript (example)", bytes)),
         Err(e) => println!("{}: {e}; run examples/policies/build.sh", js.display()),

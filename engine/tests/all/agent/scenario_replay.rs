@@ -472,7 +472,7 @@ async fn a_dense_nodes_numa_memory_is_read_a_share_each_cycle_and_carries_its_ag
         );
     }
     let second = readings(&source.observe());
-    // The 8 never read and the 24 read longest ago afresh; 8 kept from before.
+    // The 8 never read and those read longest ago afresh; 8 kept from before.
     assert_eq!(
         count(&second, Some((2, 0))),
         vigil::signals::PER_CYCLE,
