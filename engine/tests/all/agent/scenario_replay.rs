@@ -168,6 +168,37 @@ impl CpuTime {
     }
 }
 
+/// The agent's node source over the testbed's node `files` and the stores
+/// `pods` and `nodes`, reading time from `clock`.
+fn cluster_source(
+    files: &NodeFiles,
+    pods: Store<Pod>,
+    nodes: Store<Node>,
+    client: kube::Client,
+    clock: Arc<ManualClock>,
+) -> ClusterSource {
+    ClusterSource {
+        signals: SignalFiles {
+            proc_root: files.path("proc"),
+            cgroup_root: files.path("cgroup"),
+            driver: Driver::Cgroupfs,
+            nodefs: files.root().to_owned(),
+            ..SignalFiles::default()
+        },
+        pods,
+        node: nodes,
+        budgets: Arc::new(Budgets::new(client, |_| {})),
+        clock,
+        cpu: CpuRates::default(),
+        budgets_until: None,
+        wanted: Default::default(),
+        rates: Default::default(),
+        sampled: Default::default(),
+        layers: None,
+        cnr: None,
+    }
+}
+
 /// Fills `store` with `objects`, as a watcher's initial list would.
 fn fill<K: kube::Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned>(
     writer: &mut reflector::store::Writer<K>,
@@ -273,26 +304,7 @@ async fn replays_as_simulated(file: &str, at_least: usize) {
     let (pods, mut pods_writer) = reflector::store::<Pod>();
     let (nodes, mut nodes_writer): (Store<Node>, _) = reflector::store();
     fill(&mut nodes_writer, vec![node.clone()]);
-    let mut source = ClusterSource {
-        signals: SignalFiles {
-            proc_root: files.path("proc"),
-            cgroup_root: files.path("cgroup"),
-            driver: Driver::Cgroupfs,
-            nodefs: files.root().to_owned(),
-            ..SignalFiles::default()
-        },
-        pods,
-        node: nodes,
-        budgets: Arc::new(Budgets::new(client, |_| {})),
-        clock: clock.clone(),
-        cpu: CpuRates::default(),
-        budgets_until: None,
-        wanted: Default::default(),
-        rates: Default::default(),
-        sampled: Default::default(),
-        layers: None,
-        cnr: None,
-    };
+    let mut source = cluster_source(&files, pods, nodes, client, clock.clone());
 
     let mut leaves: Vec<(String, Duration)> = Vec::new();
     let mut replayed = Vec::new();
@@ -416,26 +428,7 @@ async fn a_dense_nodes_numa_memory_is_read_a_share_each_cycle_and_carries_its_ag
     let clock = Arc::new(ManualClock::new(SystemTime::UNIX_EPOCH + START));
     let client = kube::Client::try_from(kube::Config::new(server.url().parse().expect("a URL")))
         .expect("a client");
-    let mut source = ClusterSource {
-        signals: SignalFiles {
-            proc_root: files.path("proc"),
-            cgroup_root: files.path("cgroup"),
-            driver: Driver::Cgroupfs,
-            nodefs: files.root().to_owned(),
-            ..SignalFiles::default()
-        },
-        pods,
-        node: nodes,
-        budgets: Arc::new(Budgets::new(client, |_| {})),
-        clock: clock.clone(),
-        cpu: CpuRates::default(),
-        budgets_until: None,
-        wanted: Default::default(),
-        rates: Default::default(),
-        sampled: Default::default(),
-        layers: None,
-        cnr: None,
-    };
+    let mut source = cluster_source(&files, pods, nodes, client, clock.clone());
     source.want(vigil::eviction::Wanted {
         facts: vec![vigil::model::PodFact::NumaMemory],
         ..Default::default()
