@@ -8,6 +8,7 @@
 
 use super::watches::{Reflected, reflect};
 use crate::model::Signal;
+use crate::signals::catalogue::family::KATALYST_CNR;
 use k8s_openapi::ClusterResourceScope;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -16,9 +17,6 @@ use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::sync::Arc;
-
-/// The signals' prefix.
-pub(crate) const PREFIX: &str = "cnr.allocatable.";
 
 /// The part of katalyst's CustomNodeResource vigil reads: its name and
 /// status (the rest of the object, its spec among it, is ignored).
@@ -114,10 +112,11 @@ impl CnrWatch {
             return Vec::new();
         };
         let objects = watch.store.state();
-        let allocatable = (objects.first())
+        let allocatable = (objects.iter())
+            .find(|cnr| cnr.metadata.name.as_deref() == Some(self.node.as_str()))
             .and_then(|cnr| cnr.status.as_ref())
             .and_then(|status| status.resources.allocatable.as_ref());
-        allocatable.map_or_else(Vec::new, |a| offered(PREFIX, a))
+        allocatable.map_or_else(Vec::new, |a| offered(KATALYST_CNR[0], a))
     }
 }
 
@@ -157,7 +156,7 @@ mod tests {
         .into_iter()
         .map(|(k, v)| (k.to_owned(), Quantity(v.to_owned())))
         .collect();
-        let signals: Vec<(String, f64)> = (offered(PREFIX, &resources).into_iter())
+        let signals: Vec<(String, f64)> = (offered(KATALYST_CNR[0], &resources).into_iter())
             .map(|s| (s.name, s.value))
             .collect();
         assert_eq!(

@@ -87,7 +87,8 @@ impl ClusterSource {
             return Vec::new();
         };
         let allocatable = (node.status.as_ref()).and_then(|s| s.allocatable.as_ref());
-        allocatable.map_or_else(Vec::new, |a| katalyst_cnr::offered("node.allocatable.", a))
+        let prefix = catalogue::family::NODE_ALLOCATABLE[0];
+        allocatable.map_or_else(Vec::new, |a| katalyst_cnr::offered(prefix, a))
     }
 
     /// Allocatable memory from the Node's status, if known.
