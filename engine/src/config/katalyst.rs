@@ -4,9 +4,10 @@
 //! agent's eviction flags — as the `VigilConfig` that enables the same
 //! strategies with the same thresholds (`vigil migrate katalyst`).
 //!
-//! What katalyst leaves unset takes katalyst's default (its NUMA and system
-//! memory strategies are on unless turned off), so the result decides as
-//! the katalyst agent did. Flags come first and the objects over them, as
+//! What katalyst leaves unset takes katalyst's default (its NUMA, system
+//! memory and reclaimed resources strategies are on unless turned off, the
+//! last reading the offer where katalyst does, its CustomNodeResource), so
+//! the result decides as the katalyst agent did. Flags come first and the objects over them, as
 //! katalyst's dynamic configuration overrides its flags. Whatever has no
 //! vigil counterpart is named in the notes, never dropped silently.
 

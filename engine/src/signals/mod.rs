@@ -187,11 +187,10 @@ impl SignalFiles {
             Err(error) => reading.gap("pid.available", error),
         }
         for resource in ["memory", "cpu", "io"] {
-            let path = self.proc_root.join("pressure").join(resource);
-            match self
-                .text(&path)
-                .and_then(|text| Pressure::parse(&path, &text))
-            {
+            match self.parsed(
+                self.proc_root.join("pressure").join(resource),
+                Pressure::parse,
+            ) {
                 Ok(pressure) => push_pressure(&mut reading, &format!("psi.{resource}"), &pressure),
                 Err(error) => reading.gap(&format!("psi.{resource}"), error),
             }
@@ -200,11 +199,7 @@ impl SignalFiles {
     }
 
     fn read_memory(&self, reading: &mut Reading) -> Option<MemInfo> {
-        let path = self.proc_root.join("meminfo");
-        let meminfo = match self
-            .text(&path)
-            .and_then(|text| MemInfo::parse(&path, &text))
-        {
+        let meminfo = match self.parsed(self.proc_root.join("meminfo"), MemInfo::parse) {
             Ok(info) => {
                 let total = Some(info.total as f64);
                 reading.push("memory.available", info.available() as f64, total);
@@ -243,19 +238,14 @@ impl SignalFiles {
             reading.push("memory.free", info.free as f64, Some(info.total as f64));
         }
         if asks_for(wanted, &family::ZONEINFO) {
-            let path = self.proc_root.join("zoneinfo");
-            match self
-                .text(&path)
-                .and_then(|text| zoneinfo::parse(&path, &text))
-            {
+            match self.parsed(self.proc_root.join("zoneinfo"), zoneinfo::parse) {
                 Ok(zones) => push_zones(reading, &zones),
                 Err(error) => reading.gap("numa", error),
             }
         }
         if asks_for(wanted, &family::SCALE_FACTOR) {
             let path = self.proc_root.join("sys/vm/watermark_scale_factor");
-            let factor = self.text(&path);
-            match factor.and_then(|text| zoneinfo::watermark_scale_factor(&path, &text)) {
+            match self.parsed(path, zoneinfo::watermark_scale_factor) {
                 Ok(factor) => {
                     reading.push("vm.watermarkScaleFactor", factor as f64, Some(10_000.0))
                 }
@@ -263,11 +253,7 @@ impl SignalFiles {
             }
         }
         if asks_for(wanted, &family::VMSTAT) {
-            let path = self.proc_root.join("vmstat");
-            match self
-                .text(&path)
-                .and_then(|text| activity::vm_counters(&path, &text))
-            {
+            match self.parsed(self.proc_root.join("vmstat"), activity::vm_counters) {
                 Ok(vm) => {
                     reading.push("vm.oomKill", vm.oom_kill as f64, None);
                     reading.counters.vm = Some(vm);
@@ -276,11 +262,7 @@ impl SignalFiles {
             }
         }
         let cpus = if asks_for(wanted, &family::STAT) || asks_for(wanted, &family::LOADAVG) {
-            let path = self.proc_root.join("stat");
-            match self
-                .text(&path)
-                .and_then(|text| activity::cpu_ticks(&path, &text))
-            {
+            match self.parsed(self.proc_root.join("stat"), activity::cpu_ticks) {
                 Ok(ticks) => {
                     reading.counters.cpu = Some(ticks);
                     Some(f64::from(ticks.cpus))
@@ -294,11 +276,7 @@ impl SignalFiles {
             None
         };
         if asks_for(wanted, &family::LOADAVG) {
-            let path = self.proc_root.join("loadavg");
-            match self
-                .text(&path)
-                .and_then(|text| activity::load1(&path, &text))
-            {
+            match self.parsed(self.proc_root.join("loadavg"), activity::load1) {
                 Ok(load) => reading.push("cpu.load1", load, cpus),
                 Err(error) => reading.gap("cpu.load1", error),
             }
@@ -313,12 +291,17 @@ impl SignalFiles {
         }
     }
 
-    /// The text of node file `path`, through the files kept open.
-    fn text(&self, path: &Path) -> Result<String, SignalError> {
-        (self.kept.read(path)).map_err(|source| SignalError::Read {
-            path: path.to_owned(),
+    /// Node file `path`, read through the files kept open, as `parse` reads it.
+    fn parsed<T>(
+        &self,
+        path: PathBuf,
+        parse: impl FnOnce(&Path, &str) -> Result<T, SignalError>,
+    ) -> Result<T, SignalError> {
+        let text = (self.kept.read(&path)).map_err(|source| SignalError::Read {
+            path: path.clone(),
             source,
-        })
+        })?;
+        parse(&path, &text)
     }
 
     /// The cgroup hierarchy.

@@ -33,11 +33,20 @@ struct Turn {
     read: Option<(SystemTime, Reading)>,
 }
 
-#[derive(Debug, Clone, Default)]
+#[derive(Debug)]
 struct Reading {
     numa_memory: Vec<NumaMemory>,
     cpu_throttling: Option<CpuThrottling>,
     memory_pressure: Option<Pressure>,
+}
+
+impl Reading {
+    /// Whether any of the facts was read (else they have no age).
+    fn any(&self) -> bool {
+        !self.numa_memory.is_empty()
+            || self.cpu_throttling.is_some()
+            || self.memory_pressure.is_some()
+    }
 }
 
 impl SampledFacts {
@@ -61,11 +70,12 @@ impl SampledFacts {
             .map(|(_, uid)| uid.to_owned())
             .collect();
         for uid in &due {
-            let turn = self.pods.entry(uid.clone()).or_insert(Turn {
-                tried: now,
-                read: None,
-            });
-            turn.tried = now;
+            (self.pods.entry(uid.clone()))
+                .and_modify(|turn| turn.tried = now)
+                .or_insert(Turn {
+                    tried: now,
+                    read: None,
+                });
         }
         due
     }
@@ -78,10 +88,7 @@ impl SampledFacts {
             cpu_throttling: usage.cpu_throttling,
             memory_pressure: usage.memory_pressure,
         };
-        let read = !reading.numa_memory.is_empty()
-            || reading.cpu_throttling.is_some()
-            || reading.memory_pressure.is_some();
-        usage.facts_age_ms = read.then_some(0);
+        usage.facts_age_ms = reading.any().then_some(0);
         if let Some(turn) = self.pods.get_mut(uid) {
             turn.read = Some((at, reading));
         }
@@ -96,11 +103,8 @@ impl SampledFacts {
         usage.numa_memory = reading.numa_memory.clone();
         usage.cpu_throttling = reading.cpu_throttling;
         usage.memory_pressure = reading.memory_pressure;
-        let read = !usage.numa_memory.is_empty()
-            || usage.cpu_throttling.is_some()
-            || usage.memory_pressure.is_some();
         let age = now.duration_since(*at).unwrap_or_default().as_millis();
-        usage.facts_age_ms = read.then(|| u64::try_from(age).unwrap_or(u64::MAX));
+        usage.facts_age_ms = (reading.any()).then(|| u64::try_from(age).unwrap_or(u64::MAX));
     }
 }
 

@@ -162,10 +162,7 @@ pub fn interest(config: &str) -> StrategyInterest {
 
 /// Whether `pod` runs at katalyst's `reclaimed_cores` level.
 fn reclaimed(pod: &Pod) -> bool {
-    let level = (pod.annotations.iter())
-        .find(|kv| kv.key == katalyst::QOS_LEVEL)
-        .map(|kv| kv.value.as_str());
-    QosLevel::of(level) == Some(QosLevel::ReclaimedCores)
+    crate::ranking::qos_level(pod) == Some(QosLevel::ReclaimedCores)
 }
 
 /// The scope of `resource`: its name without its domain

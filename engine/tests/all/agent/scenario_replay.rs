@@ -1,8 +1,9 @@
 //! Bundled scenarios replayed step by step through the cluster path — pods
 //! as Kubernetes objects read by the agent's pod reader, usage from cgroup
-//! files, `memory.available` from `meminfo`, the Eviction API killer against
-//! the test API server — evicts the same pods at the same times as
-//! `vigil simulate`.
+//! files, the node's signals from its `/proc` files and its Node object,
+//! the Eviction API killer against the test API server — evicts the same
+//! pods at the same times as `vigil simulate`. And the same source on a
+//! node denser than a cycle's share of the per-pod file facts.
 
 use super::*;
 use k8s_openapi::api::core::v1::{Node, Pod};
@@ -232,20 +233,24 @@ async fn numa_pressure_evicts_the_same_pods_at_the_same_times_as_simulate() {
     replays_as_simulated("numa-pressure.yaml", 2).await;
 }
 
-/// katalyst's system memory pressure: free memory under the scaled
-/// watermark while `memory.available` is healthy, read from the node's
-/// `/proc/meminfo` and `watermark_scale_factor`, the victim ranked by its
-/// memory on the NUMA node with the fewest free pages (the testbed's one).
+/// katalyst's system CPU pressure: usage read from the node's `/proc/stat`
+/// between cycles, the busiest pod by its cgroup's `cpu.stat`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn system_cpu_pressure_evicts_the_same_pod_at_the_same_time_as_simulate() {
     replays_as_simulated("system-cpu-pressure.yaml", 1).await;
 }
 
+/// katalyst's reclaimed resources: the offer from the Node's
+/// `status.allocatable`, the requests from the pods' containers.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reclaimed_resources_evict_the_same_pod_at_the_same_time_as_simulate() {
     replays_as_simulated("reclaimed-resources.yaml", 1).await;
 }
 
+/// katalyst's system memory pressure: free memory under the scaled
+/// watermark while `memory.available` is healthy, read from the node's
+/// `/proc/meminfo` and `watermark_scale_factor`, the victim ranked by its
+/// memory on the NUMA node with the fewest free pages (the testbed's one).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn system_memory_pressure_evicts_the_same_pod_at_the_same_time_as_simulate() {
     replays_as_simulated("system-memory-pressure.yaml", 1).await;
