@@ -17,7 +17,10 @@
 //! - [`cluster`]: everything that talks to the Kubernetes API server;
 //! - [`fleet`]: the status objects each agent publishes for its node;
 //! - [`crds`]: every custom resource definition vigil reads (`vigil crd`);
-//! - [`controllers`]: the config and pull controllers, shells around their plans;
+//! - [`controllers`]: the loops that follow objects others write (config,
+//!   pulls, shadow, trial), each a shell around its plan; the loops that
+//!   write what the node decided live with what they write ([`cluster`]'s
+//!   publisher, [`fleet`]'s reconciler);
 //! - [`simulate`]: scenarios on virtual time (`vigil simulate`);
 //! - [`authoring`]: the policy author's tools (`vigil policy check|test|new`);
 //! - [`cleanup`]: what an uninstall removes besides the manifests (`vigil cleanup`);

@@ -22,7 +22,7 @@ use crate::cluster::watches::{self, Reflected};
 use crate::config::VigilConfig;
 use crate::config::crd::ConfigLayer;
 use crate::controllers::config::{ConfigController, ConfigOptions};
-use crate::controllers::pulls::{Pulls, ShadowPull};
+use crate::controllers::pulls::{PullOptions, Pulls, ShadowPull};
 use crate::controllers::shadow::{Merged, ShadowController};
 use crate::controllers::trial::TrialBounds;
 use crate::distribution::crd::VigilPolicy;
@@ -231,28 +231,26 @@ impl Agent<'_> {
     /// The pull controller, configured from the agent's flags.
     fn pulls(&self) -> anyhow::Result<Pulls> {
         let config = self.config;
-        let pulls = Pulls::new(
+        let options = PullOptions {
+            cap: config.max_policy_bytes,
+            secrets: Some(kube::Api::namespaced(
+                self.clients.api.clone(),
+                &config.namespace,
+            )),
+            ca: config.registry_ca.clone(),
+            key: config.verification_key.clone(),
+            // The cache under the state directory is this agent's alone.
+            native: Some((Arc::clone(&self.host), config.native_code_key.clone())),
+        };
+        let metrics = Arc::clone(&self.metrics);
+        Pulls::new(
             &config.state_dir,
             &config.node_name,
-            config.max_policy_bytes,
-            Arc::clone(&self.metrics),
+            options,
+            metrics,
             Arc::clone(&self.clock),
         )
-        .context("cannot keep pulled policies in the state directory")?
-        .with_secrets(kube::Api::namespaced(
-            self.clients.api.clone(),
-            &config.namespace,
-        ));
-        let pulls = match &config.registry_ca {
-            Some(pem) => pulls.with_ca(pem.clone()),
-            None => pulls,
-        };
-        let pulls = match &config.verification_key {
-            Some(key) => pulls.with_key(key.clone()),
-            None => pulls,
-        };
-        // The cache under the state directory is this agent's alone.
-        Ok(pulls.with_host(Arc::clone(&self.host), config.native_code_key.clone()))
+        .context("cannot keep pulled policies in the state directory")
     }
 
     /// The config controller following the cluster, and the writer of the

@@ -12,6 +12,7 @@ use crate::model::Layer;
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 use thiserror::Error;
 
 /// Rejected configs remembered (the newest).
@@ -146,6 +147,25 @@ impl Checkpoint {
         });
         let extra = self.rejected.len().saturating_sub(REJECTED_KEPT);
         self.rejected.drain(..extra);
+    }
+
+    /// Whether this is worth writing over `saved`, the checkpoint last
+    /// written: something differs beside the fetch time, or the fetch time
+    /// moved on by `confirm_every` or more (a watch confirming what it holds
+    /// is not a write at every wake).
+    pub fn worth_saving(&self, saved: Option<&Checkpoint>, confirm_every: Duration) -> bool {
+        let Some(saved) = saved else { return true };
+        let mut probe = self.clone();
+        if let (Some(now), Some(then)) = (&mut probe.assigned, &saved.assigned)
+            && now
+                .fetched_at
+                .duration_since(then.fetched_at)
+                .unsigned_abs()
+                < confirm_every
+        {
+            now.fetched_at = then.fetched_at;
+        }
+        probe != *saved
     }
 }
 
@@ -354,6 +374,24 @@ mod tests {
             LayerSet::new(vec![a]).hash,
             LayerSet::new(vec![layer("VigilConfig/a@2", "{}")]).hash
         );
+    }
+
+    #[test]
+    fn a_newer_fetch_time_alone_is_saved_only_once_it_moved_on_enough() {
+        let every = Duration::from_secs(300);
+        let saved = sample();
+        assert!(saved.worth_saving(None, every));
+        assert!(!saved.worth_saving(Some(&saved), every));
+        let mut confirmed = saved.clone();
+        let assigned = confirmed.assigned.as_mut().unwrap();
+        assigned.fetched_at += jiff::SignedDuration::from_secs(299);
+        assert!(!confirmed.worth_saving(Some(&saved), every));
+        let assigned = confirmed.assigned.as_mut().unwrap();
+        assigned.fetched_at += jiff::SignedDuration::from_secs(1);
+        assert!(confirmed.worth_saving(Some(&saved), every));
+        let mut changed = saved.clone();
+        changed.reject("h", "refused".into());
+        assert!(changed.worth_saving(Some(&saved), every));
     }
 
     #[test]

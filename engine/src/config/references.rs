@@ -95,6 +95,58 @@ impl Unresolved {
     }
 }
 
+/// What reading a referenced ConfigMap found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Read<'a> {
+    /// Its watch has not listed it yet: wait for it.
+    Pending,
+    /// It cannot be read now (a passing fault), for this reason.
+    Unavailable(&'a str),
+    /// It does not exist.
+    Missing,
+    /// It exists; the value of the referenced key, if it has one.
+    Found(Option<&'a str>),
+}
+
+/// Resolves `wanted` (each policy's references) into layers, those in
+/// `namespace` as `read` finds them, and says by layer source why any
+/// could not be; `None` while one is [`Read::Pending`]. The layers are in
+/// the order written.
+pub(crate) fn resolve<'a>(
+    wanted: &[(String, ConfigRef)],
+    namespace: &str,
+    read: impl Fn(&ConfigRef) -> Read<'a>,
+) -> Option<(Vec<Layer>, BTreeMap<String, Unresolved>)> {
+    let mut resolved = Vec::new();
+    let mut problems = BTreeMap::new();
+    for (policy, reference) in wanted {
+        let problem = if reference.namespace == namespace {
+            match read(reference) {
+                Read::Pending => return None,
+                Read::Unavailable(why) => Unresolved {
+                    why: format!("cannot be read: {why}"),
+                    transient: true,
+                },
+                Read::Missing => Unresolved::lasting("the ConfigMap does not exist"),
+                Read::Found(None) => Unresolved::lasting("the ConfigMap has no such key"),
+                Read::Found(Some(value)) => match layer(policy, reference, value) {
+                    Ok(layer) => {
+                        resolved.push(layer);
+                        continue;
+                    }
+                    Err(why) => Unresolved::lasting(why),
+                },
+            }
+        } else {
+            Unresolved::lasting(format!(
+                "ConfigMaps are read only in vigil's namespace, {namespace}"
+            ))
+        };
+        problems.insert(source(policy, reference), problem);
+    }
+    Some((resolved, problems))
+}
+
 /// Checks that every reference of `config` is resolved by one of `layers`;
 /// `problems` says, by layer source, why one could not be.
 ///
@@ -206,5 +258,58 @@ mod tests {
         assert!(check(&config, &[], &problems).unwrap_err().is_transient());
         let missing = BTreeMap::from([(source, Unresolved::lasting("no such key"))]);
         assert!(!check(&config, &[], &missing).unwrap_err().is_transient());
+    }
+
+    #[test]
+    fn references_resolve_as_read_in_vigils_namespace_only() {
+        let at = |namespace: &str, name: &str| ConfigRef {
+            namespace: namespace.to_owned(),
+            name: name.to_owned(),
+            key: "k".to_owned(),
+        };
+        let wanted = [
+            ("sorter".to_owned(), at("vigil", "good")),
+            ("sorter".to_owned(), at("other", "good")),
+            ("merger".to_owned(), at("vigil", "gone")),
+            ("merger".to_owned(), at("vigil", "keyless")),
+            ("merger".to_owned(), at("vigil", "down")),
+            ("merger".to_owned(), at("vigil", "list")),
+        ];
+        let read = |r: &ConfigRef| match r.name.as_str() {
+            "good" => Read::Found(Some("weight: 2")),
+            "gone" => Read::Missing,
+            "keyless" => Read::Found(None),
+            "down" => Read::Unavailable("503"),
+            "list" => Read::Found(Some("[1, 2]")),
+            _ => Read::Pending,
+        };
+        let (layers, problems) = resolve(&wanted, "vigil", read).unwrap();
+        let sources: Vec<&str> = layers.iter().map(|l| l.source.as_str()).collect();
+        assert_eq!(sources, ["ConfigMap/vigil/good[k] for sorter"]);
+        let why = |policy: &str, r: ConfigRef| problems[&source(policy, &r)].clone();
+        assert!(
+            why("sorter", at("other", "good"))
+                .why
+                .contains("only in vigil's namespace")
+        );
+        assert_eq!(
+            why("merger", at("vigil", "gone")),
+            Unresolved::lasting("the ConfigMap does not exist")
+        );
+        assert_eq!(
+            why("merger", at("vigil", "keyless")),
+            Unresolved::lasting("the ConfigMap has no such key")
+        );
+        let down = why("merger", at("vigil", "down"));
+        assert!(
+            down.transient && down.why == "cannot be read: 503",
+            "{down:?}"
+        );
+        assert_eq!(
+            why("merger", at("vigil", "list")),
+            Unresolved::lasting("not a YAML or JSON object")
+        );
+        let pending = [("sorter".to_owned(), at("vigil", "unlisted"))];
+        assert!(resolve(&pending, "vigil", read).is_none());
     }
 }

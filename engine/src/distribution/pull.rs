@@ -140,26 +140,81 @@ pub enum PullError {
 }
 
 impl PullError {
-    /// The kind, as a metric label and a status reason: `credentials`,
-    /// `unauthorized`, `not-found`, `unavailable`, `tampered`, `layout`,
-    /// `oversized`, `signature`, `reference`, `store`, and for precompiled
-    /// artifacts `other-component`, `incompatible` or `not-precompiled`.
-    pub fn reason(&self) -> &'static str {
+    /// The kind, as a metric label and a status reason.
+    pub fn reason(&self) -> PullReason {
         match self {
-            Self::Reference(_) => "reference",
-            Self::Credentials(_) => "credentials",
-            Self::Unauthorized(_) => "unauthorized",
-            Self::NotFound(_) => "not-found",
-            Self::Unavailable(_) => "unavailable",
-            Self::Tampered(_) => "tampered",
-            Self::Layout(_) => "layout",
-            Self::OtherComponent(_) => "other-component",
-            Self::Incompatible(_) => "incompatible",
-            Self::NotPrecompiled(_) => "not-precompiled",
-            Self::Oversized { .. } => "oversized",
-            Self::Signature(_) => "signature",
-            Self::Store(_) => "store",
+            Self::Reference(_) => PullReason::Reference,
+            Self::Credentials(_) => PullReason::Credentials,
+            Self::Unauthorized(_) => PullReason::Unauthorized,
+            Self::NotFound(_) => PullReason::NotFound,
+            Self::Unavailable(_) => PullReason::Unavailable,
+            Self::Tampered(_) => PullReason::Tampered,
+            Self::Layout(_) => PullReason::Layout,
+            Self::OtherComponent(_) => PullReason::OtherComponent,
+            Self::Incompatible(_) => PullReason::Incompatible,
+            Self::NotPrecompiled(_) => PullReason::NotPrecompiled,
+            Self::Oversized { .. } => PullReason::Oversized,
+            Self::Signature(_) => PullReason::Signature,
+            Self::Store(_) => PullReason::Store,
         }
+    }
+}
+
+/// Why a pull failed, as a metric label and a status reason show it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum PullReason {
+    /// `reference`: not a pinned reference.
+    Reference,
+    /// `credentials`: the pull Secret gives none.
+    Credentials,
+    /// `unauthorized`: the registry refused the credentials, or wants some.
+    Unauthorized,
+    /// `not-found`: no such manifest or blob.
+    NotFound,
+    /// `unavailable`: the registry could not be reached or failed.
+    Unavailable,
+    /// `tampered`: what arrived is not what the digest pins.
+    Tampered,
+    /// `layout`: not a policy artifact.
+    Layout,
+    /// `other-component`: a precompiled artifact of another component.
+    OtherComponent,
+    /// `incompatible`: a precompiled artifact for another engine.
+    Incompatible,
+    /// `not-precompiled`: nothing precompiled, and the host compiles nothing.
+    NotPrecompiled,
+    /// `oversized`: over the cap.
+    Oversized,
+    /// `signature`: no signature under the key covers it.
+    Signature,
+    /// `store`: the store could not be written.
+    Store,
+}
+
+impl PullReason {
+    /// As metrics and status objects show it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Reference => "reference",
+            Self::Credentials => "credentials",
+            Self::Unauthorized => "unauthorized",
+            Self::NotFound => "not-found",
+            Self::Unavailable => "unavailable",
+            Self::Tampered => "tampered",
+            Self::Layout => "layout",
+            Self::OtherComponent => "other-component",
+            Self::Incompatible => "incompatible",
+            Self::NotPrecompiled => "not-precompiled",
+            Self::Oversized => "oversized",
+            Self::Signature => "signature",
+            Self::Store => "store",
+        }
+    }
+
+    /// Whether the registry's credentials may have changed under this
+    /// failure, so the pull Secret is read again before the next try.
+    pub fn refreshes_credentials(self) -> bool {
+        matches!(self, Self::Credentials | Self::Unauthorized)
     }
 }
 
@@ -596,7 +651,7 @@ mod tests {
         ];
         for (bytes, reason) in cases {
             let error = layer(&bytes, Expect::Component, 100).unwrap_err();
-            assert_eq!(error.reason(), reason, "{error}");
+            assert_eq!(error.reason().as_str(), reason, "{error}");
         }
     }
 
@@ -611,7 +666,7 @@ mod tests {
         assert_eq!(pinned.registry(), "registry.example:5000");
         for text in ["registry.example/vigil/sorter:1.0", "not a reference!"] {
             let error = Pinned::parse(text).unwrap_err();
-            assert_eq!(error.reason(), "reference", "{error}");
+            assert_eq!(error.reason(), PullReason::Reference, "{error}");
         }
     }
 }

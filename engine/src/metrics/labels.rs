@@ -1,6 +1,10 @@
-//! The label sets of the agent's metrics.
+//! The label sets of the agent's metrics, and the outcomes they name as
+//! enums (a label value is never a string literal at its call site).
 
-use prometheus_client::encoding::EncodeLabelSet;
+use crate::config::assignment::Update;
+use crate::distribution::pull::PullReason;
+use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue, LabelValueEncoder};
+use std::fmt::Write as _;
 
 /// Labels of an eviction.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -92,17 +96,127 @@ pub struct ApiLabels {
 /// Labels of a config update.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ConfigUpdateLabels {
-    /// `applied`, `rejected`, `skipped`, `deferred`, `graduated` or `rolled-back`.
-    pub result: String,
+    /// What changed.
+    pub result: ConfigChange,
+}
+
+/// How the node's config changed.
+#[derive(Debug, Clone, Copy, Hash, PartialEq, Eq)]
+pub enum ConfigChange {
+    /// `applied`: a new config runs.
+    Applied,
+    /// `rejected`: refused; the previous config keeps running.
+    Rejected,
+    /// `skipped`: rejected before and unchanged since.
+    Skipped,
+    /// `deferred`: could not be computed now; tried again.
+    Deferred,
+    /// `graduated`: its trial ended well; it is the last-known-good.
+    Graduated,
+    /// `rolled-back`: its trial failed; the last-known-good runs again.
+    RolledBack,
+    /// `changed`: its status changed otherwise (e.g. a retry's outcome).
+    Changed,
+}
+
+impl ConfigChange {
+    /// What an assignment from the cluster did, if anything.
+    pub(crate) fn of(update: Update) -> Option<Self> {
+        match update {
+            Update::Unchanged => None,
+            Update::Applied => Some(Self::Applied),
+            Update::Rejected => Some(Self::Rejected),
+            Update::Skipped => Some(Self::Skipped),
+            Update::Deferred => Some(Self::Deferred),
+        }
+    }
+
+    /// As the metric's label shows it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Applied => "applied",
+            Self::Rejected => "rejected",
+            Self::Skipped => "skipped",
+            Self::Deferred => "deferred",
+            Self::Graduated => "graduated",
+            Self::RolledBack => "rolled-back",
+            Self::Changed => "changed",
+        }
+    }
 }
 
 /// Labels of a policy pull.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct PullLabels {
-    /// `pulled`, `held` (the store had it), or why it failed
-    /// ([`crate::distribution::pull::PullError::reason`]).
-    pub result: String,
+    /// What the pull came to.
+    pub result: PullResult,
 }
+
+/// What a policy pull came to.
+#[derive(Debug, Clone, Copy, Hash, PartialEq, Eq)]
+pub enum PullResult {
+    /// `pulled`: fetched from the registry.
+    Pulled,
+    /// `held`: the store had it.
+    Held,
+    /// Why it failed (`not-found`, `unauthorized`, `signature`, …).
+    Failed(PullReason),
+}
+
+impl PullResult {
+    /// As the metric's label shows it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pulled => "pulled",
+            Self::Held => "held",
+            Self::Failed(reason) => reason.as_str(),
+        }
+    }
+}
+
+/// Labels of a precompiled artifact sought.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PrecompiledLabels {
+    /// What the search came to.
+    pub result: PrecompiledResult,
+}
+
+/// What the search for a version's precompiled artifact came to.
+#[derive(Debug, Clone, Copy, Hash, PartialEq, Eq)]
+pub enum PrecompiledResult {
+    /// `imported`: verified and imported into the artifact cache.
+    Imported,
+    /// `held`: the cache had it.
+    Held,
+    /// `none`: no artifact for this node's engine (or no key to verify one).
+    None,
+    /// Why it was refused (`incompatible`, `signature`, `not-precompiled`, …).
+    Refused(PullReason),
+}
+
+impl PrecompiledResult {
+    /// As the metric's label shows it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Imported => "imported",
+            Self::Held => "held",
+            Self::None => "none",
+            Self::Refused(reason) => reason.as_str(),
+        }
+    }
+}
+
+/// Encodes an outcome enum by its `as_str`.
+macro_rules! label_value_by_name {
+    ($($outcome:ty),*) => {$(
+        impl EncodeLabelValue for $outcome {
+            fn encode(&self, encoder: &mut LabelValueEncoder<'_>) -> Result<(), std::fmt::Error> {
+                encoder.write_str(self.as_str())
+            }
+        }
+    )*};
+}
+label_value_by_name!(ConfigChange, PullResult, PrecompiledResult);
 
 /// Labels of a comparison of a version in shadow with the serving one.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]

@@ -11,9 +11,10 @@ mod labels;
 mod record;
 
 pub use labels::{
-    ApiLabels, BuildLabels, CappedLabels, CheckpointLabels, ConfigStateLabels, ConfigUpdateLabels,
-    EvictionLabels, MisplacedLabels, NameLabel, PolicyLabels, PolicyStateLabels, PullLabels,
-    ShadowLabels, ThresholdLabels, WaitingLabels,
+    ApiLabels, BuildLabels, CappedLabels, CheckpointLabels, ConfigChange, ConfigStateLabels,
+    ConfigUpdateLabels, EvictionLabels, MisplacedLabels, NameLabel, PolicyLabels,
+    PolicyStateLabels, PrecompiledLabels, PrecompiledResult, PullLabels, PullResult, ShadowLabels,
+    ThresholdLabels, WaitingLabels,
 };
 
 use crate::policy::Policy;
@@ -90,7 +91,7 @@ pub struct Metrics {
     /// Bytes of policy components pulled from registries.
     pub policy_pull_bytes: Counter,
     /// Precompiled policies sought for this node's engine, by result.
-    pub policy_precompiled: Family<PullLabels, Counter>,
+    pub policy_precompiled: Family<PrecompiledLabels, Counter>,
     /// Policy components compiled on this node (not loaded precompiled),
     /// built-ins aside.
     pub policy_compiles: Counter,
@@ -151,11 +152,9 @@ impl Default for Metrics {
 
 impl Metrics {
     /// Counts a config update that ended with `result`.
-    pub fn config_updated(&self, result: &str) {
+    pub fn config_updated(&self, result: ConfigChange) {
         self.config_updates
-            .get_or_create(&ConfigUpdateLabels {
-                result: result.into(),
-            })
+            .get_or_create(&ConfigUpdateLabels { result })
             .inc();
     }
 
@@ -182,24 +181,17 @@ impl Metrics {
     }
 
     /// Counts a policy pull that ended with `result`, having fetched `bytes`.
-    pub fn policy_pulled(&self, result: &str, bytes: u64) {
+    pub fn policy_pulled(&self, result: PullResult, bytes: u64) {
         self.policy_pulls
-            .get_or_create(&PullLabels {
-                result: result.into(),
-            })
+            .get_or_create(&PullLabels { result })
             .inc();
         self.policy_pull_bytes.inc_by(bytes);
     }
 
-    /// Counts a precompiled policy sought with `result`: `imported`,
-    /// `held` (the cache had it), `none` (no artifact for this node's
-    /// engine), or why it was refused
-    /// ([`crate::distribution::pull::PullError::reason`]).
-    pub fn policy_precompiled(&self, result: &str) {
+    /// Counts a precompiled policy sought with `result`.
+    pub fn policy_precompiled(&self, result: PrecompiledResult) {
         self.policy_precompiled
-            .get_or_create(&PullLabels {
-                result: result.into(),
-            })
+            .get_or_create(&PrecompiledLabels { result })
             .inc();
     }
 

@@ -48,14 +48,14 @@ fn exported() -> BTreeSet<String> {
         code: text("200"),
     };
     m.api_requests.get_or_create(&api).inc();
-    m.config_updated("applied");
+    m.config_updated(ConfigChange::Applied);
     let load = CheckpointLabels {
         status: text("fresh"),
     };
     m.config_checkpoint_loads.get_or_create(&load).inc();
     m.config_reason("Active");
-    m.policy_pulled("pulled", 1);
-    m.policy_precompiled("imported");
+    m.policy_pulled(PullResult::Pulled, 1);
+    m.policy_precompiled(PrecompiledResult::Imported);
     m.events_dropped.get_or_create(&name).inc();
 
     let mut text = String::new();
@@ -270,4 +270,32 @@ fn the_dashboard_queries_parse_and_name_only_exported_metrics() {
             check(target["expr"].as_str().unwrap(), &exported, title);
         }
     }
+}
+
+#[test]
+fn outcomes_are_labelled_as_the_docs_name_them() {
+    use crate::distribution::pull::PullReason;
+    let m = Arc::new(Metrics::default());
+    m.policy_pulled(PullResult::Held, 0);
+    m.policy_pulled(PullResult::Failed(PullReason::NotFound), 0);
+    m.policy_precompiled(PrecompiledResult::None);
+    m.policy_precompiled(PrecompiledResult::Refused(PullReason::NotPrecompiled));
+    m.config_updated(ConfigChange::RolledBack);
+    m.config_updated(ConfigChange::of(crate::config::assignment::Update::Deferred).unwrap());
+    let mut text = String::new();
+    prometheus_client::encoding::text::encode(&mut text, &m.registry()).unwrap();
+    for sample in [
+        "vigil_policy_pulls_total{result=\"held\"} 1",
+        "vigil_policy_pulls_total{result=\"not-found\"} 1",
+        "vigil_policy_precompiled_total{result=\"none\"} 1",
+        "vigil_policy_precompiled_total{result=\"not-precompiled\"} 1",
+        "vigil_config_updates_total{result=\"rolled-back\"} 1",
+        "vigil_config_updates_total{result=\"deferred\"} 1",
+    ] {
+        assert!(text.contains(sample), "{sample} missing from:\n{text}");
+    }
+    assert_eq!(
+        ConfigChange::of(crate::config::assignment::Update::Unchanged),
+        None
+    );
 }

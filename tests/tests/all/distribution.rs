@@ -194,7 +194,7 @@ async fn a_pinned_policy_is_pulled_once_then_served_from_the_store_with_the_regi
     // What it does not hold, it cannot get.
     let other = with_another_digest(&pinned);
     let error = pull_into(&store, &other, CAP).await.unwrap_err();
-    assert_eq!(error.reason(), "unavailable", "{error}");
+    assert_eq!(error.reason().as_str(), "unavailable", "{error}");
 }
 
 /// `pinned` with another manifest digest.
@@ -212,7 +212,7 @@ async fn a_manifest_the_registry_lacks_is_not_found() {
     let error = pull_into(&store, &with_another_digest(&pinned), CAP)
         .await
         .unwrap_err();
-    assert_eq!(error.reason(), "not-found", "{error}");
+    assert_eq!(error.reason().as_str(), "not-found", "{error}");
 }
 
 #[tokio::test]
@@ -229,7 +229,7 @@ async fn a_tampered_blob_is_refused_and_leaves_nothing_in_the_store() {
     let state = tempfile::tempdir().unwrap();
     let store = BlobStore::open(state.path()).unwrap();
     let error = pull_into(&store, &pinned, CAP).await.unwrap_err();
-    assert_eq!(error.reason(), "tampered", "{error}");
+    assert_eq!(error.reason().as_str(), "tampered", "{error}");
     assert!(!store.contains(&Digest::of(REVERSE_SORTER)));
     assert!(!store.contains(&Digest::of(&bytes)));
     assert_eq!(stored(state.path()), Vec::<String>::new());
@@ -305,7 +305,7 @@ async fn only_an_artifact_of_one_component_layer_in_a_known_layout_is_taken() {
     ];
     for (what, pinned) in refused {
         let error = pull_into(&store, &pinned, CAP).await.unwrap_err();
-        assert_eq!(error.reason(), "layout", "{what}: {error}");
+        assert_eq!(error.reason().as_str(), "layout", "{what}: {error}");
     }
     assert_eq!(stored(state.path()), Vec::<String>::new());
 
@@ -376,7 +376,7 @@ async fn with_a_key_only_an_artifact_signed_under_it_for_its_own_digest_is_taken
             sign(&pinned, pair, &covers).await;
         }
         let error = pull_signed(&store, &pinned, &key).await.unwrap_err();
-        assert_eq!(error.reason(), "signature", "{error}");
+        assert_eq!(error.reason().as_str(), "signature", "{error}");
         assert!(error.to_string().contains(says), "{error}");
     }
     assert_eq!(stored(state.path()), Vec::<String>::new());

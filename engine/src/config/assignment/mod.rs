@@ -12,12 +12,21 @@
 //! Pure logic on explicit time: the agent's controller feeds it what the
 //! cluster says and carries out what it decides.
 
+pub(crate) mod trial;
+
 use super::checkpoint::{Assigned, Checkpoint, LayerSet, Trial};
 use super::{ConfigError, VigilConfig};
 use crate::model::Layer;
 use jiff::{SignedDuration, Timestamp};
 use std::fmt;
 use std::time::Duration;
+
+/// How often a trial's policy faults are counted (and a deferred config
+/// tried again).
+pub(crate) const FAULT_CHECK: Duration = Duration::from_secs(5);
+/// How often an uninterrupted config watch confirms what it holds (the
+/// checkpoint's fetch time is refreshed; nothing is requested).
+pub(crate) const CONFIRM_EVERY: Duration = Duration::from_secs(300);
 
 /// Starts within one trial after which the config counts as a crash loop.
 pub(crate) const MAX_STARTS_IN_TRIAL: u32 = 3;
@@ -476,6 +485,25 @@ impl Assignment {
     /// reason and is waiting to be tried again.
     pub(crate) fn retrying(&self) -> bool {
         self.retrying
+    }
+
+    /// How long after `now` the controller looks again at the latest:
+    /// when `expiry` (the first selected layer to expire) or the trial's
+    /// end comes, and — while a trial runs or a deferred config waits to
+    /// be tried again — every [`FAULT_CHECK`], else every
+    /// [`CONFIRM_EVERY`]. A time already past is now.
+    pub(crate) fn look_again_in(&self, now: Timestamp, expiry: Option<Timestamp>) -> Duration {
+        let trial_end = self.trial_end();
+        let every = if trial_end.is_some() || self.retrying() {
+            FAULT_CHECK
+        } else {
+            CONFIRM_EVERY
+        };
+        [expiry, trial_end]
+            .into_iter()
+            .flatten()
+            .map(|at| Duration::try_from(now.duration_until(at)).unwrap_or(Duration::ZERO))
+            .fold(every, Duration::min)
     }
 
     fn run(&mut self, set: &LayerSet, merge: Merge<'_>) -> Result<(), ConfigError> {

@@ -374,3 +374,36 @@ fn the_defaults_merged_at_start_up_run_when_the_merger_faults() {
         "the agent's own config, not the built-in defaults"
     );
 }
+
+#[test]
+fn the_controller_looks_again_at_a_trials_end_an_expiry_or_its_period() {
+    let mut state = settled_on_burst_2();
+    assert_eq!(state.look_again_in(at(5), None), CONFIRM_EVERY);
+    assert_eq!(
+        state.look_again_in(at(5), Some(at(65))),
+        Duration::from_secs(60)
+    );
+    assert_eq!(
+        state.look_again_in(at(5), Some(at(1))),
+        Duration::ZERO,
+        "past is now"
+    );
+    let trial = r#"{"evictionBurst": 7, "configTrialSeconds": 3}"#;
+    state.assign(vec![layer("a", trial)], at(10), &merge);
+    assert_eq!(state.trial_end(), Some(at(13)));
+    assert_eq!(state.look_again_in(at(10), None), Duration::from_secs(3));
+    assert_eq!(
+        state.look_again_in(at(10), Some(at(11))),
+        Duration::from_secs(1)
+    );
+    state.tick(at(13), InTrial::default(), &merge);
+    assert_eq!(state.status().reason, Reason::Active);
+    assert_eq!(state.look_again_in(at(13), None), CONFIRM_EVERY);
+    let long = r#"{"evictionBurst": 9, "configTrialSeconds": 600}"#;
+    state.assign(vec![layer("a", long)], at(20), &merge);
+    assert_eq!(
+        state.look_again_in(at(20), None),
+        FAULT_CHECK,
+        "faults counted in a trial"
+    );
+}

@@ -11,26 +11,27 @@
 //! condition, Event and status writes made, over `--config-spread`
 //! rather than in the same second.
 
-use crate::base::rate::Backoff;
 use crate::base::report::Chain;
 use crate::cluster::object_watches::{Lookup, ObjectKey, ObjectWatches};
 use crate::cluster::publisher::node_recorder;
 use crate::cluster::watches::{Progress, Reflected};
-use crate::config::assignment::{
-    Assignment, CheckpointLoad, ConfigView, InTrial, Reason, Status, Update,
-};
+use crate::config::assignment::CONFIRM_EVERY;
+use crate::config::assignment::trial::TrialCounts;
+use crate::config::assignment::{Assignment, CheckpointLoad, ConfigView, Reason, Status};
 use crate::config::checkpoint::{Checkpoint, CheckpointFile};
 use crate::config::crd::ConfigLayer;
-use crate::config::references::Unresolved;
-use crate::config::{ConfigError, VigilConfig, layers, references};
+use crate::config::references::{Read, Unresolved};
+use crate::config::{VigilConfig, layers, references};
 use crate::controllers::shadow::Merged;
 use crate::eviction::EvictionSettings;
-use crate::metrics::Metrics;
+use crate::metrics::{ConfigChange, Metrics};
 use crate::model::Layer;
 use crate::policy::Registry;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Node, ObjectReference};
 use kube::runtime::events::{Event, EventType, Recorder};
+pub use merging::defaults;
+use merging::{merged, merger};
 pub use spread::turn;
 use spread::{Spread, fingerprint};
 use std::collections::BTreeMap;
@@ -40,19 +41,11 @@ use std::time::Duration;
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
+mod merging;
 mod spread;
 
 /// Merges waiting for the shadow controller before more go unjudged.
 const MERGES_WAITING: usize = 8;
-
-/// Merges of the agent's own layers tried at start-up before it gives up.
-const START_MERGES: u32 = 6;
-
-/// How often a trial's policy faults are counted.
-const FAULT_CHECK: Duration = Duration::from_secs(5);
-/// How often an uninterrupted config watch confirms what it holds (the
-/// checkpoint's fetch time is refreshed; nothing is requested).
-const CONFIRM_EVERY: Duration = Duration::from_secs(300);
 
 /// What the controller is told at start-up.
 #[derive(Debug, Clone)]
@@ -86,12 +79,10 @@ pub struct ConfigController {
     settings: watch::Sender<EvictionSettings>,
     status: watch::Sender<Status>,
     report: watch::Sender<ConfigView>,
-    /// Faults of each policy (by digest) when the trial under way began.
-    faults_at_trial: BTreeMap<String, (String, u64)>,
     /// The node's accepted evictions so far, for the config's trial.
     evictions: watch::Receiver<u64>,
-    /// When the trial under way began, and the node's accepted evictions then.
-    evictions_at_trial: Option<(Timestamp, u64)>,
+    /// The counters when the trial under way began.
+    trial: TrialCounts,
     /// Where each merge goes to be compared with the merger in shadow.
     merges: Option<mpsc::Sender<Merged>>,
     /// The selection last resolved (the merger's digest, each layer's
@@ -157,9 +148,8 @@ impl ConfigController {
             settings,
             status,
             report,
-            faults_at_trial: BTreeMap::new(),
             evictions,
-            evictions_at_trial: None,
+            trial: TrialCounts::default(),
             merges: None,
             references: None,
             spread: Spread::default(),
@@ -246,19 +236,9 @@ impl ConfigController {
             }
             let evicted = *self.evictions.borrow_and_update();
             self.tick(&events, evicted).await;
-            let wake_at = [next_expiry, self.assignment.trial_end()]
-                .into_iter()
-                .flatten()
-                .min()
-                .map(|at| tokio::time::Instant::now() + now.duration_until(at).unsigned_abs())
-                .into_iter()
-                .chain(next_turn)
-                .min();
-            let check = if self.assignment.trial_end().is_some() || self.assignment.retrying() {
-                FAULT_CHECK
-            } else {
-                CONFIRM_EVERY
-            };
+            let look_again = self.assignment.look_again_in(now, next_expiry);
+            let look_at = tokio::time::Instant::now() + look_again;
+            let wake_at = next_turn.map_or(look_at, |turn| turn.min(look_at));
             tokio::select! {
                 () = stop.cancelled() => return,
                 changed = config_progress.changed() => if changed.is_err() { return },
@@ -267,8 +247,7 @@ impl ConfigController {
                 changed = self.evictions.changed(), if self.assignment.trial_since().is_some() => {
                     if changed.is_err() { return }
                 }
-                () = sleep_until(wake_at) => {}
-                () = tokio::time::sleep(check) => {}
+                () = tokio::time::sleep_until(wake_at) => {}
             }
         }
     }
@@ -302,43 +281,25 @@ impl ConfigController {
             namespace: r.namespace.clone(),
             name: r.name.clone(),
         };
-        let ours = |r: &references::ConfigRef| r.namespace == self.options.namespace;
-        objects.follow(wanted.iter().filter(|(_, r)| ours(r)).map(|(_, r)| key(r)));
-        let mut resolved = Vec::new();
-        let mut problems = BTreeMap::new();
-        for (policy, reference) in &wanted {
-            if !ours(reference) {
-                let why = format!(
-                    "ConfigMaps are read only in vigil's namespace, {}",
-                    self.options.namespace
-                );
-                problems.insert(
-                    references::source(policy, reference),
-                    Unresolved::lasting(why),
-                );
-                continue;
-            }
-            let problem = match objects.get(&key(reference))? {
-                Lookup::Pending => return None,
-                Lookup::Unavailable(why) => Unresolved {
-                    why: format!("cannot be read: {why}"),
-                    transient: true,
-                },
-                Lookup::Missing => Unresolved::lasting("the ConfigMap does not exist"),
-                Lookup::Found(object) => {
-                    let value = object.data.as_ref().and_then(|d| d.get(&reference.key));
-                    match value.map(|v| references::layer(policy, reference, v)) {
-                        None => Unresolved::lasting("the ConfigMap has no such key"),
-                        Some(Err(why)) => Unresolved::lasting(why),
-                        Some(Ok(layer)) => {
-                            resolved.push(layer);
-                            continue;
-                        }
-                    }
-                }
-            };
-            problems.insert(references::source(policy, reference), problem);
-        }
+        let namespace = self.options.namespace.as_str();
+        let ours = wanted.iter().filter(|(_, r)| r.namespace == namespace);
+        objects.follow(ours.map(|(_, r)| key(r)));
+        let lookups: BTreeMap<_, _> = (wanted.iter())
+            .filter_map(|(_, r)| Some((key(r), objects.get(&key(r))?)))
+            .collect();
+        let read = |r: &references::ConfigRef| match lookups.get(&key(r)) {
+            None | Some(Lookup::Pending) => Read::Pending,
+            Some(Lookup::Unavailable(why)) => Read::Unavailable(why),
+            Some(Lookup::Missing) => Read::Missing,
+            Some(Lookup::Found(object)) => Read::Found(
+                object
+                    .data
+                    .as_ref()
+                    .and_then(|d| d.get(&r.key))
+                    .map(String::as_str),
+            ),
+        };
+        let (mut resolved, problems) = references::resolve(&wanted, namespace, read)?;
         resolved.extend(layers);
         Some((resolved, problems))
     }
@@ -355,8 +316,8 @@ impl ConfigController {
             let merge = merger(&self.registry, &self.options.base, problems, &self.merges);
             self.assignment.assign(layers, now, &merge)
         };
-        if update != Update::Unchanged {
-            self.metrics.config_updated(update.as_str());
+        if let Some(change) = ConfigChange::of(update) {
+            self.metrics.config_updated(change);
             tracing::info!(update = update.as_str(), reason = %self.assignment.status().reason, "{}", self.assignment.status().message);
         }
         self.publish(before, events).await;
@@ -365,10 +326,12 @@ impl ConfigController {
     /// Moves the trial on; `evicted` is the node's accepted evictions so far.
     async fn tick(&mut self, events: &Events, evicted: u64) {
         let before = self.snapshot();
-        let done = InTrial {
-            faults: self.faults_in_trial(),
-            evictions: self.evictions_in_trial(evicted),
-        };
+        let faults = (self.registry.status().into_iter())
+            .filter_map(|s| self.registry.get(&s.name))
+            .map(|p| (p.name().to_owned(), (p.digest().hex(), p.faults())))
+            .collect();
+        let since = self.assignment.trial_since();
+        let done = self.trial.in_trial(since, faults, evicted);
         {
             let none = BTreeMap::new();
             let merge = merger(&self.registry, &self.options.base, &none, &self.merges);
@@ -377,9 +340,9 @@ impl ConfigController {
         let after = self.assignment.status().reason;
         if after != before.1.reason {
             let result = match after {
-                Reason::Active => "graduated",
-                Reason::RolledBack => "rolled-back",
-                _ => "changed",
+                Reason::Active => ConfigChange::Graduated,
+                Reason::RolledBack => ConfigChange::RolledBack,
+                _ => ConfigChange::Changed,
             };
             self.metrics.config_updated(result);
             tracing::info!(reason = %after, "{}", self.assignment.status().message);
@@ -425,67 +388,13 @@ impl ConfigController {
         });
     }
 
-    /// Policy faults since the trial under way began (a policy replaced
-    /// meanwhile counts all of its faults).
-    fn faults_in_trial(&mut self) -> u64 {
-        if self.assignment.trial_since().is_none() {
-            self.faults_at_trial.clear();
-            return 0;
-        }
-        let now: BTreeMap<String, (String, u64)> = self
-            .registry
-            .status()
-            .into_iter()
-            .filter_map(|s| self.registry.get(&s.name))
-            .map(|p| (p.name().to_owned(), (p.digest().hex(), p.faults())))
-            .collect();
-        if self.faults_at_trial.is_empty() {
-            self.faults_at_trial = now.clone();
-        }
-        now.iter()
-            .map(
-                |(name, (digest, faults))| match self.faults_at_trial.get(name) {
-                    Some((then, base)) if then == digest => faults.saturating_sub(*base),
-                    _ => *faults,
-                },
-            )
-            .sum()
-    }
-
-    /// Evictions since the trial under way began, of `evicted` so far.
-    fn evictions_in_trial(&mut self, evicted: u64) -> u64 {
-        let Some(since) = self.assignment.trial_since() else {
-            self.evictions_at_trial = None;
-            return 0;
-        };
-        let base = match self.evictions_at_trial {
-            Some((then, base)) if then == since => base,
-            _ => {
-                self.evictions_at_trial = Some((since, evicted));
-                evicted
-            }
-        };
-        evicted.saturating_sub(base)
-    }
-
-    /// Saves the checkpoint if it changed; a newer fetch time alone is
-    /// saved at most every [`CONFIRM_EVERY`] (not at every wake of a trial).
+    /// Saves the checkpoint if it is worth it
+    /// ([`Checkpoint::worth_saving`]: a newer fetch time alone at most every
+    /// [`CONFIRM_EVERY`], not at every wake of a trial).
     fn save(&mut self) {
         let current = self.assignment.checkpoint();
-        if let Some(saved) = &self.saved {
-            let mut probe = current.clone();
-            if let (Some(now), Some(then)) = (&mut probe.assigned, &saved.assigned)
-                && now
-                    .fetched_at
-                    .duration_since(then.fetched_at)
-                    .unsigned_abs()
-                    < CONFIRM_EVERY
-            {
-                now.fetched_at = then.fetched_at;
-            }
-            if probe == *saved {
-                return;
-            }
+        if !current.worth_saving(self.saved.as_ref(), CONFIRM_EVERY) {
+            return;
         }
         match self.file.save(current) {
             Ok(()) => self.saved = Some(current.clone()),
@@ -511,13 +420,6 @@ async fn record((recorder, node): &Events, status: &Status) {
     }
 }
 
-async fn sleep_until(at: Option<tokio::time::Instant>) {
-    match at {
-        Some(at) => tokio::time::sleep_until(at).await,
-        None => std::future::pending().await,
-    }
-}
-
 /// This node's labels, once the Node is known.
 fn node_labels(node: &Reflected<Node>) -> Option<BTreeMap<String, String>> {
     let nodes = node.store.state();
@@ -525,142 +427,9 @@ fn node_labels(node: &Reflected<Node>) -> Option<BTreeMap<String, String>> {
     Some(node.metadata.labels.clone().unwrap_or_default())
 }
 
-/// Merges `layers` over `base` with `registry`'s merger.
-fn merged(
-    registry: &Registry,
-    base: &[Layer],
-    layers: &[Layer],
-) -> Result<VigilConfig, ConfigError> {
-    let all: Vec<Layer> = base.iter().chain(layers).cloned().collect();
-    VigilConfig::merge(registry, all)
-}
-
-/// Merges as [`merged`] and refuses a config whose `configFrom` references
-/// the layers do not resolve (`problems` says why, by layer source). Each
-/// merge goes to `merges`, if any, for a merger in shadow.
-fn merger<'a>(
-    registry: &'a Registry,
-    base: &'a [Layer],
-    problems: &'a BTreeMap<String, Unresolved>,
-    merges: &'a Option<mpsc::Sender<Merged>>,
-) -> impl Fn(&[Layer]) -> Result<VigilConfig, ConfigError> + 'a {
-    move |layers| {
-        let config = merged(registry, base, layers);
-        if let Some(merges) = merges {
-            let serving = config.as_ref().map_err(|why| Chain(why).to_string());
-            let layers = base.iter().chain(layers).cloned().collect();
-            // Full: the shadow controller is behind, this merge goes unjudged.
-            let _ = merges.try_send(Merged {
-                layers,
-                serving: serving.cloned(),
-            });
-        }
-        let config = config?;
-        references::check(&config, layers, problems)?;
-        Ok(config)
-    }
-}
-
-/// The config `base` (the agent's own `--config` layers) makes over the
-/// built-in defaults, merged by the merger policy. A fault is not the
-/// layer's doing (a CPU starved at start-up can push the merger past its
-/// deadline): it is tried again after 1, 2, 4, 8 and 16 s, so a slow start
-/// does not become a crash loop. A layer that does not merge fails at once.
-///
-/// # Errors
-/// The layer does not merge, or the merger faulted `START_MERGES` times.
-pub async fn defaults(registry: &Registry, base: &[Layer]) -> Result<VigilConfig, ConfigError> {
-    retried_at_start(|| merged(registry, base, &[])).await
-}
-
-/// Calls `merge` until it succeeds, fails for a reason of the layers, or
-/// has faulted [`START_MERGES`] times, waiting twice as long after each fault.
-async fn retried_at_start(
-    merge: impl Fn() -> Result<VigilConfig, ConfigError>,
-) -> Result<VigilConfig, ConfigError> {
-    let backoff = Backoff::new(Duration::from_secs(1), Duration::MAX);
-    let mut attempt = 1;
-    loop {
-        match merge() {
-            Err(error) if error.is_transient() && attempt < START_MERGES => {
-                let wait = backoff.wait(attempt);
-                tracing::warn!(error = %Chain(&error), attempt, retry_in = ?wait, "the agent's own config did not merge; trying again");
-                tokio::time::sleep(wait).await;
-                attempt += 1;
-            }
-            result => return result,
-        }
-    }
-}
-
 /// The eviction manager's settings for `config`.
 fn settings_of(config: &VigilConfig, options: &ConfigOptions) -> EvictionSettings {
     let mut settings = EvictionSettings::from(config);
     settings.dry_run |= options.dry_run;
     settings
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::cell::Cell;
-    use tokio::time::Instant;
-
-    fn deadline() -> ConfigError {
-        ConfigError::MergerFault(crate::policy::Fault::Deadline { deadline_ms: 100 })
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn a_merger_fault_at_start_up_is_tried_again_with_backoff() {
-        let start = Instant::now();
-        let calls = Cell::new(0);
-        let merged = retried_at_start(|| {
-            calls.set(calls.get() + 1);
-            if calls.get() < 3 {
-                Err(deadline())
-            } else {
-                Ok(VigilConfig {
-                    eviction_burst: 7,
-                    ..VigilConfig::default()
-                })
-            }
-        })
-        .await
-        .expect("the third merge succeeds");
-        assert_eq!((merged.eviction_burst, calls.get()), (7, 3));
-        assert_eq!(start.elapsed(), Duration::from_secs(1 + 2), "1 s, then 2 s");
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn a_merger_that_faults_every_time_fails_start_up_after_a_bounded_wait() {
-        let start = Instant::now();
-        let calls = Cell::new(0);
-        let result = retried_at_start(|| {
-            calls.set(calls.get() + 1);
-            Err(deadline())
-        })
-        .await;
-        assert!(
-            matches!(result, Err(ConfigError::MergerFault(_))),
-            "{result:?}"
-        );
-        assert_eq!(calls.get(), START_MERGES);
-        assert_eq!(start.elapsed(), Duration::from_secs(1 + 2 + 4 + 8 + 16));
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn a_layer_that_does_not_merge_fails_start_up_at_once() {
-        let start = Instant::now();
-        let calls = Cell::new(0);
-        let result = retried_at_start(|| {
-            calls.set(calls.get() + 1);
-            Err(ConfigError::Rejected(crate::model::Rejections(Vec::new())))
-        })
-        .await;
-        assert!(
-            matches!(result, Err(ConfigError::Rejected(_))),
-            "{result:?}"
-        );
-        assert_eq!((calls.get(), start.elapsed()), (1, Duration::ZERO));
-    }
 }

@@ -16,7 +16,7 @@ pub(super) fn report(state: &PullState, now: Instant, wall: SystemTime) -> Optio
         _ if state.linked => ("Pulled", None, None, None),
         Some((reason, message)) => (
             "PullFailed",
-            Some((*reason).to_owned()),
+            Some(reason.as_str().to_owned()),
             Some(message.clone()),
             Some(time(wall + state.next.saturating_duration_since(now))),
         ),

@@ -1,11 +1,18 @@
 //! What the pull controller decides, as data on explicit time: which
 //! version of each `VigilPolicy` this node wants and how to pull it
 //! ([`choose`]), when a version is due for a pull and when again after a
-//! failure ([`PullPlan`]), and which links of the links directory belong to
-//! no wanted policy ([`unlinked`]). No I/O and no clock here: the shell
+//! failure, and whose credentials are read again then ([`PullPlan`]), how
+//! long a pull Secret read is used ([`secrets`]), which precompiled
+//! artifact is sought and what its absence means ([`precompiled`]), and
+//! which links of the links directory belong to no wanted policy
+//! ([`unlinked`]). No I/O and no clock here: the shell
 //! (`controllers::pulls`) pulls, links and reports what this says.
 
+pub(crate) mod precompiled;
+pub(crate) mod secrets;
+
 use super::crd::{PrecompiledRef, VigilPolicy};
+use super::pull::PullReason;
 use super::rollout::{self, Node};
 use crate::base::policy_name::EXTENSION;
 use crate::base::rate::Backoff;
@@ -120,8 +127,8 @@ pub(crate) struct PullState {
     pub linked: bool,
     /// Consecutive failures of its pulls.
     pub failures: u32,
-    /// Why the last pull failed (a metric reason and the message).
-    pub last_error: Option<(&'static str, String)>,
+    /// Why the last pull failed (its reason and the message).
+    pub last_error: Option<(PullReason, String)>,
     /// No pull before this.
     pub next: Instant,
     /// Since when it is linked, or failing for the same reason.
@@ -148,6 +155,9 @@ pub(crate) struct Retry {
     pub wait: Duration,
     /// Whether the reason differs from the last failure's (worth a log line).
     pub new_reason: bool,
+    /// The pull Secret to read again before the next pull: the failure
+    /// is one a changed password explains.
+    pub reread_secret: Option<String>,
 }
 
 /// The pulls of one node: a [`PullState`] per wanted policy.
@@ -198,7 +208,7 @@ impl PullPlan {
     pub(crate) fn failed(
         &mut self,
         name: &str,
-        reason: &'static str,
+        reason: PullReason,
         message: String,
         now: Instant,
         wall: SystemTime,
@@ -212,7 +222,13 @@ impl PullPlan {
             state.since = wall;
         }
         state.last_error = Some((reason, message));
-        Some(Retry { wait, new_reason })
+        let reread_secret =
+            (state.version.pull_secret.clone()).filter(|_| reason.refreshes_credentials());
+        Some(Retry {
+            wait,
+            new_reason,
+            reread_secret,
+        })
     }
 
     /// When the next retry is due, if any pull is failing.
@@ -306,16 +322,17 @@ mod tests {
         plan.follow(&chosen, t0, wall);
         assert!(plan.due("sorter", t0));
         assert!(!plan.due("other", t0));
-        let first = plan.failed("sorter", "unreachable", "down".into(), t0, wall);
+        let first = plan.failed("sorter", PullReason::Unavailable, "down".into(), t0, wall);
         let first = first.unwrap();
         assert!(first.new_reason);
+        assert_eq!(first.reread_secret, None, "no pull Secret");
         assert!(first.wait >= FIRST_BACKOFF && first.wait <= FIRST_BACKOFF * 6 / 5);
         assert!(!plan.due("sorter", t0));
         assert_eq!(plan.next_retry(), Some(t0 + first.wait));
         let t1 = t0 + first.wait;
         assert!(plan.due("sorter", t1));
         let later = wall + Duration::from_secs(9);
-        let second = plan.failed("sorter", "unreachable", "down".into(), t1, later);
+        let second = plan.failed("sorter", PullReason::Unavailable, "down".into(), t1, later);
         let second = second.unwrap();
         assert!(!second.new_reason);
         assert!(second.wait >= FIRST_BACKOFF * 2);
@@ -333,8 +350,28 @@ mod tests {
         plan.follow(&BTreeMap::new(), t1, later);
         assert_eq!(plan.states().count(), 0);
         assert!(
-            plan.failed("sorter", "x", String::new(), t1, later)
+            plan.failed("sorter", PullReason::Store, String::new(), t1, later)
                 .is_none()
         );
+    }
+
+    #[test]
+    fn only_a_refused_sign_in_has_the_pull_secret_read_again() {
+        let (t0, wall) = (Instant::now(), SystemTime::UNIX_EPOCH);
+        let mut plan = PullPlan::default();
+        let mut wanted = version("r@sha256:1");
+        wanted.pull_secret = Some("pull".to_owned());
+        plan.follow(&BTreeMap::from([("sorter".to_owned(), wanted)]), t0, wall);
+        for (reason, reread) in [
+            (PullReason::Unavailable, None),
+            (PullReason::Unauthorized, Some("pull")),
+            (PullReason::NotFound, None),
+            (PullReason::Credentials, Some("pull")),
+            (PullReason::Signature, None),
+        ] {
+            let retry = plan.failed("sorter", reason, String::new(), t0, wall);
+            let retry = retry.unwrap();
+            assert_eq!(retry.reread_secret.as_deref(), reread, "{reason:?}");
+        }
     }
 }
