@@ -33,7 +33,7 @@ use vigil::eviction::{EvictionManager, EvictionSettings, KillError, Killer, Node
 use vigil::eviction::{Heartbeat, LoopReport, NodeSource, Policies, Runner};
 use vigil::model::{KeyValue, QosClass, Signal};
 use vigil::policy::{Host, Limits, LimitsTable, Origin, Registry};
-use vigil::signals::watch_memory_events;
+use vigil::signals::wake::memory_events::watch_memory_events;
 
 /// Labels of a typical Deployment's pod (value: the key's, with the pod's number).
 const LABELS: [&str; 6] = [
@@ -267,6 +267,7 @@ async fn event_to_killer(registry: &Arc<Registry>) {
             clock: Arc::new(SystemClock),
             killer: Arc::new(TimingKiller(killed)),
             wakes,
+            memory_line: None,
             reports: Some(reports),
             heartbeat: Heartbeat::default(),
             settings: None,

@@ -27,13 +27,13 @@ use crate::eviction::shadow::Shadowed;
 use crate::metrics::Metrics;
 use crate::model::Layer;
 use crate::policy::{ChildCompiler, CompileMode, Registry};
-use crate::signals::{Driver, SignalFiles};
+use crate::signals::Driver;
 use anyhow::Context;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -144,8 +144,7 @@ pub async fn run(config: AgentConfig, shutdown: impl Future<Output = ()>) -> any
     let (config_task, merges) = agent.config_controller(&watches, controller);
     let ties = start::ConfigTies { merges, evictions };
     let reports = agent.reporting(&watches, config_report, pulled, ties);
-    let (wakes_tx, wakes) = agent.wakes(&eviction, &reports);
-    let memory_events = watch_memory_events(&config, wakes_tx);
+    let wakes = agent.wakes(&eviction);
     let parts = start::Loop {
         eviction,
         settings,
@@ -166,7 +165,7 @@ pub async fn run(config: AgentConfig, shutdown: impl Future<Output = ()>) -> any
     if let Err(error) = config_task.await {
         tracing::error!(%error, "the config controller ended abnormally");
     }
-    drop((watches, memory_events));
+    drop(watches);
     agent.tasks.close();
     agent.tasks.wait().await;
     tracing::info!("vigil agent stopped");
@@ -194,26 +193,4 @@ async fn base_config(
         .await
         .with_context(|| format!("the config {}", path.display()))?;
     Ok((base, defaults))
-}
-
-/// Wakes the loop on every change of the kubepods cgroup's `memory.events`
-/// (cgroup v2), if it can be watched.
-fn watch_memory_events(
-    config: &AgentConfig,
-    wakes: mpsc::Sender<()>,
-) -> Option<notify::RecommendedWatcher> {
-    let sources = SignalFiles {
-        cgroup_root: config.cgroup_root.clone(),
-        driver: config.cgroup_driver,
-        ..SignalFiles::default()
-    };
-    let cgroups = sources.cgroups();
-    let path = cgroups.memory_events(&cgroups.kubepods());
-    match crate::signals::wake::watch_memory_events(&path, wakes) {
-        Ok(watcher) => Some(watcher),
-        Err(error) => {
-            tracing::info!(path = %path.display(), %error, "memory.events not watched; PSI and the period drive the loop");
-            None
-        }
-    }
 }

@@ -26,9 +26,7 @@ use crate::controllers::pulls::{PullOptions, Pulls, ShadowPull};
 use crate::controllers::shadow::{Merged, ShadowController};
 use crate::controllers::trial::TrialBounds;
 use crate::distribution::crd::VigilPolicy;
-use crate::eviction::runner::{
-    Heartbeat, LoopReport, REPORT_BACKLOG, Runner, follow_memory_line, forward_wakes,
-};
+use crate::eviction::runner::{Heartbeat, LoopReport, REPORT_BACKLOG, Runner};
 use crate::eviction::shadow::Shadowed;
 use crate::eviction::{EvictionManager, EvictionSettings};
 use crate::fleet::activity::{self, Activity};
@@ -39,8 +37,7 @@ use crate::model::Layer;
 use crate::policy::artifacts::engine::Baseline;
 use crate::policy::lifecycle::reload::Reloader;
 use crate::policy::{Host, LimitsTable, Registry};
-use crate::signals::memory_line::{self, MemoryLine, watch_memory_line};
-use crate::signals::wake::{TriggerSettings, Wake};
+use crate::signals::wake::Wakes;
 use crate::signals::{CpuRates, SignalFiles};
 use anyhow::Context;
 use k8s_openapi::api::core::v1::{Node, Pod};
@@ -345,28 +342,24 @@ impl Agent<'_> {
         reports
     }
 
-    /// Wakes the eviction loop on memory pressure (a PSI trigger, else
-    /// every period) and the moment `memory.available` falls under the
-    /// highest threshold on it the loop's last cycle `reports`; answers the
-    /// wakes' sender, for more sources.
-    pub(super) fn wakes(
-        &self,
-        eviction: &EvictionSettings,
-        reports: &broadcast::Sender<Arc<LoopReport>>,
-    ) -> (mpsc::Sender<()>, mpsc::Receiver<()>) {
-        let (wakes_tx, wakes_rx) = mpsc::channel(1);
-        let wake = Wake::arm(
-            &self.config.proc_root.join("pressure/memory"),
-            &TriggerSettings::default(),
-        );
-        // The threads end by themselves once the loop (the receiver) is gone.
-        forward_wakes(wake, eviction.period, wakes_tx.clone());
-        let line = MemoryLine::default();
-        self.tasks
-            .spawn(follow_memory_line(reports.subscribe(), line.clone()));
-        let meminfo = self.config.proc_root.join("meminfo");
-        watch_memory_line(meminfo, line, memory_line::INTERVAL, wakes_tx.clone());
-        (wakes_tx, wakes_rx)
+    /// The node's kernel files, as the agent's flags name them.
+    fn signal_files(&self) -> SignalFiles {
+        let config = self.config;
+        SignalFiles {
+            proc_root: config.proc_root.clone(),
+            cgroup_root: config.cgroup_root.clone(),
+            driver: config.cgroup_driver,
+            nodefs: config.nodefs.clone(),
+            imagefs: config.imagefs.clone(),
+            workload_cgroup: config.workload_cgroup.clone(),
+            ..SignalFiles::default()
+        }
+    }
+
+    /// Every source that wakes the eviction loop before its period ends
+    /// (`signals::wake`), armed.
+    pub(super) fn wakes(&self, eviction: &EvictionSettings) -> Wakes {
+        Wakes::arm(&self.signal_files(), eviction.period)
     }
 
     /// The eviction loop: the node source (signals and pods) → the runner →
@@ -384,15 +377,7 @@ impl Agent<'_> {
             cache
         });
         let source = ClusterSource {
-            signals: SignalFiles {
-                proc_root: config.proc_root.clone(),
-                cgroup_root: config.cgroup_root.clone(),
-                driver: config.cgroup_driver,
-                nodefs: config.nodefs.clone(),
-                imagefs: config.imagefs.clone(),
-                workload_cgroup: config.workload_cgroup.clone(),
-                ..SignalFiles::default()
-            },
+            signals: self.signal_files(),
             pods: watches.pods.store.clone(),
             node: watches.node.store.clone(),
             budgets: Arc::clone(&watches.budgets),
@@ -405,17 +390,25 @@ impl Agent<'_> {
             layers,
             cnr: Some(CnrWatch::new(self.clients.api.clone(), &config.node_name)),
         };
+        let Wakes {
+            receiver,
+            line,
+            memory_events,
+        } = parts.wakes;
         let runner = Runner {
             manager: EvictionManager::new(self.shadowed.clone(), parts.eviction),
             clock: Arc::clone(&self.clock),
             killer: Arc::new(EvictionApi::new(self.clients.evictions.clone())),
-            wakes: parts.wakes,
+            wakes: receiver,
+            memory_line: Some(line),
             reports: Some(parts.reports),
             heartbeat: parts.heartbeat,
             settings: Some(parts.settings),
         };
         let (stop, pods, health) = (self.stop.clone(), watches.pods.store.clone(), parts.health);
         tokio::spawn(async move {
+            // The memory.events watch lives as long as the loop it wakes.
+            let _memory_events = memory_events;
             // Decide only once the pods are known: an empty store is not an
             // empty node. This is the store's only waiter (kube-runtime 5.0
             // wakes just the last task that polled its readiness): the
@@ -455,7 +448,7 @@ pub(super) struct Loop {
     /// The settings as the config controller changes them.
     pub(super) settings: watch::Receiver<EvictionSettings>,
     /// What wakes it before its period ends.
-    pub(super) wakes: mpsc::Receiver<()>,
+    pub(super) wakes: Wakes,
     /// Where it reports each pass.
     pub(super) reports: broadcast::Sender<Arc<LoopReport>>,
     /// Beaten each pass, read by the health endpoints.

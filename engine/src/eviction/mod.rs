@@ -32,6 +32,6 @@ pub use manager::{
 };
 pub use policies::{Policies, Unanswered, Which};
 pub use queue::{Deferral, Deferred, Settled, Urgency};
-pub use runner::{Heartbeat, LoopReport, NodeSource, Runner, forward_wakes};
+pub use runner::{Heartbeat, LoopReport, NodeSource, Runner};
 pub use settings::{EvictionSettings, PolicySettings};
 pub use tracker::{ActiveCondition, MetThreshold};

@@ -20,9 +20,7 @@ use super::{
 };
 use crate::base::clock::{Clock, sleep_or_pending};
 use crate::base::rate::TokenBucket;
-use crate::model::Threshold;
-use crate::signals::memory_line::MemoryLine;
-use crate::signals::wake::{Wake, Woke};
+use crate::signals::wake::MemoryLine;
 use std::collections::HashMap;
 use std::future::Future;
 use std::sync::Arc;
@@ -88,29 +86,6 @@ pub(crate) async fn next_report(
     }
 }
 
-/// Keeps `line` at the highest `memory.available` threshold the
-/// strategies reported in each cycle, until the runner is gone.
-pub(crate) async fn follow_memory_line(
-    mut reports: broadcast::Receiver<Arc<LoopReport>>,
-    line: MemoryLine,
-) {
-    while let Some(report) = next_report(&mut reports, "the memory line").await {
-        if let LoopReport::Cycle(cycle, _) = report.as_ref() {
-            line.set(memory_line(&cycle.reported));
-        }
-    }
-}
-
-/// The highest threshold on `memory.available` among `reported`, in bytes.
-fn memory_line(reported: &[(String, Threshold)]) -> Option<u64> {
-    (reported.iter())
-        .filter(|(_, threshold)| threshold.signal == "memory.available")
-        .map(|(_, threshold)| threshold.threshold)
-        .filter(|bytes| bytes.is_finite() && *bytes >= 1.0)
-        .max_by(f64::total_cmp)
-        .map(|bytes| bytes as u64)
-}
-
 /// When the loop last cycled, for health checks.
 #[derive(Debug, Clone, Default)]
 pub struct Heartbeat(Arc<std::sync::Mutex<Option<Instant>>>);
@@ -137,6 +112,10 @@ pub struct Runner {
     pub killer: Arc<dyn Killer>,
     /// Signal events.
     pub wakes: mpsc::Receiver<()>,
+    /// Set after each cycle to the strategies' highest threshold on
+    /// `memory.available`, for the watcher that wakes the loop at a fall
+    /// under it (`signals::wake::memory_line`), if one runs.
+    pub memory_line: Option<MemoryLine>,
     /// Where reports go, to every subscriber, if anywhere.
     pub reports: Option<broadcast::Sender<Arc<LoopReport>>>,
     /// Beats after every cycle.
@@ -163,6 +142,7 @@ impl Runner {
             clock,
             killer,
             mut wakes,
+            memory_line,
             reports,
             heartbeat,
             mut settings,
@@ -190,6 +170,9 @@ impl Runner {
             source.want(manager.wanted());
             let report = manager.cycle(clock.now(), source.observe());
             source.decided(&report);
+            if let Some(line) = &memory_line {
+                line.follow(&report.reported);
+            }
             for victim in &report.requested {
                 calls.start(killer.as_ref(), victim, timeout, woken);
             }
@@ -372,69 +355,5 @@ async fn drain(
     // that ignores cancellation.
     if tokio::time::timeout(timeout * 2, finish).await.is_err() {
         tracing::warn!("eviction calls still running at shutdown were abandoned");
-    }
-}
-
-/// Turns a blocking wake source into events on `wakes`, on a thread of its
-/// own, until the receiver is dropped: an event each time the PSI trigger
-/// fires (or, when polling, the stall grew as much as it would have to).
-pub fn forward_wakes(
-    wake: Wake,
-    period: Duration,
-    wakes: mpsc::Sender<()>,
-) -> std::thread::JoinHandle<()> {
-    std::thread::Builder::new()
-        .name("vigil-wake".into())
-        .spawn(move || {
-            loop {
-                let send = match wake.wait(period) {
-                    Ok(Woke::Pressure) => true,
-                    Ok(Woke::Timeout) => false,
-                    Err(error) => {
-                        tracing::error!(%error, "the PSI trigger failed; the period alone drives evictions now");
-                        return;
-                    }
-                };
-                if (send && wakes.blocking_send(()).is_err()) || wakes.is_closed() {
-                    return;
-                }
-            }
-        })
-        .expect("cannot spawn the wake thread")
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::model::{MetLevel, memory_threshold};
-
-    #[test]
-    fn the_memory_line_is_the_highest_threshold_on_memory_available() {
-        let on = |signal: &str, bytes: f64| Threshold {
-            signal: signal.into(),
-            threshold: bytes,
-            ..memory_threshold(MetLevel::NotMet)
-        };
-        let reported = |thresholds: Vec<Threshold>| -> Vec<(String, Threshold)> {
-            thresholds
-                .into_iter()
-                .map(|t| ("s".to_owned(), t))
-                .collect()
-        };
-        let line = memory_line(&reported(vec![
-            on("memory.available", 300e6),
-            on("memory.available", 500e6),
-            on("nodefs.available", 9e12),
-            on("memory.available", f64::NAN),
-        ]));
-        assert_eq!(line, Some(500_000_000));
-        assert_eq!(
-            memory_line(&reported(vec![on("pid.available", 10.0)])),
-            None
-        );
-        assert_eq!(
-            memory_line(&reported(vec![on("memory.available", 0.0)])),
-            None
-        );
     }
 }

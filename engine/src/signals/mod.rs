@@ -5,10 +5,8 @@
 //! files captured from a real machine.
 //!
 //! A signal that cannot be read is a reported [`Gap`]: absent from the
-//! snapshot, never a zero and never a crash. `wake` tells the eviction
-//! loop when to look again: on a PSI trigger where the kernel allows it,
-//! by polling where it does not; `memory_line` wakes it the moment
-//! `memory.available` falls under the strategies' highest threshold on it.
+//! snapshot, never a zero and never a crash. `wake` holds everything that
+//! tells the eviction loop to look again before its period ends.
 //!
 //! Signal names (what strategies see):
 //! - `memory.available` (capacity: `MemTotal`): `MemTotal` minus the working
@@ -48,11 +46,10 @@ mod cpu;
 mod error;
 mod kept;
 mod meminfo;
-pub mod memory_line;
 mod pids;
 mod psi;
 mod sampled;
-pub(crate) mod wake;
+pub mod wake;
 mod zoneinfo;
 
 pub use activity::{Counters, CpuTicks, Rates, VmCounters};
@@ -63,7 +60,6 @@ pub use kept::KeptFiles;
 pub use meminfo::MemInfo;
 pub use psi::{Pressure, PsiLine};
 pub use sampled::{PER_CYCLE, SampledFacts};
-pub use wake::{TriggerSettings, Wake, watch_memory_events};
 
 use crate::model::{QosClass, Signal};
 use std::path::{Path, PathBuf};

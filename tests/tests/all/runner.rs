@@ -8,6 +8,7 @@ use tokio::time::Instant;
 use vigil::eviction::{CycleReport, EvictionManager, EvictionSettings, NodeState};
 use vigil::eviction::{Heartbeat, LoopReport, NodeSource, Runner};
 use vigil::model::{Pod, Signal};
+use vigil::signals::wake::MemoryLine;
 use vigil_tests::{RecordingKiller, registry};
 
 /// The node as the test sets it.
@@ -54,11 +55,13 @@ async fn a_signal_event_starts_a_cycle_at_once_and_the_period_keeps_them_coming(
     let (stop, stopped) = oneshot::channel::<()>();
     let source = Shared(Arc::clone(&state));
     let shutdown = async { stopped.await.unwrap_or(()) };
+    let line = MemoryLine::default();
     let runner = Runner {
         manager,
         clock,
         killer: killer.clone(),
         wakes,
+        memory_line: Some(line.clone()),
         reports: Some(send_report),
         heartbeat: Heartbeat::default(),
         settings: None,
@@ -66,10 +69,14 @@ async fn a_signal_event_starts_a_cycle_at_once_and_the_period_keeps_them_coming(
     let task = tokio::spawn(runner.run(source, shutdown));
 
     let start = Instant::now();
-    assert!(
-        next(&mut reports).await.requested.is_empty(),
-        "calm at first"
-    );
+    let calm = next(&mut reports).await;
+    assert!(calm.requested.is_empty(), "calm at first");
+    let highest = (calm.reported.iter())
+        .filter(|(_, t)| t.signal == "memory.available")
+        .map(|(_, t)| t.threshold as u64)
+        .max();
+    assert!(highest.is_some(), "{calm:?}");
+    assert_eq!(line.get(), highest, "the runner set the memory line itself");
     *state.lock().unwrap() = node(50);
     wake.send(()).await.unwrap();
     let woken = next(&mut reports).await;
@@ -99,8 +106,8 @@ async fn a_signal_event_starts_a_cycle_at_once_and_the_period_keeps_them_coming(
 #[test]
 fn polled_stall_growth_is_forwarded_as_wakes_until_the_loop_goes_away() {
     use std::sync::atomic::{AtomicBool, Ordering};
-    use vigil::eviction::forward_wakes;
-    use vigil::signals::{TriggerSettings, Wake};
+    use vigil::signals::wake::forward_wakes;
+    use vigil::signals::wake::{TriggerSettings, Wake};
     let dir = tempfile::tempdir().unwrap();
     let target = dir.path().join("memory");
     let write = move |total: u64| {
@@ -169,6 +176,7 @@ fn start(
         clock,
         killer,
         wakes,
+        memory_line: None,
         reports: Some(send_report),
         heartbeat: Heartbeat::default(),
         settings: None,

@@ -1,16 +1,12 @@
-//! When the eviction loop should look again, besides its period.
-//!
-//! - A PSI trigger on `/proc/pressure/memory`: the kernel wakes a `poll` for
-//!   `POLLPRI` when tasks stalled on memory for `stall` within `window`.
-//!   Some kernels refuse triggers (`EINVAL`, e.g. without
-//!   `CONFIG_PSI` or for unprivileged writers): then vigil polls the same
-//!   file at an interval and wakes when the `some` stall total grew by the
-//!   trigger's stall since the last look — the trigger's rule, emulated — and
-//!   says so once in the log. A calm node is not woken at every interval.
-//! - cgroup v2's `memory.events` of the kubepods cgroup, watched with inotify:
-//!   the kernel touches it on every high, max and oom event.
+//! A PSI trigger on `/proc/pressure/memory`: the kernel wakes a `poll` for
+//! `POLLPRI` when tasks stalled on memory for `stall` within `window`. Some
+//! kernels refuse triggers (`EINVAL`, e.g. without `CONFIG_PSI` or for
+//! unprivileged writers): then vigil polls the same file at an interval and
+//! wakes when the `some` stall total grew by the trigger's stall since the
+//! last look — the trigger's rule, emulated — and says so once in the log.
+//! A calm node is not woken at every interval.
 
-use super::Pressure;
+use crate::signals::Pressure;
 use rustix::event::{PollFd, PollFlags, Timespec};
 use rustix::fs::{Mode, OFlags};
 use std::os::fd::OwnedFd;
@@ -181,23 +177,32 @@ impl Wake {
     }
 }
 
-/// Watches a cgroup's `memory.events` and sends a unit on every change until
-/// the receiver is dropped. Keep the returned watcher alive while watching.
-///
-/// # Errors
-/// The file cannot be watched.
-pub fn watch_memory_events(
-    path: &Path,
-    changes: mpsc::Sender<()>,
-) -> notify::Result<notify::RecommendedWatcher> {
-    let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
-        if event.is_ok_and(|e| e.kind.is_modify()) {
-            // A full channel already holds a pending wake-up.
-            let _ = changes.try_send(());
-        }
-    })?;
-    notify::Watcher::watch(&mut watcher, path, notify::RecursiveMode::NonRecursive)?;
-    Ok(watcher)
+/// Turns a blocking wake source into events on `wakes`, on a thread of its
+/// own, until the receiver is dropped: an event each time the PSI trigger
+/// fires (or, when polling, the stall grew as much as it would have to).
+pub fn forward_wakes(
+    wake: Wake,
+    period: Duration,
+    wakes: mpsc::Sender<()>,
+) -> std::thread::JoinHandle<()> {
+    std::thread::Builder::new()
+        .name("vigil-wake".into())
+        .spawn(move || {
+            loop {
+                let send = match wake.wait(period) {
+                    Ok(Woke::Pressure) => true,
+                    Ok(Woke::Timeout) => false,
+                    Err(error) => {
+                        tracing::error!(%error, "the PSI trigger failed; the period alone drives evictions now");
+                        return;
+                    }
+                };
+                if (send && wakes.blocking_send(()).is_err()) || wakes.is_closed() {
+                    return;
+                }
+            }
+        })
+        .expect("cannot spawn the wake thread")
 }
 
 #[cfg(test)]
@@ -290,21 +295,5 @@ mod tests {
             assert!(reason.contains("/proc/pressure/memory"), "{reason}");
         }
         assert!(wake.wait(Duration::from_millis(1)).is_ok());
-    }
-
-    #[tokio::test]
-    async fn memory_events_changes_wake_the_loop() {
-        let dir = tempfile::tempdir().unwrap();
-        let events = dir.path().join("memory.events");
-        std::fs::write(&events, include_str!("fixtures/v2-memory.events")).unwrap();
-        let (send, mut woken) = mpsc::channel(1);
-        let _watcher = watch_memory_events(&events, send).unwrap();
-        std::fs::write(
-            &events,
-            "low 0\nhigh 3\nmax 0\noom 0\noom_kill 0\noom_group_kill 0\n",
-        )
-        .unwrap();
-        let woke = tokio::time::timeout(Duration::from_secs(10), woken.recv()).await;
-        assert_eq!(woke.expect("no wake-up within 10 s"), Some(()));
     }
 }

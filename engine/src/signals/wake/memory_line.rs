@@ -8,7 +8,8 @@
 //! the fall only; while the node stays under the line, the period drives the
 //! loop as before.
 
-use super::MemInfo;
+use crate::model::Threshold;
+use crate::signals::MemInfo;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -20,9 +21,9 @@ use tokio::sync::mpsc;
 /// core.
 pub const INTERVAL: Duration = Duration::from_millis(100);
 
-/// The line, in bytes of `memory.available`, shared between the loop's
-/// reports (which set it) and the watcher (which reads it); none until a
-/// strategy reports a threshold on that signal.
+/// The line, in bytes of `memory.available`, shared between the runner
+/// (which sets it after each cycle) and the watcher (which reads it); none
+/// until a strategy reports a threshold on that signal.
 #[derive(Debug, Clone, Default)]
 pub struct MemoryLine(Arc<AtomicU64>);
 
@@ -36,6 +37,22 @@ impl MemoryLine {
     pub fn get(&self) -> Option<u64> {
         Some(self.0.load(Ordering::Relaxed)).filter(|&bytes| bytes > 0)
     }
+
+    /// Sets the line to the highest threshold on `memory.available` among
+    /// a cycle's `reported` ones.
+    pub fn follow(&self, reported: &[(String, Threshold)]) {
+        self.set(line_of(reported));
+    }
+}
+
+/// The highest threshold on `memory.available` among `reported`, in bytes.
+fn line_of(reported: &[(String, Threshold)]) -> Option<u64> {
+    (reported.iter())
+        .filter(|(_, threshold)| threshold.signal == "memory.available")
+        .map(|(_, threshold)| threshold.threshold)
+        .filter(|bytes| bytes.is_finite() && *bytes >= 1.0)
+        .max_by(f64::total_cmp)
+        .map(|bytes| bytes as u64)
 }
 
 /// Whether a reading of `now` is a fall under `line`: under it, where the
@@ -77,6 +94,31 @@ pub fn watch_memory_line(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::{MetLevel, memory_threshold};
+
+    #[test]
+    fn the_memory_line_is_the_highest_threshold_on_memory_available() {
+        let on = |signal: &str, bytes: f64| Threshold {
+            signal: signal.into(),
+            threshold: bytes,
+            ..memory_threshold(MetLevel::NotMet)
+        };
+        let reported = |thresholds: Vec<Threshold>| -> Vec<(String, Threshold)> {
+            thresholds
+                .into_iter()
+                .map(|t| ("s".to_owned(), t))
+                .collect()
+        };
+        let line = line_of(&reported(vec![
+            on("memory.available", 300e6),
+            on("memory.available", 500e6),
+            on("nodefs.available", 9e12),
+            on("memory.available", f64::NAN),
+        ]));
+        assert_eq!(line, Some(500_000_000));
+        assert_eq!(line_of(&reported(vec![on("pid.available", 10.0)])), None);
+        assert_eq!(line_of(&reported(vec![on("memory.available", 0.0)])), None);
+    }
 
     #[test]
     fn only_a_fall_under_the_line_is_news() {
