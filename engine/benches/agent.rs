@@ -25,6 +25,7 @@
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
+use vigil_testbed::wait::Polling;
 use vigil_testbed::{AgentProcess, ApiServer, NodeFiles, objects};
 
 const NODE: &str = "bench-node";
@@ -65,9 +66,16 @@ async fn started(server: &ApiServer, agent: &AgentProcess) {
         })
         .await;
     // Its first cycles are done once /metrics shows one.
-    while !agent.metrics().contains("vigil_cycle_seconds_count") {
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let cycled = || {
+        agent
+            .metrics()
+            .contains("vigil_cycle_seconds_count")
+            .then_some(())
+    };
+    let polling = Polling::new(Duration::from_millis(50), LIMIT);
+    polling
+        .until_async("a first cycle", cycled, || agent.logs())
+        .await;
 }
 
 fn in_flight(agent: &AgentProcess) -> Option<u64> {
@@ -118,9 +126,11 @@ async fn signal_to_eviction() {
                 s.get("pods", NS, &format!("victim-{i}")).is_none()
             })
             .await;
-        while in_flight(&agent) != Some(0) {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        let settled = || (in_flight(&agent) == Some(0)).then_some(());
+        let polling = Polling::new(Duration::from_millis(20), LIMIT);
+        polling
+            .until_async("no eviction in flight", settled, || agent.logs())
+            .await;
     }
     samples.sort();
     println!(

@@ -11,8 +11,6 @@ mod simulate_cli;
 /// The `vigil` binary as these tests run it: compiled components are kept
 /// under the build's own temporary directory, never in the user's cache.
 fn vigil() -> std::process::Command {
-    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_vigil"));
     let cache = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("vigil-components");
-    command.env("VIGIL_CACHE_DIR", cache);
-    command
+    vigil_testbed::cli::vigil(std::path::Path::new(env!("CARGO_BIN_EXE_vigil")), &cache)
 }

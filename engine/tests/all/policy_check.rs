@@ -4,10 +4,8 @@ use std::ffi::OsStr;
 use std::path::Path;
 
 fn vigil(args: &[&str]) -> (bool, String) {
-    let output = crate::vigil().args(args).output().expect("vigil runs");
-    let text = String::from_utf8_lossy(&output.stdout).into_owned()
-        + &String::from_utf8_lossy(&output.stderr);
-    (output.status.success(), text)
+    let ran = vigil_testbed::cli::output(crate::vigil().args(args));
+    (ran.ok, ran.text())
 }
 
 #[test]

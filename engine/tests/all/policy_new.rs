@@ -16,22 +16,14 @@ fn repo() -> PathBuf {
 /// Runs `command` in `dir` with the shared toolchains, compile cache and
 /// target directory; its standard output, or a panic with everything it printed.
 fn run(dir: &Path, command: &mut Command, shared: &Path) -> String {
-    let output = command
-        .current_dir(dir)
-        .env_remove("VIGIL")
-        .env("VIGIL_TOOLCHAINS", repo().join("target/toolchains"))
-        .env("VIGIL_CACHE_DIR", shared.join("cache"))
-        .env("CARGO_TARGET_DIR", shared.join("target"))
-        .output()
-        .expect("the command runs");
-    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
-    assert!(
-        output.status.success(),
-        "{command:?} in {}:\n{stdout}{}",
-        dir.display(),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    stdout
+    vigil_testbed::cli::ok(
+        command
+            .current_dir(dir)
+            .env_remove("VIGIL")
+            .env("VIGIL_TOOLCHAINS", repo().join("target/toolchains"))
+            .env("VIGIL_CACHE_DIR", shared.join("cache"))
+            .env("CARGO_TARGET_DIR", shared.join("target")),
+    )
 }
 
 /// Writes, builds, tests and simulates the skeletons of every world in `lang`.

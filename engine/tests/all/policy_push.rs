@@ -10,12 +10,8 @@ use vigil::distribution::{WASM_CONFIG_MEDIA_TYPE, WASM_LAYER_MEDIA_TYPE};
 use vigil_testbed::OciRegistry;
 
 fn vigil(args: &[&str]) -> (bool, String, String) {
-    let output = crate::vigil().args(args).output().expect("vigil runs");
-    (
-        output.status.success(),
-        String::from_utf8_lossy(&output.stdout).into_owned(),
-        String::from_utf8_lossy(&output.stderr).into_owned(),
-    )
+    let ran = vigil_testbed::cli::output(crate::vigil().args(args));
+    (ran.ok, ran.stdout, ran.stderr)
 }
 
 /// The built-in sorter, written to a file as an author's build would.

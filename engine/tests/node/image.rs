@@ -131,18 +131,4 @@ fn by_digest(registry: &str, reference: &str) -> String {
     format!("{registry}/vigil@sha256:{digest}")
 }
 
-/// Runs `command`, returns its stdout.
-///
-/// # Panics
-/// If it fails: the panic carries its stderr.
-pub fn run(command: &mut Command) -> String {
-    let output = command
-        .output()
-        .unwrap_or_else(|error| panic!("{command:?} starts: {error}"));
-    assert!(
-        output.status.success(),
-        "{command:?} failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8(output.stdout).expect("UTF-8")
-}
+pub use vigil_testbed::cli::ok as run;

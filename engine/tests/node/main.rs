@@ -27,8 +27,9 @@ mod signals;
 mod system_memory;
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use vigil_testbed::upstream::Upstream;
+use vigil_testbed::wait::Polling;
 
 /// How many pressure episodes each measurement takes its median of.
 const RUNS: usize = 5;
@@ -38,8 +39,8 @@ fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
-/// Polls `check` every 50 ms until it gives a value; `limit` bounds a
-/// broken test, it is never a wait for time to pass.
+/// Polls `check` every 50 ms (the suite's measures read times no finer)
+/// until it gives a value; `limit` bounds a broken test.
 fn until<T>(what: &str, limit: Duration, check: impl FnMut() -> Option<T>) -> T {
     until_explained(what, limit, check, String::new)
 }
@@ -48,19 +49,10 @@ fn until<T>(what: &str, limit: Duration, check: impl FnMut() -> Option<T>) -> T 
 fn until_explained<T>(
     what: &str,
     limit: Duration,
-    mut check: impl FnMut() -> Option<T>,
+    check: impl FnMut() -> Option<T>,
     explain: impl FnOnce() -> String,
 ) -> T {
-    let start = Instant::now();
-    loop {
-        if let Some(value) = check() {
-            return value;
-        }
-        if start.elapsed() >= limit {
-            panic!("never, in {limit:?}: {what}\n{}", explain());
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    Polling::new(Duration::from_millis(50), limit).until(what, check, explain)
 }
 
 /// The median of `times`.

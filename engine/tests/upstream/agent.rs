@@ -7,8 +7,9 @@
 use super::{install, installed, items};
 use serde_json::{Value, json};
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use vigil_testbed::upstream::Upstream;
+use vigil_testbed::wait::Polling;
 use vigil_testbed::{AgentProcess, NodeFiles};
 
 /// A bound for a broken test, never a wait.
@@ -24,11 +25,8 @@ const CLEANUP: &str = "system:serviceaccount:vigil-system:vigil-cleanup";
 /// Asks `condition` every 200 ms until it holds; panics after [`LIMIT`]
 /// with `what` and the agent's log.
 fn until(what: &str, agent: &AgentProcess, condition: impl Fn() -> bool) {
-    let start = Instant::now();
-    while !condition() {
-        assert!(start.elapsed() < LIMIT, "never: {what}\n{}", agent.logs());
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    let polling = Polling::new(Duration::from_millis(200), LIMIT);
+    polling.until(what, || condition().then_some(()), || agent.logs());
 }
 
 /// Node `name` as its kubelet registers it, and its first status.
@@ -488,9 +486,9 @@ fn an_agent_with_another_nodes_token_is_refused_each_write_to_n1s_objects() {
     );
     // The audit log shows each refusal as `refusals` reads it: the reading
     // the agent's clean record rests on sees admission denials.
-    let start = Instant::now();
-    while refusals(cluster, AGENT).len() < 6 {
-        assert!(start.elapsed() < LIMIT, "{:#?}", refusals(cluster, AGENT));
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    Polling::new(Duration::from_millis(200), LIMIT).until(
+        "six refusals in the audit log",
+        || (refusals(cluster, AGENT).len() >= 6).then_some(()),
+        || format!("{:#?}", refusals(cluster, AGENT)),
+    );
 }

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use vigil::cluster::EvictionApi;
 use vigil::eviction::{KillError, Killer, Urgency, Victim};
 use vigil_testbed::upstream::Upstream;
+use vigil_testbed::wait::Polling;
 
 /// A bound for a broken test, never a wait.
 const LIMIT: Duration = Duration::from_secs(60);
@@ -56,20 +57,14 @@ fn budget(cluster: &Upstream, namespace: &str, name: &str, app: &str) {
         })
         .to_string(),
     );
-    let start = Instant::now();
-    loop {
+    let judged = || {
         let pdb = cluster
             .get(Some(namespace), &format!("pdb/{name}"))
             .expect("the budget");
-        if pdb["status"]["observedGeneration"] == pdb["metadata"]["generation"] {
-            return;
-        }
-        assert!(
-            start.elapsed() < LIMIT,
-            "the disruption controller never judged {name}"
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
+        (pdb["status"]["observedGeneration"] == pdb["metadata"]["generation"]).then_some(())
+    };
+    let what = format!("the disruption controller judging {name}");
+    Polling::new(Duration::from_millis(200), LIMIT).until(&what, judged, String::new);
 }
 
 /// The codes the API server answered to evictions of `namespace/pod`, from
@@ -119,16 +114,17 @@ async fn the_real_eviction_api_refuses_by_budget_and_terminates_gracefully() {
     );
     // What the server answered, as its audit log has it: the budget's 429
     // and the real 500.
-    let start = Instant::now();
-    while answered(cluster, ns, "db") != [429] || answered(cluster, ns, "shared") != [500] {
-        assert!(
-            start.elapsed() < LIMIT,
-            "db: {:?}, shared: {:?}",
-            answered(cluster, ns, "db"),
-            answered(cluster, ns, "shared")
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    Polling::new(Duration::from_millis(200), LIMIT).until(
+        "db answered 429 and shared 500",
+        || {
+            (answered(cluster, ns, "db") == [429] && answered(cluster, ns, "shared") == [500])
+                .then_some(())
+        },
+        || {
+            let (db, shared) = (answered(cluster, ns, "db"), answered(cluster, ns, "shared"));
+            format!("db: {db:?}, shared: {shared:?}")
+        },
+    );
     // Dry run: judged, and nothing changes.
     let mut dry = victim(cluster, ns, "cache");
     dry.dry_run = true;

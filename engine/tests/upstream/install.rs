@@ -3,8 +3,9 @@
 
 use super::{install_steps_ok, installed, root};
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use vigil_testbed::upstream::Upstream;
+use vigil_testbed::wait::Polling;
 
 /// A bound for a broken test, never a wait: everything is awaited on changes.
 const LIMIT: Duration = Duration::from_secs(60);
@@ -34,19 +35,17 @@ fn deploy_installs_with_every_object_accepted_and_no_warning() {
 #[test]
 fn the_admission_policy_type_checks_without_a_warning() {
     let cluster = installed();
-    let start = Instant::now();
     // The API server type-checks a policy in the background and reports on
     // the generation it checked.
-    let policy = loop {
+    let checked = || {
         let policy = cluster
             .get(None, "validatingadmissionpolicy/vigil-own-node")
             .expect("installed");
-        if policy["status"]["observedGeneration"] == policy["metadata"]["generation"] {
-            break policy;
-        }
-        assert!(start.elapsed() < LIMIT, "never type-checked: {policy}");
-        std::thread::sleep(Duration::from_millis(200));
+        (policy["status"]["observedGeneration"] == policy["metadata"]["generation"])
+            .then_some(policy)
     };
+    let polling = Polling::new(Duration::from_millis(200), LIMIT);
+    let policy = polling.until("the policy type-checked", checked, String::new);
     let warnings = &policy["status"]["typeChecking"]["expressionWarnings"];
     assert!(
         warnings.as_array().is_none_or(Vec::is_empty),

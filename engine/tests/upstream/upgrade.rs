@@ -9,8 +9,9 @@
 
 use super::agent::{agent_identity, register_node, remove_agents, running_pod};
 use super::{install_steps_ok, root};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use vigil_testbed::upstream::Upstream;
+use vigil_testbed::wait::Polling;
 use vigil_testbed::{AgentProcess, NodeFiles};
 
 /// A bound for a broken test, never a wait.
@@ -19,11 +20,8 @@ const LIMIT: Duration = Duration::from_secs(120);
 const CONFIG: &str = "evictionPeriodSeconds: 1\npolicies:\n  disk-pressure: {enabled: false}\n";
 
 pub(super) fn until(what: &str, condition: impl Fn() -> bool) {
-    let start = Instant::now();
-    while !condition() {
-        assert!(start.elapsed() < LIMIT, "never: {what}");
-        std::thread::sleep(Duration::from_millis(250));
-    }
+    let polling = Polling::new(Duration::from_millis(250), LIMIT);
+    polling.until(what, || condition().then_some(()), String::new);
 }
 
 /// Everything of vigil's the API server still holds, by kind.

@@ -1,25 +1,68 @@
-//! The `vigil` binary's commands as tests and benchmarks run them, what
-//! they print, and the key pairs (made by openssl) they sign with.
+//! Commands as tests and benchmarks run them — `vigil`'s above all — what
+//! they print, and the key pairs (made by openssl) they sign with. The one
+//! place a test runs a command: [`run`] and [`ok`] when it must succeed,
+//! [`output`] when its failure is what is tested.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
+
+/// What one run of a command came to.
+#[derive(Debug, Clone)]
+pub struct Ran {
+    /// It exited with success.
+    pub ok: bool,
+    /// Its standard output.
+    pub stdout: String,
+    /// Its standard error.
+    pub stderr: String,
+}
+
+impl Ran {
+    /// Everything it printed: its standard output, then its standard error.
+    pub fn text(&self) -> String {
+        format!("{}{}", self.stdout, self.stderr)
+    }
+}
+
+/// Runs `command`, whatever its outcome.
+///
+/// # Panics
+/// If it cannot start.
+pub fn output(command: &mut Command) -> Ran {
+    let output = command
+        .output()
+        .unwrap_or_else(|error| panic!("{command:?} starts: {error}"));
+    Ran {
+        ok: output.status.success(),
+        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+    }
+}
+
+/// Runs `command`, which must succeed; answers its standard output.
+///
+/// # Panics
+/// If it cannot start or fails: the panic carries everything it printed.
+pub fn ok(command: &mut Command) -> String {
+    let ran = output(command);
+    assert!(ran.ok, "{command:?} failed:\n{}", ran.text());
+    ran.stdout
+}
 
 /// Runs `binary ARGS`, which must succeed; answers what it printed.
 ///
 /// # Panics
 /// If it cannot run or fails.
 pub fn run(binary: &Path, args: &[&str]) -> String {
-    let output = Command::new(binary)
-        .args(args)
-        .output()
-        .expect("vigil runs");
-    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
-    assert!(
-        output.status.success(),
-        "vigil {args:?}: {stdout}{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    stdout
+    ok(Command::new(binary).args(args))
+}
+
+/// The `vigil` at `binary` keeping the components it compiles in `cache`
+/// (never the user's own cache).
+pub fn vigil(binary: &Path, cache: &Path) -> Command {
+    let mut command = Command::new(binary);
+    command.env("VIGIL_CACHE_DIR", cache);
+    command
 }
 
 /// The value after `field` (e.g. `engineKey:`, `pin:`) on a line of `out`.

@@ -19,6 +19,7 @@ mod node;
 pub mod objects;
 mod registry;
 pub mod upstream;
+pub mod wait;
 
 pub use agent::{AgentProcess, AgentUse};
 pub use apiserver::{Access, ApiServer, Key, Request, Selector};

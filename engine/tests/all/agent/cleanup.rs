@@ -13,10 +13,8 @@ const UNTOUCHED: &str = "node-d";
 /// Runs `vigil ARGS` off the runtime; whether it succeeded, and its output.
 async fn vigil(args: Vec<String>) -> (bool, String) {
     tokio::task::spawn_blocking(move || {
-        let output = crate::vigil().args(&args).output().expect("vigil runs");
-        let text = String::from_utf8_lossy(&output.stdout).into_owned()
-            + &String::from_utf8_lossy(&output.stderr);
-        (output.status.success(), text)
+        let ran = vigil_testbed::cli::output(crate::vigil().args(&args));
+        (ran.ok, ran.text())
     })
     .await
     .expect("joins")

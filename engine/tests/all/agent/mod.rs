@@ -28,6 +28,7 @@ use serde_json::{Value, json};
 use std::collections::BTreeSet;
 use std::process::Command;
 use std::time::Duration;
+use vigil_testbed::wait::Polling;
 use vigil_testbed::{AgentProcess, ApiServer, NodeFiles, Request, objects};
 
 const NODE: &str = "node-1";
@@ -200,16 +201,9 @@ async fn until_metric(agent: &AgentProcess, line: &str) {
 /// agent has nothing to write); panics after [`LIMIT`], a bound for a
 /// broken test, not a wait.
 async fn until_agent(agent: &AgentProcess, what: &str, condition: impl Fn(&AgentProcess) -> bool) {
-    let deadline = tokio::time::Instant::now() + LIMIT;
-    let mut ask = tokio::time::interval(Duration::from_millis(100));
-    while !condition(agent) {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out after {LIMIT:?} waiting for: {what}\n{}",
-            agent.logs()
-        );
-        ask.tick().await;
-    }
+    let polling = Polling::new(Duration::from_millis(100), LIMIT);
+    let check = || condition(agent).then_some(());
+    polling.until_async(what, check, || agent.logs()).await;
 }
 
 /// A `VigilConfig` object.

@@ -11,6 +11,7 @@ use super::plane::ControlPlane;
 use super::server_use::Sample;
 use crate::Request;
 use crate::upstream::Upstream;
+use crate::wait::Polling;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::io::{Read, Seek, SeekFrom};
@@ -248,20 +249,14 @@ impl ControlPlane for UpstreamPlane {
     /// Looks every second: reads the audit log anew and lists each resource
     /// the condition asks about once per look.
     async fn until(&self, limit: Duration, what: &str, condition: impl Fn(&Self) -> bool) {
-        let start = Instant::now();
-        loop {
+        // The real server has no change feed here: look again every LOOK.
+        let look = || {
             self.looked.lock().unwrap().clear();
             self.read_audit();
-            if condition(self) {
-                return;
-            }
-            assert!(
-                start.elapsed() < limit,
-                "timed out after {limit:?} waiting for: {what}"
-            );
-            // The real server has no change feed here: look again.
-            tokio::time::sleep(LOOK).await;
-        }
+            condition(self).then_some(())
+        };
+        let polling = Polling::new(LOOK, limit);
+        polling.until_async(what, look, String::new).await;
     }
 
     /// Restarts kube-apiserver; done when every agent has a pod watch and a
