@@ -54,7 +54,7 @@ fn cache_files(cache: &std::path::Path, extension: &str) -> Vec<std::path::PathB
 fn a_child_compiles_what_the_cache_lacks_and_the_artifact_is_mapped_from_the_cache() {
     use vigil::policy::CacheOutcome;
     let cache = tempfile::tempdir().unwrap();
-    let host = child_compiling_host(cache.path(), 1024, LIMIT);
+    let host = child_compiling_host(cache.path(), 1024, COMPILING);
     let policy = load_with(&host, "c-sorter", example("c-sorter")).unwrap();
     assert_eq!(policy.cache_outcome(), CacheOutcome::Miss);
     assert!(policy.as_sorter().is_some());
@@ -69,7 +69,7 @@ fn a_child_compiles_what_the_cache_lacks_and_the_artifact_is_mapped_from_the_cac
         artifact.display()
     );
     // A second host finds it there and compiles nothing.
-    let host = child_compiling_host(cache.path(), 1024, LIMIT);
+    let host = child_compiling_host(cache.path(), 1024, COMPILING);
     let again = load_with(&host, "c-sorter", example("c-sorter")).unwrap();
     assert_eq!(again.cache_outcome(), CacheOutcome::Hit);
 }
@@ -78,7 +78,7 @@ fn a_child_compiles_what_the_cache_lacks_and_the_artifact_is_mapped_from_the_cac
 fn a_component_that_does_not_compile_in_the_child_is_invalid_with_the_reason() {
     use vigil::policy::LoadError;
     let cache = tempfile::tempdir().unwrap();
-    let host = child_compiling_host(cache.path(), 1024, LIMIT);
+    let host = child_compiling_host(cache.path(), 1024, COMPILING);
     let error = load_with(&host, "cut", b"\0asm\x0d\0\x01\0 cut short".to_vec()).unwrap_err();
     assert!(matches!(error, LoadError::Invalid(_)), "{error:?}");
     let reason = std::error::Error::source(&error).unwrap().to_string();
@@ -95,7 +95,7 @@ fn a_compile_past_its_memory_limit_or_deadline_fails_that_component_only() {
     let cache = tempfile::tempdir().unwrap();
     let load = |host: &vigil::policy::Host| load_with(host, "js-sorter", example("js-sorter"));
     // The JavaScript engine alone needs a few hundred MiB to compile.
-    match load(&child_compiling_host(cache.path(), 64, LIMIT)) {
+    match load(&child_compiling_host(cache.path(), 64, COMPILING)) {
         Err(LoadError::Compile(CompileError::OutOfMemory {
             limit_mib: 64,
             detail,
@@ -113,7 +113,7 @@ fn a_compile_past_its_memory_limit_or_deadline_fails_that_component_only() {
         "nothing is vouched for"
     );
     // The limit was the JavaScript component's: a small one compiles within it.
-    let host = child_compiling_host(cache.path(), 64, LIMIT);
+    let host = child_compiling_host(cache.path(), 64, COMPILING);
     assert!(load_with(&host, "c-sorter", example("c-sorter")).is_ok());
 }
 
@@ -136,7 +136,7 @@ async fn a_policy_whose_compile_runs_out_of_memory_is_refused_and_the_built_in_s
         &["--status-interval", "100ms", "--compile-memory-mib", "64"],
     );
     server
-        .until(LIMIT, "the refused policy's status", |s| {
+        .until(COMPILING, "the refused policy's status", |s| {
             policy_statuses(s)
                 .get("js-sorter")
                 .is_some_and(|o| o["status"]["state"] == "Failed")

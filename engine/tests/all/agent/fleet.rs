@@ -68,7 +68,7 @@ async fn status_objects_show_the_node_and_its_policies_and_rbac_and_admission_al
         )
     });
     server
-        .until(LIMIT, "the new policy's status", |s| {
+        .until(COMPILING, "the new policy's status", |s| {
             policy_statuses(s)
                 .get("c-sorter")
                 .is_some_and(|o| o["status"]["state"] == "Trial" && o["status"]["source"] == "file")
@@ -91,7 +91,7 @@ async fn status_objects_show_the_node_and_its_policies_and_rbac_and_admission_al
     // The file put back, the refusal is over.
     std::fs::copy(&c_sorter, &added).unwrap();
     server
-        .until(LIMIT, "the policy back on trial", |s| {
+        .until(COMPILING, "the policy back on trial", |s| {
             policy_statuses(s)
                 .get("c-sorter")
                 .is_some_and(|o| o["status"]["state"] == "Trial")

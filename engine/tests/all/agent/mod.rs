@@ -37,9 +37,10 @@ const NS: &str = "shop";
 
 /// A bound for a broken test, never a wait: everything is awaited on changes.
 const LIMIT: Duration = Duration::from_secs(60);
-/// [`LIMIT`] for a wait that compiles 12 MB JavaScript components: the
-/// debug build's child compiler takes 15–25 s for one alone, and longer
-/// while other tests compile beside it.
+/// [`LIMIT`] for every wait that covers a compile (a component new to the
+/// agent's cache, compiled by the debug build's child compiler): a 12 MB
+/// JavaScript component takes it 15–25 s alone, and several times that
+/// while other tests compile beside it on CI's two cores.
 const COMPILING: Duration = Duration::from_secs(300);
 
 /// The agent's config: a short period and transition so tests are quick.

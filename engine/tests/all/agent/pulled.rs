@@ -79,11 +79,12 @@ pub(super) fn pull_report(server: &ApiServer) -> Value {
         .map_or(Value::Null, |o| o["status"]["pull"].clone())
 }
 
-/// Waits until the policy's status shows the component `bytes` serving.
+/// Waits until the policy's status shows the component `bytes` serving
+/// (pulled, and compiled unless precompiled).
 pub(super) async fn until_serving(server: &ApiServer, what: &str, bytes: &[u8]) {
     let digest = Digest::of(bytes).hex();
     server
-        .until(LIMIT, what, |s| {
+        .until(COMPILING, what, |s| {
             policy_statuses(s)
                 .get(POLICY)
                 .is_some_and(|o| o["status"]["digest"] == digest.as_str())
