@@ -4,31 +4,33 @@
 # manager), one per architecture, gathered in one OCI index, with a CycloneDX
 # SBOM of each binary beside it.
 #
-#   release/image.sh [--arch amd64|arm64|all] [--push REGISTRY/REPOSITORY[:TAG]] [--insecure]
+#   release/image.sh [--arch amd64|arm64|all] [--out DIR] [--push REGISTRY/REPOSITORY[:TAG]] [--insecure]
 #
-# Writes target/image/: vigil-VERSION.oci/ (an OCI image layout holding the
+# Writes DIR (by default target/image/): vigil-VERSION.oci/ (an OCI image layout holding the
 # index), vigil-VERSION-ARCH.cdx.json (the SBOMs) and digest (the index's
 # digest). With --push, also pushes the index (every architecture) and prints
 # the reference pinned by digest. Installs what it needs: buildah and
 # musl-tools (and gcc-aarch64-linux-gnu with libc6-dev-arm64-cross, whose C
 # headers ring compiles against, for arm64) from Debian's packages, the
 # Rust targets with rustup.
-# Images are kept in buildah's vfs storage under target/image/storage, not in
-# the machine's.
+# Images are kept in buildah's vfs storage under DIR/storage, not in the
+# machine's.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=../examples/policies/toolchain/toolchain.sh
 source examples/policies/toolchain/toolchain.sh
 
 arch=amd64
+out=target/image
 push=
 tls=true
 while [ $# -gt 0 ]; do
     case "$1" in
         --arch) arch=$2; shift 2 ;;
+        --out) out=$2; shift 2 ;;
         --push) push=$2; shift 2 ;;
         --insecure) tls=false; shift ;;
-        *) echo "usage: $0 [--arch amd64|arm64|all] [--push REF] [--insecure]" >&2; exit 2 ;;
+        *) echo "usage: $0 [--arch amd64|arm64|all] [--out DIR] [--push REF] [--insecure]" >&2; exit 2 ;;
     esac
 done
 case "$arch" in
@@ -40,8 +42,7 @@ esac
 need_debian_packages buildah musl-tools binutils
 case " $arches " in *" arm64 "*) need_debian_packages gcc-aarch64-linux-gnu libc6-dev-arm64-cross ;; esac
 
-version=$(cargo metadata --locked --no-deps --format-version 1 |
-    python3 -c 'import json,sys; print(next(p["version"] for p in json.load(sys.stdin)["packages"] if p["name"] == "vigil"))')
+version=$(release/version.sh)
 # Reproducible: every time in the image and its SBOMs is SOURCE_DATE_EPOCH,
 # by default the commit's time, so two builds of one commit give one digest.
 SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct HEAD)}
@@ -54,7 +55,6 @@ created=$(date -u -d "@$SOURCE_DATE_EPOCH" +%Y-%m-%dT%H:%M:%SZ)
 export RUSTFLAGS="--remap-path-prefix=$PWD=/vigil --remap-path-prefix=${CARGO_HOME:-$HOME/.cargo}=/cargo"
 # The source the labels name: the origin this checkout came from, if any.
 source=$(git remote get-url origin 2>/dev/null || echo unknown)
-out=target/image
 storage=(--storage-driver vfs --root "$PWD/$out/storage/root" --runroot "$PWD/$out/storage/run")
 mkdir -p "$out"
 index="localhost/vigil:$version"

@@ -27,7 +27,7 @@
 #
 # The registry's credentials are buildah's and Helm's own (`buildah login`,
 # `helm registry login`) and vigil's (`--username`, $VIGIL_REGISTRY_PASSWORD,
-# passed through VIGIL_REGISTRY_ARGS). Tested by release/test-release.sh.
+# passed through VIGIL_REGISTRY_ARGS). Tested by release/test-release.py.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
