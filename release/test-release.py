@@ -83,6 +83,15 @@ def say(text):
     print(text, file=sys.stderr, flush=True)
 
 
+def build(*args, cwd=ROOT):
+    """Runs a build step, its progress on stderr as it goes (CI's timing
+    table reads when a background build last wrote its log)."""
+    say(f"== {' '.join(map(str, args))}")
+    done = subprocess.run([str(a) for a in args], cwd=cwd, stdout=sys.stderr, check=False)
+    if done.returncode != 0:
+        raise Failed(f"{' '.join(map(str, args))} failed (exit {done.returncode}): its output is above")
+
+
 @contextlib.contextmanager
 def locked(name):
     """Holds target/release-test/NAME.lock while the block runs."""
@@ -156,10 +165,10 @@ def build_images(arches):
     already built."""
     for arch in arches:
         with locked(f"build-{arch}"):
-            run("release/image.sh", "--arch", arch, "--out", f"target/image-{arch}", cwd=CHECKOUT)
+            build("release/image.sh", "--arch", arch, "--out", f"target/image-{arch}", cwd=CHECKOUT)
     if set(arches) == set(ARCHES):
         with locked("build-index"):
-            run("release/image.sh", "--arch", "all", cwd=CHECKOUT)
+            build("release/image.sh", "--arch", "all", cwd=CHECKOUT)
 
 
 @dataclasses.dataclass
@@ -527,8 +536,8 @@ def keys(work):
 
 def test(clone):
     """Every check, in order; answers the published pin."""
-    run("tests/cluster/build.sh")
-    run("release/tools/build.sh")
+    build("tests/cluster/build.sh")
+    build("release/tools/build.sh")
     with tempfile.TemporaryDirectory() as work, loopback_registry(pathlib.Path(work)) as registry:
         r = Release(clone, pathlib.Path(work), registry)
         keys(r.work)
