@@ -4,33 +4,31 @@
 # manager), one per architecture, gathered in one OCI index, with a CycloneDX
 # SBOM of each binary beside it.
 #
-#   release/image.sh [--arch amd64|arm64|all] [--out DIR] [--push REGISTRY/REPOSITORY[:TAG]] [--insecure]
+#   release/image.sh [--arch amd64|arm64|all] [--push REGISTRY/REPOSITORY[:TAG]] [--insecure]
 #
-# Writes DIR (by default target/image/): vigil-VERSION.oci/ (an OCI image layout holding the
+# Writes target/image/: vigil-VERSION.oci/ (an OCI image layout holding the
 # index), vigil-VERSION-ARCH.cdx.json (the SBOMs) and digest (the index's
 # digest). With --push, also pushes the index (every architecture) and prints
 # the reference pinned by digest. Installs what it needs: buildah and
 # musl-tools (and gcc-aarch64-linux-gnu with libc6-dev-arm64-cross, whose C
 # headers ring compiles against, for arm64) from Debian's packages, the
 # Rust targets with rustup.
-# Images are kept in buildah's vfs storage under DIR/storage, not in the
-# machine's.
+# Images are kept in buildah's vfs storage under target/image/storage, not
+# in the machine's.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=../examples/policies/toolchain/toolchain.sh
 source examples/policies/toolchain/toolchain.sh
 
 arch=amd64
-out=target/image
 push=
 tls=true
 while [ $# -gt 0 ]; do
     case "$1" in
         --arch) arch=$2; shift 2 ;;
-        --out) out=$2; shift 2 ;;
         --push) push=$2; shift 2 ;;
         --insecure) tls=false; shift ;;
-        *) echo "usage: $0 [--arch amd64|arm64|all] [--out DIR] [--push REF] [--insecure]" >&2; exit 2 ;;
+        *) echo "usage: $0 [--arch amd64|arm64|all] [--push REF] [--insecure]" >&2; exit 2 ;;
     esac
 done
 case "$arch" in
@@ -55,6 +53,7 @@ created=$(date -u -d "@$SOURCE_DATE_EPOCH" +%Y-%m-%dT%H:%M:%SZ)
 export RUSTFLAGS="--remap-path-prefix=$PWD=/vigil --remap-path-prefix=${CARGO_HOME:-$HOME/.cargo}=/cargo"
 # The source the labels name: the origin this checkout came from, if any.
 source=$(git remote get-url origin 2>/dev/null || echo unknown)
+out=target/image
 storage=(--storage-driver vfs --root "$PWD/$out/storage/root" --runroot "$PWD/$out/storage/run")
 mkdir -p "$out"
 index="localhost/vigil:$version"

@@ -12,17 +12,15 @@ it: read-only root, every capability dropped but the init container's two,
 no new privileges, no network, nothing in it but the binary and the CA
 certificates. Last, the images built again give the same index digest.
 
-    release/test-release.py                  the whole test
-    release/test-release.py --prepare [ARCH] only the clone and its images
+    release/test-release.py            the whole test
+    release/test-release.py --prepare  only the clone and its images
 
 The clone lives in target/release-test/checkout (its builds kept between
-runs). `--prepare` makes the clone and builds its images, each
-architecture's alone under a lock of its own (ARCH: amd64 or arm64, by
-default both, then their index): CI runs it early in the background, the
-node suite asks for the amd64 image alone (and waits for no arm64 build),
-and the test then finds everything built. Installs what it needs from
-Debian's packages when missing (podman runs here only with runc: crun
-refuses this kernel's hybrid cgroups).
+runs), under a lock. `--prepare` makes the clone and builds its images:
+CI runs it early in the background, the node suite and the test then find
+them built. Installs what it needs from Debian's packages when missing
+(podman runs here only with runc: crun refuses this kernel's hybrid
+cgroups).
 """
 
 import contextlib
@@ -159,16 +157,9 @@ class Clone:
         return cls(version, epoch, run(*git, "rev-parse", "HEAD").strip())
 
 
-def build_images(arches):
-    """Each of `arches`' image alone (target/image-ARCH/), under its own
-    lock; with both, their index too (target/image/), the binaries then
-    already built."""
-    for arch in arches:
-        with locked(f"build-{arch}"):
-            build("release/image.sh", "--arch", arch, "--out", f"target/image-{arch}", cwd=CHECKOUT)
-    if set(arches) == set(ARCHES):
-        with locked("build-index"):
-            build("release/image.sh", "--arch", "all", cwd=CHECKOUT)
+def build_images():
+    """Both architectures' images in one index (target/image/)."""
+    build("release/image.sh", "--arch", "all", cwd=CHECKOUT)
 
 
 @dataclasses.dataclass
@@ -554,19 +545,14 @@ def test(clone):
 def main(args):
     os.environ.update(PROFILE)
     install()
-    if args[:1] == ["--prepare"]:
-        arches = args[1:] or list(ARCHES)
-        if not set(arches) <= set(ARCHES):
-            sys.exit(f"usage: {sys.argv[0]} [--prepare [amd64|arm64]]")
-        with locked("clone"):
-            Clone.prepare()
-        build_images(arches)
-        return
-    if args:
-        sys.exit(f"usage: {sys.argv[0]} [--prepare [amd64|arm64]]")
+    if args not in ([], ["--prepare"]):
+        sys.exit(f"usage: {sys.argv[0]} [--prepare]")
     with locked("clone"):
         clone = Clone.prepare()
-        build_images(ARCHES)
+        if args:
+            build_images()
+            return
+        build_images()
         pin = test(clone)
     print(f"release test passed: {pin}")
 
