@@ -37,6 +37,18 @@ case "$arch" in
     *) echo "unknown architecture $arch (amd64, arm64 or all)" >&2; exit 2 ;;
 esac
 
+# What cargo sets for a process it runs (a test, a build script): run from
+# one (the node suite prepares the image from its test), these would reach
+# the nested build, and build scripts that watch them (ring watches
+# CARGO_PKG_NAME, CARGO_MANIFEST_DIR…) would run again, rebuilding ring and
+# everything over it for both targets on each change of caller.
+for variable in $(compgen -e); do
+    case "$variable" in
+        CARGO_PKG_* | CARGO_MANIFEST_* | CARGO_BIN_EXE_* | CARGO_CRATE_NAME | CARGO_BIN_NAME | \
+            CARGO_PRIMARY_PACKAGE | CARGO_TARGET_TMPDIR | OUT_DIR) unset "$variable" ;;
+    esac
+done
+
 need_debian_packages buildah musl-tools binutils
 case " $arches " in *" arm64 "*) need_debian_packages gcc-aarch64-linux-gnu libc6-dev-arm64-cross ;; esac
 
