@@ -334,13 +334,12 @@ impl Pulls {
             }
         };
         keep.insert(pulled.layer);
-        let result = if pulled.fetched {
-            PullResult::Pulled
+        let (result, bytes) = if pulled.fetched {
+            (PullResult::Pulled, pulled.size)
         } else {
-            PullResult::Held
+            (PullResult::Held, 0)
         };
-        self.metrics
-            .policy_pulled(result, if pulled.fetched { pulled.size } else { 0 });
+        self.metrics.policy_pulled(result, bytes);
         if let Err(error) = self.precompiled(source, pulled.layer, keep).await {
             (self.metrics).policy_precompiled(PrecompiledResult::Refused(error.reason()));
             let why = format!("its precompiled artifact: {error}");
