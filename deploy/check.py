@@ -101,11 +101,39 @@ def check_pod(docs):
             fail(where, "not an empty vigil-statfs directory made by the kubelet (DirectoryOrCreate)")
 
 
+def pods_as_itself(docs):
+    """Whether the agent reads and evicts pods as its service account
+    (--pod-access=service-account), not as its node."""
+    daemonset = one(docs, "DaemonSet")
+    args = daemonset["spec"]["template"]["spec"]["containers"][0].get("args", []) if daemonset else []
+    return "--pod-access=service-account" in args
+
+
+AS_NODE = "impersonate-on:associated-node:"
+
+
+def check_impersonation(where, rule, as_itself):
+    """Pods only as the agent's own node, unless it runs as itself; no
+    other impersonation at all."""
+    resources, verbs = set(rule.get("resources", [])), rule.get("verbs", [])
+    for verb in (v for v in verbs if v.startswith("impersonate")):
+        if verb != "impersonate:associated-node" and not verb.startswith(AS_NODE):
+            fail(where, f"grants {verb}: the agent may impersonate only the node its token names")
+    if "impersonate:associated-node" in verbs and resources != {"nodes"}:
+        fail(where, f"grants impersonate:associated-node on {sorted(resources)}, not nodes")
+    plain = [v for v in verbs if not v.startswith("impersonate")]
+    if resources & {"pods", "pods/eviction"} and plain and not as_itself:
+        fail(where, f"lets the agent {plain} pods as itself: only as its node (--pod-access=node)")
+
+
 def check_roles(docs):
-    """ConfigMaps only in vigil's namespace; no Secret but by name; no wildcard."""
+    """ConfigMaps only in vigil's namespace; no Secret but by name; no
+    wildcard; pods only as the agent's node."""
+    as_itself = pods_as_itself(docs)
     for role in (d for d in docs if d["kind"] in ("ClusterRole", "Role")):
         where = f"{role['kind']} {role['metadata']['name']}"
         for rule in role.get("rules", []):
+            check_impersonation(where, rule, as_itself)
             resources = set(rule.get("resources", []))
             if role["kind"] == "ClusterRole" and resources & {"configmaps", "secrets"}:
                 fail(where, f"grants {sorted(resources & {'configmaps', 'secrets'})} cluster-wide")

@@ -345,6 +345,7 @@ pub fn agent_config(files: &vigil_testbed::NodeFiles) -> vigil::agent::AgentConf
         kubelet: None,
         status_interval: std::time::Duration::from_secs(15),
         api: vigil::cluster::ClientOptions::default(),
+        pod_access: vigil::cluster::PodAccess::Node,
         condition_heartbeat: std::time::Duration::from_secs(60),
         compiler: None,
     }

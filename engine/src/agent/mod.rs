@@ -18,7 +18,7 @@ mod http;
 mod start;
 
 use crate::base::clock::{Clock, SystemClock};
-use crate::cluster::client::{self, ClientOptions};
+use crate::cluster::client::{self, ClientOptions, PodAccess};
 use crate::config::VigilConfig;
 use crate::controllers::config::defaults;
 use crate::distribution::signature::VerificationKey;
@@ -94,6 +94,8 @@ pub struct AgentConfig {
     pub status_interval: std::time::Duration,
     /// Rate limit and timeout of the API clients.
     pub api: ClientOptions,
+    /// Who reads and evicts this node's pods.
+    pub pod_access: PodAccess,
     /// How often a holding node condition is written again.
     pub condition_heartbeat: std::time::Duration,
     /// The child process that compiles policies missing from the artifact
@@ -123,6 +125,7 @@ pub async fn run(config: AgentConfig, shutdown: impl Future<Output = ()>) -> any
         config.kubelet.as_ref(),
         &metrics,
         config.api,
+        config.pod_access.user(&config.node_name).as_deref(),
     )
     .await?;
     let agent = start::Agent {

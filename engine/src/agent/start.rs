@@ -147,7 +147,7 @@ impl Watches {
         };
         agent.tasks.spawn(recycle);
         Arc::new(Self {
-            pods: watches::pods(api.clone(), node_name, restarts()),
+            pods: watches::pods(agent.clients.pods.clone(), node_name, restarts()),
             node: watches::node(api.clone(), node_name, restarts()),
             budgets: Arc::new(Budgets::new(api.clone(), restarts())),
             configs: watches::vigil_configs(api.clone(), restarts()),
@@ -398,7 +398,7 @@ impl Agent<'_> {
         let runner = Runner {
             manager: EvictionManager::new(self.shadowed.clone(), parts.eviction),
             clock: Arc::clone(&self.clock),
-            killer: Arc::new(EvictionApi::new(self.clients.evictions.clone())),
+            killer: Arc::new(EvictionApi::new(self.clients.pods.clone())),
             wakes: receiver,
             memory_line: Some(line),
             reports: Some(parts.reports),

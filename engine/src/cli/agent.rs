@@ -2,7 +2,7 @@
 
 use super::args::{GoDuration, read_ca, read_key, shutdown_signal};
 use crate::agent::AgentConfig;
-use crate::cluster::client::ClientOptions;
+use crate::cluster::client::{ClientOptions, PodAccess};
 use crate::cluster::kubelet_stats::KubeletEndpoint;
 use crate::cluster::node_status::HEARTBEAT;
 use crate::distribution::signature::VerificationKey;
@@ -93,6 +93,14 @@ pub(super) struct AgentArgs {
     /// The kubelet's cgroup driver.
     #[arg(long, value_enum, default_value = "systemd")]
     cgroup_driver: CgroupDriver,
+    /// Who reads and evicts this node's pods: `node`, the node itself (the
+    /// agent impersonates the node its pod-bound token names, Kubernetes'
+    /// constrained impersonation, on by default from 1.36: the Node
+    /// authorizer and NodeRestriction then hold it to this node's pods);
+    /// `service-account`, its own service account (clusters before 1.36,
+    /// with `deploy/components/pods-cluster-wide`).
+    #[arg(long, value_enum, default_value = "node")]
+    pod_access: PodAccessArg,
     /// A directory on the filesystem holding the kubelet's data, for
     /// `nodefs.*` signals: only its filesystem's statistics are read, so the
     /// DaemonSet mounts an empty directory made beside the kubelet's, never
@@ -152,6 +160,14 @@ pub(super) struct AgentArgs {
     /// stale `True` shows as stale.
     #[arg(long, value_name = "DURATION", default_value_t = GoDuration(HEARTBEAT))]
     condition_heartbeat: GoDuration,
+}
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum PodAccessArg {
+    /// As the node (constrained impersonation).
+    Node,
+    /// As the agent's service account.
+    ServiceAccount,
 }
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
@@ -235,6 +251,10 @@ impl AgentArgs {
                 None => None,
             },
             status_interval: self.status_interval.0,
+            pod_access: match self.pod_access {
+                PodAccessArg::Node => PodAccess::Node,
+                PodAccessArg::ServiceAccount => PodAccess::ServiceAccount,
+            },
             api: ClientOptions {
                 qps: self.api_qps.max(0.01),
                 burst: self.api_burst,

@@ -144,7 +144,7 @@ impl std::fmt::Display for GoDuration {
 /// service account, else `$KUBECONFIG`, with the default limits.
 pub(super) async fn one_shot_clients(kubeconfig: Option<&Path>) -> anyhow::Result<Clients> {
     let metrics = std::sync::Arc::new(crate::metrics::Metrics::default());
-    crate::cluster::client::connect(kubeconfig, None, &metrics, ClientOptions::default())
+    crate::cluster::client::connect(kubeconfig, None, &metrics, ClientOptions::default(), None)
         .await
         .context("cannot reach the cluster")
 }

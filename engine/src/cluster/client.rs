@@ -2,14 +2,21 @@
 //! in-cluster service account, else `$KUBECONFIG` (or `~/.kube/config`).
 //!
 //! Two clients share the configuration: one for watches and status writes,
-//! and one for evictions *without* a retry layer (it would retry a
-//! PodDisruptionBudget's 429 for minutes instead of trying the next
-//! candidate). Both count their requests by verb and status code, give every
-//! request that is not a watch at most [`ClientOptions::timeout`], and are
-//! rate limited client-side (a token bucket of [`ClientOptions::qps`] and
+//! and one for the node's pods — their watch and evictions — *without* a
+//! retry layer (it would retry a PodDisruptionBudget's 429 for minutes
+//! instead of trying the next candidate; the watch backs off on its own).
+//! Both count their requests by verb and status code, give every request
+//! that is not a watch at most [`ClientOptions::timeout`], and are rate
+//! limited client-side (a token bucket of [`ClientOptions::qps`] and
 //! [`ClientOptions::burst`] each, so evictions never queue behind
 //! bookkeeping). The first client retries 429, 503 and 504 with kube's
 //! policy (honouring `Retry-After`), and counts each retry.
+//!
+//! The pods' client acts as the node itself where [`PodAccess::Node`] says
+//! so: each request carries `Impersonate-User: system:node:NAME`, which the
+//! API server's constrained impersonation allows only for the node the
+//! agent's pod-bound token names; the Node authorizer and NodeRestriction
+//! then hold it to this node's pods.
 
 use super::kubelet_stats::{self, KubeletEndpoint};
 use crate::base::rate::TokenBucket;
@@ -50,6 +57,29 @@ impl Default for ClientOptions {
     }
 }
 
+/// Who reads and evicts this node's pods.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PodAccess {
+    /// The node itself, by constrained impersonation (Kubernetes 1.36 on):
+    /// only this node's pods, as the kubelet.
+    #[default]
+    Node,
+    /// The agent's own service account, which then needs the right to
+    /// every pod of the cluster (clusters before 1.36).
+    ServiceAccount,
+}
+
+impl PodAccess {
+    /// The user the pods' requests act as for node `node`: none, the
+    /// agent's own.
+    pub fn user(self, node: &str) -> Option<String> {
+        match self {
+            Self::Node => Some(format!("system:node:{node}")),
+            Self::ServiceAccount => None,
+        }
+    }
+}
+
 /// A request that is not a watch took longer than its timeout.
 #[derive(Debug, Error)]
 #[error("no answer within {0:?}")]
@@ -85,14 +115,16 @@ pub enum ClientError {
 pub(crate) struct Clients {
     /// For watches, status and events (kube's default stack).
     pub api: Client,
-    /// For evictions: no retry layer.
-    pub evictions: Client,
+    /// For the node's pods, their watch and evictions, as [`PodAccess`]
+    /// says: no retry layer.
+    pub pods: Client,
     /// For the kubelet's statistics summary, if its endpoint is known.
     pub kubelet: Option<Client>,
 }
 
 /// Connects as described in the module docs, counting requests in `metrics`,
-/// and to the kubelet at `kubelet` with the same credentials.
+/// and to the kubelet at `kubelet` with the same credentials; the pods'
+/// requests act as `pods_as` if given.
 ///
 /// # Errors
 /// See [`ClientError`].
@@ -101,15 +133,18 @@ pub(crate) async fn connect(
     kubelet: Option<&KubeletEndpoint>,
     metrics: &Arc<Metrics>,
     options: ClientOptions,
+    pods_as: Option<&str>,
 ) -> Result<Clients, ClientError> {
     let config = configure(kubeconfig).await?;
     let kubelet = kubelet
         .map(|endpoint| kubelet_stats::client(&config, endpoint))
         .transpose()
         .map_err(ClientError::Kubelet)?;
+    let mut pods = config.clone();
+    pods.auth_info.impersonate = pods_as.map(str::to_owned);
     Ok(Clients {
-        api: build(config.clone(), metrics, options, true)?,
-        evictions: build(config, metrics, options, false)?,
+        api: build(config, metrics, options, true)?,
+        pods: build(pods, metrics, options, false)?,
         kubelet,
     })
 }

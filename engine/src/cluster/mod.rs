@@ -31,6 +31,6 @@ pub(crate) mod publisher;
 pub(crate) mod source;
 pub mod watches;
 pub use budgets::Budgets;
-pub use client::{ClientOptions, build};
+pub use client::{ClientOptions, PodAccess, build};
 pub use evict::EvictionApi;
 pub use source::ClusterSource;

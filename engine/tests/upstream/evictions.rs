@@ -1,13 +1,14 @@
 //! The Eviction API as the real server and its disruption controller answer
-//! it, asked by the agent's killer under the agent's own token: a budget's
-//! refusal, two budgets' 500, dry run, graceful termination, and throttling
-//! by API Priority and Fairness that is no budget's refusal.
+//! it, asked by the agent's killer under the agent's own token, acting as
+//! its node: a budget's refusal, two budgets' 500, dry run, graceful
+//! termination, throttling by API Priority and Fairness that is no budget's
+//! refusal, and one node's credential refused every other node's pods.
 
 use super::agent::{agent_identity, register_node, running_pod};
-use super::installed;
+use super::{install_steps_ok, installed, overlay_with};
 use serde_json::json;
 use std::time::{Duration, Instant};
-use vigil::cluster::EvictionApi;
+use vigil::cluster::{EvictionApi, PodAccess};
 use vigil::eviction::{KillError, Killer, Urgency, Victim};
 use vigil_testbed::upstream::Upstream;
 use vigil_testbed::wait::Polling;
@@ -17,13 +18,20 @@ const LIMIT: Duration = Duration::from_secs(60);
 
 /// The killer as the agent on `node` builds it, under that agent's token.
 async fn killer(cluster: &Upstream, node: &str) -> EvictionApi {
+    EvictionApi::new(agent_client(cluster, node, PodAccess::Node).await)
+}
+
+/// A client as the agent on `node` builds its pods' and evictions' clients
+/// for `access` (acting as the node, or as itself), under its token.
+async fn agent_client(cluster: &Upstream, node: &str, access: PodAccess) -> kube::Client {
     let text = agent_identity(cluster, node);
     let kubeconfig = kube::config::Kubeconfig::from_yaml(&text).unwrap();
     let mut config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
         .await
         .unwrap();
     config.default_retry = false;
-    EvictionApi::new(kube::Client::try_from(config).unwrap())
+    config.auth_info.impersonate = access.user(node);
+    kube::Client::try_from(config).unwrap()
 }
 
 fn victim(cluster: &Upstream, namespace: &str, name: &str) -> Victim {
@@ -162,8 +170,10 @@ async fn a_priority_level_that_rejects_gives_429s_that_are_no_budgets_refusal() 
     cluster.apply(
         "apiVersion: flowcontrol.apiserver.k8s.io/v1\nkind: PriorityLevelConfiguration\nmetadata: {name: test-reject}\nspec:\n  type: Limited\n  limited:\n    nominalConcurrencyShares: 0\n    lendablePercent: 0\n    borrowingLimitPercent: 0\n    limitResponse: {type: Reject}\n",
     );
+    // The agent evicts as its node (a node's requests are classified after
+    // impersonation): the schema names the node, ahead of system-nodes (500).
     cluster.apply(
-        "apiVersion: flowcontrol.apiserver.k8s.io/v1\nkind: FlowSchema\nmetadata: {name: test-reject}\nspec:\n  matchingPrecedence: 700\n  priorityLevelConfiguration: {name: test-reject}\n  rules:\n  - subjects:\n    - kind: ServiceAccount\n      serviceAccount: {name: vigil, namespace: vigil-system}\n    resourceRules:\n    - verbs: [create]\n      apiGroups: ['']\n      resources: [pods/eviction]\n      namespaces: [throttled]\n",
+        "apiVersion: flowcontrol.apiserver.k8s.io/v1\nkind: FlowSchema\nmetadata: {name: test-reject}\nspec:\n  matchingPrecedence: 400\n  priorityLevelConfiguration: {name: test-reject}\n  rules:\n  - subjects:\n    - kind: User\n      user: {name: 'system:node:e2'}\n    resourceRules:\n    - verbs: [create]\n      apiGroups: ['']\n      resources: [pods/eviction]\n      namespaces: [throttled]\n",
     );
     let killer = killer(cluster, "e2").await;
     let mut dry = victim(cluster, ns, "web");
@@ -194,4 +204,95 @@ async fn a_priority_level_that_rejects_gives_429s_that_are_no_budgets_refusal() 
     let web = cluster.get(Some(ns), "pod/web").unwrap();
     assert!(web["metadata"]["deletionTimestamp"].is_null());
     cluster.kubectl_ok(&["delete", "flowschema", "test-reject"]);
+}
+
+/// What NodeRestriction says to a node about another node's pod.
+const NOT_ITS_NODE: &str = "can only evict pods with spec.nodeName set to itself";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_nodes_credential_reads_and_evicts_its_own_nodes_pods_and_no_others() {
+    let cluster = installed();
+    for node in ["s1", "s2"] {
+        register_node(cluster, node);
+    }
+    let ns = "scoped";
+    cluster.kubectl_ok(&["create", "namespace", ns]);
+    pod_on(cluster, ns, "theirs", "s1");
+    pod_on(cluster, ns, "mine", "s2");
+    let second = killer(cluster, "s2").await;
+
+    // The second node's agent, acting as its node, cannot evict the first
+    // node's pod: NodeRestriction refuses it, saying why.
+    let refused = second.evict(&victim(cluster, ns, "theirs")).await;
+    assert!(
+        matches!(refused, Err(KillError::NotEvictable(ref m)) if m.starts_with("403") && m.contains(NOT_ITS_NODE)),
+        "{refused:?}"
+    );
+    // Nor as itself: its service account may evict no pod at all.
+    let itself = EvictionApi::new(agent_client(cluster, "s2", PodAccess::ServiceAccount).await);
+    let refused = itself.evict(&victim(cluster, ns, "theirs")).await;
+    assert!(
+        matches!(refused, Err(KillError::NotEvictable(ref m)) if m.starts_with("403") && m.contains("cannot create resource \"pods/eviction\"")),
+        "{refused:?}"
+    );
+    // Nor by naming the first node: its token is bound to the second.
+    let text = agent_identity(cluster, "s2");
+    let kubeconfig = kube::config::Kubeconfig::from_yaml(&text).unwrap();
+    let mut config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+        .await
+        .unwrap();
+    config.auth_info.impersonate = PodAccess::Node.user("s1");
+    let forged = EvictionApi::new(kube::Client::try_from(config).unwrap());
+    let refused = forged.evict(&victim(cluster, ns, "theirs")).await;
+    assert!(
+        matches!(refused, Err(KillError::NotEvictable(ref m)) if m.starts_with("403") && m.contains("impersonate")),
+        "{refused:?}"
+    );
+    let theirs = cluster.get(Some(ns), "pod/theirs").expect("untouched");
+    assert!(theirs["metadata"]["deletionTimestamp"].is_null(), "{theirs:#}");
+    // Its own node's pod it evicts.
+    assert_eq!(second.evict(&victim(cluster, ns, "mine")).await, Ok(()));
+
+    // It reads its own node's pods, and no one else's.
+    let pods = |client: kube::Client| kube::Api::<k8s_openapi::api::core::v1::Pod>::all(client);
+    let as_node = pods(agent_client(cluster, "s2", PodAccess::Node).await);
+    let on = |node: &str| kube::api::ListParams::default().fields(&format!("spec.nodeName={node}"));
+    let own = as_node.list(&on("s2")).await.expect("its own node's pods");
+    assert!(own.items.iter().all(|p| p.spec.as_ref().unwrap().node_name.as_deref() == Some("s2")));
+    assert!(own.items.iter().any(|p| p.metadata.name.as_deref() == Some("mine")));
+    for (what, params) in [("the first node's", on("s1")), ("every", kube::api::ListParams::default())] {
+        let error = as_node.list(&params).await.expect_err(what);
+        assert!(
+            matches!(&error, kube::Error::Api(status) if status.code == 403 && status.message.contains("spec.nodeName")),
+            "listing {what} pods: {error:?}"
+        );
+    }
+    let itself = pods(agent_client(cluster, "s2", PodAccess::ServiceAccount).await);
+    let error = itself.list(&on("s2")).await.expect_err("no pods as itself");
+    assert!(
+        matches!(&error, kube::Error::Api(status) if status.code == 403),
+        "{error:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn before_1_36_the_pods_cluster_wide_component_lets_the_service_account_read_and_evict() {
+    // Its own cluster: the shared one keeps deploy/'s node-scoped rights.
+    let cluster = Upstream::start();
+    for (step, output) in cluster.install_steps(&overlay_with("pods-cluster-wide")) {
+        install_steps_ok(&step, &output);
+    }
+    register_node(&cluster, "o1");
+    let ns = "older";
+    cluster.kubectl_ok(&["create", "namespace", ns]);
+    pod_on(&cluster, ns, "web", "o1");
+    let itself = agent_client(&cluster, "o1", PodAccess::ServiceAccount).await;
+    let pods = kube::Api::<k8s_openapi::api::core::v1::Pod>::all(itself.clone());
+    let on = kube::api::ListParams::default().fields("spec.nodeName=o1");
+    let listed = pods.list(&on).await.expect("its node's pods, as itself");
+    assert!(listed.items.iter().any(|p| p.metadata.name.as_deref() == Some("web")));
+    // The price the docs name: every pod of the cluster, too.
+    pods.list(&Default::default()).await.expect("every pod, as itself");
+    let killer = EvictionApi::new(itself);
+    assert_eq!(killer.evict(&victim(&cluster, ns, "web")).await, Ok(()));
 }

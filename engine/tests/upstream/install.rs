@@ -55,19 +55,9 @@ fn the_admission_policy_type_checks_without_a_warning() {
     assert!(policy["status"]["typeChecking"].is_object(), "{policy:#}");
 }
 
-/// `deploy/` with `component`, rendered by the cluster's kubectl from an
-/// overlay as docs/operating.md writes one (kustomize takes relative paths
-/// only, so the overlay lives in the repository's `target/`).
+/// `deploy/` with `component`, rendered by the cluster's kubectl.
 fn with_component(component: &str) -> String {
-    let overlay = root().join("target/upstream-overlays").join(component);
-    std::fs::create_dir_all(&overlay).unwrap();
-    std::fs::write(
-        overlay.join("kustomization.yaml"),
-        format!(
-            "resources: [../../../deploy]\ncomponents: [../../../deploy/components/{component}]\n"
-        ),
-    )
-    .unwrap();
+    let overlay = overlay_with(component);
     installed().kubectl_ok(&["kustomize", overlay.to_str().unwrap()])
 }
 
@@ -99,7 +89,10 @@ fn every_component_applies_over_deploy() {
         seen.push(name);
     }
     seen.sort();
-    assert_eq!(seen, ["compile-on-node", "cri-o", "prometheus"]);
+    assert_eq!(
+        seen,
+        ["compile-on-node", "cri-o", "pdb-override", "pods-cluster-wide", "prometheus"]
+    );
 }
 
 #[test]

@@ -35,6 +35,22 @@ fn installed() -> &'static Upstream {
     INSTALLED.get_or_init(|| install(Upstream::start()))
 }
 
+/// An overlay of `deploy/` with `component`, as docs/operating.md writes
+/// one (kustomize takes relative paths only, so the overlay lives in the
+/// repository's `target/`).
+fn overlay_with(component: &str) -> PathBuf {
+    let overlay = root().join("target/upstream-overlays").join(component);
+    std::fs::create_dir_all(&overlay).unwrap();
+    std::fs::write(
+        overlay.join("kustomization.yaml"),
+        format!(
+            "resources: [../../../deploy]\ncomponents: [../../../deploy/components/{component}]\n"
+        ),
+    )
+    .unwrap();
+    overlay
+}
+
 /// Installs `deploy/` on `cluster` as docs/operating.md says, each step
 /// accepted without a warning, and waits until its CRDs are served.
 fn install(cluster: Upstream) -> Upstream {

@@ -130,21 +130,34 @@ async fn flow_control_keeps_evictions_apart_from_the_agents_bookkeeping() {
     let _agent = start(&server, &fixture, &[]);
     watching(&server).await;
     pressure_until_one_is_evicted(&server, &fixture).await;
-    let by_schema: BTreeSet<(String, String)> = used(&server)
-        .iter()
-        .map(|access| (flow_schema(&schemas, access), access.1.clone()))
+    // A request acting as the node is classified as the node's, by the API
+    // server's own system-nodes schema (its priority level, the kubelets');
+    // the agent's own requests by deploy/'s.
+    let by_schema: BTreeSet<(String, String)> = (server.requests().iter())
+        .map(|request| {
+            let access = request.access().expect("a resource request");
+            let schema = match &request.impersonated {
+                Some(_) => "system-nodes".to_owned(),
+                None => flow_schema(&schemas, &(access.group, access.resource.clone(), access.verb)),
+            };
+            (schema, access.resource)
+        })
         .collect();
-    let evictions: Vec<&String> = by_schema
+    let as_node: Vec<&String> = by_schema
         .iter()
-        .filter(|(schema, _)| schema == "vigil-evictions")
+        .filter(|(schema, _)| schema == "system-nodes")
         .map(|(_, resource)| resource)
         .collect();
-    assert_eq!(evictions, ["pods/eviction"], "{by_schema:?}");
+    assert_eq!(as_node, ["pods", "pods/eviction"], "{by_schema:?}");
     let elsewhere: Vec<_> = by_schema
         .iter()
-        .filter(|(schema, resource)| resource != "pods/eviction" && schema != "vigil-bookkeeping")
+        .filter(|(schema, _)| schema != "system-nodes" && schema != "vigil-bookkeeping")
         .collect();
     assert!(elsewhere.is_empty(), "{elsewhere:?}");
+    // Evicting as its service account (components/pods-cluster-wide), the
+    // agent's evictions have their own level.
+    let evict = (String::new(), "pods/eviction".to_owned(), "create".to_owned());
+    assert_eq!(flow_schema(&schemas, &evict), "vigil-evictions");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

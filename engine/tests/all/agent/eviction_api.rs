@@ -1,7 +1,7 @@
 //! The killer alone, in-process, with a real `kube::Client` against the test server.
 
 use super::*;
-use vigil::cluster::EvictionApi;
+use vigil::cluster::{EvictionApi, PodAccess};
 use vigil::eviction::{KillError, Killer, Urgency, Victim};
 use vigil::model::Pod;
 
@@ -22,9 +22,11 @@ fn victim(name: &str, uid: &str) -> Victim {
     }
 }
 
+/// The killer as the agent builds it: acting as its node.
 fn killer(server: &ApiServer) -> EvictionApi {
     let mut config = kube::Config::new(server.url().parse().expect("a URL"));
     config.default_retry = false;
+    config.auth_info.impersonate = PodAccess::Node.user(NODE);
     EvictionApi::new(kube::Client::try_from(config).expect("a client"))
 }
 
@@ -127,7 +129,11 @@ async fn the_eviction_apis_answers_mean_what_the_api_server_says() {
     let options = deleted.body.expect("options");
     assert_eq!(options["preconditions"]["uid"], "uid-db");
     assert_eq!(options["gracePeriodSeconds"], 7);
-    assert_the_cluster_role_allows_every_request(&server);
+    assert_eq!(deleted.impersonated, PodAccess::Node.user(NODE), "as the node");
+    // Deleting is the PDB override component's right alone.
+    let delete = ("".to_owned(), "pods".to_owned(), "impersonate-on:associated-node:delete".to_owned());
+    assert!(!granted().contains(&delete));
+    assert_allowed_with(&server, &["pdb-override"]);
 }
 
 #[tokio::test]

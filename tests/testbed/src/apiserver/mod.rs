@@ -59,6 +59,8 @@ pub struct Request {
     pub body: Option<Value>,
     /// When it arrived.
     pub at: std::time::Instant,
+    /// The user it acted as (`Impersonate-User`), if not its sender.
+    pub impersonated: Option<String>,
 }
 
 impl Request {
@@ -113,8 +115,10 @@ pub struct Access {
 }
 
 impl Request {
-    /// What an authorizer would check for this request (`None` for a path
-    /// that is not a resource, such as `/version`).
+    /// What an authorizer would check of its sender for this request
+    /// (`None` for a path that is not a resource, such as `/version`): for
+    /// a request acting as a node, what constrained impersonation checks of
+    /// the resource, `impersonate-on:associated-node:VERB`.
     pub fn access(&self) -> Option<Access> {
         let path = self.uri.split('?').next().unwrap_or_default();
         let parts: Vec<&str> = path.trim_matches('/').split('/').collect();
@@ -145,8 +149,15 @@ impl Request {
             ("DELETE", _) => "delete",
             _ => return None,
         };
+        let verb = match &self.impersonated {
+            Some(user) if user.starts_with("system:node:") => {
+                format!("impersonate-on:associated-node:{verb}")
+            }
+            Some(user) => format!("impersonate-on:user-info:{verb} as {user}"),
+            None => verb.to_owned(),
+        };
         Some(Access {
-            verb: verb.to_owned(),
+            verb,
             group: group.to_owned(),
             resource,
             namespace: namespace.to_owned(),

@@ -88,12 +88,16 @@ async fn handle(State(shared): State<Arc<Shared>>, request: axum::extract::Reque
             None
         }
     };
+    let impersonated = (parts.headers.get("impersonate-user"))
+        .and_then(|user| user.to_str().ok())
+        .map(str::to_owned);
     let record = |status: u16| Request {
         method: method.to_string(),
         uri: uri.clone(),
         status,
         body: body.clone(),
         at: std::time::Instant::now(),
+        impersonated: impersonated.clone(),
     };
     if let Some(injected) = injected {
         shared.record(record(injected.status));

@@ -149,6 +149,7 @@ fn request(event: &Value) -> Request {
             .unwrap_or_default(),
         // Present for what the audit policy logs whole (Events).
         body: event.get("requestObject").cloned(),
+        impersonated: event["impersonatedUser"]["username"].as_str().map(str::to_owned),
         at: Duration::try_from(ago)
             .ok()
             .and_then(|ago| now.checked_sub(ago))
