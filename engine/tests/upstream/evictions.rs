@@ -249,7 +249,10 @@ async fn one_nodes_credential_reads_and_evicts_its_own_nodes_pods_and_no_others(
         "{refused:?}"
     );
     let theirs = cluster.get(Some(ns), "pod/theirs").expect("untouched");
-    assert!(theirs["metadata"]["deletionTimestamp"].is_null(), "{theirs:#}");
+    assert!(
+        theirs["metadata"]["deletionTimestamp"].is_null(),
+        "{theirs:#}"
+    );
     // Its own node's pod it evicts.
     assert_eq!(second.evict(&victim(cluster, ns, "mine")).await, Ok(()));
 
@@ -258,9 +261,20 @@ async fn one_nodes_credential_reads_and_evicts_its_own_nodes_pods_and_no_others(
     let as_node = pods(agent_client(cluster, "s2", PodAccess::Node).await);
     let on = |node: &str| kube::api::ListParams::default().fields(&format!("spec.nodeName={node}"));
     let own = as_node.list(&on("s2")).await.expect("its own node's pods");
-    assert!(own.items.iter().all(|p| p.spec.as_ref().unwrap().node_name.as_deref() == Some("s2")));
-    assert!(own.items.iter().any(|p| p.metadata.name.as_deref() == Some("mine")));
-    for (what, params) in [("the first node's", on("s1")), ("every", kube::api::ListParams::default())] {
+    assert!(
+        own.items
+            .iter()
+            .all(|p| p.spec.as_ref().unwrap().node_name.as_deref() == Some("s2"))
+    );
+    assert!(
+        own.items
+            .iter()
+            .any(|p| p.metadata.name.as_deref() == Some("mine"))
+    );
+    for (what, params) in [
+        ("the first node's", on("s1")),
+        ("every", kube::api::ListParams::default()),
+    ] {
         let error = as_node.list(&params).await.expect_err(what);
         assert!(
             matches!(&error, kube::Error::Api(status) if status.code == 403 && status.message.contains("spec.nodeName")),
@@ -290,9 +304,16 @@ async fn before_1_36_the_pods_cluster_wide_component_lets_the_service_account_re
     let pods = kube::Api::<k8s_openapi::api::core::v1::Pod>::all(itself.clone());
     let on = kube::api::ListParams::default().fields("spec.nodeName=o1");
     let listed = pods.list(&on).await.expect("its node's pods, as itself");
-    assert!(listed.items.iter().any(|p| p.metadata.name.as_deref() == Some("web")));
+    assert!(
+        listed
+            .items
+            .iter()
+            .any(|p| p.metadata.name.as_deref() == Some("web"))
+    );
     // The price the docs name: every pod of the cluster, too.
-    pods.list(&Default::default()).await.expect("every pod, as itself");
+    pods.list(&Default::default())
+        .await
+        .expect("every pod, as itself");
     let killer = EvictionApi::new(itself);
     assert_eq!(killer.evict(&victim(&cluster, ns, "web")).await, Ok(()));
 }

@@ -1,7 +1,7 @@
 //! Install: `deploy/` as docs/operating.md applies it, every component and
 //! example under it, and every manifest the docs show, on the real server.
 
-use super::{install_steps_ok, installed, root};
+use super::{install_steps_ok, installed, overlay_with, root};
 use std::path::Path;
 use std::time::Duration;
 use vigil_testbed::upstream::Upstream;
@@ -91,7 +91,13 @@ fn every_component_applies_over_deploy() {
     seen.sort();
     assert_eq!(
         seen,
-        ["compile-on-node", "cri-o", "pdb-override", "pods-cluster-wide", "prometheus"]
+        [
+            "compile-on-node",
+            "cri-o",
+            "pdb-override",
+            "pods-cluster-wide",
+            "prometheus"
+        ]
     );
 }
 

@@ -138,7 +138,10 @@ async fn flow_control_keeps_evictions_apart_from_the_agents_bookkeeping() {
             let access = request.access().expect("a resource request");
             let schema = match &request.impersonated {
                 Some(_) => "system-nodes".to_owned(),
-                None => flow_schema(&schemas, &(access.group, access.resource.clone(), access.verb)),
+                None => flow_schema(
+                    &schemas,
+                    &(access.group, access.resource.clone(), access.verb),
+                ),
             };
             (schema, access.resource)
         })
@@ -156,7 +159,11 @@ async fn flow_control_keeps_evictions_apart_from_the_agents_bookkeeping() {
     assert!(elsewhere.is_empty(), "{elsewhere:?}");
     // Evicting as its service account (components/pods-cluster-wide), the
     // agent's evictions have their own level.
-    let evict = (String::new(), "pods/eviction".to_owned(), "create".to_owned());
+    let evict = (
+        String::new(),
+        "pods/eviction".to_owned(),
+        "create".to_owned(),
+    );
     assert_eq!(flow_schema(&schemas, &evict), "vigil-evictions");
 }
 

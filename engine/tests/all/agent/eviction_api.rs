@@ -129,9 +129,17 @@ async fn the_eviction_apis_answers_mean_what_the_api_server_says() {
     let options = deleted.body.expect("options");
     assert_eq!(options["preconditions"]["uid"], "uid-db");
     assert_eq!(options["gracePeriodSeconds"], 7);
-    assert_eq!(deleted.impersonated, PodAccess::Node.user(NODE), "as the node");
+    assert_eq!(
+        deleted.impersonated,
+        PodAccess::Node.user(NODE),
+        "as the node"
+    );
     // Deleting is the PDB override component's right alone.
-    let delete = ("".to_owned(), "pods".to_owned(), "impersonate-on:associated-node:delete".to_owned());
+    let delete = (
+        "".to_owned(),
+        "pods".to_owned(),
+        "impersonate-on:associated-node:delete".to_owned(),
+    );
     assert!(!granted().contains(&delete));
     assert_allowed_with(&server, &["pdb-override"]);
 }

@@ -88,17 +88,24 @@ fn granted_by(file: &str) -> BTreeSet<(String, String, String)> {
 /// as [`granted`].
 fn granted_by_component(name: &str) -> BTreeSet<(String, String, String)> {
     use serde::Deserialize;
-    let path = format!("{}/../deploy/components/{name}/kustomization.yaml", env!("CARGO_MANIFEST_DIR"));
+    let path = format!(
+        "{}/../deploy/components/{name}/kustomization.yaml",
+        env!("CARGO_MANIFEST_DIR")
+    );
     let component: Value = serde_norway::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
     let mut granted = BTreeSet::new();
     for patch in component["patches"].as_array().unwrap() {
-        let ops = Value::deserialize(serde_norway::Deserializer::from_str(patch["patch"].as_str().unwrap())).unwrap();
+        let ops = Value::deserialize(serde_norway::Deserializer::from_str(
+            patch["patch"].as_str().unwrap(),
+        ))
+        .unwrap();
         for op in ops.as_array().unwrap() {
             if op["op"] != "add" || op["path"] != "/rules/-" {
                 continue;
             }
             let rule = &op["value"];
-            let names = |key: &str| -> Vec<String> { serde_json::from_value(rule[key].clone()).unwrap() };
+            let names =
+                |key: &str| -> Vec<String> { serde_json::from_value(rule[key].clone()).unwrap() };
             for group in names("apiGroups") {
                 for resource in names("resources") {
                     for verb in names("verbs") {
@@ -130,7 +137,11 @@ fn used_since(server: &ApiServer, mark: usize) -> BTreeSet<(String, String, Stri
         used.insert((access.group, access.resource, access.verb));
         if let Some(user) = &request.impersonated {
             assert_eq!(*user, format!("system:node:{NODE}"), "{request:?}");
-            let node = ("authentication.k8s.io", "nodes", "impersonate:associated-node");
+            let node = (
+                "authentication.k8s.io",
+                "nodes",
+                "impersonate:associated-node",
+            );
             used.insert((node.0.into(), node.1.into(), node.2.into()));
         }
     }

@@ -149,7 +149,9 @@ fn request(event: &Value) -> Request {
             .unwrap_or_default(),
         // Present for what the audit policy logs whole (Events).
         body: event.get("requestObject").cloned(),
-        impersonated: event["impersonatedUser"]["username"].as_str().map(str::to_owned),
+        impersonated: event["impersonatedUser"]["username"]
+            .as_str()
+            .map(str::to_owned),
         at: Duration::try_from(ago)
             .ok()
             .and_then(|ago| now.checked_sub(ago))
