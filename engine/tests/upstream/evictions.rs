@@ -317,3 +317,47 @@ async fn before_1_36_the_pods_cluster_wide_component_lets_the_service_account_re
     let killer = EvictionApi::new(itself);
     assert_eq!(killer.evict(&victim(&cluster, ns, "web")).await, Ok(()));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_pdb_override_deletes_as_the_node_only_its_own_nodes_pods() {
+    // Its own cluster: the shared one grants no delete.
+    let cluster = Upstream::start();
+    for (step, output) in cluster.install_steps(&overlay_with("pdb-override")) {
+        install_steps_ok(&step, &output);
+    }
+    for node in ["d1", "d2"] {
+        register_node(&cluster, node);
+    }
+    let ns = "overrides";
+    cluster.kubectl_ok(&["create", "namespace", ns]);
+    pod_on(&cluster, ns, "theirs", "d1");
+    pod_on(&cluster, ns, "mine", "d2");
+    let overriding = |name: &str| Victim {
+        override_pdb: true,
+        ..victim(&cluster, ns, name)
+    };
+    let second = killer(&cluster, "d2").await;
+    let refused = second.evict(&overriding("theirs")).await;
+    assert!(
+        matches!(refused, Err(KillError::NotEvictable(ref m)) if m.starts_with("403") && m.contains("can only delete pods with spec.nodeName set to itself")),
+        "{refused:?}"
+    );
+    // As itself it may delete nothing: the right is the node's.
+    let itself = EvictionApi::new(agent_client(&cluster, "d2", PodAccess::ServiceAccount).await);
+    let refused = itself.evict(&overriding("theirs")).await;
+    assert!(
+        matches!(refused, Err(KillError::NotEvictable(ref m)) if m.starts_with("403") && m.contains("cannot delete resource \"pods\"")),
+        "{refused:?}"
+    );
+    let theirs = cluster.get(Some(ns), "pod/theirs").expect("untouched");
+    assert!(
+        theirs["metadata"]["deletionTimestamp"].is_null(),
+        "{theirs:#}"
+    );
+    assert_eq!(second.evict(&overriding("mine")).await, Ok(()));
+    let mine = cluster.get(Some(ns), "pod/mine");
+    assert!(
+        mine.is_none_or(|pod| !pod["metadata"]["deletionTimestamp"].is_null()),
+        "its own pod stays"
+    );
+}
