@@ -199,6 +199,9 @@ struct Target {
     subresource: String,
     namespace: String,
     name: String,
+    /// Made as the node (constrained impersonation): admission sees the
+    /// node's user, not the agent's.
+    as_node: bool,
 }
 
 impl Target {
@@ -207,7 +210,11 @@ impl Target {
         let access = recorded
             .access()
             .unwrap_or_else(|| panic!("{}", recorded.uri));
-        let operation = match access.verb.as_str() {
+        let verb = access.verb.as_str();
+        let operation = match verb
+            .strip_prefix("impersonate-on:associated-node:")
+            .unwrap_or(verb)
+        {
             "create" => "CREATE",
             "update" | "patch" => "UPDATE",
             "delete" => "DELETE",
@@ -229,6 +236,7 @@ impl Target {
             subresource,
             namespace: access.namespace,
             name,
+            as_node: recorded.impersonated.is_some(),
         })
     }
 
@@ -316,6 +324,19 @@ pub(super) fn assert_it_admits_the_agent_and_denies_forgeries(server: &ApiServer
     for (target, object, old) in recorded_writes(server, pods) {
         let review = |caller| target.review(caller, object.clone(), old.clone());
         let what = format!("{} {:?}", target.operation, target.key());
+        let kubelet = Caller {
+            username: "system:node:node-1",
+            node: None,
+        };
+        if target.as_node {
+            // The node's own requests are NodeRestriction's, never the policy's.
+            assert_eq!(policy.admit(&review(kubelet)), Verdict::Skipped, "{what}");
+            let sub = &target.subresource;
+            let resource =
+                [target.resource.as_str(), sub].join(if sub.is_empty() { "" } else { "/" });
+            checked.insert(format!("{} {resource} as the node", target.operation));
+            continue;
+        }
         match policy.admit(&review(Caller::agent_on(NODE))) {
             Verdict::Skipped => continue,
             Verdict::Admitted => {}
@@ -334,16 +355,13 @@ pub(super) fn assert_it_admits_the_agent_and_denies_forgeries(server: &ApiServer
             panic!("{what} admitted from a token without a node");
         };
         assert!(why.contains("names no node"), "{what}: {why}");
-        let kubelet = Caller {
-            username: "system:node:node-1",
-            node: None,
-        };
         assert_eq!(policy.admit(&review(kubelet)), Verdict::Skipped, "{what}");
     }
     let expected = [
+        "CREATE pods/eviction as the node",
         "CREATE vigilnodestatuses",
         "CREATE vigilpolicystatuses",
-        "DELETE pods",
+        "DELETE pods as the node",
         "DELETE vigilpolicystatuses",
         "UPDATE nodes",
         "UPDATE vigilnodestatuses",
@@ -365,6 +383,7 @@ fn delete_pod(name: &str) -> Target {
         subresource: String::new(),
         namespace: NS.into(),
         name: name.into(),
+        as_node: false,
     }
 }
 
@@ -376,6 +395,7 @@ fn policy_status(operation: &'static str, name: &str) -> Target {
         subresource: String::new(),
         namespace: String::new(),
         name: name.into(),
+        as_node: false,
     }
 }
 

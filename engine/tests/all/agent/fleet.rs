@@ -143,8 +143,10 @@ async fn status_objects_show_the_node_and_its_policies_and_rbac_and_admission_al
     // kubelet's statistics are asked of the kubelet, which authorizes them
     // as `get nodes/stats` (vigil-tests' scopes:: reads them); katalyst's
     // CustomNodeResource is watched only while reclaimed-resources reads
-    // it (agent::eviction's reclaimed test).
-    let (mut used, granted) = (used(&server), granted());
+    // it (agent::eviction's reclaimed test). The override this test waits
+    // out deletes with the right components/pdb-override adds.
+    let (mut used, mut granted) = (used(&server), granted());
+    granted.extend(granted_by_component("pdb-override"));
     for verb in ["list", "watch"] {
         let cnr = "customnoderesources".to_owned();
         used.insert(("node.katalyst.kubewharf.io".into(), cnr, verb.into()));
@@ -161,7 +163,7 @@ async fn status_objects_show_the_node_and_its_policies_and_rbac_and_admission_al
     let missing: Vec<_> = used.difference(&granted).collect();
     assert!(
         unused.is_empty() && missing.is_empty(),
-        "deploy/rbac.yaml grants {unused:?} that the agent never used, and lacks {missing:?}\n{}",
+        "deploy/rbac.yaml with pdb-override grants {unused:?} that the agent never used, and lacks {missing:?}\n{}",
         agent.logs()
     );
     // And the admission policy admits each of its writes, and no forgery.
