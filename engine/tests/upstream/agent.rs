@@ -428,7 +428,7 @@ fn an_agent_with_another_nodes_token_is_refused_each_write_to_n1s_objects() {
         "-",
     ];
     let status = "apiVersion: vigil.dev/v1alpha1\nkind: VigilNodeStatus\nmetadata: {name: n1}\nspec: {node: n1}\n";
-    let policy_status = "apiVersion: vigil.dev/v1alpha1\nkind: VigilPolicyStatus\nmetadata: {name: n1.default-sorter, labels: {vigil.dev/node: n2}}\nspec: {node: n1, policy: default-sorter}\n";
+    let policy_status = "apiVersion: vigil.dev/v1alpha1\nkind: VigilPolicyStatus\nmetadata: {name: n1.default-sorter, labels: {vigil.dev/node: n2}}\nspec: {node: n2, policy: default-sorter}\n";
     let writes: [(&str, Vec<&str>, Option<&str>, &str); 5] = [
         (
             "taint n1",
@@ -479,8 +479,10 @@ fn an_agent_with_another_nodes_token_is_refused_each_write_to_n1s_objects() {
         !output.status.success() && stderr.contains("cannot delete resource \"pods\""),
         "{stderr}"
     );
-    // Its own node it may write.
-    let output = cluster.kubectl_as(&n2, &apply, Some(&taint.replace("n1", "n2")));
+    // Its own node it may taint, keeping the taints of others (a taint
+    // list is atomic: the apply above would drop them on n2, and is refused).
+    let taint_n2 = ["taint", "node", "n2", "vigil.dev/MemoryPressure:NoSchedule"];
+    let output = cluster.kubectl_as(&n2, &taint_n2, None);
     assert!(
         output.status.success(),
         "{}",
@@ -492,5 +494,151 @@ fn an_agent_with_another_nodes_token_is_refused_each_write_to_n1s_objects() {
         "six refusals in the audit log",
         || (refusals(cluster, AGENT).len() >= 6).then_some(()),
         || format!("{:#?}", refusals(cluster, AGENT)),
+    );
+}
+
+#[test]
+fn on_its_own_node_an_agent_changes_only_vigils_taints_and_conditions() {
+    let cluster = installed();
+    register_node(cluster, "w1");
+    let files = NodeFiles::default();
+    files.write("w1.kubeconfig", &agent_identity(cluster, "w1"));
+    let w1 = files.path("w1.kubeconfig");
+    let kubectl = |args: &[&str], input: Option<&str>| cluster.kubectl_as(&w1, args, input);
+    // Forced: a forgery of the kubelet's fields would first conflict.
+    let status_apply = [
+        "apply",
+        "--server-side",
+        "--force-conflicts",
+        "--field-manager=vigil",
+        "--subresource=status",
+        "-f",
+        "-",
+    ];
+    let status = |fields: &str| {
+        format!("apiVersion: v1\nkind: Node\nmetadata: {{name: w1}}\nstatus:\n{fields}")
+    };
+    // Each forgery refused, saying why.
+    let forged: [(&str, Vec<&str>, Option<String>, &str); 7] = [
+        (
+            "a pinned workload's label",
+            vec![
+                "label",
+                "node",
+                "w1",
+                "node-restriction.kubernetes.io/pci=true",
+            ],
+            None,
+            "may change only its taints and conditions",
+        ),
+        (
+            // As `kubectl cordon` sends it (which exits 0 when refused).
+            "cordoned",
+            vec![
+                "patch",
+                "node",
+                "w1",
+                "-p",
+                r#"{"spec":{"unschedulable":true}}"#,
+            ],
+            None,
+            "may change only its taints and conditions",
+        ),
+        (
+            "another owner's taint",
+            vec!["taint", "node", "w1", "dedicated=db:NoSchedule"],
+            None,
+            "may change only vigil.dev/ taints",
+        ),
+        (
+            "a NoExecute taint",
+            vec!["taint", "node", "w1", "vigil.dev/MemoryPressure:NoExecute"],
+            None,
+            "may not add a NoExecute taint",
+        ),
+        (
+            "the kubelet's condition",
+            status_apply.to_vec(),
+            Some(status(
+                "  conditions: [{type: Ready, status: 'False', reason: Forged}]\n",
+            )),
+            "may change only Vigil conditions",
+        ),
+        (
+            "its capacity",
+            status_apply.to_vec(),
+            Some(status("  capacity: {memory: 64Gi}\n")),
+            "may change only its taints and conditions",
+        ),
+        (
+            "its addresses",
+            status_apply.to_vec(),
+            Some(status(
+                "  addresses: [{type: InternalIP, address: 10.6.6.6}]\n",
+            )),
+            "may change only its taints and conditions",
+        ),
+    ];
+    let before = cluster.get(None, "node/w1").expect("the node");
+    for (what, args, input, says) in &forged {
+        let output = kubectl(args, input.as_deref());
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(!output.status.success(), "w1's agent may set {what}");
+        assert!(stderr.contains(says), "{what}: {stderr}");
+    }
+    let after = cluster.get(None, "node/w1").expect("the node");
+    assert_eq!(after["metadata"]["labels"], before["metadata"]["labels"]);
+    assert_eq!(after["spec"], before["spec"]);
+    // What the agent writes, it may.
+    let accepted: [(Vec<&str>, Option<String>); 2] = [
+        (
+            vec!["taint", "node", "w1", "vigil.dev/MemoryPressure:NoSchedule"],
+            None,
+        ),
+        (
+            status_apply.to_vec(),
+            Some(status(
+                "  conditions: [{type: VigilMemoryPressure, status: 'True', reason: Test}]\n",
+            )),
+        ),
+    ];
+    for (args, input) in &accepted {
+        let output = kubectl(args, input.as_deref());
+        assert!(
+            output.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    // Status objects: another node's name taken first, or its own naming
+    // another node, refused.
+    let policy_status = |name: &str, node: &str| {
+        format!(
+            "apiVersion: vigil.dev/v1alpha1\nkind: VigilPolicyStatus\nmetadata: {{name: {name}, labels: {{vigil.dev/node: w1}}}}\nspec: {{node: {node}, policy: default-sorter}}\n"
+        )
+    };
+    for (yaml, says) in [
+        (
+            policy_status("w2.default-sorter", "w1"),
+            "may create only VigilPolicyStatuses named w1.*, not w2.default-sorter",
+        ),
+        (
+            policy_status("w1.default-sorter", "w2"),
+            "may write only vigilpolicystatuses whose spec.node is w1",
+        ),
+    ] {
+        let output = kubectl(&["create", "-f", "-"], Some(&yaml));
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(!output.status.success(), "{yaml}");
+        assert!(stderr.contains(says), "{stderr}");
+    }
+    let output = kubectl(
+        &["create", "-f", "-"],
+        Some(&policy_status("w1.default-sorter", "w1")),
+    );
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
     );
 }

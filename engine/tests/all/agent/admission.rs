@@ -102,7 +102,12 @@ impl Policy {
     fn admit(&self, review: &Value) -> Verdict {
         let request = &review["request"];
         let resource = match request["subResource"].as_str() {
-            Some(sub) if !sub.is_empty() => format!("{}/{sub}", request["resource"]["resource"]),
+            Some(sub) if !sub.is_empty() => {
+                format!(
+                    "{}/{sub}",
+                    request["resource"]["resource"].as_str().unwrap()
+                )
+            }
             _ => request["resource"]["resource"].as_str().unwrap().to_owned(),
         };
         let listed = |list: &[String], item: &str| list.iter().any(|i| i == item || i == "*");
@@ -137,13 +142,15 @@ impl Policy {
                 other => return Verdict::Denied(format!("{}: {other:?}", condition.name)),
             }
         }
+        // The server evaluates a variable when a validation first reads it,
+        // and its error fails only such a validation: one that errors here
+        // is left out, so reading it errors as the server's would.
         let mut variables = serde_json::Map::new();
         for variable in &self.spec.variables {
             context.add_variable("variables", &variables).unwrap();
-            match evaluate(&context, &variable.expression) {
-                Ok(value) => variables.insert(variable.name.clone(), value),
-                Err(error) => return Verdict::Denied(format!("{}: {error}", variable.name)),
-            };
+            if let Ok(value) = evaluate(&context, &variable.expression) {
+                variables.insert(variable.name.clone(), value);
+            }
         }
         context.add_variable("variables", &variables).unwrap();
         for validation in &self.spec.validations {
@@ -240,13 +247,14 @@ impl Target {
         })
     }
 
-    /// What it names: resource (with its subresource), namespace, name.
+    /// The object it names (a subresource names its object): resource,
+    /// namespace, name.
     fn key(&self) -> (String, String, String) {
-        let resource = match self.subresource.as_str() {
-            "" => self.resource.clone(),
-            sub => format!("{}/{sub}", self.resource),
-        };
-        (resource, self.namespace.clone(), self.name.clone())
+        (
+            self.resource.clone(),
+            self.namespace.clone(),
+            self.name.clone(),
+        )
     }
 
     /// The review the API server hands the policy.
@@ -290,6 +298,20 @@ fn recorded_writes(server: &ApiServer, pods: &[Value]) -> Vec<(Target, Value, Va
     let mut writes = Vec::new();
     for recorded in server.requests() {
         let Some(target) = Target::of(&recorded) else {
+            // A read: how what it read stood before the next write.
+            let access = recorded.access().expect("a request the agent makes");
+            let resource = access.resource.split('/').next().unwrap().to_owned();
+            let read = match &recorded.answer {
+                Some(answer) if recorded.status == 200 => match answer["items"].as_array() {
+                    Some(items) => items.clone(),
+                    None => vec![answer.clone()],
+                },
+                _ => Vec::new(),
+            };
+            for object in read {
+                let text = |key: &str| object["metadata"][key].as_str().unwrap_or("").to_owned();
+                known.insert((resource.clone(), text("namespace"), text("name")), object);
+            }
             continue;
         };
         let key = target.key();
@@ -297,13 +319,13 @@ fn recorded_writes(server: &ApiServer, pods: &[Value]) -> Vec<(Target, Value, Va
             "CREATE" => Value::Null,
             _ => known.get(&key).cloned().unwrap_or(Value::Null),
         };
-        let object = match (recorded.method.as_str(), &recorded.body) {
+        // What the store held after it, as admission sees it; a refused
+        // create or update as it was sent.
+        let object = match (recorded.method.as_str(), &recorded.answer) {
             ("DELETE", _) => Value::Null,
-            ("PATCH", _) => server
-                .get(&target.resource, &target.namespace, &target.name)
-                .unwrap_or_else(|| json!({"metadata": {"name": target.name}})),
-            (_, Some(body)) => body.clone(),
-            (_, None) => panic!("a write without a body: {}", recorded.uri),
+            (_, Some(answer)) if recorded.status < 300 => answer.clone(),
+            ("POST" | "PUT", _) => recorded.body.clone().expect("a write's body"),
+            _ => panic!("a refused patch: {recorded:?}"),
         };
         match target.operation {
             "DELETE" => known.remove(&key),
@@ -399,10 +421,36 @@ fn policy_status(operation: &'static str, name: &str) -> Target {
     }
 }
 
-/// A `VigilPolicyStatus` of `node`'s `policy`, by its label.
+/// A `VigilPolicyStatus` of `node`'s `policy`, by its label and spec.
 fn status_of(node: &str, name: &str) -> Value {
     json!({"apiVersion": "vigil.dev/v1alpha1", "kind": "VigilPolicyStatus",
-           "metadata": {"name": name, "labels": {"vigil.dev/node": node}}})
+           "metadata": {"name": name, "labels": {"vigil.dev/node": node}},
+           "spec": {"node": node, "policy": "memory-pressure"}})
+}
+
+fn node_write(subresource: &str) -> Target {
+    Target {
+        operation: "UPDATE",
+        group: String::new(),
+        resource: "nodes".into(),
+        subresource: subresource.into(),
+        namespace: String::new(),
+        name: NODE.into(),
+        as_node: false,
+    }
+}
+
+/// This test's Node as its kubelet and others keep it: a label, a taint
+/// of another owner, addresses, capacity, the kubelet's condition.
+fn kept_node() -> Value {
+    json!({"apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": NODE, "labels": {"kubernetes.io/hostname": NODE},
+                     "annotations": {"node.alpha.kubernetes.io/ttl": "0"}},
+        "spec": {"podCIDR": "10.0.1.0/24",
+                 "taints": [{"key": "dedicated", "value": "db", "effect": "NoSchedule"}]},
+        "status": {"capacity": {"memory": "8Gi"}, "allocatable": {"memory": "7Gi"},
+                   "addresses": [{"type": "InternalIP", "address": "10.0.0.1"}],
+                   "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}]}})
 }
 
 #[test]
@@ -449,4 +497,126 @@ fn an_agent_cannot_take_over_another_nodes_status_object() {
     let updated =
         policy_status("UPDATE", own).review(agent, status_of(NODE, own), status_of(NODE, own));
     assert_eq!(policy.admit(&updated), Verdict::Admitted);
+}
+
+#[test]
+fn an_agent_changes_only_its_own_taints_and_conditions_on_its_node() {
+    let mut policy = Policy::load();
+    let agent = Caller::agent_on(NODE);
+    let before = kept_node();
+    let changed = |subresource: &str, change: &dyn Fn(&mut Value)| {
+        let mut after = before.clone();
+        change(&mut after);
+        node_write(subresource).review(agent, after, before.clone())
+    };
+    let taint = |effect: &str| json!({"key": "vigil.dev/MemoryPressure", "effect": effect});
+    let admitted = [
+        changed("", &|n| {
+            n["spec"]["taints"]
+                .as_array_mut()
+                .unwrap()
+                .push(taint("NoSchedule"));
+        }),
+        changed("status", &|n| {
+            let condition = json!({"type": "VigilMemoryPressure", "status": "True"});
+            n["status"]["conditions"]
+                .as_array_mut()
+                .unwrap()
+                .push(condition);
+        }),
+    ];
+    for review in &admitted {
+        assert_eq!(policy.admit(review), Verdict::Admitted, "{review:#}");
+    }
+    let no_execute = changed("", &|n| {
+        n["spec"]["taints"]
+            .as_array_mut()
+            .unwrap()
+            .push(taint("NoExecute"));
+    });
+    let denied: [(&str, Value); 9] = [
+        ("may not add a NoExecute taint", no_execute.clone()),
+        (
+            "may change only vigil.dev/ taints",
+            changed("", &|n| n["spec"]["taints"] = json!([])),
+        ),
+        (
+            "may change only its taints and conditions",
+            changed("", &|n| n["spec"]["unschedulable"] = json!(true)),
+        ),
+        (
+            "may change only its taints and conditions",
+            changed("", &|n| n["spec"]["podCIDR"] = json!("10.0.9.0/24")),
+        ),
+        (
+            "may change only its taints and conditions",
+            changed("", &|n| {
+                n["metadata"]["labels"]["node-restriction.kubernetes.io/pci"] = json!("true");
+            }),
+        ),
+        (
+            "may change only its taints and conditions",
+            changed("status", &|n| {
+                n["metadata"]["annotations"]
+                    .as_object_mut()
+                    .unwrap()
+                    .clear();
+            }),
+        ),
+        (
+            "may change only its taints and conditions",
+            changed("status", &|n| {
+                n["status"]["addresses"][0]["address"] = json!("10.6.6.6")
+            }),
+        ),
+        (
+            "may change only its taints and conditions",
+            changed("status", &|n| {
+                n["status"]["capacity"]["memory"] = json!("64Gi")
+            }),
+        ),
+        (
+            "may change only Vigil conditions",
+            changed("status", &|n| {
+                n["status"]["conditions"][0]["status"] = json!("False")
+            }),
+        ),
+    ];
+    for (says, review) in &denied {
+        let Verdict::Denied(why) = policy.admit(review) else {
+            panic!("admitted: {review:#}");
+        };
+        assert!(why.contains(says), "{why}");
+    }
+    // NoExecute once the cluster's admin has allowed it on the
+    // ServiceAccount.
+    policy.params["metadata"]["annotations"] = json!({"vigil.dev/allow-no-execute": "true"});
+    assert_eq!(policy.admit(&no_execute), Verdict::Admitted);
+}
+
+#[test]
+fn an_agent_writes_status_objects_of_its_node_only() {
+    let policy = Policy::load();
+    let agent = Caller::agent_on(NODE);
+    // Another node's name taken first, under the agent's own label.
+    let name = "node-2.memory-pressure";
+    let created = policy_status("CREATE", name).review(agent, status_of(NODE, name), Value::Null);
+    let Verdict::Denied(why) = policy.admit(&created) else {
+        panic!("another node's name taken");
+    };
+    assert!(
+        why.contains("may create only VigilPolicyStatuses named node-1.*"),
+        "{why}"
+    );
+    // Its own name, naming another node.
+    let own = "node-1.memory-pressure";
+    let mut elsewhere = status_of(NODE, own);
+    elsewhere["spec"]["node"] = json!(OTHER);
+    let created = policy_status("CREATE", own).review(agent, elsewhere, Value::Null);
+    let Verdict::Denied(why) = policy.admit(&created) else {
+        panic!("a status object of another node");
+    };
+    assert!(why.contains("whose spec.node is node-1"), "{why}");
+    let created = policy_status("CREATE", own).review(agent, status_of(NODE, own), Value::Null);
+    assert_eq!(policy.admit(&created), Verdict::Admitted);
 }

@@ -61,6 +61,9 @@ pub struct Request {
     pub at: std::time::Instant,
     /// The user it acted as (`Impersonate-User`), if not its sender.
     pub impersonated: Option<String>,
+    /// What it was answered (an object, a list or a status), but for a
+    /// watch's events: what the store held then.
+    pub answer: Option<Value>,
 }
 
 impl Request {
@@ -232,11 +235,11 @@ impl Shared {
     fn serve_recorded(
         &self,
         serve: impl FnOnce() -> (u16, Value),
-        record: impl FnOnce(u16) -> Request,
+        record: impl FnOnce(u16, &Value) -> Request,
     ) -> (u16, Value) {
         let mut log = self.requests.lock().unwrap();
         let answer = serve();
-        log.push(record(answer.0));
+        log.push(record(answer.0, &answer.1));
         drop(log);
         self.bump();
         answer

@@ -91,16 +91,17 @@ async fn handle(State(shared): State<Arc<Shared>>, request: axum::extract::Reque
     let impersonated = (parts.headers.get("impersonate-user"))
         .and_then(|user| user.to_str().ok())
         .map(str::to_owned);
-    let record = |status: u16| Request {
+    let record = |status: u16, answer: Option<Value>| Request {
         method: method.to_string(),
         uri: uri.clone(),
         status,
         body: body.clone(),
         at: std::time::Instant::now(),
         impersonated: impersonated.clone(),
+        answer,
     };
     if let Some(injected) = injected {
-        shared.record(record(injected.status));
+        shared.record(record(injected.status, None));
         return inject(injected);
     }
     let watching = matches!(query.get("watch").map(String::as_str), Some("true" | "1"));
@@ -108,7 +109,7 @@ async fn handle(State(shared): State<Arc<Shared>>, request: axum::extract::Reque
         && watching
         && let Some((resource, namespace)) = collection(&path)
     {
-        shared.record(record(200));
+        shared.record(record(200, None));
         let watched = match query.get("fieldSelector") {
             Some(fields) => format!("{}?fieldSelector={fields}", parts.uri.path()),
             None => parts.uri.path().to_owned(),
@@ -117,7 +118,7 @@ async fn handle(State(shared): State<Arc<Shared>>, request: axum::extract::Reque
     }
     let answer = shared.serve_recorded(
         || route(&shared, &method, &path, &query, body.clone()),
-        record,
+        |status, answer| record(status, Some(answer.clone())),
     );
     respond(answer)
 }

@@ -149,6 +149,7 @@ fn request(event: &Value) -> Request {
             .unwrap_or_default(),
         // Present for what the audit policy logs whole (Events).
         body: event.get("requestObject").cloned(),
+        answer: event.get("responseObject").cloned(),
         impersonated: event["impersonatedUser"]["username"]
             .as_str()
             .map(str::to_owned),
