@@ -249,6 +249,16 @@ SCHEMA = {
                 },
             },
         },
+        "networkPolicy": {
+            "type": "object",
+            "additionalProperties": False,
+            "properties": {
+                "enabled": {"type": "boolean",
+                            "description": "Admit to the agent's port only the scrapers' namespace (and the node: the kubelet's probes)"},
+                "scrapers": {"type": "object", "additionalProperties": {"type": "string"}, "minProperties": 1,
+                             "description": "Labels of the namespace Prometheus scrapes from"},
+            },
+        },
     },
 }
 
@@ -281,6 +291,14 @@ def main():
             text = template(obj)
         if kind == "Namespace":
             text = "{{- if .Values.namespace.create }}\n" + text + "{{- end }}\n"
+        if kind == "NetworkPolicy":
+            # The scrapers' namespace labels, a value.
+            obj = json.loads(json.dumps(obj))
+            peer = obj["spec"]["ingress"][0]["from"][0]["namespaceSelector"]
+            values["networkPolicy"] = {"enabled": True, "scrapers": peer["matchLabels"]}
+            peer["matchLabels"] = "__SCRAPERS__"
+            text = block(template(obj), "__SCRAPERS__", "toYaml .Values.networkPolicy.scrapers")
+            text = "{{- if .Values.networkPolicy.enabled }}\n" + text + "{{- end }}\n"
         (templates / file).write_text(HEADER + text)
     keys = {(d["kind"], d["metadata"]["name"]) for d in base}
     for obj in prometheus:

@@ -115,7 +115,7 @@ impl AgentProcess {
     }
 
     /// Where it serves its endpoints, once it has said so.
-    fn addr(&self) -> Option<&str> {
+    pub fn addr(&self) -> Option<&str> {
         if self.addr.get().is_none() {
             let logs = self.logs();
             let line = logs.lines().find(|l| l.contains(LISTENING))?;

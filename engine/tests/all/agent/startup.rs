@@ -132,3 +132,35 @@ async fn a_slow_first_list_ends_in_a_ready_agent_cycling_on_its_period() {
     })
     .await;
 }
+
+/// The DaemonSet's memory limit (`deploy/daemonset.yaml`), in KiB.
+const CONTAINER_LIMIT_KIB: u64 = 128 * 1024;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_thousand_idle_connections_leave_healthz_answering_within_the_agents_memory() {
+    let (server, fixture) = test_node().await;
+    let agent = start(&server, &fixture, &[]);
+    until_agent(&agent, "ready", |a| {
+        a.get("/readyz").starts_with("HTTP/1.1 200")
+    })
+    .await;
+    let addr = agent.addr().expect("listening").to_owned();
+    let before = agent.usage().resident_kib;
+    // Connected and silent, as a client that means to hold the port.
+    let idle: Vec<std::net::TcpStream> = (0..1000)
+        .map(|_| std::net::TcpStream::connect(&addr).expect("connects"))
+        .collect();
+    let health = agent.get("/healthz");
+    assert!(
+        health.starts_with("HTTP/1.1 200"),
+        "{health}\n{}",
+        agent.logs()
+    );
+    let with = agent.usage().resident_kib;
+    assert!(
+        with < CONTAINER_LIMIT_KIB,
+        "{with} KiB with 1000 idle connections"
+    );
+    eprintln!("resident: {before} KiB, with 1000 idle connections {with} KiB");
+    drop(idle);
+}

@@ -8,7 +8,10 @@
 //!
 //! They listen where `--metrics-addr` says; `[::]` (the DaemonSet's) is
 //! dual-stack, IPv6 and IPv4 alike ([`listen`]); the agent logs the
-//! address it bound (a port `0` asks the kernel for a free one).
+//! address it bound (a port `0` asks the kernel for a free one). Each
+//! connection is held within [`connections::Limits`].
+
+mod connections;
 
 use crate::eviction::runner::Heartbeat;
 use crate::metrics::Metrics;
@@ -81,7 +84,7 @@ pub(super) async fn serve(
     metrics: Arc<Metrics>,
     policies: Arc<Registry>,
     health: Health,
-    stop: impl Future<Output = ()> + Send + 'static,
+    stop: impl Future<Output = ()>,
 ) {
     let shared = Arc::new(Shared {
         exported: metrics.registry(),
@@ -94,12 +97,7 @@ pub(super) async fn serve(
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .with_state(shared);
-    if let Err(error) = axum::serve(listener, app)
-        .with_graceful_shutdown(stop)
-        .await
-    {
-        tracing::error!(%error, "the metrics endpoint stopped");
-    }
+    connections::serve(listener, app, connections::Limits::AGENT, stop).await;
 }
 
 async fn export(State(shared): State<Arc<Shared>>) -> impl IntoResponse {
