@@ -185,7 +185,9 @@ pub struct VigilConfig {
     #[schemars(range(min = 1, max = 86_400))]
     pub max_pod_grace_period_seconds: u64,
     /// Whether strategies may taint the node `NoExecute` (which evicts every
-    /// pod without a toleration); otherwise such an answer is refused.
+    /// pod without a toleration); otherwise such an answer is refused. The
+    /// API server also needs the agent's ServiceAccount annotated
+    /// `vigil.dev/allow-no-execute: "true"` (`deploy/admission.yaml`).
     pub allow_no_execute_taints: bool,
     /// Name of the candidate sorter policy.
     #[schemars(length(min = 1, max = 63))]
