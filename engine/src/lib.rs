@@ -26,7 +26,9 @@
 //! - [`cleanup`]: what an uninstall removes besides the manifests (`vigil cleanup`);
 //! - [`agent`]: `vigil agent`, the composition root of the DaemonSet process;
 //! - [`cli`]: the `vigil` command line (`main.rs` only calls [`cli::run`]);
-//! - [`testing`]: what tests and benchmarks need beyond the rooms' façades.
+//! - [`testing`]: what tests and benchmarks need beyond the rooms' façades;
+//! - [`untrusted`] (tests only): property tests of every parser of input
+//!   from outside the agent.
 
 #![warn(unreachable_pub)]
 
@@ -48,3 +50,5 @@ pub mod policy;
 pub mod signals;
 pub mod simulate;
 pub mod testing;
+#[cfg(test)]
+mod untrusted;

@@ -28,7 +28,9 @@ impl Digest {
 
     /// Parses the full hex form.
     pub fn from_hex(text: &str) -> Option<Self> {
-        if text.len() != 64 || !text.is_ascii() {
+        // Lowercase only, as OCI and vigil write them (`from_str_radix`
+        // alone would take `B` and a `+` sign).
+        if text.len() != 64 || !text.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
             return None;
         }
         let mut out = [0u8; 32];

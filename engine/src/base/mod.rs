@@ -7,12 +7,15 @@
 //! user; [`policy_name`] a policy's name and the built-ins'; [`quantity`]
 //! Kubernetes quantities; [`rate`] a token bucket and a backoff; [`report`]
 //! errors with their causes; [`schema_table`] a JSON Schema as the docs'
-//! reference table; [`text`] guest text made safe to keep.
+//! reference table; [`text`] guest text made safe to keep; `mutated` (tests
+//! only) a kept sample, mutated, for property tests of parsers.
 
 pub mod build;
 pub mod clock;
 pub mod digest;
 pub mod fsutil;
+#[cfg(test)]
+pub(crate) mod mutated;
 pub mod node_hash;
 pub mod ownership;
 pub mod policy_name;

@@ -260,7 +260,7 @@ pub fn parse(text: &str, now: SystemTime) -> Result<HashMap<String, PodLayers>, 
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     /// A summary in the kubelet's format (`k8s.io/kubelet/pkg/apis/stats/v1alpha1`):
@@ -268,7 +268,7 @@ mod tests {
     /// without container stats, and a pod whose runtime has not measured
     /// its layer (0 bytes at the epoch, as the real node's kubelet showed
     /// for a container just started).
-    const SUMMARY: &str = r#"{
+    pub(crate) const SUMMARY: &str = r#"{
       "node": {"nodeName": "node-1", "startTime": "2026-11-28T09:00:00Z",
                "fs": {"time": "2026-11-28T10:00:00Z", "usedBytes": 9000000000}},
       "pods": [

@@ -314,7 +314,11 @@ struct Descriptor {
 
 /// The one layer of `manifest` (its bytes), an artifact as `expect` says:
 /// see the module's docs for what is checked.
-fn layer(manifest: &[u8], expect: Expect<'_>, cap: u64) -> Result<(Digest, u64), PullError> {
+pub(crate) fn layer(
+    manifest: &[u8],
+    expect: Expect<'_>,
+    cap: u64,
+) -> Result<(Digest, u64), PullError> {
     let manifest: Manifest = serde_json::from_slice(manifest)
         .map_err(|e| PullError::Layout(format!("the manifest does not parse: {e}")))?;
     if manifest.schema_version != 2

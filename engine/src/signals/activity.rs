@@ -45,15 +45,16 @@ pub(super) fn vm_counters(path: &Path, text: &str) -> Result<VmCounters, SignalE
                 .parse()
                 .map_err(|_| malformed(path, format!("`{name}` is not a number")))
         };
+        // Saturating: a corrupt file's counts must not overflow the sums.
         if name.starts_with("pgsteal_kswapd") {
-            counters.kswapd_steal += value()?;
+            counters.kswapd_steal = counters.kswapd_steal.saturating_add(value()?);
         } else if name.starts_with("pgscan_kswapd") {
-            counters.kswapd_scan += value()?;
+            counters.kswapd_scan = counters.kswapd_scan.saturating_add(value()?);
         } else if matches!(
             name,
             "workingset_refault" | "workingset_refault_anon" | "workingset_refault_file"
         ) {
-            counters.refault += value()?;
+            counters.refault = counters.refault.saturating_add(value()?);
         } else if name == "oom_kill" {
             counters.oom_kill = value()?;
             oom_kill = true;
@@ -95,8 +96,11 @@ pub(super) fn cpu_ticks(path: &Path, text: &str) -> Result<CpuTicks, SignalError
     }
     // user nice system idle iowait irq softirq steal (guest time is
     // counted in user already).
-    let total: u64 = ticks.iter().take(8).sum();
-    let idle = ticks[3] + ticks[4];
+    let total = ticks
+        .iter()
+        .take(8)
+        .fold(0, |sum: u64, t| sum.saturating_add(*t));
+    let idle = ticks[3].saturating_add(ticks[4]);
     let cpus = text
         .lines()
         .filter(|l| l.starts_with("cpu") && l.as_bytes().get(3).is_some_and(u8::is_ascii_digit))
@@ -117,6 +121,7 @@ pub(super) fn load1(path: &Path, text: &str) -> Result<f64, SignalError> {
     text.split_whitespace()
         .next()
         .and_then(|v| v.parse().ok())
+        .filter(|load: &f64| load.is_finite() && *load >= 0.0)
         .ok_or_else(|| malformed(path, "no load average"))
 }
 

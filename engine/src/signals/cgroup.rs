@@ -260,9 +260,11 @@ impl Cgroups {
                 });
                 let (node, value) = parsed
                     .ok_or_else(|| malformed(&path, format!("{field:?} is not N<node>=<count>")))?;
+                // Saturating: a corrupt file's counts must not overflow.
+                let bytes = value.saturating_mul(unit);
                 match nodes.iter_mut().find(|(n, _)| *n == node) {
-                    Some((_, sum)) => *sum += value * unit,
-                    None => nodes.push((node, value * unit)),
+                    Some((_, sum)) => *sum = sum.saturating_add(bytes),
+                    None => nodes.push((node, bytes)),
                 }
             }
         }

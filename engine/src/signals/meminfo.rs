@@ -34,8 +34,9 @@ impl MemInfo {
                 .ok_or_else(|| malformed(path, format!("no {name} line")))?;
             let kib = line.trim().strip_suffix("kB").unwrap_or(line).trim();
             kib.parse::<u64>()
-                .map(|v| v * 1024)
-                .map_err(|_| malformed(path, format!("{name} is not a number")))
+                .ok()
+                .and_then(|v| v.checked_mul(1024))
+                .ok_or_else(|| malformed(path, format!("{name} is not a number of kB")))
         };
         Ok(Self {
             total: field("MemTotal")?,

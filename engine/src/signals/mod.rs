@@ -336,7 +336,9 @@ pub fn pod_usage(cgroups: &Cgroups, uid: &str, qos: QosClass) -> Result<PodUsage
 fn push_zones(reading: &mut Reading, zones: &[zoneinfo::Zone]) {
     let page = rustix::param::page_size() as f64;
     let bytes = |pages: u64| pages as f64 * page;
-    let sum = |field: fn(&zoneinfo::Zone) -> u64| bytes(zones.iter().map(field).sum());
+    // Saturating: a zone's count is the kernel's, or a corrupt file's.
+    let total = |pages: &mut dyn Iterator<Item = u64>| bytes(pages.fold(0, u64::saturating_add));
+    let sum = |field: fn(&zoneinfo::Zone) -> u64| total(&mut zones.iter().map(field));
     reading.push("memory.watermark.min", sum(|z| z.min), None);
     reading.push("memory.watermark.low", sum(|z| z.low), None);
     reading.push("memory.watermark.high", sum(|z| z.high), None);
@@ -344,9 +346,9 @@ fn push_zones(reading: &mut Reading, zones: &[zoneinfo::Zone]) {
     nodes.dedup();
     for node in nodes {
         let of_node = || zones.iter().filter(move |z| z.node == node);
-        let free = bytes(of_node().map(|z| z.free).sum());
-        let total = bytes(of_node().map(|z| z.managed).sum());
-        reading.push(&format!("numa.{node}.memory.free"), free, Some(total));
+        let free = total(&mut of_node().map(|z| z.free));
+        let managed = total(&mut of_node().map(|z| z.managed));
+        reading.push(&format!("numa.{node}.memory.free"), free, Some(managed));
         if let Some(normal) = of_node().find(|z| z.name == "Normal") {
             let managed = Some(bytes(normal.managed));
             for (level, pages) in [
@@ -398,4 +400,4 @@ fn read_filesystem(name: &str, path: &Path, reading: &mut Reading) {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

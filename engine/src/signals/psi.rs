@@ -54,10 +54,14 @@ fn parse_line(path: &Path, fields: &str) -> Result<PsiLine, SignalError> {
             .find_map(|f| f.strip_prefix(key).and_then(|v| v.strip_prefix('=')))
             .ok_or_else(|| malformed(path, format!("no {key}")))
     };
+    // A share of time: a number from 0 to 100 (`inf`, `NaN` and `-1`
+    // parse as floats, and are not).
     let avg = |key: &str| -> Result<f64, SignalError> {
         value(key)?
             .parse()
-            .map_err(|_| malformed(path, format!("{key} is not a number")))
+            .ok()
+            .filter(|v: &f64| (0.0..=100.0).contains(v))
+            .ok_or_else(|| malformed(path, format!("{key} is not a share from 0 to 100")))
     };
     Ok(PsiLine {
         avg10: avg("avg10")?,
@@ -96,7 +100,7 @@ mod tests {
         );
         let error =
             Pressure::parse(Path::new("p"), "some avg10=x avg60=1 avg300=1 total=1").unwrap_err();
-        assert_eq!(error.to_string(), "p: avg10 is not a number");
+        assert_eq!(error.to_string(), "p: avg10 is not a share from 0 to 100");
         assert!(Pressure::parse(Path::new("p"), "").is_err());
     }
 }

@@ -3,7 +3,7 @@
 use super::*;
 
 /// A procfs root with the files captured from this machine.
-fn proc_root() -> tempfile::TempDir {
+pub(crate) fn proc_root() -> tempfile::TempDir {
     let root = tempfile::tempdir().unwrap();
     let put = |path: &str, text: &str| {
         let path = root.path().join(path);

@@ -217,6 +217,37 @@ mod tests {
         assert!(!answer.contains("ok\n"), "{answer}");
     }
 
+    proptest::proptest! {
+        #![proptest_config(proptest::test_runner::Config { cases: 64, ..Default::default() })]
+
+        /// Whatever a client sends, it is answered or closed, and the next
+        /// client is served.
+        #[test]
+        fn any_bytes_are_answered_or_closed_and_the_port_serves_on(
+            bytes in crate::base::mutated::mutated(
+                b"GET /healthz HTTP/1.1\r\nHost: agent\r\nContent-Length: 0\r\n\r\n".to_vec()
+            )
+        ) {
+            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+            let (first, next) = runtime.block_on(async {
+                let addr = serving(Limits {
+                    header_read: Duration::from_millis(200),
+                    ..Limits::AGENT
+                })
+                .await;
+                let mut stream = TcpStream::connect(addr).await.unwrap();
+                let _ = stream.write_all(&bytes).await;
+                let _ = stream.shutdown().await;
+                let mut answer = Vec::new();
+                let read = tokio::time::timeout(LIMIT, stream.read_to_end(&mut answer)).await;
+                assert!(read.is_ok(), "neither answered nor closed");
+                (answer, get_once(addr, "/healthz").await)
+            });
+            proptest::prop_assert!(first.is_empty() || first.starts_with(b"HTTP/1.1 "));
+            proptest::prop_assert!(next.starts_with("HTTP/1.1 200"), "{next}");
+        }
+    }
+
     #[tokio::test]
     async fn one_request_per_connection() {
         let addr = serving(Limits::AGENT).await;
