@@ -26,9 +26,8 @@
 //! - [`cleanup`]: what an uninstall removes besides the manifests (`vigil cleanup`);
 //! - [`agent`]: `vigil agent`, the composition root of the DaemonSet process;
 //! - [`cli`]: the `vigil` command line (`main.rs` only calls [`cli::run`]);
-//! - [`testing`]: what tests and benchmarks need beyond the rooms' façades;
-//! - [`untrusted`] (tests only): property tests of every parser of input
-//!   from outside the agent.
+//! - [`testing`]: what tests and benchmarks need beyond the rooms' façades,
+//!   and (tests only) property tests of every parser of outside input.
 
 #![warn(unreachable_pub)]
 
@@ -50,5 +49,3 @@ pub mod policy;
 pub mod signals;
 pub mod simulate;
 pub mod testing;
-#[cfg(test)]
-mod untrusted;

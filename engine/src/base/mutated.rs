@@ -1,5 +1,5 @@
 //! Inputs made from a kept sample, for property tests of parsers
-//! (`untrusted`, the metrics port's connections): the sample with a few random edits —
+//! (`testing::untrusted`, the metrics port's connections): the sample with a few random edits —
 //! bytes flipped, a run cut out, bytes inserted, a number swapped for an
 //! extreme one, the end cut off — so most cases are nearly valid and reach
 //! past the first check, where arbitrary bytes would not.

@@ -12,11 +12,11 @@ use proptest::prelude::*;
 use std::path::Path;
 use std::time::SystemTime;
 
-const CONFIG: &str = include_str!("../../../deploy/examples/vigilconfig.yaml");
+const CONFIG: &str = include_str!("../../../../deploy/examples/vigilconfig.yaml");
 const SCENARIOS: [&str; 3] = [
-    include_str!("../../../examples/scenarios/hard-memory-pressure.yaml"),
-    include_str!("../../../examples/scenarios/numa-pressure.yaml"),
-    include_str!("../../../examples/scenarios/disk-and-pid-pressure.yaml"),
+    include_str!("../../../../examples/scenarios/hard-memory-pressure.yaml"),
+    include_str!("../../../../examples/scenarios/numa-pressure.yaml"),
+    include_str!("../../../../examples/scenarios/disk-and-pid-pressure.yaml"),
 ];
 
 fn one_scenario() -> impl Strategy<Value = String> {
