@@ -5,9 +5,10 @@
 //! token, a token without a node, another node's pod or status object.
 
 use super::*;
-use cel::{Context, Program};
+use cel::{Context, Env};
 use serde::Deserialize;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// Another node of the cluster.
 const OTHER: &str = "node-2";
@@ -126,7 +127,11 @@ impl Policy {
         if !matched {
             return Verdict::Skipped;
         }
-        let mut context = Context::default();
+        // Kubernetes' CEL has the strings extension (`substring`…) too.
+        let mut env = Env::stdlib();
+        env.add_extension(cel::extensions::strings).unwrap();
+        let env = Arc::new(env);
+        let mut context = Context::with_env(Arc::clone(&env));
         for (name, value) in [
             ("request", request),
             ("object", &review["object"]),
@@ -136,7 +141,7 @@ impl Policy {
             context.add_variable(name, value.clone()).unwrap();
         }
         for condition in &self.spec.match_conditions {
-            match evaluate(&context, &condition.expression) {
+            match evaluate(&env, &context, &condition.expression) {
                 Ok(Value::Bool(true)) => {}
                 Ok(Value::Bool(false)) => return Verdict::Skipped,
                 other => return Verdict::Denied(format!("{}: {other:?}", condition.name)),
@@ -148,17 +153,17 @@ impl Policy {
         let mut variables = serde_json::Map::new();
         for variable in &self.spec.variables {
             context.add_variable("variables", &variables).unwrap();
-            if let Ok(value) = evaluate(&context, &variable.expression) {
+            if let Ok(value) = evaluate(&env, &context, &variable.expression) {
                 variables.insert(variable.name.clone(), value);
             }
         }
         context.add_variable("variables", &variables).unwrap();
         for validation in &self.spec.validations {
-            match evaluate(&context, &validation.expression) {
+            match evaluate(&env, &context, &validation.expression) {
                 Ok(Value::Bool(true)) => {}
                 Ok(Value::Bool(false)) => {
                     let message = match &validation.message_expression {
-                        Some(expression) => match evaluate(&context, expression) {
+                        Some(expression) => match evaluate(&env, &context, expression) {
                             Ok(Value::String(message)) => message,
                             other => panic!("{expression}: {other:?}"),
                         },
@@ -174,8 +179,10 @@ impl Policy {
 }
 
 /// One CEL expression's value, as JSON.
-fn evaluate(context: &Context, expression: &str) -> Result<Value, String> {
-    let program = Program::compile(expression).map_err(|e| format!("{expression}: {e}"))?;
+fn evaluate(env: &Env, context: &Context, expression: &str) -> Result<Value, String> {
+    let program = env
+        .compile(expression)
+        .map_err(|e| format!("{expression}: {e}"))?;
     let value = program
         .execute(context)
         .map_err(|e| format!("{expression}: {e}"))?;
@@ -619,4 +626,15 @@ fn an_agent_writes_status_objects_of_its_node_only() {
     assert!(why.contains("whose spec.node is node-1"), "{why}");
     let created = policy_status("CREATE", own).review(agent, status_of(NODE, own), Value::Null);
     assert_eq!(policy.admit(&created), Verdict::Admitted);
+    // A node named past 236 characters: its names are its name's first
+    // 236 and a hash (fleet::reconcile), and only those are its own.
+    let long: &'static str = "n".repeat(240).leak();
+    let hashed = format!("{}.{}", &long[..236], "0123456789abcdef");
+    let agent = Caller::agent_on(long);
+    let created =
+        policy_status("CREATE", &hashed).review(agent, status_of(long, &hashed), Value::Null);
+    assert_eq!(policy.admit(&created), Verdict::Admitted);
+    let short = "n.0123456789abcdef";
+    let created = policy_status("CREATE", short).review(agent, status_of(long, short), Value::Null);
+    assert!(matches!(policy.admit(&created), Verdict::Denied(_)));
 }
