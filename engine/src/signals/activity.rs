@@ -96,10 +96,7 @@ pub(super) fn cpu_ticks(path: &Path, text: &str) -> Result<CpuTicks, SignalError
     }
     // user nice system idle iowait irq softirq steal (guest time is
     // counted in user already).
-    let total = ticks
-        .iter()
-        .take(8)
-        .fold(0, |sum: u64, t| sum.saturating_add(*t));
+    let total = ticks.iter().take(8).copied().fold(0, u64::saturating_add);
     let idle = ticks[3].saturating_add(ticks[4]);
     let cpus = text
         .lines()

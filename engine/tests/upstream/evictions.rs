@@ -24,14 +24,28 @@ async fn killer(cluster: &Upstream, node: &str) -> EvictionApi {
 /// A client as the agent on `node` builds its pods' and evictions' clients
 /// for `access` (acting as the node, or as itself), under its token.
 async fn agent_client(cluster: &Upstream, node: &str, access: PodAccess) -> kube::Client {
+    client_acting_as(cluster, node, access.user(node)).await
+}
+
+/// A client under the token of the agent on `node`, impersonating `user`
+/// (if any): the agent's, or a forgery.
+async fn client_acting_as(cluster: &Upstream, node: &str, user: Option<String>) -> kube::Client {
     let text = agent_identity(cluster, node);
     let kubeconfig = kube::config::Kubeconfig::from_yaml(&text).unwrap();
     let mut config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
         .await
         .unwrap();
     config.default_retry = false;
-    config.auth_info.impersonate = access.user(node);
+    config.auth_info.impersonate = user;
     kube::Client::try_from(config).unwrap()
+}
+
+/// Asserts that pod `namespace/name` is there and not being deleted.
+fn untouched(cluster: &Upstream, namespace: &str, name: &str) {
+    let pod = cluster
+        .get(Some(namespace), &format!("pod/{name}"))
+        .expect("untouched");
+    assert!(pod["metadata"]["deletionTimestamp"].is_null(), "{pod:#}");
 }
 
 fn victim(cluster: &Upstream, namespace: &str, name: &str) -> Victim {
@@ -137,11 +151,7 @@ async fn the_real_eviction_api_refuses_by_budget_and_terminates_gracefully() {
     let mut dry = victim(cluster, ns, "cache");
     dry.dry_run = true;
     assert_eq!(killer.evict(&dry).await, Ok(()));
-    let cache = cluster.get(Some(ns), "pod/cache").unwrap();
-    assert!(
-        cache["metadata"]["deletionTimestamp"].is_null(),
-        "{cache:#}"
-    );
+    untouched(cluster, ns, "cache");
     // The next candidate is evicted, gracefully: terminating, not gone,
     // until its kubelet confirms.
     assert_eq!(killer.evict(&victim(cluster, ns, "web")).await, Ok(()));
@@ -201,8 +211,7 @@ async fn a_priority_level_that_rejects_gives_429s_that_are_no_budgets_refusal() 
     };
     assert!(retry_after >= Duration::from_secs(1), "{retry_after:?}");
     assert!(message.contains("Too many requests"), "{message}");
-    let web = cluster.get(Some(ns), "pod/web").unwrap();
-    assert!(web["metadata"]["deletionTimestamp"].is_null());
+    untouched(cluster, ns, "web");
     cluster.kubectl_ok(&["delete", "flowschema", "test-reject"]);
 }
 
@@ -236,23 +245,14 @@ async fn one_nodes_credential_reads_and_evicts_its_own_nodes_pods_and_no_others(
         "{refused:?}"
     );
     // Nor by naming the first node: its token is bound to the second.
-    let text = agent_identity(cluster, "s2");
-    let kubeconfig = kube::config::Kubeconfig::from_yaml(&text).unwrap();
-    let mut config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
-        .await
-        .unwrap();
-    config.auth_info.impersonate = PodAccess::Node.user("s1");
-    let forged = EvictionApi::new(kube::Client::try_from(config).unwrap());
+    let forged = client_acting_as(cluster, "s2", PodAccess::Node.user("s1")).await;
+    let forged = EvictionApi::new(forged);
     let refused = forged.evict(&victim(cluster, ns, "theirs")).await;
     assert!(
         matches!(refused, Err(KillError::NotEvictable(ref m)) if m.starts_with("403") && m.contains("impersonate")),
         "{refused:?}"
     );
-    let theirs = cluster.get(Some(ns), "pod/theirs").expect("untouched");
-    assert!(
-        theirs["metadata"]["deletionTimestamp"].is_null(),
-        "{theirs:#}"
-    );
+    untouched(cluster, ns, "theirs");
     // Its own node's pod it evicts.
     assert_eq!(second.evict(&victim(cluster, ns, "mine")).await, Ok(()));
 
@@ -349,11 +349,7 @@ async fn the_pdb_override_deletes_as_the_node_only_its_own_nodes_pods() {
         matches!(refused, Err(KillError::NotEvictable(ref m)) if m.starts_with("403") && m.contains("cannot delete resource \"pods\"")),
         "{refused:?}"
     );
-    let theirs = cluster.get(Some(ns), "pod/theirs").expect("untouched");
-    assert!(
-        theirs["metadata"]["deletionTimestamp"].is_null(),
-        "{theirs:#}"
-    );
+    untouched(&cluster, ns, "theirs");
     assert_eq!(second.evict(&overriding("mine")).await, Ok(()));
     let mine = cluster.get(Some(ns), "pod/mine");
     assert!(
