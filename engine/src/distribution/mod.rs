@@ -1,7 +1,7 @@
 //! Policies as OCI artifacts: `layout` says what a policy artifact is (the
 //! CNCF Wasm layout: its media types, its config and manifest);
 //! `registry` opens a client to a registry (TLS, plain HTTP only when
-//! asked, credentials); `crd` is the `VigilPolicy` resource that names a
+//! asked, credentials) and reads from it within byte caps; `crd` is the `VigilPolicy` resource that names a
 //! policy's artifact and its rollout, and `rollout` decides which version
 //! a node takes; [`pull`] brings an artifact pinned by digest into the
 //! node's content-addressed `store`, after [`signature`] checked it when a

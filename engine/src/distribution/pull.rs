@@ -18,7 +18,7 @@ use super::layout::{
     Claims, MANIFEST_MEDIA_TYPE, PRECOMPILED_LAYER_MEDIA_TYPE, WASM_CONFIG_MEDIA_TYPE,
     WASM_LAYER_MEDIA_TYPE, oci_digest, parse_oci_digest,
 };
-use super::registry::Access;
+use super::registry::{Access, Reader};
 use super::signature::{
     self, SIGNATURE_ANNOTATION, SIMPLE_SIGNING_MEDIA_TYPE, SignatureError, Signed, VerificationKey,
 };
@@ -126,11 +126,11 @@ pub enum PullError {
     /// The agent compiles nothing and has no precompiled artifact to take.
     #[error("not precompiled: {0}")]
     NotPrecompiled(String),
-    /// The layer is larger than the cap.
-    #[error("oversized: the layer declares {declared} bytes, over the cap of {cap}")]
+    /// A layer, manifest or signature is larger than its cap.
+    #[error("oversized: {what}, over the cap of {cap} bytes")]
     Oversized {
-        /// Its declared size.
-        declared: u64,
+        /// What it is and how large it says or turned out to be.
+        what: String,
         /// The cap.
         cap: u64,
     },
@@ -350,7 +350,7 @@ pub(crate) fn layer(
         .map_err(|_| PullError::Layout(format!("the layer's size {} is negative", layer.size)))?;
     if size > cap {
         return Err(PullError::Oversized {
-            declared: size,
+            what: format!("the layer declares {size} bytes"),
             cap,
         });
     }
@@ -436,15 +436,15 @@ pub fn verified_components(store: &BlobStore, key: &VerificationKey) -> HashSet<
 }
 
 /// The most a signature payload may hold.
-const MAX_PAYLOAD_BYTES: i64 = 64 * 1024;
+const MAX_PAYLOAD_BYTES: u64 = 64 * 1024;
+
+/// The most signatures read beside one artifact: cosign adds a layer to
+/// the signature manifest for each signing.
+const MAX_SIGNATURES: usize = 32;
 
 /// The signatures stored for `pinned` under cosign's tag in its
 /// repository; none if the tag does not exist.
-async fn signatures(
-    client: &oci_client::Client,
-    auth: &oci_client::secrets::RegistryAuth,
-    pinned: &Pinned,
-) -> Result<Vec<Signed>, PullError> {
+async fn signatures(reader: &Reader, pinned: &Pinned) -> Result<Vec<Signed>, PullError> {
     let reference = Reference::with_tag(
         pinned.reference.registry().to_owned(),
         pinned.reference.repository().to_owned(),
@@ -454,31 +454,32 @@ async fn signatures(
         MANIFEST_MEDIA_TYPE,
         "application/vnd.docker.distribution.manifest.v2+json",
     ];
-    let manifest = match client.pull_manifest_raw(&reference, auth, &accepted).await {
-        Ok((manifest, _)) => manifest,
-        Err(error) => {
-            return match PullError::from(error) {
-                PullError::NotFound(_) => Ok(Vec::new()),
-                other => Err(other),
-            };
-        }
+    let cap = MAX_MANIFEST_BYTES;
+    let Some(manifest) = reader.manifest(&reference, &accepted, cap).await? else {
+        return Ok(Vec::new());
     };
     let manifest: oci_client::manifest::OciImageManifest = serde_json::from_slice(&manifest)
         .map_err(|e| PullError::Layout(format!("the signature manifest does not parse: {e}")))?;
+    let signed_layers = (manifest.layers.iter())
+        .filter_map(|layer| {
+            let annotation = layer.annotations.as_ref()?.get(SIGNATURE_ANNOTATION)?;
+            (layer.media_type == SIMPLE_SIGNING_MEDIA_TYPE).then_some((layer, annotation))
+        })
+        .collect::<Vec<_>>();
+    if signed_layers.len() > MAX_SIGNATURES {
+        return Err(PullError::Layout(format!(
+            "{} signatures beside the artifact, over the {MAX_SIGNATURES} the agent reads",
+            signed_layers.len()
+        )));
+    }
     let mut signed = Vec::new();
-    for layer in &manifest.layers {
-        let annotation = layer
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(SIGNATURE_ANNOTATION));
-        let Some(signature) = annotation else {
-            continue;
+    for (layer, signature) in signed_layers {
+        let payload = match reader.blob(&reference, layer, MAX_PAYLOAD_BYTES).await {
+            Ok(payload) => payload,
+            // A payload too large to be a cosign claim is no signature.
+            Err(PullError::Oversized { .. }) => continue,
+            Err(error) => return Err(error),
         };
-        if layer.media_type != SIMPLE_SIGNING_MEDIA_TYPE || layer.size > MAX_PAYLOAD_BYTES {
-            continue;
-        }
-        let mut payload = Vec::new();
-        client.pull_blob(&reference, layer, &mut payload).await?;
         signed.push(Signed {
             payload: base64::engine::general_purpose::STANDARD.encode(payload),
             signature: signature.clone(),
@@ -499,8 +500,8 @@ pub(crate) async fn verify_signed(
     access: &Access,
     key: &VerificationKey,
 ) -> Result<(), PullError> {
-    let (client, auth) = access.client(&pinned.reference);
-    let signed = signatures(&client, &auth, pinned).await?;
+    let reader = access.reader(&pinned.reference)?;
+    let signed = signatures(&reader, pinned).await?;
     signature::verify(key, &pinned.manifest, &signed)?;
     Ok(())
 }
@@ -524,11 +525,18 @@ pub async fn pull(
     if let Some(pulled) = held(store, pinned, cap, key, expect) {
         return Ok(pulled);
     }
-    let (client, auth) = access.client(&pinned.reference);
-    let (manifest, _) = client
-        .pull_manifest_raw(&pinned.reference, &auth, &[MANIFEST_MEDIA_TYPE])
-        .await?;
-    if manifest.len() as u64 > MAX_MANIFEST_BYTES || Digest::of(&manifest) != pinned.manifest {
+    let reader = access.reader(&pinned.reference)?;
+    let manifest = reader
+        .manifest(
+            &pinned.reference,
+            &[MANIFEST_MEDIA_TYPE],
+            MAX_MANIFEST_BYTES,
+        )
+        .await?
+        .ok_or_else(|| {
+            PullError::NotFound(format!("no manifest {}", oci_digest(&pinned.manifest)))
+        })?;
+    if Digest::of(&manifest) != pinned.manifest {
         return Err(PullError::Tampered(format!(
             "the manifest served is not {}",
             oci_digest(&pinned.manifest)
@@ -537,7 +545,7 @@ pub async fn pull(
     let (layer, size) = layer(&manifest, expect, cap)?;
     let signed = match key {
         Some(key) => {
-            let signed = signatures(&client, &auth, pinned).await?;
+            let signed = signatures(&reader, pinned).await?;
             signature::verify(key, &pinned.manifest, &signed)?;
             Some(signed)
         }
@@ -553,7 +561,7 @@ pub async fn pull(
         size: i64::try_from(size).unwrap_or(i64::MAX),
         ..OciDescriptor::default()
     };
-    let mut stream = client
+    let mut stream = (reader.oci())
         .pull_blob_stream(&pinned.reference, &descriptor)
         .await?;
     if stream.content_length.is_some_and(|length| length > size) {

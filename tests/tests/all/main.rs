@@ -11,6 +11,7 @@ mod fleet;
 mod languages;
 mod lifecycle;
 mod parsers;
+mod registry_limits;
 mod reload;
 mod runner;
 mod scopes;
