@@ -130,7 +130,10 @@ def daemonset_template(base, compiling, version):
         "nodeSelector": spec["nodeSelector"],
         "tolerations": spec["tolerations"],
         "extraArgs": [],
-        "keys": {"nativeCodeSecret": volumes["native-code-key"]["secret"]["secretName"]},
+        "keys": {
+            "verificationSecret": volumes["verification-key"]["secret"]["secretName"],
+            "nativeCodeSecret": volumes["native-code-key"]["secret"]["secretName"],
+        },
         "components": {
             "compileOnNode": {"enabled": False, "resources": changed["resources"]},
             "prometheus": {"enabled": False},
@@ -141,6 +144,7 @@ def daemonset_template(base, compiling, version):
         container["image"] = "__IMAGE__"
     volumes["nodefs"]["hostPath"]["path"] = "__NODEFS__"
     volumes["imagefs"]["hostPath"]["path"] = "__IMAGEFS__"
+    volumes["verification-key"]["secret"]["secretName"] = "__VERIFICATION_SECRET__"
     volumes["native-code-key"]["secret"]["secretName"] = "__NATIVE_CODE_SECRET__"
     spec["nodeSelector"] = "__NODE_SELECTOR__"
     spec["tolerations"] = "__TOLERATIONS__"
@@ -154,6 +158,7 @@ def daemonset_template(base, compiling, version):
         "__IMAGE__": '{{ include "vigil.image" . }}',
         "__NODEFS__": "{{ .Values.runtime.nodefs }}",
         "__IMAGEFS__": "{{ .Values.runtime.imagefs }}",
+        "__VERIFICATION_SECRET__": "{{ .Values.keys.verificationSecret }}",
         "__NATIVE_CODE_SECRET__": "{{ .Values.keys.nativeCodeSecret }}",
     }.items():
         text = text.replace(token, value)
@@ -229,6 +234,8 @@ SCHEMA = {
             "type": "object",
             "additionalProperties": False,
             "properties": {
+                "verificationSecret": {"type": "string", "minLength": 1,
+                                       "description": "The Secret holding cosign.pub, the key policies from a registry are signed by; without it, only VigilPolicies that say allowUnsigned: true are pulled"},
                 "nativeCodeSecret": {"type": "string", "minLength": 1,
                                      "description": "The Secret holding cosign.pub, the key precompiled policies are signed by"},
             },

@@ -41,7 +41,9 @@ pub(super) struct AgentArgs {
     #[arg(long, value_name = "FILE")]
     registry_ca: Option<PathBuf>,
     /// A cosign public key (PEM, `cosign.pub`; mount it from a Secret): then a policy from a
-    /// registry runs only if a cosign signature under this key covers its digest.
+    /// registry runs only if a cosign signature under this key covers its digest. Without a key
+    /// (no flag, or no file at this path: the optional Secret is absent), a registry version
+    /// runs only if its VigilPolicy says `allowUnsigned: true`.
     #[arg(long, value_name = "FILE")]
     verification_key: Option<PathBuf>,
     /// Whether this node compiles policies: `never` loads only precompiled artifacts signed
@@ -190,11 +192,10 @@ impl AgentArgs {
             .node_name
             .filter(|n| !n.is_empty())
             .context("the node name is required: pass --node-name or set $NODE_NAME (the DaemonSet sets it from spec.nodeName)")?;
-        let verification_key = self
-            .verification_key
-            .as_deref()
-            .map(|path| read_key("--verification-key", path))
-            .transpose()?;
+        let verification_key = match self.verification_key.as_deref() {
+            Some(path) => read_verification_key(path)?,
+            None => None,
+        };
         let native_code_key = match self.native_code_key.as_deref() {
             Some(path) => read_native_code_key(path)?,
             None => None,
@@ -266,6 +267,17 @@ impl AgentArgs {
     }
 }
 
+/// The verification key at `path`; none if no file is there (the
+/// DaemonSet mounts it from an optional Secret), which refuses every
+/// registry version whose policy does not say `allowUnsigned`.
+fn read_verification_key(path: &Path) -> anyhow::Result<Option<VerificationKey>> {
+    if !path.exists() {
+        tracing::warn!(path = %path.display(), "no verification key there: only VigilPolicies that say allowUnsigned: true are pulled");
+        return Ok(None);
+    }
+    read_key("--verification-key", path).map(Some)
+}
+
 /// The native-code key at `path`; none if no file is there (the
 /// DaemonSet mounts it from an optional Secret), which refuses every
 /// precompiled artifact.
@@ -295,7 +307,7 @@ mod tests {
     use clap::Parser;
 
     #[test]
-    fn the_native_code_key_may_be_absent_but_never_the_component_key() {
+    fn either_key_may_be_absent_but_the_native_code_key_is_never_the_component_key() {
         use ring::signature::{ECDSA_P256_SHA256_ASN1_SIGNING, EcdsaKeyPair, KeyPair};
         let rng = ring::rand::SystemRandom::new();
         let pkcs8 = EcdsaKeyPair::generate_pkcs8(&ECDSA_P256_SHA256_ASN1_SIGNING, &rng).unwrap();
@@ -308,13 +320,13 @@ mod tests {
             VerificationKey::pem_of_point(pair.public_key().as_ref()),
         )
         .unwrap();
-        let config = |native: &std::path::Path| {
+        let config = |component: &std::path::Path, native: &std::path::Path| {
             let cli = Cli::try_parse_from([
                 "vigil".as_ref(),
                 "agent".as_ref(),
                 "--node-name=n1".as_ref(),
                 "--verification-key".as_ref(),
-                key.as_os_str(),
+                component.as_os_str(),
                 "--native-code-key".as_ref(),
                 native.as_os_str(),
             ])
@@ -324,11 +336,24 @@ mod tests {
             };
             args.into_config()
         };
-        // The optional Secret is not there: the agent runs, refusing
-        // every precompiled artifact.
-        let absent = config(&dir.path().join("absent.pub")).unwrap();
-        assert!(absent.native_code_key.is_none() && absent.verification_key.is_some());
-        let error = config(&key).unwrap_err();
+        // An optional Secret is not there: the agent runs, refusing every
+        // precompiled artifact, or every unsigned version not allowed.
+        let absent = dir.path().join("absent.pub");
+        let native_absent = config(&key, &absent).unwrap();
+        assert!(native_absent.native_code_key.is_none());
+        assert!(native_absent.verification_key.is_some());
+        let component_absent = config(&absent, &key).unwrap();
+        assert!(component_absent.verification_key.is_none());
+        assert!(component_absent.native_code_key.is_some());
+        // A key that is there but not a key stops the agent with why.
+        let garbage = dir.path().join("garbage.pub");
+        std::fs::write(&garbage, "not a key").unwrap();
+        let error = config(&garbage, &absent).unwrap_err();
+        assert!(
+            format!("{error:#}").contains("--verification-key"),
+            "{error:#}"
+        );
+        let error = config(&key, &key).unwrap_err();
         assert!(
             format!("{error:#}").contains("native code needs a key of its own"),
             "{error:#}"

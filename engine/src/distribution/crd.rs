@@ -119,6 +119,12 @@ pub struct OciSource {
     /// Plain HTTP to this registry (never a silent downgrade from TLS).
     #[serde(default)]
     pub insecure: bool,
+    /// Take its versions unsigned on nodes without a verification key
+    /// (`--verification-key`); without it, such a node refuses them. A
+    /// node with a key takes only versions signed under it, whatever this
+    /// says: the key is the DaemonSet's, not the policy's.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub allow_unsigned: bool,
 }
 
 /// A Secret by name, in vigil's namespace.

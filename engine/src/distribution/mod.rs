@@ -5,7 +5,7 @@
 //! policy's artifact and its rollout, and `rollout` decides which version
 //! a node takes; [`pull`] brings an artifact pinned by digest into the
 //! node's content-addressed `store`, after [`signature`] checked it when a
-//! key is configured. The author's `vigil policy push`
+//! key is configured; `failure` says why a pull failed, as one kind each. The author's `vigil policy push`
 //! publishes with the first two; the agent pulls with the rest.
 
 // kube's `KubeSchema` derive adds a copy of each type for its schema, which
@@ -13,6 +13,7 @@
 #[allow(unreachable_pub)]
 pub(crate) mod crd;
 pub(crate) mod credentials;
+pub(crate) mod failure;
 pub(crate) mod layout;
 pub(crate) mod plan;
 pub(crate) mod pull;

@@ -14,25 +14,25 @@
 //! node's engine, and a signature under the native-code key must cover it,
 //! all before its native code is read.
 
+pub use super::failure::PullError;
 use super::layout::{
     Claims, MANIFEST_MEDIA_TYPE, PRECOMPILED_LAYER_MEDIA_TYPE, WASM_CONFIG_MEDIA_TYPE,
     WASM_LAYER_MEDIA_TYPE, oci_digest, parse_oci_digest,
 };
 use super::registry::{Access, Reader};
 use super::signature::{
-    self, SIGNATURE_ANNOTATION, SIMPLE_SIGNING_MEDIA_TYPE, SignatureError, Signed, VerificationKey,
+    self, SIGNATURE_ANNOTATION, SIMPLE_SIGNING_MEDIA_TYPE, Signed, VerificationKey,
 };
-use super::store::{BlobStore, StoreError};
+use super::store::BlobStore;
 use crate::base::digest::Digest;
 use base64::Engine as _;
 use futures::StreamExt;
 use oci_client::Reference;
-use oci_client::errors::{DigestError, OciDistributionError, OciErrorCode};
+use oci_client::errors::DigestError;
 use oci_client::manifest::OciDescriptor;
 use serde::Deserialize;
 use std::collections::{BTreeMap, HashSet};
 use std::path::PathBuf;
-use thiserror::Error;
 
 /// The layer media type of the older `wasm-to-oci` layout, still accepted.
 pub const LEGACY_WASM_LAYER_MEDIA_TYPE: &str = "application/vnd.wasm.content.layer.v1+wasm";
@@ -85,186 +85,6 @@ impl Pinned {
             self.reference.registry(),
             self.reference.repository()
         )
-    }
-}
-
-/// Why a pull failed; [`PullError::reason`] names the kind for statuses
-/// and metrics.
-#[derive(Debug, Error)]
-pub enum PullError {
-    /// The reference does not parse or is not pinned.
-    #[error("bad reference: {0}")]
-    Reference(String),
-    /// The credentials named for the registry cannot be read.
-    #[error("no credentials: {0}")]
-    Credentials(String),
-    /// The registry wants credentials it was not given, or refused them.
-    #[error("unauthorized: {0}")]
-    Unauthorized(String),
-    /// The registry has no such manifest or blob.
-    #[error("not found: {0}")]
-    NotFound(String),
-    /// The registry could not be reached or failed.
-    #[error("registry unavailable: {0}")]
-    Unavailable(String),
-    /// What arrived is not what the digest pins.
-    #[error("tampered: {0}")]
-    Tampered(String),
-    /// The manifest is not a policy artifact's.
-    #[error("not a policy artifact: {0}")]
-    Layout(String),
-    /// No signature under the verification key covers the artifact.
-    #[error("not signed: {0}")]
-    Signature(#[from] SignatureError),
-    /// A precompiled artifact made from another component.
-    #[error("another component's: {0}")]
-    OtherComponent(String),
-    /// A precompiled artifact made for another engine (target, CPU
-    /// baseline, vigil build).
-    #[error("incompatible: {0}")]
-    Incompatible(String),
-    /// The agent compiles nothing and has no precompiled artifact to take.
-    #[error("not precompiled: {0}")]
-    NotPrecompiled(String),
-    /// A layer, manifest or signature is larger than its cap.
-    #[error("oversized: {what}, over the cap of {cap} bytes")]
-    Oversized {
-        /// What it is and how large it says or turned out to be.
-        what: String,
-        /// The cap.
-        cap: u64,
-    },
-    /// The store could not be written.
-    #[error("cannot store it: {0}")]
-    Store(#[source] std::io::Error),
-}
-
-impl PullError {
-    /// The kind, as a metric label and a status reason.
-    pub fn reason(&self) -> PullReason {
-        match self {
-            Self::Reference(_) => PullReason::Reference,
-            Self::Credentials(_) => PullReason::Credentials,
-            Self::Unauthorized(_) => PullReason::Unauthorized,
-            Self::NotFound(_) => PullReason::NotFound,
-            Self::Unavailable(_) => PullReason::Unavailable,
-            Self::Tampered(_) => PullReason::Tampered,
-            Self::Layout(_) => PullReason::Layout,
-            Self::OtherComponent(_) => PullReason::OtherComponent,
-            Self::Incompatible(_) => PullReason::Incompatible,
-            Self::NotPrecompiled(_) => PullReason::NotPrecompiled,
-            Self::Oversized { .. } => PullReason::Oversized,
-            Self::Signature(_) => PullReason::Signature,
-            Self::Store(_) => PullReason::Store,
-        }
-    }
-}
-
-/// Why a pull failed, as a metric label and a status reason show it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum PullReason {
-    /// `reference`: not a pinned reference.
-    Reference,
-    /// `credentials`: the pull Secret gives none.
-    Credentials,
-    /// `unauthorized`: the registry refused the credentials, or wants some.
-    Unauthorized,
-    /// `not-found`: no such manifest or blob.
-    NotFound,
-    /// `unavailable`: the registry could not be reached or failed.
-    Unavailable,
-    /// `tampered`: what arrived is not what the digest pins.
-    Tampered,
-    /// `layout`: not a policy artifact.
-    Layout,
-    /// `other-component`: a precompiled artifact of another component.
-    OtherComponent,
-    /// `incompatible`: a precompiled artifact for another engine.
-    Incompatible,
-    /// `not-precompiled`: nothing precompiled, and the host compiles nothing.
-    NotPrecompiled,
-    /// `oversized`: over the cap.
-    Oversized,
-    /// `signature`: no signature under the key covers it.
-    Signature,
-    /// `store`: the store could not be written.
-    Store,
-}
-
-impl PullReason {
-    /// As metrics and status objects show it.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Reference => "reference",
-            Self::Credentials => "credentials",
-            Self::Unauthorized => "unauthorized",
-            Self::NotFound => "not-found",
-            Self::Unavailable => "unavailable",
-            Self::Tampered => "tampered",
-            Self::Layout => "layout",
-            Self::OtherComponent => "other-component",
-            Self::Incompatible => "incompatible",
-            Self::NotPrecompiled => "not-precompiled",
-            Self::Oversized => "oversized",
-            Self::Signature => "signature",
-            Self::Store => "store",
-        }
-    }
-
-    /// Whether the registry's credentials may have changed under this
-    /// failure, so the pull Secret is read again before the next try.
-    pub fn refreshes_credentials(self) -> bool {
-        matches!(self, Self::Credentials | Self::Unauthorized)
-    }
-}
-
-impl From<OciDistributionError> for PullError {
-    fn from(error: OciDistributionError) -> Self {
-        let text = error.to_string();
-        match &error {
-            OciDistributionError::AuthenticationFailure(_)
-            | OciDistributionError::UnauthorizedError { .. } => Self::Unauthorized(text),
-            OciDistributionError::RegistryError { envelope, .. } => {
-                let codes = || envelope.errors.iter().map(|e| &e.code);
-                if codes().any(|c| matches!(c, OciErrorCode::Unauthorized | OciErrorCode::Denied)) {
-                    Self::Unauthorized(text)
-                } else if codes().any(|c| {
-                    matches!(
-                        c,
-                        OciErrorCode::ManifestUnknown
-                            | OciErrorCode::BlobUnknown
-                            | OciErrorCode::NameUnknown
-                            | OciErrorCode::NotFound
-                    )
-                }) {
-                    Self::NotFound(text)
-                } else {
-                    Self::Unavailable(text)
-                }
-            }
-            OciDistributionError::ServerError {
-                code: 401 | 403, ..
-            } => Self::Unauthorized(text),
-            OciDistributionError::ServerError { code: 404, .. }
-            | OciDistributionError::ImageManifestNotFoundError(_) => Self::NotFound(text),
-            OciDistributionError::DigestError(_) => Self::Tampered(text),
-            OciDistributionError::UnsupportedMediaTypeError(_)
-            | OciDistributionError::UnsupportedSchemaVersionError(_)
-            | OciDistributionError::VersionedParsingError(_)
-            | OciDistributionError::ManifestParsingError(_) => Self::Layout(text),
-            _ => Self::Unavailable(text),
-        }
-    }
-}
-
-impl From<StoreError> for PullError {
-    fn from(error: StoreError) -> Self {
-        match error {
-            StoreError::Oversized { .. } | StoreError::Mismatch { .. } => {
-                Self::Tampered(error.to_string())
-            }
-            StoreError::Io(e) => Self::Store(e),
-        }
     }
 }
 
@@ -506,6 +326,51 @@ pub(crate) async fn verify_signed(
     Ok(())
 }
 
+/// Streams the layer `layer` of `size` bytes, an artifact as `expect`
+/// says, from `reference`'s repository into `store`, counted and
+/// digest-checked; answers where the store keeps it.
+async fn store_layer(
+    reader: &Reader,
+    reference: &Reference,
+    expect: Expect<'_>,
+    layer: Digest,
+    size: u64,
+    store: &BlobStore,
+) -> Result<PathBuf, PullError> {
+    let descriptor = OciDescriptor {
+        media_type: match expect {
+            Expect::Component => WASM_LAYER_MEDIA_TYPE,
+            Expect::Precompiled(_) => PRECOMPILED_LAYER_MEDIA_TYPE,
+        }
+        .to_owned(),
+        digest: oci_digest(&layer),
+        size: i64::try_from(size).unwrap_or(i64::MAX),
+        ..OciDescriptor::default()
+    };
+    let mut stream = (reader.oci())
+        .pull_blob_stream(reference, &descriptor)
+        .await?;
+    if stream.content_length.is_some_and(|length| length > size) {
+        return Err(PullError::Tampered(format!(
+            "the registry sends {} bytes for a layer of {size}",
+            stream.content_length.unwrap_or_default()
+        )));
+    }
+    let mut writer = store.writer(layer, size).map_err(PullError::Store)?;
+    while let Some(chunk) = stream.next().await {
+        // The client checks the digest too, and says so at the stream's end.
+        let chunk = chunk.map_err(|e| {
+            if e.get_ref().is_some_and(|inner| inner.is::<DigestError>()) {
+                PullError::Tampered(e.to_string())
+            } else {
+                PullError::Unavailable(e.to_string())
+            }
+        })?;
+        writer.write(&chunk)?;
+    }
+    Ok(writer.finish()?)
+}
+
 /// Pulls `pinned`, an artifact as `expect` says, into `store` (see the
 /// module's docs), refusing a layer of more than `cap` bytes and, with
 /// `key`, one no signature under it covers.
@@ -551,38 +416,7 @@ pub async fn pull(
         }
         None => None,
     };
-    let descriptor = OciDescriptor {
-        media_type: match expect {
-            Expect::Component => WASM_LAYER_MEDIA_TYPE,
-            Expect::Precompiled(_) => PRECOMPILED_LAYER_MEDIA_TYPE,
-        }
-        .to_owned(),
-        digest: oci_digest(&layer),
-        size: i64::try_from(size).unwrap_or(i64::MAX),
-        ..OciDescriptor::default()
-    };
-    let mut stream = (reader.oci())
-        .pull_blob_stream(&pinned.reference, &descriptor)
-        .await?;
-    if stream.content_length.is_some_and(|length| length > size) {
-        return Err(PullError::Tampered(format!(
-            "the registry sends {} bytes for a layer of {size}",
-            stream.content_length.unwrap_or_default()
-        )));
-    }
-    let mut writer = store.writer(layer, size).map_err(PullError::Store)?;
-    while let Some(chunk) = stream.next().await {
-        // The client checks the digest too, and says so at the stream's end.
-        let chunk = chunk.map_err(|e| {
-            if e.get_ref().is_some_and(|inner| inner.is::<DigestError>()) {
-                PullError::Tampered(e.to_string())
-            } else {
-                PullError::Unavailable(e.to_string())
-            }
-        })?;
-        writer.write(&chunk)?;
-    }
-    let path = writer.finish()?;
+    let path = store_layer(&reader, &pinned.reference, expect, layer, size, store).await?;
     if let Some(signed) = &signed {
         store
             .save_signatures(&pinned.manifest, signed)
@@ -601,6 +435,7 @@ pub async fn pull(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::distribution::failure::PullReason;
     use serde_json::json;
 
     fn manifest(config: &str, layers: &[(&str, u64)]) -> Vec<u8> {

@@ -11,7 +11,7 @@
 //! ([`READ_TIMEOUT`]), so a registry that streams without end, or slowly,
 //! costs the node at most a cap's worth of memory and a bounded wait.
 
-use super::pull::PullError;
+use super::failure::PullError;
 use futures::StreamExt;
 use oci_client::client::{Certificate, CertificateEncoding, ClientConfig, ClientProtocol};
 use oci_client::manifest::OciDescriptor;

@@ -99,6 +99,7 @@ mod tests {
                     reference: NEW.into(),
                     pull_secret_ref: None,
                     insecure: false,
+                    allow_unsigned: false,
                 },
             },
             rollout: Some(Rollout {

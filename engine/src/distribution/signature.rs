@@ -43,6 +43,13 @@ pub enum SignatureError {
     /// The verification key is not a PEM P-256 public key.
     #[error("the verification key is not a PEM ECDSA P-256 public key (cosign.pub): {0}")]
     Key(String),
+    /// The node has no verification key, and the policy does not take
+    /// unsigned versions.
+    #[error(
+        "unsigned versions are refused: this node has no verification key (--verification-key) \
+         and the VigilPolicy does not say allowUnsigned: true"
+    )]
+    NoKey,
     /// No signature is stored for the digest.
     #[error("no signature of {0} (its sha256-….sig tag is missing)")]
     Missing(String),

@@ -317,6 +317,11 @@ pub struct PullView {
     pub state: String,
     /// Since when it is in this state.
     pub since: Time,
+    /// Once pulled: `verified` (a signature under the node's verification
+    /// key covers it) or `unsigned` (the node has no key, and the policy
+    /// says `allowUnsigned: true`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signature: Option<String>,
     /// Why the last pull failed: `unauthorized`, `credentials`,
     /// `not-found`, `unavailable`, `tampered`, `layout`, `oversized`,
     /// `signature`, `reference` or `store`; for the version's precompiled

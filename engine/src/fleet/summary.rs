@@ -1,6 +1,7 @@
 //! How far one policy has rolled out, from its `VigilPolicyStatus` objects
 //! (one per node): the nodes per version, stage (`newest`, `previous`,
-//! `shadow`, or `-` for a file or built-in) and state; the agreement of
+//! `shadow`, or `-` for a file or built-in), signature (`verified`,
+//! `unsigned`, or `-`) and state; the agreement of
 //! its version in shadow; the nodes where something failed, with why.
 //! What `vigil status POLICY` prints.
 
@@ -8,8 +9,8 @@ use super::kinds::VigilPolicyStatus;
 use std::collections::BTreeMap;
 use std::fmt::{self, Write as _};
 
-/// A version, a stage and a state.
-type Row = (String, String, String);
+/// A version, a stage, a signature and a state.
+type Row = (String, String, String, String);
 
 /// The agreement of one version in shadow, over the nodes that compare it.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -31,7 +32,7 @@ pub(crate) struct Summary {
     pub policy: String,
     /// Nodes that report it.
     pub nodes: usize,
-    /// Nodes by version, stage and state; a node in shadow counts twice:
+    /// Nodes by version, stage, signature and state; a node in shadow counts twice:
     /// for what it serves and for what it runs in shadow.
     pub rows: BTreeMap<Row, usize>,
     /// The versions in shadow.
@@ -50,15 +51,18 @@ impl Summary {
         for object in statuses.iter().filter(|o| o.spec.policy == policy) {
             summary.nodes += 1;
             let Some(status) = &object.status else {
-                let row = ("-".into(), "-".into(), "NoStatus".into());
+                let row = ("-".into(), "-".into(), "-".into(), "NoStatus".into());
                 *summary.rows.entry(row).or_default() += 1;
                 continue;
             };
             let node = &object.spec.node;
             let version = status.version.clone().unwrap_or_else(|| "-".into());
-            let stage = (status.pull.as_ref()).map_or_else(|| "-".into(), |p| p.stage.clone());
+            let pulled = status.pull.as_ref();
+            let stage = pulled.map_or_else(|| "-".into(), |p| p.stage.clone());
+            let signature =
+                (pulled.and_then(|p| p.signature.clone())).unwrap_or_else(|| "-".into());
             *(summary.rows)
-                .entry((version, stage, status.state.clone()))
+                .entry((version, stage, signature, status.state.clone()))
                 .or_default() += 1;
             let pull = status.pull.as_ref().filter(|p| p.state == "PullFailed");
             if let Some(pull) = pull {
@@ -72,7 +76,12 @@ impl Summary {
             }
             if let Some(shadow) = &status.shadow {
                 let version = shadow.version.clone().unwrap_or_else(|| "-".into());
-                let row = (version.clone(), "shadow".into(), shadow.state.clone());
+                let row = (
+                    version.clone(),
+                    "shadow".into(),
+                    "-".into(),
+                    shadow.state.clone(),
+                );
                 *summary.rows.entry(row).or_default() += 1;
                 if shadow.state == "Comparing" || shadow.state == "Rejected" {
                     let agreement = summary.shadow.entry(version).or_default();
@@ -109,11 +118,14 @@ impl fmt::Display for Summary {
         let mut table = String::new();
         writeln!(
             table,
-            "{:<14} {:<9} {:<11} {:>6}",
-            "VERSION", "STAGE", "STATE", "NODES"
+            "{:<14} {:<9} {:<9} {:<11} {:>6}",
+            "VERSION", "STAGE", "SIGNED", "STATE", "NODES"
         )?;
-        for ((version, stage, state), nodes) in &self.rows {
-            writeln!(table, "{version:<14} {stage:<9} {state:<11} {nodes:>6}")?;
+        for ((version, stage, signature, state), nodes) in &self.rows {
+            writeln!(
+                table,
+                "{version:<14} {stage:<9} {signature:<9} {state:<11} {nodes:>6}"
+            )?;
         }
         f.write_str(&table)?;
         for (version, a) in &self.shadow {

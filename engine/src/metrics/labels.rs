@@ -2,7 +2,7 @@
 //! enums (a label value is never a string literal at its call site).
 
 use crate::config::assignment::Update;
-use crate::distribution::pull::PullReason;
+use crate::distribution::failure::PullReason;
 use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue, LabelValueEncoder};
 use std::fmt::Write as _;
 

@@ -274,7 +274,7 @@ fn the_dashboard_queries_parse_and_name_only_exported_metrics() {
 
 #[test]
 fn outcomes_are_labelled_as_the_docs_name_them() {
-    use crate::distribution::pull::PullReason;
+    use crate::distribution::failure::PullReason;
     let m = Arc::new(Metrics::default());
     m.policy_pulled(PullResult::Held, 0);
     m.policy_pulled(PullResult::Failed(PullReason::NotFound), 0);

@@ -21,12 +21,24 @@ const POLICY: &str = "c-sorter";
 /// comes first; the built-in sorter puts the guarded pod, the larger, first.
 const CONFIG: &str = "{skipLabels: [app]}";
 
-/// A fresh native-code key pair (PKCS#8 P-256, as `vigil policy sign`
-/// takes): the private key, and the public key the DaemonSet's Secret holds.
-pub fn native_code_keys() -> (PathBuf, PathBuf) {
+/// The two key pairs the DaemonSet's Secrets hold the public halves of
+/// (PKCS#8 P-256, as `vigil policy sign` takes): the private key and the
+/// public key of each.
+pub struct Keys {
+    /// Components from a registry are signed with it.
+    pub component: (PathBuf, PathBuf),
+    /// Precompiled artifacts (native code) are signed with it.
+    pub native: (PathBuf, PathBuf),
+}
+
+/// Fresh keys for a run.
+pub fn keys() -> Keys {
     let dir = root().join("target/vigil-node/keys");
     std::fs::create_dir_all(&dir).expect("the keys' folder");
-    key_pair(&dir, "native")
+    Keys {
+        component: key_pair(&dir, "component"),
+        native: key_pair(&dir, "native"),
+    }
 }
 
 /// Runs the image's `vigil` with `args`; returns its stdout.
@@ -39,12 +51,11 @@ fn vigil(binary: &Path, args: &[&str]) -> String {
 }
 
 /// Publishes the sorter, names it, and checks the next episode.
-pub fn sorter_from_registry(cluster: &Upstream, workloads: &Workloads, key: &Path, binary: &Path) {
+pub fn sorter_from_registry(cluster: &Upstream, workloads: &Workloads, keys: &Keys, binary: &Path) {
     let agent = agent_pod(cluster);
     let component = root().join(format!("examples/policies/{POLICY}/{POLICY}.wasm"));
     let component = component.to_str().expect("UTF-8");
     let repository = format!("{}/vigil/{POLICY}", cluster.registry());
-    let key = key.to_str().expect("UTF-8");
 
     let pushed = vigil(
         binary,
@@ -70,7 +81,11 @@ pub fn sorter_from_registry(cluster: &Upstream, workloads: &Workloads, key: &Pat
     );
     let artifact = published(&precompiled);
     let engine_key = printed(&precompiled, "engineKey:");
-    for signed in [&reference, &artifact] {
+    // Each under its own key: the component under the verification key,
+    // the native code under the native-code key (the DaemonSet verifies
+    // both before a byte of either is read).
+    for (signed, (key, _)) in [(&reference, &keys.component), (&artifact, &keys.native)] {
+        let key = key.to_str().expect("UTF-8");
         run(Command::new(binary).args(["policy", "sign", signed, "--key", key, "--insecure"]));
     }
     cluster.apply(&format!(
@@ -80,7 +95,7 @@ pub fn sorter_from_registry(cluster: &Upstream, workloads: &Workloads, key: &Pat
     // What serves is named by its component's digest.
     let bytes = std::fs::read(component).expect("the component");
     let digest = vigil::base::digest::Digest::of(&bytes).hex();
-    until(
+    let served = until(
         "the agent serves the sorter from the registry",
         Duration::from_secs(120),
         || {
@@ -94,8 +109,14 @@ pub fn sorter_from_registry(cluster: &Upstream, workloads: &Workloads, key: &Pat
             let statuses: serde_json::Value = serde_json::from_str(&statuses).expect("JSON");
             let status = statuses["items"].as_array()?.first()?.clone();
             let serving = status["status"]["digest"].as_str()?;
-            (serving.trim_start_matches("sha256:") == digest).then_some(())
+            (serving.trim_start_matches("sha256:") == digest).then_some(status)
         },
+    );
+    // Taken because its signature verified (the install's default: no
+    // unsigned version without the policy's allowUnsigned).
+    assert_eq!(
+        served["status"]["pull"]["signature"], "verified",
+        "{served:#}"
     );
 
     let sorter = Sorter {

@@ -4,6 +4,7 @@
 //! containerd keep their data (under the cluster's directory) — and nothing
 //! else; then the agent as the DaemonSet runs it.
 
+use super::hot_swap::Keys;
 use super::{root, until};
 use serde_json::Value;
 use std::io::{Read, Write};
@@ -98,26 +99,24 @@ pub fn node_patch(cluster: &Upstream) -> String {
     format!("patches:\n  - target: {{kind: DaemonSet, name: vigil}}\n    patch: |-\n{ops}")
 }
 
-/// Installs vigil with `image`, the native-code key `native_code_key`
-/// (the public half) in its Secret first, as docs/operating.md says, and
-/// waits for its DaemonSet to roll out.
-pub fn install(cluster: &Upstream, image: &str, native_code_key: &Path) {
+/// Installs vigil with `image`, the public halves of `keys` in their
+/// Secrets first, as docs/operating.md says, and waits for its DaemonSet
+/// to roll out.
+pub fn install(cluster: &Upstream, image: &str, keys: &Keys) {
     let left = state_files();
     assert!(
         left.is_empty(),
         "{STATE} holds {left:?}: a run before left it; remove it"
     );
     cluster.kubectl_ok(&["create", "namespace", "vigil-system"]);
-    let key = format!("--from-file=cosign.pub={}", native_code_key.display());
-    cluster.kubectl_ok(&[
-        "-n",
-        "vigil-system",
-        "create",
-        "secret",
-        "generic",
-        "vigil-native-code-key",
-        &key,
-    ]);
+    for (secret, (_, public)) in [
+        ("vigil-verification-key", &keys.component),
+        ("vigil-native-code-key", &keys.native),
+    ] {
+        let key = format!("--from-file=cosign.pub={}", public.display());
+        let create = ["create", "secret", "generic", secret, &key];
+        cluster.kubectl_ok(&[&["-n", "vigil-system"][..], &create].concat());
+    }
     let overlay = overlay("overlay", "deploy", image, &node_patch(cluster));
     for (step, output) in cluster.install_steps(&overlay) {
         let stderr = String::from_utf8_lossy(&output.stderr);

@@ -77,10 +77,10 @@ fn phase(period: Duration, run: usize) -> Duration {
 fn vigil_as_shipped_on_a_real_node_evicts_ahead_of_the_kubelet() {
     let layout = image::layout();
     let binary = image::binary(&layout);
-    let (native_key, native_public) = hot_swap::native_code_keys();
+    let keys = hot_swap::keys();
     let mut cluster = Upstream::start_node();
     let images = image::push(&cluster, &layout);
-    install::install(&cluster, &images.first, &native_public);
+    install::install(&cluster, &images.first, &keys);
     install::agent_runs_as_shipped(&cluster);
     pressure::configure(&cluster, None, None);
 
@@ -101,7 +101,7 @@ fn vigil_as_shipped_on_a_real_node_evicts_ahead_of_the_kubelet() {
     pressure::budget_held(&cluster);
     rss::evicts_the_leaker(&cluster, &workloads);
     system_memory::observes_the_node(&cluster, &workloads);
-    hot_swap::sorter_from_registry(&cluster, &workloads, &native_key, &binary);
+    hot_swap::sorter_from_registry(&cluster, &workloads, &keys, &binary);
 
     removal::rolling_update_keeps_state(&cluster, &images.second);
     removal::cleanup_leaves_nothing(&cluster, &images.first);

@@ -53,6 +53,20 @@ impl Links {
         replace_link(&self.dir, &component, &pulled.path)
     }
 
+    /// Removes `name`'s links; answers whether it had a component linked.
+    pub(super) fn unlink(&self, name: &str) -> bool {
+        let (component, manifest) = plan::link_names(name);
+        let removed = std::fs::remove_file(self.dir.join(component)).is_ok();
+        let _ = std::fs::remove_file(self.dir.join(manifest));
+        if removed {
+            tracing::warn!(
+                policy = name,
+                "unlinking an unsigned version its policy no longer takes"
+            );
+        }
+        removed
+    }
+
     /// Removes the links of policies not in `chosen`; answers whether it
     /// removed any.
     pub(super) fn unlink_others<T>(&self, lane: Lane, chosen: &BTreeMap<String, T>) -> bool {

@@ -48,10 +48,10 @@ use crate::base::digest::Digest;
 use crate::cluster::watches::Progress;
 use crate::distribution::crd::VigilPolicy;
 use crate::distribution::layout::oci_digest;
-use crate::distribution::plan::{self, WantedVersion};
+use crate::distribution::plan::{self, Signing, WantedVersion};
 use crate::distribution::pull::{Expect, Pinned, PullError, pull, verified_components};
 use crate::distribution::rollout::Node;
-use crate::distribution::signature::VerificationKey;
+use crate::distribution::signature::{SignatureError, VerificationKey};
 use crate::distribution::store::BlobStore;
 use crate::fleet::kinds::PullView;
 use crate::metrics::{Metrics, PrecompiledResult, PullResult};
@@ -265,8 +265,9 @@ impl Pulls {
     /// which versions are in shadow, if that changed.
     fn report(&mut self) {
         let (now, wall) = (Instant::now(), self.clock.now());
+        let key = self.options.key.is_some();
         let reports: BTreeMap<String, PullView> = (self.serving.plan.states())
-            .filter_map(|(name, state)| Some((name.to_owned(), report(state, now, wall)?)))
+            .filter_map(|(name, state)| Some((name.to_owned(), report(state, key, now, wall)?)))
             .collect();
         let shadows: BTreeMap<String, ShadowPull> = (self.shadow.plan.states())
             .map(|(name, state)| {
@@ -276,7 +277,7 @@ impl Pulls {
                         .then(|| self.shadow.dir.join(plan::link_names(name).0)),
                     reference: state.version.reference.clone(),
                     max_divergence: state.version.max_divergence,
-                    pull: report(state, now, wall),
+                    pull: report(state, key, now, wall),
                 };
                 (name.to_owned(), shadow)
             })
@@ -312,13 +313,17 @@ impl Pulls {
         if !self.lane(lane).plan.due(name, Instant::now()) {
             return false;
         }
+        let key = match Signing::of(source, self.options.key.is_some()) {
+            Signing::Verified => self.options.key.as_ref(),
+            Signing::Unsigned => None,
+            Signing::Refused => return self.refuse_unsigned(lane, name),
+        };
         let pulled = match self
             .registries
             .to(&self.options, source, pinned.registry())
             .await
         {
             Ok(access) => {
-                let key = self.options.key.as_ref();
                 let cap = self.options.cap;
                 pull(&pinned, &access, &self.store, cap, key, Expect::Component).await
             }
@@ -359,6 +364,19 @@ impl Pulls {
         let (now, wall) = (Instant::now(), self.clock.now());
         self.lane(lane).plan.linked(name, now, wall);
         true
+    }
+
+    /// Refuses `name`'s version, unsigned on a node without a key and not
+    /// allowed by its policy: one linked before (by an earlier run, or while
+    /// its policy allowed it) stops serving too. Answers whether the links
+    /// changed.
+    fn refuse_unsigned(&mut self, lane: Lane, name: &str) -> bool {
+        let unlinked = self.lane(lane).unlink(name);
+        let error = PullError::Signature(SignatureError::NoKey);
+        self.metrics
+            .policy_pulled(PullResult::Failed(error.reason()), 0);
+        self.failed(lane, name, &error, error.to_string());
+        unlinked
     }
 
     /// Logs why `name`'s version is not linked (each reason once in a

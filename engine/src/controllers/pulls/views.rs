@@ -2,16 +2,22 @@
 //! how each fares ([`report`]), the shadow controller which versions are
 //! linked for shadow ([`ShadowPull`]).
 
-use crate::distribution::plan::PullState;
+use crate::distribution::plan::{PullState, Signing};
 use crate::fleet::activity::time;
 use crate::fleet::kinds::PullView;
 use std::path::PathBuf;
 use std::time::SystemTime;
 use tokio::time::Instant;
 
-/// What the fleet view shows of one policy's pulls, if a pull was tried;
-/// `now` is `wall` on the wall clock.
-pub(super) fn report(state: &PullState, now: Instant, wall: SystemTime) -> Option<PullView> {
+/// What the fleet view shows of one policy's pulls, if a pull was tried,
+/// on a node with (`key`) or without a verification key; `now` is `wall`
+/// on the wall clock.
+pub(super) fn report(
+    state: &PullState,
+    key: bool,
+    now: Instant,
+    wall: SystemTime,
+) -> Option<PullView> {
     let (status, reason, message, next_retry) = match &state.last_error {
         _ if state.linked => ("Pulled", None, None, None),
         Some((reason, message)) => (
@@ -27,6 +33,7 @@ pub(super) fn report(state: &PullState, now: Instant, wall: SystemTime) -> Optio
         stage: state.version.stage.name().to_owned(),
         state: status.to_owned(),
         since: time(state.since),
+        signature: (state.linked).then(|| Signing::of(&state.version, key).name().to_owned()),
         reason,
         message,
         next_retry,

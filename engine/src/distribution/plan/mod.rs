@@ -12,7 +12,7 @@ pub(crate) mod precompiled;
 pub(crate) mod secrets;
 
 use super::crd::{PrecompiledRef, VigilPolicy};
-use super::pull::PullReason;
+use super::failure::PullReason;
 use super::rollout::{self, Node};
 use crate::base::policy_name::EXTENSION;
 use crate::base::rate::Backoff;
@@ -70,6 +70,42 @@ pub(crate) struct WantedVersion {
     pub precompiled: Vec<PrecompiledRef>,
     /// In shadow: the most divergence allowed, in percent of comparisons.
     pub max_divergence: Option<u8>,
+    /// Its `VigilPolicy` takes it unsigned where no key is configured.
+    pub allow_unsigned: bool,
+}
+
+/// How a version's signature is held, decided before any request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Signing {
+    /// A signature under the node's verification key must cover it.
+    Verified,
+    /// Taken unsigned: the node has no key, and its policy allows it.
+    Unsigned,
+    /// Refused: the node has no key, and its policy does not allow it.
+    Refused,
+}
+
+impl Signing {
+    /// How `version` is held on a node with (`key`) or without a
+    /// verification key: with one, every version must be signed under it
+    /// (a `VigilPolicy` cannot waive the DaemonSet's key); without one, only
+    /// a policy that says `allowUnsigned` is taken.
+    pub(crate) fn of(version: &WantedVersion, key: bool) -> Self {
+        match (key, version.allow_unsigned) {
+            (true, _) => Self::Verified,
+            (false, true) => Self::Unsigned,
+            (false, false) => Self::Refused,
+        }
+    }
+
+    /// As the fleet view shows a linked version: `verified` or `unsigned`.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Self::Verified => "verified",
+            Self::Unsigned => "unsigned",
+            Self::Refused => "refused",
+        }
+    }
 }
 
 /// The versions a node wants, by policy name.
@@ -96,6 +132,7 @@ pub(crate) fn choose(policies: &[Arc<VigilPolicy>], node: Node<'_>) -> Chosen {
             pull_secret: oci.pull_secret_ref.as_ref().map(|r| r.name.clone()),
             precompiled: policy.spec.precompiled.clone(),
             max_divergence: None,
+            allow_unsigned: oci.allow_unsigned,
         };
         if let Some(reference) = rollout::shadow(&name, &policy.spec, node, choice) {
             let mut shadow = version(reference, Stage::Shadow);
@@ -295,7 +332,22 @@ mod tests {
             pull_secret: None,
             precompiled: Vec::new(),
             max_divergence: None,
+            allow_unsigned: false,
         }
+    }
+
+    #[test]
+    fn a_key_holds_every_version_to_it_and_without_one_only_an_allowed_version_is_unsigned() {
+        let signed = version("r@sha256:a");
+        let allowed = WantedVersion {
+            allow_unsigned: true,
+            ..signed.clone()
+        };
+        assert_eq!(Signing::of(&signed, true), Signing::Verified);
+        // The policy cannot waive the DaemonSet's key.
+        assert_eq!(Signing::of(&allowed, true), Signing::Verified);
+        assert_eq!(Signing::of(&allowed, false), Signing::Unsigned);
+        assert_eq!(Signing::of(&signed, false), Signing::Refused);
     }
 
     #[test]

@@ -24,6 +24,7 @@ fn view(state: &str, version: &str, stage: Option<&str>) -> PolicyView {
             stage: stage.into(),
             state: "Pulled".into(),
             since: time(SystemTime::UNIX_EPOCH),
+            signature: Some("verified".into()),
             reason: None,
             message: None,
             next_retry: None,
@@ -81,21 +82,26 @@ fn nodes_are_counted_by_version_stage_and_state_with_the_shadow_agreement_and_th
         message: "wasm trap: unreachable".into(),
     });
     statuses.push(object("n5", "s", rolled));
+    // A node without a verification key takes the old version unsigned.
+    let mut unsigned = view("Active", "old000000000", Some("previous"));
+    (unsigned.pull.as_mut().unwrap()).signature = Some("unsigned".into());
+    statuses.push(object("n6", "s", unsigned));
 
     let summary = Summary::of("s", &statuses);
-    assert_eq!(summary.nodes, 5);
-    let rows: Vec<(&str, &str, &str, usize)> = (summary.rows.iter())
-        .map(|((v, s, t), n)| (v.as_str(), s.as_str(), t.as_str(), *n))
+    assert_eq!(summary.nodes, 6);
+    let rows: Vec<(&str, &str, &str, &str, usize)> = (summary.rows.iter())
+        .map(|((v, s, g, t), n)| (v.as_str(), s.as_str(), g.as_str(), t.as_str(), *n))
         .collect();
     assert_eq!(
         rows,
         [
-            ("new000000000", "newest", "Active", 1),
-            ("new000000000", "newest", "Trial", 1),
-            ("new000000000", "shadow", "Comparing", 1),
-            ("new000000000", "shadow", "Rejected", 1),
-            ("old000000000", "previous", "Active", 2),
-            ("old000000000", "previous", "RolledBack", 1),
+            ("new000000000", "newest", "verified", "Active", 1),
+            ("new000000000", "newest", "verified", "Trial", 1),
+            ("new000000000", "shadow", "-", "Comparing", 1),
+            ("new000000000", "shadow", "-", "Rejected", 1),
+            ("old000000000", "previous", "unsigned", "Active", 1),
+            ("old000000000", "previous", "verified", "Active", 2),
+            ("old000000000", "previous", "verified", "RolledBack", 1),
         ]
     );
     let agreement = &summary.shadow["new000000000"];
@@ -113,11 +119,11 @@ fn nodes_are_counted_by_version_stage_and_state_with_the_shadow_agreement_and_th
 
     let text = summary.to_string();
     assert!(
-        text.starts_with("policy s: 5 node(s) report it\n"),
+        text.starts_with("policy s: 6 node(s) report it\n"),
         "{text}"
     );
     assert!(
-        text.contains("\nold000000000   previous  Active           2\n"),
+        text.contains("\nold000000000   previous  verified  Active           2\n"),
         "{text}"
     );
     assert!(

@@ -63,13 +63,13 @@ async fn a_small_fleet_meets_the_per_node_targets_in_every_phase() {
     let status = kubectl_vigil(&server, &["status", POLICY]);
     let expected = format!(
         "policy {POLICY}: {NODES} node(s) report it\n\
-         VERSION        STAGE     STATE        NODES\n\
-         {version:<14} newest    Trial            {NODES}\n"
+         VERSION        STAGE     SIGNED    STATE        NODES\n\
+         {version:<14} newest    unsigned  Trial            {NODES}\n"
     );
     assert_eq!(status, expected);
     let builtin = kubectl_vigil(&server, &["status", "default-sorter"]);
     assert!(
-        builtin.contains(&format!(" -         Active           {NODES}\n")),
+        builtin.contains(&format!(" -         -         Active           {NODES}\n")),
         "{builtin}"
     );
 

@@ -64,7 +64,8 @@ fn push_with(
 /// A `VigilPolicy` for [`POLICY`] at `reference`, rolled out to `percent`
 /// over `previous` if given.
 pub(super) fn vigil_policy(reference: &str, rollout: Option<(u8, &str)>) -> Value {
-    let mut spec = json!({"source": {"oci": {"ref": reference, "insecure": true}}});
+    let mut spec =
+        json!({"source": {"oci": {"ref": reference, "insecure": true, "allowUnsigned": true}}});
     if let Some((percent, previous)) = rollout {
         spec["rollout"] = json!({"percent": percent, "previous": previous});
     }
@@ -154,6 +155,13 @@ async fn a_vigil_policy_serves_from_a_registry_rolls_out_by_bucket_and_survives_
         "{}",
         agent.metrics()
     );
+    // This node has no verification key: it took the version unsigned, as
+    // its policy allows, and says so.
+    server
+        .until(LIMIT, "the unsigned version on the status", |s| {
+            pull_report(s)["signature"] == "unsigned"
+        })
+        .await;
 
     // A new digest the registry cannot give: what serves stays, the
     // failure is counted and logged.
@@ -183,6 +191,36 @@ async fn a_vigil_policy_serves_from_a_registry_rolls_out_by_bucket_and_survives_
             .contains("cannot take a policy version; keeping what serves")
     );
 
+    // The policy no longer allows unsigned versions: the one serving stops
+    // serving (the built-in takes over), and the status says why.
+    let mut signed_only = vigil_policy(&new, None);
+    signed_only["spec"]["source"]["oci"]["allowUnsigned"] = json!(false);
+    server.put("vigilpolicies", "", signed_only);
+    server
+        .until(LIMIT, "the unsigned version refused on the status", |s| {
+            pull_report(s)["reason"] == "signature"
+        })
+        .await;
+    let report = pull_report(&server);
+    assert!(
+        (report["message"].as_str().unwrap()).contains("does not say allowUnsigned: true"),
+        "{report}"
+    );
+    server
+        .until(LIMIT, "the Python sorter no longer serving", |s| {
+            policy_statuses(s)
+                .get(POLICY)
+                .is_some_and(|o| o["status"]["digest"] != Digest::of(&py_bytes).hex().as_str())
+        })
+        .await;
+    assert!(
+        agent
+            .metrics()
+            .contains("vigil_policy_pulls_total{result=\"signature\"}"),
+        "{}",
+        agent.metrics()
+    );
+
     // The object goes: the policy goes with it.
     server.delete("vigilpolicies", "", POLICY);
     server
@@ -209,7 +247,8 @@ async fn a_pull_secret_signs_in_to_a_tls_registry_that_refuses_anonymous_pulls()
     // Anonymous: refused, and the status says so and when it tries again.
     let (server, fixture) = test_node().await;
     let mut policy = json!({"apiVersion": "vigil.dev/v1alpha1", "kind": "VigilPolicy",
-        "metadata": {"name": POLICY}, "spec": {"source": {"oci": {"ref": pinned}}}});
+        "metadata": {"name": POLICY},
+        "spec": {"source": {"oci": {"ref": pinned, "allowUnsigned": true}}}});
     server.put("vigilpolicies", "", policy.clone());
     let agent = start(
         &server,

@@ -19,7 +19,7 @@ const MERGER: &str = "default-merger";
 fn sorter_policy(source: &str, previous: &str, percent: u8, shadow: u8) -> Value {
     json!({"apiVersion": "vigil.dev/v1alpha1", "kind": "VigilPolicy",
            "metadata": {"name": SORTER},
-           "spec": {"source": {"oci": {"ref": source, "insecure": true}},
+           "spec": {"source": {"oci": {"ref": source, "insecure": true, "allowUnsigned": true}},
                     "rollout": {"percent": percent, "previous": previous,
                                 "shadow": {"percent": shadow}}}})
 }
@@ -29,7 +29,7 @@ fn sorter_policy(source: &str, previous: &str, percent: u8, shadow: u8) -> Value
 fn shadow_everywhere(name: &str, reference: &str) -> Value {
     json!({"apiVersion": "vigil.dev/v1alpha1", "kind": "VigilPolicy",
            "metadata": {"name": name},
-           "spec": {"source": {"oci": {"ref": reference, "insecure": true}},
+           "spec": {"source": {"oci": {"ref": reference, "insecure": true, "allowUnsigned": true}},
                     "rollout": {"percent": 0, "shadow": {"percent": 100}}}})
 }
 

@@ -33,7 +33,7 @@ async fn a_sorter_on_trial_that_evicts_past_its_bound_rolls_back_with_the_reason
     }
     let policy = json!({"apiVersion": "vigil.dev/v1alpha1", "kind": "VigilPolicy",
         "metadata": {"name": "default-sorter"},
-        "spec": {"source": {"oci": {"ref": reference, "insecure": true}},
+        "spec": {"source": {"oci": {"ref": reference, "insecure": true, "allowUnsigned": true}},
                  "trial": {"maxEvictions": 1}}});
     server.put("vigilpolicies", "", policy);
     let agent = start(&server, &fixture, &["--status-interval", "100ms"]);

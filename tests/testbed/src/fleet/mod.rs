@@ -468,7 +468,7 @@ impl<P: ControlPlane> Fleet<P> {
         let object = json!({
             "apiVersion": "vigil.dev/v1alpha1", "kind": "VigilPolicy",
             "metadata": {"name": POLICY},
-            "spec": {"source": {"oci": {"ref": reference, "insecure": true}}},
+            "spec": {"source": {"oci": {"ref": reference, "insecure": true, "allowUnsigned": true}}},
         });
         self.plane.put("vigilpolicies", vec![object]);
         let names = self.node_names();

@@ -54,6 +54,7 @@ fn a_pulled_version_loads_then_compares_and_a_refused_one_says_why() {
         stage: "shadow".into(),
         state: "PullFailed".into(),
         since: time(at(0)),
+        signature: None,
         reason: Some("not-found".into()),
         message: Some("no such manifest".into()),
         next_retry: None,
