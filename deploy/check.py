@@ -35,10 +35,54 @@ def one(docs, kind):
     return found[0]
 
 
+def agent_account(docs):
+    """The ServiceAccount the agent's DaemonSet runs as."""
+    daemonset = one(docs, "DaemonSet")
+    name = daemonset["spec"]["template"]["spec"].get("serviceAccountName") if daemonset else None
+    found = [d for d in docs if d["kind"] == "ServiceAccount" and d["metadata"]["name"] == name]
+    if len(found) != 1:
+        fail("ServiceAccount", f"the DaemonSet's ({name}) is not in the render")
+        return {}
+    return found[0]
+
+
 def check_privilege(docs):
     check_pod(docs)
     check_roles(docs)
     check_admission(docs)
+    check_metrics_auth(docs)
+
+
+def metrics_reviewed(docs):
+    """Whether the agent reviews scrapers' tokens (--metrics-auth=kubernetes)."""
+    daemonset = one(docs, "DaemonSet")
+    args = daemonset["spec"]["template"]["spec"]["containers"][0].get("args", []) if daemonset else []
+    return "--metrics-auth=kubernetes" in args
+
+
+def check_metrics_auth(docs):
+    """The agent may review tokens (create tokenreviews and
+    subjectaccessreviews) only when it does, and then its probes speak
+    HTTPS."""
+    reviews = {"tokenreviews", "subjectaccessreviews"}
+    granted = {
+        resource
+        for role in docs
+        if role["kind"] in ("ClusterRole", "Role")
+        for rule in role.get("rules", [])
+        if "create" in rule.get("verbs", [])
+        for resource in set(rule.get("resources", [])) & reviews
+    }
+    reviewed = metrics_reviewed(docs)
+    if granted and not reviewed:
+        fail("ClusterRole", f"grants create on {sorted(granted)}, which only --metrics-auth=kubernetes needs")
+    if reviewed and granted != reviews:
+        fail("DaemonSet", "--metrics-auth=kubernetes without create on tokenreviews and subjectaccessreviews: every scrape would be refused")
+    if reviewed:
+        container = one(docs, "DaemonSet")["spec"]["template"]["spec"]["containers"][0]
+        for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
+            if container.get(probe, {}).get("httpGet", {}).get("scheme") != "HTTPS":
+                fail("DaemonSet", f"its {probe} speaks HTTP to a port that speaks TLS")
 
 
 def check_pod(docs):
@@ -147,7 +191,7 @@ def check_admission(docs):
     """One node's agent acts on its own node only."""
     policy = one(docs, "ValidatingAdmissionPolicy")
     binding = one(docs, "ValidatingAdmissionPolicyBinding")
-    account = one(docs, "ServiceAccount")
+    account = agent_account(docs)
     if policy and binding and account:
         spec = policy["spec"]
         if spec.get("failurePolicy") != "Fail":
@@ -227,6 +271,8 @@ def check_prometheus(docs):
             }
             if relabelled != {"node", "instance"}:
                 fail("PodMonitor", "series are not labelled with the node (node and instance)")
+            if metrics_reviewed(docs):
+                check_authenticated_scrape(docs, endpoint)
 
     rule = one(docs, "PrometheusRule")
     alerts = yaml.safe_load((DEPLOY / "observability" / "alerts.yaml").read_text())
@@ -246,6 +292,21 @@ def check_prometheus(docs):
                 fail("alerts.yaml", f"{r['alert']} matches {found.group(1)} by name, which an overlay renames")
             if not r.get("annotations", {}).get("runbook_url"):
                 fail("alerts.yaml", f"{r['alert']} has no runbook_url")
+
+
+def check_authenticated_scrape(docs, endpoint):
+    """A scrape of agents that review tokens: over HTTPS, with the token of a
+    ServiceAccount the render holds."""
+    if endpoint.get("scheme") != "https":
+        fail("PodMonitor", "scrapes over HTTP an agent that speaks TLS (--metrics-auth=kubernetes)")
+    secret_name = endpoint.get("authorization", {}).get("credentials", {}).get("name")
+    secrets = {d["metadata"]["name"]: d for d in docs if d["kind"] == "Secret"}
+    accounts = {d["metadata"]["name"] for d in docs if d["kind"] == "ServiceAccount"}
+    secret = secrets.get(secret_name)
+    if not secret or secret.get("type") != "kubernetes.io/service-account-token":
+        fail("PodMonitor", f"presents the Secret {secret_name!r}, not a ServiceAccount token the render holds")
+    elif secret["metadata"].get("annotations", {}).get("kubernetes.io/service-account.name") not in accounts:
+        fail("Secret", f"{secret_name} is the token of a ServiceAccount the render does not hold")
 
 
 def check_same(helm, kustomize):

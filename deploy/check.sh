@@ -139,6 +139,23 @@ if grep -q 'vigil-system' "$rendered"; then
   grep -n 'vigil-system' "$rendered" >&2
   exit 1
 fi
+# Authenticated metrics, beside the PodMonitor and renamed and moved as
+# above: the agent reviews tokens (and only then may), its probes speak
+# HTTPS, and the PodMonitor scrapes over HTTPS with the token of a
+# ServiceAccount the render holds; alone, the component renders too.
+overlay=../target/deploy-check/metrics-auth
+mkdir -p "$overlay"
+printf 'namespace: ops-vigil\nnamePrefix: team-\nresources: [../../../deploy]\ncomponents: [../../../deploy/components/prometheus, ../../../deploy/components/metrics-auth]\n' \
+  > "$overlay/kustomization.yaml"
+kubectl kustomize "$overlay" > "$rendered"
+check privilege "$rendered"
+check prometheus "$rendered"
+grep -q -- '- --metrics-auth=kubernetes$' "$rendered"
+printf 'resources: [../../../deploy]\ncomponents: [../../../deploy/components/metrics-auth]\n' \
+  > "$overlay/kustomization.yaml"
+kubectl kustomize "$overlay" > "$rendered"
+validate "$rendered"
+check privilege "$rendered"
 # The cleanup (docs/operating.md, "Uninstalling") renders and runs the
 # release's image (its RBAC is checked against its requests by cargo test).
 kubectl kustomize cleanup > "$rendered"

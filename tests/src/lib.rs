@@ -336,6 +336,7 @@ pub fn agent_config(files: &vigil_testbed::NodeFiles) -> vigil::agent::AgentConf
         config_start_on_defaults: false,
         dry_run: false,
         metrics_addr: "127.0.0.1:0".parse().expect("an address"),
+        metrics_auth: vigil::agent::MetricsAuth::None,
         proc_root: files.path("proc"),
         cgroup_root: files.path("cgroup"),
         cgroup_driver: vigil::signals::Driver::Cgroupfs,

@@ -74,6 +74,8 @@ pub struct AgentConfig {
     pub dry_run: bool,
     /// Where `/metrics`, `/healthz` and `/readyz` are served.
     pub metrics_addr: SocketAddr,
+    /// Who may read `/metrics`.
+    pub metrics_auth: MetricsAuth,
     /// The host's procfs.
     pub proc_root: PathBuf,
     /// The host's cgroup mount.
@@ -102,6 +104,18 @@ pub struct AgentConfig {
     /// cache; `None` compiles them in this process (`vigil agent` sets one
     /// unless it compiles nothing).
     pub compiler: Option<ChildCompiler>,
+}
+
+/// Who may read `/metrics`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MetricsAuth {
+    /// Whoever reaches the port (plain HTTP; the NetworkPolicy decides who
+    /// does).
+    None,
+    /// Over TLS, a bearer token the API server says may `get` `/metrics`
+    /// (TokenReview and SubjectAccessReview); the health endpoints stay
+    /// open to the kubelet's probes.
+    Kubernetes,
 }
 
 /// Runs the agent until `shutdown` resolves.

@@ -3,8 +3,8 @@
 //! agent's tracker (stopped by the agent's token) and hands back what the
 //! later ones need.
 
-use super::AgentConfig;
 use super::http::{self, Health};
+use super::{AgentConfig, MetricsAuth};
 use crate::base::build::BUILD;
 use crate::base::clock::Clock;
 use crate::cluster::budgets::Budgets;
@@ -173,11 +173,24 @@ impl Agent<'_> {
         let bound = listener.local_addr().unwrap_or(addr);
         tracing::info!(addr = %bound, "serving /metrics, /healthz and /readyz");
         let health = Health::new(eviction.period, heartbeat.clone());
+        let access = match self.config.metrics_auth {
+            MetricsAuth::None => http::Access::Open,
+            MetricsAuth::Kubernetes => {
+                let tls = http::self_signed(&self.config.node_name)?;
+                let now = tokio::time::Instant::now();
+                let reviewer = http::Reviewer::new(self.clients.api.clone(), now);
+                tracing::info!(
+                    "/metrics answers over TLS, to bearer tokens the API server says may get it"
+                );
+                http::Access::Reviewed(tls, Box::new(reviewer))
+            }
+        };
         self.tasks.spawn(http::serve(
             listener,
             Arc::clone(&self.metrics),
             Arc::clone(&self.registry),
             health.clone(),
+            access,
             self.stop.clone().cancelled_owned(),
         ));
         Ok(health)

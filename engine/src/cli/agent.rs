@@ -1,7 +1,7 @@
 //! `vigil agent`: the DaemonSet's process, from its flags.
 
 use super::args::{GoDuration, read_ca, read_key, shutdown_signal};
-use crate::agent::AgentConfig;
+use crate::agent::{AgentConfig, MetricsAuth};
 use crate::cluster::client::{ClientOptions, PodAccess};
 use crate::cluster::kubelet_stats::KubeletEndpoint;
 use crate::cluster::node_status::HEARTBEAT;
@@ -83,6 +83,12 @@ pub(super) struct AgentArgs {
     /// alike (IPv4 only on a node without IPv6).
     #[arg(long, default_value = "[::]:9464")]
     metrics_addr: std::net::SocketAddr,
+    /// Who may read /metrics: `none` (whoever reaches the port, plain HTTP) or `kubernetes`
+    /// (over TLS with a certificate made at start, a bearer token the API server says may `get`
+    /// the non-resource URL /metrics; needs `system:auth-delegator`). /healthz and /readyz
+    /// stay open to the kubelet's probes (over TLS too).
+    #[arg(long, value_name = "MODE", default_value = "none")]
+    metrics_auth: MetricsAuthArg,
     /// Decide and report, evict nothing: evictions are sent as dry-run requests.
     #[arg(long)]
     dry_run: bool,
@@ -165,11 +171,37 @@ pub(super) struct AgentArgs {
 }
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum MetricsAuthArg {
+    /// Open: plain HTTP.
+    None,
+    /// TLS, and tokens reviewed by the API server.
+    Kubernetes,
+}
+
+impl From<MetricsAuthArg> for MetricsAuth {
+    fn from(arg: MetricsAuthArg) -> Self {
+        match arg {
+            MetricsAuthArg::None => Self::None,
+            MetricsAuthArg::Kubernetes => Self::Kubernetes,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
 enum PodAccessArg {
     /// As the node (constrained impersonation).
     Node,
     /// As the agent's service account.
     ServiceAccount,
+}
+
+impl From<PodAccessArg> for PodAccess {
+    fn from(arg: PodAccessArg) -> Self {
+        match arg {
+            PodAccessArg::Node => Self::Node,
+            PodAccessArg::ServiceAccount => Self::ServiceAccount,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
@@ -233,6 +265,7 @@ impl AgentArgs {
             config_start_on_defaults: self.config_start_on_defaults,
             dry_run: self.dry_run,
             metrics_addr: self.metrics_addr,
+            metrics_auth: self.metrics_auth.into(),
             proc_root: self.proc_root,
             cgroup_root: self.cgroup_root,
             cgroup_driver: match self.cgroup_driver {
@@ -252,10 +285,7 @@ impl AgentArgs {
                 None => None,
             },
             status_interval: self.status_interval.0,
-            pod_access: match self.pod_access {
-                PodAccessArg::Node => PodAccess::Node,
-                PodAccessArg::ServiceAccount => PodAccess::ServiceAccount,
-            },
+            pod_access: self.pod_access.into(),
             api: ClientOptions {
                 qps: self.api_qps.max(0.01),
                 burst: self.api_burst,

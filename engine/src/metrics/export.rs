@@ -133,6 +133,11 @@ fn policies(registry: &mut Registry, m: &Metrics) {
 /// The config, the watches and the API server.
 fn cluster(registry: &mut Registry, m: &Metrics) {
     registry.register(
+        "metrics_token_reviews",
+        "Scrapers' tokens reviewed by the API server (--metrics-auth=kubernetes), by result",
+        m.metrics_token_reviews.clone(),
+    );
+    registry.register(
         "watch_restarts",
         "Watches that started over",
         m.watch_restarts.clone(),

@@ -206,6 +206,38 @@ impl PrecompiledResult {
     }
 }
 
+/// Labels of a scraper's token reviewed.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct TokenReviewLabels {
+    /// What the review came to.
+    pub result: TokenReviewResult,
+}
+
+/// What the API server said of a scraper's token.
+#[derive(Debug, Clone, Copy, Hash, PartialEq, Eq)]
+pub enum TokenReviewResult {
+    /// `allowed`: its user may read `/metrics`.
+    Allowed,
+    /// `unauthenticated`: not a valid token.
+    Unauthenticated,
+    /// `forbidden`: its user may not.
+    Forbidden,
+    /// `unavailable`: the API server did not answer.
+    Unavailable,
+}
+
+impl TokenReviewResult {
+    /// As the metric's label shows it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Allowed => "allowed",
+            Self::Unauthenticated => "unauthenticated",
+            Self::Forbidden => "forbidden",
+            Self::Unavailable => "unavailable",
+        }
+    }
+}
+
 /// Encodes an outcome enum by its `as_str`.
 macro_rules! label_value_by_name {
     ($($outcome:ty),*) => {$(
@@ -216,7 +248,12 @@ macro_rules! label_value_by_name {
         }
     )*};
 }
-label_value_by_name!(ConfigChange, PullResult, PrecompiledResult);
+label_value_by_name!(
+    ConfigChange,
+    PullResult,
+    PrecompiledResult,
+    TokenReviewResult
+);
 
 /// Labels of a comparison of a version in shadow with the serving one.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]

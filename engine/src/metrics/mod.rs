@@ -14,7 +14,7 @@ pub use labels::{
     ApiLabels, BuildLabels, CappedLabels, CheckpointLabels, ConfigChange, ConfigStateLabels,
     ConfigUpdateLabels, EvictionLabels, MisplacedLabels, NameLabel, PolicyLabels,
     PolicyStateLabels, PrecompiledLabels, PrecompiledResult, PullLabels, PullResult, ShadowLabels,
-    ThresholdLabels, WaitingLabels,
+    ThresholdLabels, TokenReviewLabels, TokenReviewResult, WaitingLabels,
 };
 
 use crate::policy::Policy;
@@ -95,6 +95,8 @@ pub struct Metrics {
     /// Policy components compiled on this node (not loaded precompiled),
     /// built-ins aside.
     pub policy_compiles: Counter,
+    /// Scrapers' tokens reviewed by the API server, by result.
+    pub metrics_token_reviews: Family<TokenReviewLabels, Counter>,
     /// Config checkpoints read at start-up, by what was found.
     pub config_checkpoint_loads: Family<CheckpointLabels, Counter>,
     /// Why the running config runs (1 for the current reason).
@@ -133,6 +135,7 @@ impl Default for Metrics {
             policy_pulls: Family::default(),
             policy_pull_bytes: Counter::default(),
             policy_precompiled: Family::default(),
+            metrics_token_reviews: Family::default(),
             policy_compiles: Counter::default(),
             config_checkpoint_loads: Family::default(),
             config_state: Family::default(),
@@ -192,6 +195,13 @@ impl Metrics {
     pub fn policy_precompiled(&self, result: PrecompiledResult) {
         self.policy_precompiled
             .get_or_create(&PrecompiledLabels { result })
+            .inc();
+    }
+
+    /// Counts a scraper's token reviewed with `result`.
+    pub fn metrics_token_reviewed(&self, result: TokenReviewResult) {
+        self.metrics_token_reviews
+            .get_or_create(&TokenReviewLabels { result })
             .inc();
     }
 

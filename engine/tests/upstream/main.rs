@@ -15,6 +15,7 @@ mod evictions;
 mod fleet;
 mod helm;
 mod install;
+mod metrics_auth;
 mod upgrade;
 mod validation;
 

@@ -14,6 +14,7 @@ use std::collections::VecDeque;
 use std::future::Future;
 use std::time::Duration;
 use tokio::net::TcpListener;
+use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 
 /// What one client may hold.
@@ -65,11 +66,14 @@ impl Open {
     }
 }
 
-/// Serves `app` on `listener` within `limits` until `stop` resolves.
+/// Serves `app` on `listener` within `limits`, over TLS with `tls`, until
+/// `stop` resolves. A TLS handshake must end within the limits' header
+/// read.
 pub(in crate::agent) async fn serve(
     listener: TcpListener,
     app: Router,
     limits: Limits,
+    tls: Option<TlsAcceptor>,
     stop: impl Future<Output = ()>,
 ) {
     let mut http = http1::Builder::new();
@@ -92,12 +96,25 @@ pub(in crate::agent) async fn serve(
             },
         };
         let closing = open.admit(limits.open);
-        let connection =
-            http.serve_connection(TokioIo::new(stream), TowerToHyperService::new(app.clone()));
+        let (http, app, tls) = (http.clone(), app.clone(), tls.clone());
+        let connection = async move {
+            let service = TowerToHyperService::new(app);
+            match tls {
+                None => {
+                    let _ = http.serve_connection(TokioIo::new(stream), service).await;
+                }
+                Some(tls) => {
+                    let handshake = tokio::time::timeout(limits.header_read, tls.accept(stream));
+                    if let Ok(Ok(stream)) = handshake.await {
+                        let _ = http.serve_connection(TokioIo::new(stream), service).await;
+                    }
+                }
+            }
+        };
         tokio::spawn(async move {
             // Dropping the connection closes it.
             tokio::select! {
-                _ = connection => {}
+                () = connection => {}
                 () = closing.cancelled() => {}
                 () = tokio::time::sleep(limits.lifetime) => {}
             }
@@ -121,7 +138,7 @@ mod tests {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let app = Router::new().route("/healthz", get(|| async { "ok\n" }));
-        tokio::spawn(serve(listener, app, limits, std::future::pending()));
+        tokio::spawn(serve(listener, app, limits, None, std::future::pending()));
         addr
     }
 

@@ -9,17 +9,26 @@
 //! They listen where `--metrics-addr` says; `[::]` (the DaemonSet's) is
 //! dual-stack, IPv6 and IPv4 alike ([`listen`]); the agent logs the
 //! address it bound (a port `0` asks the kernel for a free one). Each
-//! connection is held within [`connections::Limits`].
+//! connection is held within [`connections::Limits`]. Under
+//! `--metrics-auth=kubernetes` the port speaks TLS (`tls`) and `/metrics`
+//! answers only a bearer token the API server says may read it (`auth`).
 
+mod auth;
 mod connections;
+mod tls;
+
+pub(super) use auth::Reviewer;
+pub(super) use tls::self_signed;
 
 use crate::eviction::runner::Heartbeat;
 use crate::metrics::Metrics;
 use crate::policy::Registry;
+use auth::Verdict;
 use axum::Router;
-use axum::extract::State;
+use axum::extract::{Request, State};
 use axum::http::{StatusCode, header};
-use axum::response::IntoResponse;
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use prometheus_client::registry::Registry as PromRegistry;
 use std::future::Future;
@@ -27,6 +36,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 use tokio::net::TcpListener;
+use tokio_rustls::TlsAcceptor;
 
 /// What the health endpoints look at.
 #[derive(Clone)]
@@ -76,28 +86,77 @@ struct Shared {
     exported: PromRegistry,
     policies: Arc<Registry>,
     health: Health,
+    reviewer: Option<Box<Reviewer>>,
 }
 
-/// Serves the endpoints on `listener` until `stop` resolves.
+/// Who may read `/metrics`: anyone who reaches the port, or (over TLS) a
+/// bearer token the API server says may.
+pub(super) enum Access {
+    /// Plain HTTP, no token asked.
+    Open,
+    /// TLS with this acceptor, and tokens reviewed by this reviewer.
+    Reviewed(TlsAcceptor, Box<Reviewer>),
+}
+
+/// Serves the endpoints on `listener`, as `access` says, until `stop`
+/// resolves.
 pub(super) async fn serve(
     listener: TcpListener,
     metrics: Arc<Metrics>,
     policies: Arc<Registry>,
     health: Health,
+    access: Access,
     stop: impl Future<Output = ()>,
 ) {
+    let (tls, reviewer) = match access {
+        Access::Open => (None, None),
+        Access::Reviewed(tls, reviewer) => (Some(tls), Some(reviewer)),
+    };
     let shared = Arc::new(Shared {
         exported: metrics.registry(),
         metrics,
         policies,
         health,
+        reviewer,
     });
     let app = Router::new()
         .route("/metrics", get(export))
+        .route_layer(middleware::from_fn_with_state(Arc::clone(&shared), guard))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .with_state(shared);
-    connections::serve(listener, app, connections::Limits::AGENT, stop).await;
+    connections::serve(listener, app, connections::Limits::AGENT, tls, stop).await;
+}
+
+/// Lets a request for `/metrics` through if its token may read it (or no
+/// token is asked for).
+async fn guard(State(shared): State<Arc<Shared>>, request: Request, next: Next) -> Response {
+    let Some(reviewer) = &shared.reviewer else {
+        return next.run(request).await;
+    };
+    let authorization = request.headers().get(header::AUTHORIZATION);
+    let (verdict, asked) = reviewer
+        .check(
+            authorization.map(|v| v.as_bytes()),
+            tokio::time::Instant::now(),
+        )
+        .await;
+    if let Some(result) = asked {
+        shared.metrics.metrics_token_reviewed(result);
+    }
+    match verdict {
+        Verdict::Allowed => next.run(request).await,
+        Verdict::Unauthenticated(why) => (
+            StatusCode::UNAUTHORIZED,
+            [(header::WWW_AUTHENTICATE, "Bearer")],
+            format!("{why}\n"),
+        )
+            .into_response(),
+        Verdict::Forbidden(why) => (StatusCode::FORBIDDEN, format!("{why}\n")).into_response(),
+        Verdict::Unavailable(why) => {
+            (StatusCode::SERVICE_UNAVAILABLE, format!("{why}\n")).into_response()
+        }
+    }
 }
 
 async fn export(State(shared): State<Arc<Shared>>) -> impl IntoResponse {
