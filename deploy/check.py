@@ -51,6 +51,25 @@ def check_privilege(docs):
     check_roles(docs)
     check_admission(docs)
     check_metrics_auth(docs)
+    check_signed(docs)
+
+
+def check_signed(docs):
+    """Registry versions must be signed: the agent is given a verification
+    key, read from a Secret it mounts."""
+    daemonset = one(docs, "DaemonSet")
+    if not daemonset:
+        return
+    spec = daemonset["spec"]["template"]["spec"]
+    container = spec["containers"][0]
+    keys = [a.split("=", 1)[1] for a in container.get("args", []) if a.startswith("--verification-key=")]
+    if len(keys) != 1:
+        fail("DaemonSet", "no --verification-key: registry versions would run unsigned on every node")
+        return
+    volumes = {v["name"]: v for v in spec.get("volumes", [])}
+    mounts = [m for m in container.get("volumeMounts", []) if keys[0].startswith(m["mountPath"].rstrip("/") + "/")]
+    if not mounts or "secret" not in volumes.get(mounts[0]["name"], {}):
+        fail("DaemonSet", f"--verification-key={keys[0]} is not read from a mounted Secret")
 
 
 def metrics_reviewed(docs):

@@ -94,6 +94,7 @@ fn every_component_applies_over_deploy() {
         [
             "compile-on-node",
             "cri-o",
+            "metrics-auth",
             "pdb-override",
             "pods-cluster-wide",
             "prometheus"

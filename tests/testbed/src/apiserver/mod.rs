@@ -64,6 +64,10 @@ pub struct Request {
     /// What it was answered (an object, a list or a status), but for a
     /// watch's events: what the store held then.
     pub answer: Option<Value>,
+    /// For a write to one object: what the store held there just before
+    /// it (admission's `oldObject`); none for a read, a watch, or an object
+    /// that did not exist.
+    pub before: Option<Value>,
 }
 
 impl Request {
@@ -234,12 +238,14 @@ impl Shared {
     /// request's effect and then reads the log finds the request in it.
     fn serve_recorded(
         &self,
+        written: Option<Key>,
         serve: impl FnOnce() -> (u16, Value),
-        record: impl FnOnce(u16, &Value) -> Request,
+        record: impl FnOnce(u16, &Value, Option<Value>) -> Request,
     ) -> (u16, Value) {
         let mut log = self.requests.lock().unwrap();
+        let before = written.and_then(|key| self.read(|store| store.objects.get(&key).cloned()));
         let answer = serve();
-        log.push(record(answer.0, &answer.1));
+        log.push(record(answer.0, &answer.1, before));
         drop(log);
         self.bump();
         answer

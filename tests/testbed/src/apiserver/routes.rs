@@ -91,7 +91,7 @@ async fn handle(State(shared): State<Arc<Shared>>, request: axum::extract::Reque
     let impersonated = (parts.headers.get("impersonate-user"))
         .and_then(|user| user.to_str().ok())
         .map(str::to_owned);
-    let record = |status: u16, answer: Option<Value>| Request {
+    let record = |status: u16, answer: Option<Value>, before: Option<Value>| Request {
         method: method.to_string(),
         uri: uri.clone(),
         status,
@@ -99,9 +99,10 @@ async fn handle(State(shared): State<Arc<Shared>>, request: axum::extract::Reque
         at: std::time::Instant::now(),
         impersonated: impersonated.clone(),
         answer,
+        before,
     };
     if let Some(injected) = injected {
-        shared.record(record(injected.status, None));
+        shared.record(record(injected.status, None, None));
         return inject(injected);
     }
     let watching = matches!(query.get("watch").map(String::as_str), Some("true" | "1"));
@@ -109,18 +110,34 @@ async fn handle(State(shared): State<Arc<Shared>>, request: axum::extract::Reque
         && watching
         && let Some((resource, namespace)) = collection(&path)
     {
-        shared.record(record(200, None));
+        shared.record(record(200, None, None));
         let watched = match query.get("fieldSelector") {
             Some(fields) => format!("{}?fieldSelector={fields}", parts.uri.path()),
             None => parts.uri.path().to_owned(),
         };
         return watch(&shared, &watched, resource, namespace, &query);
     }
+    let written = (method != Method::GET).then(|| written(&path)).flatten();
     let answer = shared.serve_recorded(
+        written,
         || route(&shared, &method, &path, &query, body.clone()),
-        |status, answer| record(status, Some(answer.clone())),
+        |status, answer, before| record(status, Some(answer.clone()), before),
     );
     respond(answer)
+}
+
+/// The object a write to `path` changes (its subresource's too).
+fn written(path: &[&str]) -> Option<Key> {
+    match path {
+        ["api", "v1", "namespaces", ns, resource, name, ..]
+        | ["apis", _, _, "namespaces", ns, resource, name, ..] => {
+            Some(Key::new(resource, ns, name))
+        }
+        ["api", "v1", resource, name, ..] | ["apis", _, _, resource, name, ..] => {
+            Some(Key::new(resource, "", name))
+        }
+        _ => None,
+    }
 }
 
 /// The answer for an injected fault: a throttling 429 as API Priority and

@@ -157,6 +157,7 @@ fn request(event: &Value) -> Request {
             .ok()
             .and_then(|ago| now.checked_sub(ago))
             .unwrap_or(now),
+        before: None,
     }
 }
 
