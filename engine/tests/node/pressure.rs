@@ -118,7 +118,7 @@ impl Workloads {
         for (name, before) in &self.survivors {
             let pod = cluster
                 .get(Some("pressure"), &format!("pod/{name}"))
-                .unwrap_or_else(|| panic!("{name} is gone"));
+                .unwrap_or_else(|| panic!("{name} is gone: {}", who_removed(cluster, name)));
             assert_eq!(
                 &pod["metadata"]["uid"],
                 before.as_str(),
@@ -137,6 +137,32 @@ impl Workloads {
         cluster.kubectl_ok(&["-n", "pressure", "delete", "pod/guarded", "--wait"]);
         self.survivors.retain(|(name, _)| name != "guarded");
     }
+}
+
+/// What removed the pod `name`, as far as the cluster tells: its Events'
+/// reasons, and vigil's own requests on it (the audit log keeps every
+/// request of vigil's service accounts).
+fn who_removed(cluster: &Upstream, name: &str) -> String {
+    let path = format!("/namespaces/pressure/pods/{name}");
+    let vigils: Vec<String> = (cluster.audit().iter())
+        .filter(|e| e["requestURI"].as_str().is_some_and(|u| u.contains(&path)))
+        .filter(|e| e["verb"] != "get")
+        .map(|e| {
+            format!(
+                "{} {} {} by {} as {} at {}",
+                e["responseStatus"]["code"],
+                e["verb"],
+                e["requestURI"],
+                e["user"]["username"],
+                e["impersonatedUser"]["username"],
+                e["requestReceivedTimestamp"]
+            )
+        })
+        .collect();
+    format!(
+        "its Events: {:?}; vigil's requests on it: {vigils:?}",
+        event_reasons(cluster, name)
+    )
 }
 
 /// The UID of pod `name` in `pressure`.
