@@ -35,6 +35,12 @@ def one(docs, kind):
     return found[0]
 
 
+def agent_args(docs):
+    """The arguments of the agent's container."""
+    daemonset = one(docs, "DaemonSet")
+    return daemonset["spec"]["template"]["spec"]["containers"][0].get("args", []) if daemonset else []
+
+
 def agent_account(docs):
     """The ServiceAccount the agent's DaemonSet runs as."""
     daemonset = one(docs, "DaemonSet")
@@ -62,7 +68,7 @@ def check_signed(docs):
         return
     spec = daemonset["spec"]["template"]["spec"]
     container = spec["containers"][0]
-    keys = [a.split("=", 1)[1] for a in container.get("args", []) if a.startswith("--verification-key=")]
+    keys = [a.split("=", 1)[1] for a in agent_args(docs) if a.startswith("--verification-key=")]
     if len(keys) != 1:
         fail("DaemonSet", "no --verification-key: registry versions would run unsigned on every node")
         return
@@ -74,9 +80,7 @@ def check_signed(docs):
 
 def metrics_reviewed(docs):
     """Whether the agent reviews scrapers' tokens (--metrics-auth=kubernetes)."""
-    daemonset = one(docs, "DaemonSet")
-    args = daemonset["spec"]["template"]["spec"]["containers"][0].get("args", []) if daemonset else []
-    return "--metrics-auth=kubernetes" in args
+    return "--metrics-auth=kubernetes" in agent_args(docs)
 
 
 def check_metrics_auth(docs):
@@ -167,9 +171,7 @@ def check_pod(docs):
 def pods_as_itself(docs):
     """Whether the agent reads and evicts pods as its service account
     (--pod-access=service-account), not as its node."""
-    daemonset = one(docs, "DaemonSet")
-    args = daemonset["spec"]["template"]["spec"]["containers"][0].get("args", []) if daemonset else []
-    return "--pod-access=service-account" in args
+    return "--pod-access=service-account" in agent_args(docs)
 
 
 AS_NODE = "impersonate-on:associated-node:"

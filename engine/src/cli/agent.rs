@@ -85,7 +85,8 @@ pub(super) struct AgentArgs {
     metrics_addr: std::net::SocketAddr,
     /// Who may read /metrics: `none` (whoever reaches the port, plain HTTP) or `kubernetes`
     /// (over TLS with a certificate made at start, a bearer token the API server says may `get`
-    /// the non-resource URL /metrics; needs `system:auth-delegator`). /healthz and /readyz
+    /// the non-resource URL /metrics; needs `create` on tokenreviews and subjectaccessreviews,
+    /// as deploy/components/metrics-auth grants). /healthz and /readyz
     /// stay open to the kubelet's probes (over TLS too).
     #[arg(long, value_name = "MODE", default_value = "none")]
     metrics_auth: MetricsAuthArg,

@@ -18,6 +18,7 @@ use oci_client::manifest::OciDescriptor;
 use oci_client::secrets::RegistryAuth;
 use oci_client::{Client, Reference, RegistryOperation};
 use std::time::Duration;
+use tokio::sync::OnceCell;
 
 /// A registry that sends nothing for this long is given up.
 pub(crate) const READ_TIMEOUT: Duration = Duration::from_secs(30);
@@ -90,6 +91,7 @@ impl Access {
             oci,
             http,
             auth,
+            token: OnceCell::new(),
             base: format!("{scheme}://{registry}/v2"),
         })
     }
@@ -108,6 +110,9 @@ pub(crate) struct Reader {
     oci: Client,
     http: reqwest::Client,
     auth: RegistryAuth,
+    /// The bearer token for the repository, once signed in (none: the
+    /// registry asks for none, or takes the basic credentials).
+    token: OnceCell<Option<String>>,
     /// `scheme://registry/v2`.
     base: String,
 }
@@ -130,9 +135,14 @@ impl Reader {
         accepted: &[&str],
         cap: u64,
     ) -> Result<Option<Vec<u8>>, PullError> {
-        let token = (self.oci)
-            .auth(reference, &self.auth, RegistryOperation::Pull)
-            .await?;
+        // One sign-in per reader: its manifests are all of one repository.
+        let token = (self.token)
+            .get_or_try_init(|| {
+                self.oci
+                    .auth(reference, &self.auth, RegistryOperation::Pull)
+            })
+            .await?
+            .clone();
         let target = reference.digest().or(reference.tag()).unwrap_or("latest");
         let url = format!(
             "{}/{}/manifests/{target}",
@@ -165,17 +175,16 @@ impl Reader {
                 _ => PullError::Unavailable(text),
             });
         }
-        let what = || format!("the manifest {url}");
+        let what = format!("the manifest {url}");
         if let Some(declared) = response.content_length().filter(|&n| n > cap) {
             return Err(PullError::Oversized {
-                what: format!("{} declares {declared} bytes", what()),
+                what: format!("{what} declares {declared} bytes"),
                 cap,
             });
         }
-        read_capped(&mut response, cap)
+        read_capped(response.bytes_stream(), &what, cap)
             .await
             .map(Some)
-            .map_err(|e| e.of(what()))
     }
 
     /// The blob `descriptor` names, if at most `cap` bytes (its declared
@@ -189,57 +198,39 @@ impl Reader {
         descriptor: &OciDescriptor,
         cap: u64,
     ) -> Result<Vec<u8>, PullError> {
-        let what = || format!("the blob {}", descriptor.digest);
+        let what = format!("the blob {}", descriptor.digest);
         if u64::try_from(descriptor.size).map_or(true, |size| size > cap) {
             return Err(PullError::Oversized {
-                what: format!("{} declares {} bytes", what(), descriptor.size),
+                what: format!("{what} declares {} bytes", descriptor.size),
                 cap,
             });
         }
-        let mut stream = self.oci.pull_blob_stream(reference, descriptor).await?;
-        let mut bytes = Vec::new();
-        while let Some(chunk) = stream.next().await {
-            let chunk = chunk.map_err(|e| PullError::Unavailable(format!("{}: {e}", what())))?;
-            if (bytes.len() + chunk.len()) as u64 > cap {
-                return Err(PullError::Oversized {
-                    what: format!("{} sends more than {cap} bytes", what()),
-                    cap,
-                });
-            }
-            bytes.extend_from_slice(&chunk);
-        }
-        Ok(bytes)
+        let stream = self.oci.pull_blob_stream(reference, descriptor).await?;
+        read_capped(stream, &what, cap).await
     }
 }
 
-/// Why a capped read stopped.
-enum Capped {
-    Over(u64),
-    Failed(reqwest::Error),
-}
-
-impl Capped {
-    fn of(self, what: String) -> PullError {
-        match self {
-            Self::Over(cap) => PullError::Oversized {
+/// The chunks of `stream` (a manifest's body or a blob), `what` they are,
+/// read until their end or refused at the first byte past `cap`.
+async fn read_capped<B: AsRef<[u8]>, E: std::fmt::Display>(
+    stream: impl futures::Stream<Item = Result<B, E>>,
+    what: &str,
+    cap: u64,
+) -> Result<Vec<u8>, PullError> {
+    let mut stream = std::pin::pin!(stream);
+    let mut bytes = Vec::new();
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(|e| PullError::Unavailable(format!("{what}: {e}")))?;
+        let chunk = chunk.as_ref();
+        if (bytes.len() + chunk.len()) as u64 > cap {
+            return Err(PullError::Oversized {
                 what: format!("{what} sends more than {cap} bytes"),
                 cap,
-            },
-            Self::Failed(e) => PullError::Unavailable(format!("{what}: {e}")),
+            });
         }
+        bytes.extend_from_slice(chunk);
     }
-}
-
-/// The body of `response`, read until its end or one byte past `cap`.
-async fn read_capped(response: &mut reqwest::Response, cap: u64) -> Result<Vec<u8>, Capped> {
-    let mut body = Vec::new();
-    while let Some(chunk) = response.chunk().await.map_err(Capped::Failed)? {
-        if (body.len() + chunk.len()) as u64 > cap {
-            return Err(Capped::Over(cap));
-        }
-        body.extend_from_slice(&chunk);
-    }
-    Ok(body)
+    Ok(bytes)
 }
 
 fn unavailable(error: reqwest::Error) -> PullError {

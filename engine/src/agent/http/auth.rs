@@ -152,7 +152,8 @@ pub(crate) struct Reviewer {
 
 impl Reviewer {
     /// Reviews through `client` (the agent's own identity, which may create
-    /// `tokenreviews` and `subjectaccessreviews`: `system:auth-delegator`).
+    /// `tokenreviews` and `subjectaccessreviews`: what
+    /// `system:auth-delegator` holds, on the agent's own role).
     pub(crate) fn new(client: kube::Client, now: Instant) -> Self {
         Self {
             client,
