@@ -19,17 +19,14 @@ const MIB: u64 = 1 << 20;
 /// How far under the reading of the moment a threshold is set.
 pub const MARGIN_MIB: u64 = 400;
 /// What a hog allocates, and how much a second.
-const HOG_MIB: u64 = 1200;
-const HOG_STEP_MIB: u64 = 100;
+pub const HOG_MIB: u64 = 1200;
+pub const HOG_STEP_MIB: u64 = 100;
 /// What the guarded pod holds: more than the hog when it crosses, so vigil
 /// ranks it first and the PodDisruptionBudget has to hold.
 const GUARDED_MIB: u64 = 800;
 /// How much further under the kubelet's own reading its threshold sits
 /// while vigil runs.
 const KUBELET_BELOW_MIB: u64 = 1000;
-/// vigil's evaluation period: its default, which the episodes' config
-/// keeps.
-pub const PERIOD: Duration = Duration::from_secs(5);
 /// A bound for a broken test.
 const LIMIT: Duration = Duration::from_secs(120);
 
@@ -52,7 +49,8 @@ pub fn kubelet_reading() -> u64 {
 /// The pods that must outlive every episode.
 pub struct Workloads {
     registry: String,
-    survivors: Vec<(String, String)>,
+    /// Each survivor's name and UID.
+    pub(super) survivors: Vec<(String, String)>,
 }
 
 impl Workloads {
@@ -130,12 +128,6 @@ impl Workloads {
                 "{pod:#}"
             );
         }
-    }
-
-    /// Deletes the guarded pod (the kubelet alone heeds no budget).
-    pub fn remove_guarded(&mut self, cluster: &Upstream) {
-        cluster.kubectl_ok(&["-n", "pressure", "delete", "pod/guarded", "--wait"]);
-        self.survivors.retain(|(name, _)| name != "guarded");
     }
 }
 
@@ -324,7 +316,7 @@ pub fn configure_with(
 /// below vigil's: it must never fire while vigil runs.
 pub fn kubelet_below(cluster: &mut Upstream) {
     let threshold = kubelet_reading() - KUBELET_BELOW_MIB * MIB;
-    super::kubelet::set_threshold(cluster, Some(threshold));
+    super::kubelet::set_threshold(cluster, threshold);
 }
 
 /// What the node, the hog's events and the agent's log say, for a failure.
