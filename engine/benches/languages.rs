@@ -102,6 +102,7 @@ fn main() {
         measure("C", &example("c-sorter")),
         measure("JavaScript", &example("js-sorter")),
         measure("Python", &example("python-sorter")),
+        measure("Go", &example("go-sorter")),
     ];
     let header = format!(
         "{:<11} {:>11} {:>12} {:>12} {:>12} {:>12} {:>12} {:>12}",

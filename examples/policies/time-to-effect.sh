@@ -16,7 +16,7 @@ trap 'rm -rf "$work"' EXIT
 now() { date +%s.%N; }
 echo "| $(basename "$(dirname "$vigil")") binary | new + build | simulate, cold cache | simulate again, cached | new → effect |"
 echo "|---|---|---|---|---|"
-for lang in rust c js python; do
+for lang in rust c js python go; do
   export VIGIL_CACHE_DIR=$work/cache-$lang
   start=$(now)
   (cd "$work" && "$vigil" policy new "first-$lang" --world sorter --lang "$lang" >/dev/null)

@@ -1,5 +1,5 @@
-//! `vigil policy new`: a working policy skeleton in Rust, C, JavaScript or
-//! Python for any of the three worlds — the source, the contract (`wit/`), a
+//! `vigil policy new`: a working policy skeleton in Rust, C, JavaScript,
+//! Python or Go for any of the three worlds — the source, the contract (`wit/`), a
 //! build script that installs its toolchain from the package registries the
 //! first time, a scenario that shows the policy acting in `vigil simulate`,
 //! and a test (`policy check`, then `policy test` on input files against
@@ -21,6 +21,8 @@ pub(crate) enum Lang {
     Js,
     /// Python, built with componentize-py.
     Python,
+    /// Go, built with the stock Go toolchain and `wit-bindgen go`.
+    Go,
 }
 
 /// Why a skeleton was not written.
@@ -53,6 +55,23 @@ const WIT: [(&str, &str); 4] = [
     ("merger.wit", include_str!("../../../wit/merger.wit")),
 ];
 
+/// The WIT runtime package a Go policy's bindings import, as the examples
+/// build with it (its go.mod says why it is vigil's own).
+const GO_RUNTIME: [(&str, &str); 3] = [
+    (
+        "go-wit/go.mod",
+        include_str!("../../../examples/policies/toolchain/go-wit/go.mod"),
+    ),
+    (
+        "go-wit/wit/types/types.go",
+        include_str!("../../../examples/policies/toolchain/go-wit/wit/types/types.go"),
+    ),
+    (
+        "go-wit/wit/runtime/runtime.go",
+        include_str!("../../../examples/policies/toolchain/go-wit/wit/runtime/runtime.go"),
+    ),
+];
+
 macro_rules! template {
     ($path:literal) => {
         include_str!(concat!("../../templates/", $path))
@@ -75,6 +94,9 @@ fn source(lang: Lang, world: World) -> (&'static str, &'static str) {
         (Lang::Python, Strategy) => ("policy.py", template!("python/strategy.py")),
         (Lang::Python, Sorter) => ("policy.py", template!("python/sorter.py")),
         (Lang::Python, Merger) => ("policy.py", template!("python/merger.py")),
+        (Lang::Go, Strategy) => ("policy.go", template!("go/strategy.go")),
+        (Lang::Go, Sorter) => ("policy.go", template!("go/sorter.go")),
+        (Lang::Go, Merger) => ("policy.go", template!("go/merger.go")),
     }
 }
 
@@ -162,6 +184,10 @@ fn files(name: &str, world: World, lang: Lang) -> Vec<File> {
         let serve = format!("mkdir -p serve && cp {name}.wasm serve/{served}.wasm\n");
         text.replace("__SERVE__", &serve)
             .replace("__CWORLD__", &world.name().replace('-', "_"))
+            .replace(
+                "__GOPACKAGE__",
+                &format!("export_vigil_policy_{}", world.interface()),
+            )
             .replace("__WORLD__", world.name())
             .replace("__CRATE__", &name.replace('-', "_"))
             .replace("__NAME__", name)
@@ -176,6 +202,7 @@ fn files(name: &str, world: World, lang: Lang) -> Vec<File> {
         Lang::C => template!("c/build.sh"),
         Lang::Js => template!("js/build.sh"),
         Lang::Python => template!("python/build.sh"),
+        Lang::Go => template!("go/build.sh"),
     };
     let (source_path, source) = source(lang, world);
     let schema = serde_json::to_string_pretty(&crate::simulate::schema::json_schema())
@@ -196,15 +223,22 @@ fn files(name: &str, world: World, lang: Lang) -> Vec<File> {
             .into_iter()
             .map(|(path, template)| text(path, template, false)),
     );
-    match lang {
-        Lang::Rust => files.push(text("Cargo.toml", template!("rust/Cargo.toml"), false)),
-        Lang::C => files.push(File {
+    if matches!(lang, Lang::C | Lang::Go) {
+        files.push(File {
             path: "wasi_snapshot_preview1.reactor.wasm".into(),
             bytes: wasi_preview1_component_adapter_provider::WASI_SNAPSHOT_PREVIEW1_REACTOR_ADAPTER
                 .to_vec(),
             executable: false,
-        }),
-        Lang::Js | Lang::Python => {}
+        });
+    }
+    match lang {
+        Lang::Rust => files.push(text("Cargo.toml", template!("rust/Cargo.toml"), false)),
+        Lang::Go => files.extend(
+            GO_RUNTIME
+                .iter()
+                .map(|(path, source)| text(path, source, false)),
+        ),
+        Lang::C | Lang::Js | Lang::Python => {}
     }
     if lang != Lang::Rust {
         files.push(text(
@@ -303,7 +337,7 @@ mod tests {
             World::CandidateSorter,
             World::ConfigMerger,
         ];
-        for lang in [Lang::Rust, Lang::C, Lang::Js, Lang::Python] {
+        for lang in [Lang::Rust, Lang::C, Lang::Js, Lang::Python, Lang::Go] {
             for world in worlds {
                 let texts = files("my-policy", world, lang)
                     .into_iter()

@@ -78,8 +78,8 @@ impl World {
         }
     }
 
-    /// The interface a component of this world exports.
-    fn interface(self) -> &'static str {
+    /// The interface a component of this world exports, e.g. `sorter`.
+    pub fn interface(self) -> &'static str {
         match self {
             Self::EvictionStrategy => "strategy",
             Self::CandidateSorter => "sorter",

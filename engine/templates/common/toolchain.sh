@@ -34,8 +34,8 @@ need_js_tools() {
   export PATH="$prefix/node_modules/.bin:$PATH"
 }
 
-# clang and wasi-libc from Debian (as root or with sudo), wit-bindgen from
-# crates.io, wasm-tools from PyPI.
+# clang and wasi-libc from Debian (as root or with sudo), with the tools
+# below.
 need_c_tools() {
   local packages=(clang lld wasi-libc libclang-rt-14-dev-wasm32)
   if ! dpkg -s "${packages[@]}" >/dev/null 2>&1; then
@@ -48,10 +48,30 @@ need_c_tools() {
         { "${sudo[@]}" apt-get update && "${sudo[@]}" apt-get install -y --no-install-recommends "${packages[@]}"; }
     } >&2
   fi
+  need_bindings
+}
+
+# wit-bindgen from crates.io (C and Go bindings), wasm-tools from PyPI.
+need_bindings() {
   if [[ $("$TOOLS/cargo/bin/wit-bindgen" --version 2>/dev/null) != "wit-bindgen-cli 0.63.0"* ]]; then
     say "installing wit-bindgen-cli from crates.io into $TOOLS/cargo (a few minutes, once)"
     cargo install --quiet wit-bindgen-cli --version 0.63.0 --locked --root "$TOOLS/cargo"
   fi
   export PATH="$TOOLS/cargo/bin:$PATH"
   need_python_tools
+}
+
+# The machine's own Go, 1.25 or newer (`//go:wasmexport`, and the `go` line of
+# the module wit-bindgen writes), with the tools above.
+need_go_tools() {
+  local version
+  version=$(go env GOVERSION 2>/dev/null) || {
+    say "Go policies need Go 1.25 or newer on PATH; no go command was found"
+    exit 1
+  }
+  if [[ ! $version =~ ^go1\.([0-9]+) ]] || ((BASH_REMATCH[1] < 25)); then
+    say "Go policies need Go 1.25 or newer; this is $version"
+    exit 1
+  fi
+  need_bindings
 }

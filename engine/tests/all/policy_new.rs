@@ -185,6 +185,11 @@ fn python_skeletons_build_pass_their_tests_and_act() {
 }
 
 #[test]
+fn go_skeletons_build_pass_their_tests_and_act() {
+    every_world_builds_tests_and_acts("go");
+}
+
+#[test]
 fn a_name_that_cannot_be_a_policys_is_refused_and_nothing_is_written() {
     let root = tempfile::tempdir().unwrap();
     let output = crate::vigil()

@@ -4,7 +4,8 @@
 # build whose inputs have not changed.
 #
 # Toolchains go under target/toolchains/ (a Python venv, an npm prefix, a cargo
-# root), except the C compiler, which comes from Debian's packages.
+# root), except the C compiler, which comes from Debian's packages, and Go,
+# the machine's own.
 
 set -euo pipefail
 
@@ -109,6 +110,12 @@ need_registry_tools() {
 # PyPI; the WASI preview1 reactor adapter from the crate of vigil's wasmtime.
 need_c_tools() {
   need_debian_packages clang lld wasi-libc libclang-rt-14-dev-wasm32
+  need_bindings_and_adapter
+}
+
+# wit-bindgen from crates.io (C and Go bindings), wasm-tools from PyPI and
+# the WASI preview1 reactor adapter (in $ADAPTER).
+need_bindings_and_adapter() {
   if [[ $("$TOOLS/cargo/bin/wit-bindgen" --version 2>/dev/null) != "wit-bindgen-cli 0.63.0"* ]]; then
     say "installing wit-bindgen-cli from crates.io (a few minutes, once)"
     cargo install --quiet wit-bindgen-cli --version 0.63.0 --locked --root "$TOOLS/cargo"
@@ -117,6 +124,53 @@ need_c_tools() {
   need_python_tools
   ADAPTER="$TOOLS/wasi_snapshot_preview1.reactor.wasm"
   cargo run --quiet --manifest-path "$ROOT/Cargo.toml" -p wasi-adapter -- "$ADAPTER"
+}
+
+# The machine's own Go, 1.25 or newer (`//go:wasmexport`, and the `go` line of
+# the module wit-bindgen writes), with the tools above.
+need_go_tools() {
+  local version
+  version=$(go env GOVERSION 2>/dev/null) || {
+    say "Go policies need Go 1.25 or newer on PATH; no go command was found"
+    exit 1
+  }
+  if [[ ! $version =~ ^go1\.([0-9]+) ]] || ((BASH_REMATCH[1] < 25)); then
+    say "Go policies need Go 1.25 or newer; this is $version"
+    exit 1
+  fi
+  need_bindings_and_adapter
+}
+
+# Builds the Go policy NAME from SOURCE (in its folder) for WORLD: bindings
+# from `wit-bindgen go` in a module of their own under target/, SOURCE as
+# the package PACKAGE their exports call, the WIT runtime package from
+# go-wit/ (see its go.mod), then the stock Go toolchain for a wasip1
+# reactor (`-buildmode=c-shared`) and `wasm-tools component new` with the
+# reactor adapter, allocating with memory.grow: the adapter's first call
+# comes while the Go runtime is still starting, before Go can allocate.
+build_go_policy() {
+  local name=$1 source=$2 world=$3 package=$4
+  local here="$ROOT/examples/policies/$name"
+  local out="$here/$name.wasm"
+  local runtime="$TOOLCHAIN/go-wit"
+  skip_if_fresh "$out" "$here/$source" "$here/build.sh" "$runtime"/go.mod "$runtime"/wit/*/*.go
+  need_go_tools
+  local work="$ROOT/target/policies/$name"
+  rm -rf "$work" && mkdir -p "$work/$package"
+  # (wit-bindgen names each file it writes on stderr: shown only if it fails)
+  local generated
+  generated=$(wit-bindgen go "$WIT" --world "$world" --out-dir "$work" 2>&1) || {
+    printf '%s\n' "$generated" >&2
+    exit 1
+  }
+  cp "$here/$source" "$work/$package/"
+  printf 'replace go.bytecodealliance.org/pkg => %s\n' "$runtime" >>"$work/go.mod"
+  (cd "$work" && GOOS=wasip1 GOARCH=wasm GOFLAGS=-mod=mod go build -trimpath -buildmode=c-shared \
+    -ldflags=-s -o core.wasm .)
+  wasm-tools component embed "$WIT" --world "$world" "$work/core.wasm" -o "$work/embedded.wasm"
+  wasm-tools component new "$work/embedded.wasm" --realloc-via-memory-grow \
+    --adapt "wasi_snapshot_preview1=$ADAPTER" -o "$work/$name.wasm"
+  publish "$work/$name.wasm" "$out" "$here/$source" "$here/build.sh" "$runtime"/go.mod "$runtime"/wit/*/*.go
 }
 
 # Builds the JavaScript policy NAME from SOURCE (in its folder, or a path) for WORLD with

@@ -1,4 +1,4 @@
-//! The example policies in C, JavaScript and Python (`examples/policies/`,
+//! The example policies in C, JavaScript, Python and Go (`examples/policies/`,
 //! built by `examples/policies/build.sh`) against vigil's own Rust policies:
 //! the same answers call by call, and the same evictions at the same virtual
 //! times on every bundled scenario.
@@ -126,6 +126,11 @@ fn the_python_sorter_sorts_as_the_rust_sorter() {
     assert_sorts_as_rust("python-sorter");
 }
 
+#[test]
+fn the_go_sorter_sorts_as_the_rust_sorter() {
+    assert_sorts_as_rust("go-sorter");
+}
+
 // ---- Scenarios --------------------------------------------------------------
 
 /// With the example `name` serving as `policy`, every bundled scenario
@@ -171,6 +176,11 @@ async fn the_javascript_sorter_evicts_as_the_rust_sorter_on_every_scenario() {
 #[tokio::test]
 async fn the_python_sorter_evicts_as_the_rust_sorter_on_every_scenario() {
     assert_same_evictions_on_every_scenario("default-sorter", "python-sorter").await;
+}
+
+#[tokio::test]
+async fn the_go_sorter_evicts_as_the_rust_sorter_on_every_scenario() {
+    assert_same_evictions_on_every_scenario("default-sorter", "go-sorter").await;
 }
 
 #[tokio::test]
