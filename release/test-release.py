@@ -12,13 +12,17 @@ it: read-only root, every capability dropped but the init container's two,
 no new privileges, no network, nothing in it but the binary and the CA
 certificates. Last, the images built again give the same index digest.
 
-    release/test-release.py            the whole test
-    release/test-release.py --prepare  only the clone and its images
+    release/test-release.py                  the whole test
+    release/test-release.py --prepare        only the clone and its images
+    release/test-release.py --prepare-amd64  only the clone and its amd64 image
 
 The clone lives in target/release-test/checkout (its builds kept between
 runs), under a lock. `--prepare` makes the clone and builds its images:
 CI runs it early in the background, the node suite and the test then find
-them built. Installs what it needs from Debian's packages when missing
+them built. The node suite runs one architecture, and no build may run
+beside it (its episodes read the machine's memory): it holds the lock
+`node` while it runs and asks for amd64 alone (`--prepare-amd64`), and
+`--prepare` builds amd64 first, then both only while no node suite runs. Installs what it needs from Debian's packages when missing
 (podman runs here only with runc: crun refuses this kernel's hybrid
 cgroups).
 """
@@ -157,9 +161,9 @@ class Clone:
         return cls(version, epoch, run(*git, "rev-parse", "HEAD").strip())
 
 
-def build_images():
-    """Both architectures' images in one index (target/image/)."""
-    build("release/image.sh", "--arch", "all", cwd=CHECKOUT)
+def build_images(arch="all"):
+    """ARCH's image, or both architectures' in one index (target/image/)."""
+    build("release/image.sh", "--arch", arch, cwd=CHECKOUT)
 
 
 @dataclasses.dataclass
@@ -542,16 +546,26 @@ def test(clone):
         return r.pin
 
 
+def prepare(arch):
+    """The clone, and ARCH's images in it."""
+    with locked("clone"):
+        Clone.prepare()
+        build_images(arch)
+
+
 def main(args):
     os.environ.update(PROFILE)
     install()
-    if args not in ([], ["--prepare"]):
-        sys.exit(f"usage: {sys.argv[0]} [--prepare]")
+    if args not in ([], ["--prepare"], ["--prepare-amd64"]):
+        sys.exit(f"usage: {sys.argv[0]} [--prepare | --prepare-amd64]")
+    if args:
+        prepare("amd64")
+        if args == ["--prepare"]:
+            with locked("node"):
+                prepare("all")
+        return
     with locked("clone"):
         clone = Clone.prepare()
-        if args:
-            build_images()
-            return
         build_images()
         pin = test(clone)
     print(f"release test passed: {pin}")

@@ -59,6 +59,7 @@ fn main() {
     let runs = std::env::var("VIGIL_NODE_RUNS")
         .map(|runs| runs.parse().expect("VIGIL_NODE_RUNS: a number"))
         .unwrap_or(RUNS);
+    let _alone = image::machine_to_itself();
     let layout = image::layout();
     let keys = hot_swap::keys();
     let mut cluster = Upstream::start_node();

@@ -1,14 +1,17 @@
 //! vigil's image for the node: the release test's build (`release/
-//! test-release.py --prepare`: `release/image.sh` on a clean clone of this
-//! commit, both architectures), pushed to the node's registry as it is, and
-//! a second image made from it for the rolling update (one label more: the
-//! same binary under another digest). The suite waits for both
-//! architectures, though it runs one: its episodes read the machine's own
-//! `memory.available`, and a build beside them (rustc takes gigabytes)
-//! would cross their thresholds too — CI prepares them in the background.
+//! test-release.py --prepare-amd64`: `release/image.sh` on a clean clone of
+//! this commit, the architecture the suite runs), pushed to the node's
+//! registry as it is, and a second image made from it for the rolling update
+//! (one label more: the same binary under another digest). No build may run
+//! beside the suite: its episodes read the machine's own `memory.available`,
+//! and a build (rustc takes gigabytes) would cross their thresholds too. CI
+//! prepares the images in the background, amd64 first; the suite holds the
+//! release test's lock `node` while it runs, and that preparation builds
+//! arm64 only once the lock is free.
 
 use super::root;
 use serde_json::Value;
+use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use vigil_testbed::upstream::Upstream;
@@ -21,14 +24,26 @@ pub struct Images {
     pub second: String,
 }
 
+/// Holds the release test's lock `node` until dropped: a preparation of the
+/// release's images in the background builds nothing while it is held
+/// (`release/test-release.py`).
+pub fn machine_to_itself() -> File {
+    let state = root().join("target/release-test");
+    std::fs::create_dir_all(&state).expect("target/release-test");
+    let lock = File::create(state.join("node.lock")).expect("the lock's file");
+    lock.lock().expect("the lock");
+    lock
+}
+
 /// The OCI layout holding the image index `vigil:VERSION`: the release
-/// test's (built if it is not yet), or the one `VIGIL_NODE_IMAGE` names
-/// (by hand: an image built before, to skip the build).
+/// test's, its amd64 image (built if it is not yet), or the one
+/// `VIGIL_NODE_IMAGE` names (by hand: an image built before, to skip the
+/// build).
 pub fn layout() -> PathBuf {
     let layout = match std::env::var_os("VIGIL_NODE_IMAGE") {
         Some(layout) => PathBuf::from(layout),
         None => {
-            run(Command::new(root().join("release/test-release.py")).arg("--prepare"));
+            run(Command::new(root().join("release/test-release.py")).arg("--prepare-amd64"));
             let version = env!("CARGO_PKG_VERSION");
             root().join(format!(
                 "target/release-test/checkout/target/image/vigil-{version}.oci"
