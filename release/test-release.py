@@ -22,9 +22,9 @@ CI runs it early in the background, the node suite and the test then find
 them built. The node suite runs one architecture, and no build may run
 beside it (its episodes read the machine's memory): it holds the lock
 `node` while it runs and asks for amd64 alone (`--prepare-amd64`), and
-`--prepare` builds amd64 first, then both only while no node suite runs. Installs what it needs from Debian's packages when missing
-(podman runs here only with runc: crun refuses this kernel's hybrid
-cgroups).
+`--prepare` builds amd64 first, then both only while no node suite runs.
+Installs what it needs from Debian's packages when missing (podman runs
+here only with runc: crun refuses this kernel's hybrid cgroups).
 """
 
 import contextlib
