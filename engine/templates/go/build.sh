@@ -19,7 +19,7 @@ generated=$(wit-bindgen go wit --world __WORLD__ --out-dir build 2>&1) || {
 }
 cp policy.go build/__GOPACKAGE__/
 printf 'replace go.bytecodealliance.org/pkg => %s\n' "$PWD/go-wit" >>build/go.mod
-(cd build && GOOS=wasip1 GOARCH=wasm GOFLAGS=-mod=mod go build -trimpath -buildmode=c-shared \
+(cd build && GOOS=wasip1 GOARCH=wasm go build -trimpath -buildmode=c-shared \
   -ldflags=-s -o core.wasm .)
 wasm-tools component embed wit --world __WORLD__ build/core.wasm -o build/embedded.wasm
 wasm-tools component new build/embedded.wasm --realloc-via-memory-grow \

@@ -56,10 +56,13 @@ fn summary(times: &[Duration]) -> String {
 }
 
 fn main() {
-    let runs = std::env::var("VIGIL_NODE_RUNS")
-        .map(|runs| runs.parse().expect("VIGIL_NODE_RUNS: a number"))
-        .unwrap_or(RUNS);
-    let _alone = image::machine_to_itself();
+    let runs = std::env::var("VIGIL_NODE_RUNS").map_or(RUNS, |runs| {
+        runs.parse()
+            .ok()
+            .filter(|&runs: &usize| runs > 0)
+            .unwrap_or_else(|| panic!("VIGIL_NODE_RUNS={runs:?}: episodes a side, at least 1"))
+    });
+    let _machine = image::machine_to_itself();
     let layout = image::layout();
     let keys = hot_swap::keys();
     let mut cluster = Upstream::start_node();

@@ -33,7 +33,7 @@ use vigil_testbed::upstream::Upstream;
 
 #[test]
 fn vigil_as_shipped_on_a_real_node_evicts_ahead_of_the_kubelet() {
-    let _alone = image::machine_to_itself();
+    let _machine = image::machine_to_itself();
     let layout = image::layout();
     let binary = image::binary(&layout);
     let keys = hot_swap::keys();

@@ -165,7 +165,7 @@ build_go_policy() {
   }
   cp "$here/$source" "$work/$package/"
   printf 'replace go.bytecodealliance.org/pkg => %s\n' "$runtime" >>"$work/go.mod"
-  (cd "$work" && GOOS=wasip1 GOARCH=wasm GOFLAGS=-mod=mod go build -trimpath -buildmode=c-shared \
+  (cd "$work" && GOOS=wasip1 GOARCH=wasm go build -trimpath -buildmode=c-shared \
     -ldflags=-s -o core.wasm .)
   wasm-tools component embed "$WIT" --world "$world" "$work/core.wasm" -o "$work/embedded.wasm"
   wasm-tools component new "$work/embedded.wasm" --realloc-via-memory-grow \
