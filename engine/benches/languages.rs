@@ -2,7 +2,7 @@
 //! prints figures, asserts nothing).
 //!
 //! Run `examples/policies/build.sh`, then `cargo bench -p vigil --bench languages`.
-//! Prints, from one run, for the Rust built-in and the C, JavaScript and Python
+//! Prints, from one run, for the Rust built-in and the C, JavaScript, Python and Go
 //! example sorters: component size, compile time, precompiled load time (from
 //! vigil's artifact cache), the cost of one call with no candidates (fresh
 //! store, instantiate, call), and sort latency at 10, 100 and 1000 candidates;
