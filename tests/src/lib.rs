@@ -335,6 +335,7 @@ pub fn agent_config(files: &vigil_testbed::NodeFiles) -> vigil::agent::AgentConf
         config_spread: std::time::Duration::ZERO,
         config_start_on_defaults: false,
         dry_run: false,
+        observe_first: false,
         metrics_addr: "127.0.0.1:0".parse().expect("an address"),
         metrics_auth: vigil::agent::MetricsAuth::None,
         proc_root: files.path("proc"),

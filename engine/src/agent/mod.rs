@@ -72,6 +72,9 @@ pub struct AgentConfig {
     pub config_start_on_defaults: bool,
     /// Decide and report, evict nothing (dry-run requests only).
     pub dry_run: bool,
+    /// Start from a base layer `dryRun: true`, under `config_file` and the
+    /// cluster's layers: observe until a layer says to enforce.
+    pub observe_first: bool,
     /// Where `/metrics`, `/healthz` and `/readyz` are served.
     pub metrics_addr: SocketAddr,
     /// Who may read `/metrics`.
@@ -189,25 +192,35 @@ pub async fn run(config: AgentConfig, shutdown: impl Future<Output = ()>) -> any
     Ok(())
 }
 
-/// The `--config` layer, if any, and the defaults it makes, merged with
-/// `registry`'s merger ([`config::defaults`]): a bad file stops the start-up.
+/// The base layers — `dryRun: true` under `--observe-first`, then the
+/// `--config` file — and the defaults they make, merged with `registry`'s
+/// merger ([`config::defaults`]): a bad file stops the start-up.
 async fn base_config(
     config: &AgentConfig,
     registry: &Registry,
 ) -> anyhow::Result<(Vec<Layer>, VigilConfig)> {
-    let Some(path) = &config.config_file else {
-        return Ok((Vec::new(), VigilConfig::default()));
-    };
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("cannot read the config {}", path.display()))?;
-    let value: serde_json::Value = serde_norway::from_str(&text)
-        .with_context(|| format!("the config {} is not YAML or JSON", path.display()))?;
-    let base = vec![Layer {
-        source: path.display().to_string(),
-        json: value.to_string(),
-    }];
+    let mut base = Vec::new();
+    if config.observe_first {
+        base.push(Layer {
+            source: "--observe-first".into(),
+            json: r#"{"dryRun":true}"#.into(),
+        });
+    }
+    if let Some(path) = &config.config_file {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read the config {}", path.display()))?;
+        let value: serde_json::Value = serde_norway::from_str(&text)
+            .with_context(|| format!("the config {} is not YAML or JSON", path.display()))?;
+        base.push(Layer {
+            source: path.display().to_string(),
+            json: value.to_string(),
+        });
+    }
+    if base.is_empty() {
+        return Ok((base, VigilConfig::default()));
+    }
     let defaults = defaults(registry, &base)
         .await
-        .with_context(|| format!("the config {}", path.display()))?;
+        .context("the agent's base config (--observe-first, --config)")?;
     Ok((base, defaults))
 }

@@ -90,9 +90,15 @@ pub(super) struct AgentArgs {
     /// stay open to the kubelet's probes (over TLS too).
     #[arg(long, value_name = "MODE", default_value = "none")]
     metrics_auth: MetricsAuthArg,
-    /// Decide and report, evict nothing: evictions are sent as dry-run requests.
+    /// Decide and report, evict nothing: evictions are sent as dry-run requests. The hard
+    /// override: no config layer lifts it.
     #[arg(long)]
     dry_run: bool,
+    /// Observe until told to enforce: a base layer `dryRun: true` under the --config file
+    /// and every `VigilConfig`, so nothing is evicted or tainted until a layer sets `dryRun:
+    /// false` (`vigil enforce --percent N` writes one). The shipped DaemonSet passes it.
+    #[arg(long)]
+    observe_first: bool,
     /// The host's procfs (the DaemonSet mounts it here).
     #[arg(long, default_value = "/proc")]
     proc_root: PathBuf,
@@ -265,6 +271,7 @@ impl AgentArgs {
             config_spread: self.config_spread.0,
             config_start_on_defaults: self.config_start_on_defaults,
             dry_run: self.dry_run,
+            observe_first: self.observe_first,
             metrics_addr: self.metrics_addr,
             metrics_auth: self.metrics_auth.into(),
             proc_root: self.proc_root,

@@ -5,6 +5,7 @@
 mod agent;
 mod args;
 mod cleanup;
+mod enforce;
 mod fleet;
 mod migrate;
 mod own_state;
@@ -69,6 +70,10 @@ enum Command {
     /// config's rollout. Also `kubectl vigil status POLICY`, with this binary on the PATH
     /// as `kubectl-vigil`.
     Status(fleet::StatusArgs),
+    /// From observing to acting: every agent the shipped DaemonSet starts observes
+    /// (`--observe-first`) until this writes `VigilConfig/vigil-enforce`, `dryRun: false` on
+    /// `--percent` of the nodes. Also `kubectl vigil enforce --percent N`.
+    Enforce(enforce::EnforceArgs),
     /// This binary's build and the agents' builds across the fleet (`--client`: this
     /// binary's only). Also `kubectl vigil version`.
     Version(fleet::VersionArgs),
@@ -106,6 +111,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Simulate(args) => args.execute().await,
         Command::Policy(command) => command.execute().await,
         Command::Status(args) => args.execute().await,
+        Command::Enforce(args) => args.execute().await,
         Command::Version(args) => args.execute().await,
         Command::Where(args) => args.execute().await,
         Command::Explain(args) => args.execute().await,

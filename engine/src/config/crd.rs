@@ -34,6 +34,11 @@ use serde_json::Value;
     ),
     printcolumn(name = "Nodes", type_ = "string", json_path = ".spec.target.nodeNames"),
     printcolumn(
+        name = "Rollout",
+        type_ = "integer",
+        json_path = ".spec.rollout.percent"
+    ),
+    printcolumn(
         name = "Expires",
         type_ = "date",
         json_path = ".spec.target.expiresAfter"
@@ -134,7 +139,29 @@ fn strip_defaults(schema: &mut Value) {
     }
 }
 
+/// The name of the layer `vigil enforce` writes.
+pub const ENFORCE_LAYER: &str = "vigil-enforce";
+/// Its priority: over the cluster-wide layers of lower priority (an
+/// operator's `dryRun: true` among them), under every node-selector and
+/// node-name layer (a pool or a node kept observing by a layer of its own).
+pub const ENFORCE_PRIORITY: i32 = 1000;
+
 impl ConfigLayer {
+    /// The enforce step: a cluster-wide layer `dryRun: false` on `percent`
+    /// of the nodes (a stable hash of the layer's and each node's name, so
+    /// raising it only adds nodes), lifting the install's `--observe-first`.
+    pub fn enforcing(percent: u8) -> Self {
+        Self::new(
+            ENFORCE_LAYER,
+            ConfigLayerSpec {
+                target: None,
+                priority: ENFORCE_PRIORITY,
+                rollout: Some(LayerRollout { percent }),
+                config: serde_json::json!({"dryRun": false}),
+            },
+        )
+    }
+
     /// The layer's name as the merger and every report show it:
     /// `VigilConfig/NAME@GENERATION`.
     pub fn source(&self) -> String {
@@ -221,5 +248,26 @@ mod tests {
         );
         layer.metadata.generation = Some(4);
         assert_eq!(layer.source(), "VigilConfig/pool-a@4");
+    }
+
+    #[test]
+    fn the_enforce_layer_is_a_valid_layer_that_lifts_the_dry_run_on_its_share() {
+        let layer = serde_json::to_value(ConfigLayer::enforcing(10)).unwrap();
+        assert_eq!(layer["apiVersion"], "vigil.dev/v1alpha1");
+        assert_eq!(layer["kind"], "VigilConfig");
+        assert_eq!(layer["metadata"]["name"], ENFORCE_LAYER);
+        assert_eq!(layer["spec"]["priority"], ENFORCE_PRIORITY);
+        assert_eq!(layer["spec"]["rollout"]["percent"], 10);
+        assert_eq!(
+            layer["spec"]["config"],
+            serde_json::json!({"dryRun": false})
+        );
+        assert!(layer["spec"].get("target").is_none(), "every node: {layer}");
+        let object: ConfigLayer = serde_json::from_value(layer).unwrap();
+        let layer = crate::model::Layer {
+            source: object.source(),
+            json: object.spec.config.to_string(),
+        };
+        crate::config::schema::check_layer(&layer).unwrap();
     }
 }

@@ -250,4 +250,44 @@ mod tests {
             before = taking;
         }
     }
+
+    #[test]
+    fn the_enforce_layer_goes_over_cluster_layers_and_under_pools_and_nodes() {
+        let labels = BTreeMap::from([("pool".to_owned(), "batch".to_owned())]);
+        let fleet = object("fleet", 0, None);
+        let pool = object(
+            "batch-observes",
+            0,
+            Some(Target {
+                node_selector: Some(LabelSelector {
+                    match_labels: Some(labels.clone()),
+                    ..LabelSelector::default()
+                }),
+                ..Target::default()
+            }),
+        );
+        let enforce = ConfigLayer::enforcing(100);
+        let selection = select(
+            [&pool, &enforce, &fleet],
+            "node-1",
+            &labels,
+            NOW.parse().unwrap(),
+        );
+        let sources: Vec<&str> = selection.layers.iter().map(|l| l.source.as_str()).collect();
+        assert_eq!(
+            sources,
+            [
+                "VigilConfig/fleet@1",
+                "VigilConfig/vigil-enforce@0",
+                "VigilConfig/batch-observes@1"
+            ]
+        );
+        let none = select(
+            [&ConfigLayer::enforcing(0)],
+            "node-1",
+            &labels,
+            NOW.parse().unwrap(),
+        );
+        assert!(none.layers.is_empty(), "0% enforces on no node");
+    }
 }

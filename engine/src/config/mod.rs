@@ -26,7 +26,9 @@ pub mod schema;
 
 pub use assignment::{ConfigView, Reason, Status};
 pub use checkpoint::{Assigned, Checkpoint, CheckpointFile, LayerSet};
-pub use crd::{ConfigLayer, ConfigLayerSpec, LayerRollout, Target};
+pub use crd::{
+    ConfigLayer, ConfigLayerSpec, ENFORCE_LAYER, ENFORCE_PRIORITY, LayerRollout, Target,
+};
 
 use crate::base::policy_name::{
     DEFAULT_MERGER, DEFAULT_SORTER, DISK_PRESSURE, MEMORY_PRESSURE, NUMA_PRESSURE, PID_PRESSURE,

@@ -4,7 +4,7 @@
 
 use super::activity::{Activity, time};
 use super::kinds::{
-    ConfigState, Fault, NodeView, PolicyView, PressureCondition, PullView, ShadowView,
+    ConfigState, Fault, Mode, NodeView, PolicyView, PressureCondition, PullView, ShadowView,
 };
 use crate::base::build::BUILD;
 use crate::cluster::node_status::condition_type;
@@ -17,6 +17,7 @@ use std::collections::BTreeMap;
 pub(crate) fn node(config: &ConfigView, activity: &Activity) -> NodeView {
     NodeView {
         agent: Some(BUILD.to_owned()),
+        mode: Some(Mode::of(config.observing)),
         config: ConfigState {
             state: config.status.reason.as_str().to_owned(),
             message: config.status.message.clone(),
@@ -196,6 +197,7 @@ mod tests {
             last_known_good: None,
             trial_end: Some(jiff::Timestamp::try_from(odd).unwrap()),
             last_error: None,
+            observing: true,
         };
         let mut activity = Activity::default();
         let condition = ActiveCondition {

@@ -55,6 +55,7 @@ mod tests {
         let mut object = VigilNodeStatus::new(name, spec);
         object.status = Some(NodeView {
             agent: None,
+            mode: None,
             config: ConfigState {
                 state: "Active".into(),
                 message: String::new(),

@@ -36,6 +36,7 @@ pub(crate) const POLICY_LABEL: &str = "vigil.dev/policy";
     category = "vigil",
     status = "NodeView",
     doc = "What the vigil agent of one node runs and did lately; written by that agent, owned by its Node",
+    printcolumn(name = "Mode", type_ = "string", json_path = ".status.mode"),
     printcolumn(name = "Config", type_ = "string", json_path = ".status.config.state"),
     printcolumn(
         name = "Pressure",
@@ -84,6 +85,10 @@ pub(crate) struct NodeView {
     /// written by an agent before 0.2.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent: Option<String>,
+    /// Whether the agent evicts and taints (`enforce`) or only decides and
+    /// reports (`observe`). Absent when written by an agent before 0.2.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<Mode>,
     /// Which config runs, and why.
     pub config: ConfigState,
     /// The pressure conditions that hold now.
@@ -109,6 +114,35 @@ pub(crate) struct NodeView {
     /// written by an agent before 0.2, which named them `NODE-xxxxx`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub policies: Option<Vec<String>>,
+}
+
+/// Whether a node's agent acts on its decisions.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub(crate) enum Mode {
+    /// Every decision is a dry run: nothing is evicted or tainted.
+    Observe,
+    /// Strategies not in dry run of their own evict and taint.
+    Enforce,
+}
+
+impl Mode {
+    /// The mode of an agent that is (or is not) observing.
+    pub(crate) fn of(observing: bool) -> Self {
+        if observing {
+            Self::Observe
+        } else {
+            Self::Enforce
+        }
+    }
+
+    /// The mode as the status object spells it.
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Self::Observe => "observe",
+            Self::Enforce => "enforce",
+        }
+    }
 }
 
 /// The config state of a node.

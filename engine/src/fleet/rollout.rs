@@ -1,25 +1,26 @@
 //! How far a config change and an upgrade of vigil have rolled out, from
-//! the `VigilNodeStatus` objects (one per node): the nodes per assigned
-//! config, running config and state, with the nodes that refused or rolled
-//! back theirs and why; and the nodes per agent build. What `vigil status
+//! the `VigilNodeStatus` objects (one per node): the nodes per mode
+//! (observe or enforce), assigned config, running config and state, with the
+//! nodes that refused or rolled back theirs and why; and the nodes per agent
+//! build. What `vigil status
 //! --config` and `vigil version` print.
 
-use super::kinds::VigilNodeStatus;
+use super::kinds::{Mode, VigilNodeStatus};
 use std::collections::BTreeMap;
 use std::fmt::{self, Write as _};
 
 /// The first digits of a config hash, as the table shows it.
 const SHORT: usize = 12;
 
-/// An assigned config, the running config and the state.
-type Row = (String, String, String);
+/// A mode, an assigned config, the running config and the state.
+type Row = (String, String, String, String);
 
 /// The config across the nodes that report it.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub(crate) struct ConfigRollout {
     /// Nodes that report.
     pub nodes: usize,
-    /// Nodes by assigned config, running config and state.
+    /// Nodes by mode, assigned config, running config and state.
     pub rows: BTreeMap<Row, usize>,
     /// Nodes whose assigned config does not run: node, state, why.
     pub failed: Vec<(String, String, String)>,
@@ -32,7 +33,7 @@ impl ConfigRollout {
         for object in statuses {
             rollout.nodes += 1;
             let Some(status) = &object.status else {
-                let row = ("-".into(), "-".into(), "NoStatus".into());
+                let row = ("-".into(), "-".into(), "-".into(), "NoStatus".into());
                 *rollout.rows.entry(row).or_default() += 1;
                 continue;
             };
@@ -41,7 +42,9 @@ impl ConfigRollout {
                 hash.as_deref()
                     .map_or_else(|| none.to_owned(), |h| h.chars().take(SHORT).collect())
             };
+            let mode = status.mode.map_or("-", Mode::as_str);
             let row = (
+                mode.to_owned(),
                 short(&config.assigned, "-"),
                 short(&config.active, "defaults"),
                 config.state.clone(),
@@ -68,11 +71,14 @@ impl fmt::Display for ConfigRollout {
         let (assigned, running) = ("ASSIGNED", "RUNNING");
         writeln!(
             table,
-            "{assigned:<14} {running:<14} {:<16} {:>6}",
-            "STATE", "NODES"
+            "{:<8} {assigned:<14} {running:<14} {:<16} {:>6}",
+            "MODE", "STATE", "NODES"
         )?;
-        for ((assigned, running, state), nodes) in &self.rows {
-            writeln!(table, "{assigned:<14} {running:<14} {state:<16} {nodes:>6}")?;
+        for ((mode, assigned, running, state), nodes) in &self.rows {
+            writeln!(
+                table,
+                "{mode:<8} {assigned:<14} {running:<14} {state:<16} {nodes:>6}"
+            )?;
         }
         f.write_str(&table)?;
         if !self.failed.is_empty() {
@@ -127,6 +133,7 @@ mod tests {
         let mut object = VigilNodeStatus::new(name, spec);
         object.status = Some(NodeView {
             agent: agent.map(str::to_owned),
+            mode: agent.map(|_| Mode::of(name == "n2")),
             config,
             ..NodeView::default()
         });
@@ -164,13 +171,18 @@ mod tests {
     fn a_config_rollout_counts_nodes_per_config_and_state_and_names_the_failed() {
         let rollout = ConfigRollout::of(&fleet());
         assert_eq!(rollout.nodes, 6);
-        let row = |a: &str, r: &str, s: &str| (a.to_owned(), r.to_owned(), s.to_owned());
+        let row = |m: &str, a: &str, r: &str, s: &str| {
+            (m.to_owned(), a.to_owned(), r.to_owned(), s.to_owned())
+        };
         let new = &NEW[..SHORT];
-        assert_eq!(rollout.rows[&row(new, new, "Active")], 2);
-        assert_eq!(rollout.rows[&row(new, new, "Trial")], 1);
-        assert_eq!(rollout.rows[&row(new, &OLD[..SHORT], "RolledBack")], 1);
-        assert_eq!(rollout.rows[&row(new, "defaults", "Rejected")], 1);
-        assert_eq!(rollout.rows[&row("-", "-", "NoStatus")], 1);
+        assert_eq!(rollout.rows[&row("enforce", new, new, "Active")], 2);
+        assert_eq!(rollout.rows[&row("observe", new, new, "Trial")], 1);
+        assert_eq!(rollout.rows[&row("-", new, &OLD[..SHORT], "RolledBack")], 1);
+        assert_eq!(
+            rollout.rows[&row("enforce", new, "defaults", "Rejected")],
+            1
+        );
+        assert_eq!(rollout.rows[&row("-", "-", "-", "NoStatus")], 1);
         assert_eq!(
             rollout.failed,
             [
@@ -189,7 +201,10 @@ mod tests {
         let text = rollout.to_string();
         assert!(text.starts_with("config: 6 node(s) report\n"), "{text}");
         assert!(
-            text.contains(&format!("{new:<14} {new:<14} {:<16} {:>6}\n", "Active", 2)),
+            text.contains(&format!(
+                "{:<8} {new:<14} {new:<14} {:<16} {:>6}\n",
+                "enforce", "Active", 2
+            )),
             "{text}"
         );
         assert!(

@@ -172,4 +172,9 @@ fn cluster(registry: &mut Registry, m: &Metrics) {
         "Why the running config runs (the VigilConfigOK reason)",
         m.config_state.clone(),
     );
+    registry.register(
+        "observing",
+        "1 while every decision is a dry run: the node evicts and taints nothing",
+        m.observing.clone(),
+    );
 }

@@ -101,6 +101,8 @@ pub struct Metrics {
     pub config_checkpoint_loads: Family<CheckpointLabels, Counter>,
     /// Why the running config runs (1 for the current reason).
     pub config_state: Family<ConfigStateLabels, Gauge>,
+    /// 1 while every decision is a dry run (the node observes), else 0.
+    pub observing: Gauge,
     /// Always 1, labelled with the build.
     pub build_info: Family<BuildLabels, Gauge>,
 }
@@ -139,6 +141,7 @@ impl Default for Metrics {
             policy_compiles: Counter::default(),
             config_checkpoint_loads: Family::default(),
             config_state: Family::default(),
+            observing: Gauge::default(),
             build_info: Family::default(),
         };
         metrics

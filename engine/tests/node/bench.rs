@@ -64,11 +64,13 @@ fn main() {
     });
     let _machine = image::machine_to_itself();
     let layout = image::layout();
+    let binary = image::binary(&layout);
     let keys = hot_swap::keys();
     let mut cluster = Upstream::start_node();
     let images = image::push(&cluster, &layout);
     install::install(&cluster, &images.first, &keys);
     install::agent_runs_as_shipped(&cluster);
+    install::enforce(&cluster, &binary);
     let mut workloads = pressure::Workloads::start(&cluster);
     pressure::kubelet_below(&mut cluster);
     let vigil: Vec<Duration> = (0..runs)

@@ -126,6 +126,32 @@ pub fn install(cluster: &Upstream, image: &str, keys: &Keys) {
     rolled_out(cluster);
 }
 
+/// The node's mode, as its `VigilNodeStatus` says it.
+fn mode(cluster: &Upstream) -> Option<String> {
+    let status = cluster.get(None, "vigilnodestatus/vigil-node")?;
+    status["status"]["mode"].as_str().map(str::to_owned)
+}
+
+/// The enforce step as docs/operating.md gives it, with the release's own
+/// `binary`: the agent observes as installed, then enforces once `vigil
+/// enforce --percent 100` has applied its layer.
+pub fn enforce(cluster: &Upstream, binary: &Path) {
+    let limit = Duration::from_secs(60);
+    until("the agent observes, as installed", limit, || {
+        (mode(cluster)? == "observe").then_some(())
+    });
+    let output = std::process::Command::new(binary)
+        .args(["enforce", "--percent", "100", "--kubeconfig"])
+        .arg(cluster.admin_kubeconfig())
+        .output()
+        .expect("vigil enforce runs");
+    assert!(output.status.success(), "vigil enforce: {output:?}");
+    // Within the shipped --config-spread (30 s), then its status write.
+    until("the agent enforces", Duration::from_secs(90), || {
+        (mode(cluster)? == "enforce").then_some(())
+    });
+}
+
 /// Waits until the agent's DaemonSet has rolled out.
 pub fn rolled_out(cluster: &Upstream) {
     cluster.kubectl_ok(&[

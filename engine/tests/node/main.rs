@@ -41,6 +41,7 @@ fn vigil_as_shipped_on_a_real_node_evicts_ahead_of_the_kubelet() {
     let images = image::push(&cluster, &layout);
     install::install(&cluster, &images.first, &keys);
     install::agent_runs_as_shipped(&cluster);
+    install::enforce(&cluster, &binary);
     pressure::configure(&cluster, None, None);
 
     let workloads = pressure::Workloads::start(&cluster);

@@ -254,7 +254,10 @@ fn the_agent_lives_its_whole_life_under_its_own_token_with_no_refusal() {
     let kubelets = kubelet_conditions(&cluster, "n1");
     assert_eq!(kubelets.len(), 4);
     let kubeconfig = agent_identity(&cluster, "n1");
-    let mut agent = AgentProcess::start_with(vigil(), "n1", &files, &kubeconfig, CONFIG, &[]);
+    // Observing first, as the shipped DaemonSet starts it.
+    let observe = "--observe-first";
+    let mut agent =
+        AgentProcess::start_with(vigil(), "n1", &files, &kubeconfig, CONFIG, &[observe]);
 
     // It publishes its node's status object.
     until("the VigilNodeStatus of n1", &agent, || {
@@ -281,9 +284,43 @@ fn the_agent_lives_its_whole_life_under_its_own_token_with_no_refusal() {
         })
     });
 
-    // Memory pressure: the top pod is evicted through the real Eviction API,
-    // gracefully: it is terminating until its kubelet confirms.
+    // Memory pressure while observing: a dry-run eviction, no taint.
     files.memory_available(50);
+    until("n1 reports a dry-run eviction, observing", &agent, || {
+        cluster.get(None, "vigilnodestatus/n1").is_some_and(|s| {
+            s["status"]["mode"] == "observe"
+                && s["status"]["evictions"]["dry-run"].as_u64() > Some(0)
+        })
+    });
+    let big = cluster.get(Some("shop"), "pod/big").unwrap();
+    assert!(big["metadata"]["deletionTimestamp"].is_null(), "{big:#}");
+    assert!(
+        !taints(&cluster, "n1")
+            .iter()
+            .any(|t| t.starts_with("vigil.dev/")),
+        "{:?}",
+        taints(&cluster, "n1")
+    );
+    let daemonset = std::fs::read_to_string(super::root().join("deploy/daemonset.yaml")).unwrap();
+    assert!(
+        daemonset.contains(&format!("- {observe}\n")),
+        "the DaemonSet ships {observe}"
+    );
+
+    // The enforce step, as the docs give it: the top pod is evicted through
+    // the real Eviction API, gracefully: it is terminating until its kubelet
+    // confirms.
+    let admin = cluster.admin_kubeconfig();
+    let enforce = std::process::Command::new(vigil())
+        .args(["enforce", "--percent", "100", "--kubeconfig"])
+        .arg(&admin)
+        .output()
+        .expect("vigil enforce runs");
+    assert!(enforce.status.success(), "{enforce:?}");
+    assert!(
+        String::from_utf8_lossy(&enforce.stdout).contains("VigilConfig/vigil-enforce"),
+        "{enforce:?}"
+    );
     until("big is terminating", &agent, || {
         cluster
             .get(Some("shop"), "pod/big")

@@ -71,6 +71,7 @@ fn the_chart_installs_upgrades_with_values_and_uninstalls_keeping_the_crds() {
         "{args:?}"
     );
     assert!(args.contains(&"--compile=never".to_owned()), "{args:?}");
+    assert!(args.contains(&"--observe-first".to_owned()), "{args:?}");
     assert!(
         cluster.get(None, "clusterrole/vigil").is_some()
             && cluster

@@ -53,6 +53,7 @@ fn report(reason: Reason, message: &str) -> ConfigView {
         last_known_good: None,
         trial_end: None,
         last_error: None,
+        observing: false,
     }
 }
 

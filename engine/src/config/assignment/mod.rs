@@ -109,6 +109,10 @@ pub struct ConfigView {
     /// Why the config refused or rolled back last was (its hash's first 12
     /// digits, then why).
     pub last_error: Option<String>,
+    /// Whether every decision is a dry run: the node observes, evicts and
+    /// taints nothing (the agent's `--dry-run`, or the running config's
+    /// `dryRun`, as `--observe-first` sets it until a layer lifts it).
+    pub observing: bool,
 }
 
 /// How the checkpoint was found at start-up.
@@ -444,8 +448,9 @@ impl Assignment {
         &self.status
     }
 
-    /// What runs, what was assigned and what went wrong last.
-    pub(crate) fn report(&self) -> ConfigView {
+    /// What runs, what was assigned and what went wrong last; `dry_run`:
+    /// whether the agent was told to evict nothing, whatever the config says.
+    pub(crate) fn report(&self, dry_run: bool) -> ConfigView {
         let checkpoint = &self.checkpoint;
         ConfigView {
             status: self.status.clone(),
@@ -457,6 +462,7 @@ impl Assignment {
                 let hash = r.hash.get(..12).unwrap_or(&r.hash);
                 format!("{hash}: {}", r.reason)
             }),
+            observing: dry_run || self.config().dry_run,
         }
     }
 

@@ -137,7 +137,7 @@ impl ConfigController {
         tracing::info!(reason = %assignment.status().reason, "{}", assignment.status().message);
         let (settings, _) = watch::channel(settings_of(assignment.config(), &options));
         let (status, _) = watch::channel(assignment.status().clone());
-        let (report, _) = watch::channel(assignment.report());
+        let (report, _) = watch::channel(assignment.report(options.dry_run));
         let mut this = Self {
             assignment,
             registry,
@@ -157,6 +157,8 @@ impl ConfigController {
         this.registry.set_limits(this.assignment.config().limits());
         this.metrics
             .config_reason(this.assignment.status().reason.as_str());
+        let observing = this.report.borrow().observing;
+        this.metrics.observing.set(i64::from(observing));
         this.save();
         this
     }
@@ -378,7 +380,8 @@ impl ConfigController {
             }
             self.status.send_replace(status);
         }
-        let report = self.assignment.report();
+        let report = self.assignment.report(self.options.dry_run);
+        self.metrics.observing.set(i64::from(report.observing));
         self.report.send_if_modified(|current| {
             let changed = *current != report;
             if changed {

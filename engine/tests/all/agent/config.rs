@@ -1,6 +1,7 @@
 //! Dynamic config: `VigilConfig` layers applied live, on trial, rejected with
-//! their path or rolled back, chosen by node labels, and `configFrom`
-//! ConfigMaps followed with one watch each.
+//! their path or rolled back, chosen by node labels, `configFrom`
+//! ConfigMaps followed with one watch each, and the install's observing
+//! lifted by the enforce layer.
 
 use super::*;
 
@@ -63,6 +64,60 @@ async fn a_vigil_config_applies_live_graduates_and_a_bad_change_is_rejected_with
     assert_eq!(saved.rejected.len(), 1);
     assert!(saved.last_known_good.is_some());
     assert_the_cluster_role_allows_every_request(&server);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_that_observes_first_evicts_and_taints_nothing_until_the_enforce_layer() {
+    let (server, fixture) = test_node().await;
+    pod(&server, &fixture, "small", 100);
+    pod(&server, &fixture, "big", 900);
+    let agent = start(&server, &fixture, &["--observe-first"]);
+    until_config(&server, "Defaults", "no VigilConfig applies").await;
+
+    // Under pressure it decides, reports and sets the condition; it evicts
+    // and taints nothing.
+    fixture.memory_available(50);
+    server
+        .until(LIMIT, "a dry-run eviction and the condition", |s| {
+            !s.evictions().is_empty()
+                && node_condition(s, "VigilMemoryPressure").as_deref() == Some("True")
+        })
+        .await;
+    server
+        .until(LIMIT, "the node's report says it observes", |s| {
+            s.get("vigilnodestatuses", "", NODE).is_some_and(|o| {
+                o["status"]["mode"] == "observe"
+                    && o["status"]["evictions"]["dry-run"].as_u64() > Some(0)
+            })
+        })
+        .await;
+    assert!(
+        (server.evictions().iter())
+            .all(|e| e.body.as_ref().unwrap()["deleteOptions"]["dryRun"] == json!(["All"])),
+        "{:?}",
+        evicted_names(&server)
+    );
+    let vigils = |s: &ApiServer| {
+        (taint_keys(s).into_iter())
+            .filter(|k| k.starts_with("vigil.dev/"))
+            .collect::<Vec<_>>()
+    };
+    assert!(vigils(&server).is_empty(), "{:?}", taint_keys(&server));
+    assert!(agent.metrics().contains("vigil_observing 1"));
+
+    // The enforce step (the object `vigil enforce --percent 100` applies).
+    let enforce = serde_json::to_value(vigil::config::ConfigLayer::enforcing(100)).unwrap();
+    server.put("vigilconfigs", "", enforce);
+    until_config(&server, "Trial", "VigilConfig/vigil-enforce@1").await;
+    until_evicted(&server, "big").await;
+    server
+        .until(LIMIT, "the taint and the report's mode", |s| {
+            vigils(s) == ["vigil.dev/MemoryPressure"]
+                && s.get("vigilnodestatuses", "", NODE)
+                    .is_some_and(|o| o["status"]["mode"] == "enforce")
+        })
+        .await;
+    until_metric(&agent, "vigil_observing 0").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
