@@ -10,7 +10,10 @@ DaemonSet's image, cgroup driver, filesystem paths, resources, node
 selector, tolerations, native-code key and extra arguments become values
 whose defaults are what BASE says; what the compile-on-node component
 changes becomes `components.compileOnNode`, and the objects the
-prometheus component adds become `components.prometheus`. deploy/check.sh
+prometheus component adds become `components.prometheus` (with labels of
+the operator's choosing). Values kustomize has no counterpart of, off by
+default: `imagePullSecrets`, and the keys' PEM text (`keys.verificationKey`,
+`keys.nativeCodeKey`), which the chart then puts in their Secrets. deploy/check.sh
 runs this into a scratch directory, fails when the committed chart
 differs, and holds Helm's renders equal to kustomize's, object for object.
 """
@@ -130,13 +133,16 @@ def daemonset_template(base, compiling, version):
         "nodeSelector": spec["nodeSelector"],
         "tolerations": spec["tolerations"],
         "extraArgs": [],
+        "imagePullSecrets": [],
         "keys": {
             "verificationSecret": volumes["verification-key"]["secret"]["secretName"],
+            "verificationKey": "",
             "nativeCodeSecret": volumes["native-code-key"]["secret"]["secretName"],
+            "nativeCodeKey": "",
         },
         "components": {
             "compileOnNode": {"enabled": False, "resources": changed["resources"]},
-            "prometheus": {"enabled": False},
+            "prometheus": {"enabled": False, "labels": {}},
         },
     }
     for container in spec["initContainers"] + spec["containers"]:
@@ -175,10 +181,57 @@ def daemonset_template(base, compiling, version):
             indent = " " * key_column(line)
             lines.append(line.replace(" __ARGS__", ""))
             lines += [f"{indent}{a}\n" for a in args]
+        elif line.lstrip().startswith("serviceAccountName:"):
+            lines.append(line)
+            lines += with_block(key_column(line), ".Values.imagePullSecrets", "imagePullSecrets")
         else:
             lines.append(line)
     return "".join(lines), values
 
+
+def with_block(column, value, key=None):
+    """Template lines that write `value` (a list or map) at `column` when it
+    is not empty: under `key`, or merged into the map around them."""
+    pad = " " * column
+    if key is None:
+        return [f"{pad}{{{{- with {value} }}}}\n", f"{pad}{{{{- toYaml . | nindent {column} }}}}\n",
+                f"{pad}{{{{- end }}}}\n"]
+    return [f"{pad}{{{{- with {value} }}}}\n", f"{pad}{key}:\n",
+            f"{pad}  {{{{- toYaml . | nindent {column + 2} }}}}\n", f"{pad}{{{{- end }}}}\n"]
+
+
+def monitor_template(obj):
+    """A Prometheus Operator object of the component: the operator's
+    labels (`components.prometheus.labels`) beside its own."""
+    lines = []
+    in_labels = False
+    for line in template(obj).splitlines(keepends=True):
+        lines.append(line)
+        if line == "  labels:\n":
+            in_labels = True
+        elif in_labels and not line.startswith("    "):
+            lines.insert(-1, "".join(with_block(4, ".Values.components.prometheus.labels")))
+            in_labels = False
+    assert not in_labels and any(line == "  labels:\n" for line in lines), obj["kind"]
+    return "".join(lines)
+
+
+KEYS = """{{- range $key, $secret := dict "verificationKey" .Values.keys.verificationSecret "nativeCodeKey" .Values.keys.nativeCodeSecret }}
+{{- with index $.Values.keys $key }}
+---
+apiVersion: v1
+kind: Secret
+metadata:
+  name: {{ $secret }}
+  namespace: {{ $.Values.namespace.name }}
+  labels:
+    app.kubernetes.io/name: vigil
+type: Opaque
+stringData:
+  cosign.pub: {{ . | quote }}
+{{- end }}
+{{- end }}
+"""
 
 HELPERS = """{{/* The image the DaemonSet runs: by digest when one is given. */}}
 {{- define "vigil.image" -}}
@@ -230,14 +283,22 @@ SCHEMA = {
         "tolerations": {"type": "array", "items": {"type": "object"}},
         "extraArgs": {"type": "array", "items": {"type": "string", "pattern": "^--"},
                       "description": "More `vigil agent` flags"},
+        "imagePullSecrets": {"type": "array",
+                             "items": {"type": "object", "required": ["name"],
+                                       "properties": {"name": {"type": "string", "minLength": 1}}},
+                             "description": "Secrets the kubelet pulls vigil's image with"},
         "keys": {
             "type": "object",
             "additionalProperties": False,
             "properties": {
                 "verificationSecret": {"type": "string", "minLength": 1,
                                        "description": "The Secret holding cosign.pub, the key policies from a registry are signed by; without it, only VigilPolicies that say allowUnsigned: true are pulled"},
+                "verificationKey": {"type": "string", "pattern": "^(-----BEGIN PUBLIC KEY-----[\\s\\S]*-----END PUBLIC KEY-----\\s*)?$",
+                                    "description": "That key's PEM text: the chart creates the Secret (empty: bring your own)"},
                 "nativeCodeSecret": {"type": "string", "minLength": 1,
                                      "description": "The Secret holding cosign.pub, the key precompiled policies are signed by"},
+                "nativeCodeKey": {"type": "string", "pattern": "^(-----BEGIN PUBLIC KEY-----[\\s\\S]*-----END PUBLIC KEY-----\\s*)?$",
+                                  "description": "That key's PEM text: the chart creates the Secret (empty: bring your own)"},
             },
         },
         "components": {
@@ -252,7 +313,11 @@ SCHEMA = {
                 "prometheus": {
                     "type": "object",
                     "additionalProperties": False,
-                    "properties": {"enabled": {"type": "boolean"}},
+                    "properties": {
+                        "enabled": {"type": "boolean"},
+                        "labels": {"type": "object", "additionalProperties": {"type": "string"},
+                                   "description": "More labels on the PodMonitor and PrometheusRule, for the Prometheus that selects them (kube-prometheus-stack: release: <its release>)"},
+                    },
                 },
             },
         },
@@ -279,6 +344,7 @@ def main():
     for old in templates.glob("*.yaml"):
         old.unlink()
     (templates / "_helpers.tpl").write_text(HELPERS)
+    (templates / "secret-keys.yaml").write_text(HEADER + KEYS)
 
     daemonset, values = daemonset_template(one(base, "DaemonSet"), one(compiling, "DaemonSet"), version)
     names = set()
@@ -312,7 +378,7 @@ def main():
         if (obj["kind"], obj["metadata"]["name"]) in keys:
             continue
         file = f"{obj['kind'].lower()}-{obj['metadata']['name']}.yaml"
-        text = "{{- if .Values.components.prometheus.enabled }}\n" + template(obj) + "{{- end }}\n"
+        text = "{{- if .Values.components.prometheus.enabled }}\n" + monitor_template(obj) + "{{- end }}\n"
         (templates / file).write_text(HEADER + text)
 
     chart = {

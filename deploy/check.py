@@ -3,6 +3,9 @@ each item of least privilege and monitoring a manifest can show.
 
     check.py privilege RENDER       the default render of deploy/
     check.py prometheus RENDER      a render with components/prometheus
+    check.py same HELM KUSTOMIZE    the chart's render against kustomize's
+    check.py chart-values RENDER LABELS PULL-SECRET KEY
+                                    the chart's render with its own values
 
 Every failure names the object and what is wrong; the exit code is 1 then.
 """
@@ -276,6 +279,17 @@ def check_prometheus(docs):
 
     monitor = one(docs, "PodMonitor")
     daemonset = one(docs, "DaemonSet")
+    # A PodMonitor selects pods in its own namespace unless told otherwise,
+    # and a rule elsewhere is a rule nobody looks for beside the agents.
+    for kind in ("PodMonitor", "PrometheusRule"):
+        resource = one(docs, kind)
+        if resource and daemonset:
+            where = resource["metadata"].get("namespace")
+            agents = daemonset["metadata"].get("namespace")
+            if where != agents:
+                fail(kind, f"in namespace {where!r}, the agents in {agents!r}")
+    if monitor and "namespaceSelector" in monitor["spec"]:
+        fail("PodMonitor", "a namespaceSelector: the PodMonitor lives with the agents, and an overlay moves both")
     if monitor and daemonset:
         labels = daemonset["spec"]["template"]["metadata"]["labels"]
         wanted = monitor["spec"]["selector"]["matchLabels"]
@@ -313,6 +327,32 @@ def check_prometheus(docs):
                 fail("alerts.yaml", f"{r['alert']} matches {found.group(1)} by name, which an overlay renames")
             if not r.get("annotations", {}).get("runbook_url"):
                 fail("alerts.yaml", f"{r['alert']} has no runbook_url")
+
+
+def check_chart_values(docs, labels, pull_secret, key):
+    """A Helm render with the values kustomize has no counterpart of: the
+    monitors carry `labels` beside their own, the agents' pods pull with
+    `pull_secret`, and the verification key's Secret holds the PEM file
+    `key` (and no native-code Secret is made, that value being unset)."""
+    wanted = dict(item.split("=", 1) for item in labels.split(","))
+    for kind in ("PodMonitor", "PrometheusRule"):
+        have = one(docs, kind)["metadata"]["labels"]
+        if any(have.get(k) != v for k, v in wanted.items()) or have.get("app.kubernetes.io/name") != "vigil":
+            fail(kind, f"labels {have}, not {wanted} beside its own")
+    pod = one(docs, "DaemonSet")["spec"]["template"]["spec"]
+    if pod.get("imagePullSecrets") != [{"name": pull_secret}]:
+        fail("DaemonSet", f"imagePullSecrets {pod.get('imagePullSecrets')}, not {pull_secret}")
+    secrets = {d["metadata"]["name"]: d for d in docs if d["kind"] == "Secret"}
+    volume = {v["name"]: v for v in pod["volumes"]}["verification-key"]["secret"]["secretName"]
+    pem = pathlib.Path(key).read_text()
+    secret = secrets.get(volume)
+    if not secret or secret.get("stringData", {}).get("cosign.pub") != pem:
+        fail("Secret", f"{volume} does not hold the verification key given")
+    elif secret["metadata"].get("namespace") != one(docs, "DaemonSet")["metadata"]["namespace"]:
+        fail("Secret", f"{volume} is not in the agents' namespace")
+    native = {v["name"]: v for v in pod["volumes"]}["native-code-key"]["secret"]["secretName"]
+    if native in secrets:
+        fail("Secret", f"{native} made without a native-code key given")
 
 
 def check_authenticated_scrape(docs, endpoint):
@@ -387,6 +427,8 @@ def main():
     docs = load(render)
     if mode == "same":
         check_same(docs, load(sys.argv[3]))
+    elif mode == "chart-values":
+        check_chart_values(docs, *sys.argv[3:6])
     else:
         {"privilege": check_privilege, "prometheus": check_prometheus}[mode](docs)
     for failure in failures:

@@ -192,13 +192,29 @@ same() { # HELM-ARGS... -- KUSTOMIZE-RENDER
 same -- "$renders/base.yaml"
 same --set components.compileOnNode.enabled=true -- "$renders/compile-on-node.yaml"
 same --set components.prometheus.enabled=true -- "$renders/prometheus.yaml"
+# Installed as the docs say (Helm into `default`, or the component beside
+# deploy/ with no namespace of the overlay's): the monitors live with the
+# agents, where the PodMonitor finds them.
+check prometheus "$renders/prometheus.yaml"
+template --set components.prometheus.enabled=true > "$scratch/helm.yaml"
+check prometheus "$scratch/helm.yaml"
+# The values kustomize has none of: the monitors' labels for the Prometheus
+# that selects them, a pull Secret, a verification key the chart stores.
+openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 2> /dev/null \
+  | openssl pkey -pubout > "$scratch/cosign.pub"
+template --set components.prometheus.enabled=true \
+  --set-string components.prometheus.labels.release=kube-prometheus-stack \
+  --set 'imagePullSecrets[0].name=regcred' \
+  --set-file keys.verificationKey="$scratch/cosign.pub" > "$scratch/helm.yaml"
+check chart-values "$scratch/helm.yaml" release=kube-prometheus-stack regcred "$scratch/cosign.pub"
 same --set runtime.imagefs=/var/lib/containers/storage/vigil-statfs -- "$scratch/cri-o.yaml"
 overlay=../target/deploy-check/namespace-only
 mkdir -p "$overlay"
 printf 'namespace: ops-vigil\nresources: [../../../deploy]\n' > "$overlay/kustomization.yaml"
 kubectl kustomize "$overlay" > "$scratch/namespace.yaml"
 same --set namespace.name=ops-vigil -- "$scratch/namespace.yaml"
-for bad in cgroupDriver=cgroupsv2 image.digest=latest runtime.nodefs=relative extraArgs[0]=dry-run; do
+for bad in cgroupDriver=cgroupsv2 image.digest=latest runtime.nodefs=relative extraArgs[0]=dry-run \
+  keys.verificationKey=not-a-key 'imagePullSecrets[0]=regcred'; do
   if template --set "$bad" > /dev/null 2> "$scratch/refused"; then
     echo "deploy/chart/: values.schema.json lets --set $bad through" >&2
     exit 1
