@@ -175,6 +175,12 @@ def daemonset_template(base, compiling, version):
         ".Values.components.compileOnNode.enabled)"
     )
     text = block(text, "__RESOURCES__", resources)
+    return with_args_and_pull_secrets(text, args), values
+
+
+def with_args_and_pull_secrets(text, args):
+    """The DaemonSet's text with its `args` written out and the pull
+    Secrets' value after its ServiceAccount."""
     lines = []
     for line in text.splitlines(keepends=True):
         if line.rstrip().endswith(": __ARGS__"):
@@ -186,7 +192,7 @@ def daemonset_template(base, compiling, version):
             lines += with_block(key_column(line), ".Values.imagePullSecrets", "imagePullSecrets")
         else:
             lines.append(line)
-    return "".join(lines), values
+    return "".join(lines)
 
 
 def with_block(column, value, key=None):
