@@ -157,12 +157,14 @@ metadata:
 spec:
   version: v$version
   homepage: https://github.com/vigil-dev/vigil
-  shortDescription: Roll-outs, builds and evictions of vigil, the node agent
+  shortDescription: Roll-outs, modes, builds and evictions of vigil, the node agent
   description: |
     kubectl vigil status POLICY (or --config) shows how far a policy or a config has
-    rolled out across the nodes; kubectl vigil version the agents' builds; kubectl vigil
-    where NODE the vigil pod of a node; kubectl vigil explain NAMESPACE/NAME why a pod
-    was evicted.
+    rolled out across the nodes and each node's mode; kubectl vigil enforce --percent N
+    takes a share of the fleet from observing to acting; kubectl vigil pause and resume
+    stop and restart every agent's evictions; kubectl vigil version the agents' builds;
+    kubectl vigil where NODE the vigil pod of a node; kubectl vigil explain
+    NAMESPACE/NAME why a pod was evicted.
   platforms:
 $krew_platforms
 EOF

@@ -130,6 +130,9 @@ fn main() {
     }
     for phase in &phases {
         println!("\n{} ({:?}):", phase.name, phase.elapsed);
+        if let Some(reached) = phase.reached {
+            println!("  every agent's vigil_paused said so after {reached:?}");
+        }
         for (kind, count) in phase.by_kind() {
             println!("  {kind}: {count} ({:.2} per node)", phase.per_node(count));
         }

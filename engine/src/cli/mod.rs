@@ -5,9 +5,9 @@
 mod agent;
 mod args;
 mod cleanup;
-mod enforce;
 mod fleet;
 mod migrate;
+mod mode;
 mod own_state;
 mod policy;
 mod schemas;
@@ -73,7 +73,12 @@ enum Command {
     /// From observing to acting: every agent the shipped DaemonSet starts observes
     /// (`--observe-first`) until this writes `VigilConfig/vigil-enforce`, `dryRun: false` on
     /// `--percent` of the nodes. Also `kubectl vigil enforce --percent N`.
-    Enforce(enforce::EnforceArgs),
+    Enforce(mode::EnforceArgs),
+    /// The fleet's brake: every agent stops evicting and tainting at once (no spread, no
+    /// trial), by the `VigilConfig` `vigil-pause`. Also `kubectl vigil pause`.
+    Pause(mode::BrakeArgs),
+    /// Lift `vigil pause`: deletes `VigilConfig/vigil-pause`. Also `kubectl vigil resume`.
+    Resume(mode::BrakeArgs),
     /// This binary's build and the agents' builds across the fleet (`--client`: this
     /// binary's only). Also `kubectl vigil version`.
     Version(fleet::VersionArgs),
@@ -112,6 +117,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Policy(command) => command.execute().await,
         Command::Status(args) => args.execute().await,
         Command::Enforce(args) => args.execute().await,
+        Command::Pause(args) => args.pause().await,
+        Command::Resume(args) => args.resume().await,
         Command::Version(args) => args.execute().await,
         Command::Where(args) => args.execute().await,
         Command::Explain(args) => args.execute().await,

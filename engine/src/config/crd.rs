@@ -26,6 +26,7 @@ use serde_json::Value;
     category = "vigil",
     doc = "A layer of vigil's config, applied by every vigil agent whose node it targets",
     printcolumn(name = "Priority", type_ = "integer", json_path = ".spec.priority"),
+    printcolumn(name = "Pause", type_ = "boolean", json_path = ".spec.pause"),
     printcolumn(
         name = "Selector",
         type_ = "string",
@@ -68,6 +69,12 @@ pub struct ConfigLayerSpec {
     /// target selects; absent: to all of them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rollout: Option<LayerRollout>,
+    /// The brake: the nodes this layer applies to stop evicting and
+    /// tainting at once (no `--config-spread`, no trial), whatever any
+    /// other layer says, until it is deleted or set `false`. A pausing
+    /// layer is no config: its `config` is not applied (leave it empty).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub pause: bool,
     /// The settings this layer sets, in vigil's config shape; `null`
     /// removes a setting of an earlier layer.
     #[serde(default = "empty_object")]
@@ -139,6 +146,9 @@ fn strip_defaults(schema: &mut Value) {
     }
 }
 
+/// The name of the layer `vigil pause` writes and `vigil resume` deletes.
+pub const PAUSE_LAYER: &str = "vigil-pause";
+
 /// The name of the layer `vigil enforce` writes.
 pub const ENFORCE_LAYER: &str = "vigil-enforce";
 /// Its priority: over the cluster-wide layers of lower priority (an
@@ -157,7 +167,22 @@ impl ConfigLayer {
                 target: None,
                 priority: ENFORCE_PRIORITY,
                 rollout: Some(LayerRollout { percent }),
+                pause: false,
                 config: serde_json::json!({"dryRun": false}),
+            },
+        )
+    }
+
+    /// The fleet's brake: a cluster-wide layer that pauses every node.
+    pub fn pausing() -> Self {
+        Self::new(
+            PAUSE_LAYER,
+            ConfigLayerSpec {
+                target: None,
+                priority: 0,
+                rollout: None,
+                pause: true,
+                config: empty_object(),
             },
         )
     }
@@ -243,6 +268,7 @@ mod tests {
                 target: None,
                 priority: 0,
                 rollout: None,
+                pause: false,
                 config: empty_object(),
             },
         );

@@ -3,7 +3,8 @@
 //! controller). Order, base first: cluster-wide layers, then node-selector
 //! layers, then node-name layers (each group by priority ascending, then
 //! name); a node-name layer past its `expiresAfter` is dropped, and so is a
-//! layer whose `rollout.percent` does not reach this node's bucket.
+//! layer whose `rollout.percent` does not reach this node's bucket. A
+//! pausing layer is said apart, never merged.
 
 use super::crd::ConfigLayer;
 use crate::base::node_hash::bucket;
@@ -21,6 +22,9 @@ pub(crate) struct Selection {
     pub next_expiry: Option<Timestamp>,
     /// Objects that could not be matched (an invalid selector), with why.
     pub skipped: Vec<(String, String)>,
+    /// The pausing layers (`spec.pause`), by source, never among `layers`:
+    /// the node stops evicting and tainting while any applies.
+    pub paused_by: Vec<String>,
 }
 
 /// How specific a layer is: later kinds apply later.
@@ -89,6 +93,18 @@ pub(crate) fn select<'a>(
         chosen.push((kind, object.spec.priority, object_name, object));
     }
     chosen.sort_by(|a, b| (a.0, a.1, &a.2).cmp(&(b.0, b.1, &b.2)));
+    // A brake is no config: merged, it would start a trial on every node.
+    let (pausing, chosen): (Vec<_>, Vec<_>) = chosen
+        .into_iter()
+        .partition(|(.., object)| object.spec.pause);
+    for (.., object) in pausing {
+        let config = object.spec.config.as_object();
+        if config.is_some_and(|c| !c.is_empty()) {
+            let why = "pauses the node: its config is not applied".to_owned();
+            selection.skipped.push((object.source(), why));
+        }
+        selection.paused_by.push(object.source());
+    }
     selection.layers = chosen
         .into_iter()
         .map(|(.., object)| Layer {
@@ -114,6 +130,7 @@ mod tests {
                 target,
                 priority,
                 rollout: None,
+                pause: false,
                 config: serde_json::json!({"evictionBurst": priority.unsigned_abs().max(1)}),
             },
         );
@@ -289,5 +306,35 @@ mod tests {
             NOW.parse().unwrap(),
         );
         assert!(none.layers.is_empty(), "0% enforces on no node");
+    }
+
+    #[test]
+    fn a_pausing_layer_is_named_on_the_nodes_it_targets_only() {
+        let labels = BTreeMap::new();
+        let mut pool = object("pool-a-pause", 0, None);
+        pool.spec.pause = true;
+        pool.spec.target = Some(Target {
+            node_names: Some(vec!["node-1".into()]),
+            ..Target::default()
+        });
+        let fleet = object("fleet", 0, None);
+        let at = |node: &str| select([&pool, &fleet], node, &labels, NOW.parse().unwrap());
+        let paused = at("node-1");
+        assert_eq!(paused.paused_by, ["VigilConfig/pool-a-pause@1"]);
+        let merged: Vec<&str> = paused.layers.iter().map(|l| l.source.as_str()).collect();
+        assert_eq!(merged, ["VigilConfig/fleet@1"], "a brake is not merged");
+        assert_eq!(
+            paused.skipped,
+            [(
+                "VigilConfig/pool-a-pause@1".to_owned(),
+                "pauses the node: its config is not applied".to_owned()
+            )]
+        );
+        assert!(at("node-2").paused_by.is_empty());
+        let pause = ConfigLayer::pausing();
+        assert_eq!(
+            select([&pause], "node-2", &labels, NOW.parse().unwrap()).paused_by,
+            ["VigilConfig/vigil-pause@0"]
+        );
     }
 }

@@ -27,7 +27,8 @@ pub mod schema;
 pub use assignment::{ConfigView, Reason, Status};
 pub use checkpoint::{Assigned, Checkpoint, CheckpointFile, LayerSet};
 pub use crd::{
-    ConfigLayer, ConfigLayerSpec, ENFORCE_LAYER, ENFORCE_PRIORITY, LayerRollout, Target,
+    ConfigLayer, ConfigLayerSpec, ENFORCE_LAYER, ENFORCE_PRIORITY, LayerRollout, PAUSE_LAYER,
+    Target,
 };
 
 use crate::base::policy_name::{

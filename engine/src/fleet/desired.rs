@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 pub(crate) fn node(config: &ConfigView, activity: &Activity) -> NodeView {
     NodeView {
         agent: Some(BUILD.to_owned()),
-        mode: Some(Mode::of(config.observing)),
+        mode: Some(Mode::of(!config.paused_by.is_empty(), config.observing)),
         config: ConfigState {
             state: config.status.reason.as_str().to_owned(),
             message: config.status.message.clone(),
@@ -198,6 +198,7 @@ mod tests {
             trial_end: Some(jiff::Timestamp::try_from(odd).unwrap()),
             last_error: None,
             observing: true,
+            paused_by: Vec::new(),
         };
         let mut activity = Activity::default();
         let condition = ActiveCondition {

@@ -85,8 +85,9 @@ pub(crate) struct NodeView {
     /// written by an agent before 0.2.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent: Option<String>,
-    /// Whether the agent evicts and taints (`enforce`) or only decides and
-    /// reports (`observe`). Absent when written by an agent before 0.2.
+    /// Whether the agent evicts and taints (`enforce`), only decides and
+    /// reports (`observe`), or is stopped by a pausing layer (`paused`).
+    /// Absent when written by an agent before 0.2.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mode: Option<Mode>,
     /// Which config runs, and why.
@@ -124,15 +125,17 @@ pub(crate) enum Mode {
     Observe,
     /// Strategies not in dry run of their own evict and taint.
     Enforce,
+    /// A `VigilConfig` layer pauses the node: nothing is evicted or tainted.
+    Paused,
 }
 
 impl Mode {
-    /// The mode of an agent that is (or is not) observing.
-    pub(crate) fn of(observing: bool) -> Self {
-        if observing {
-            Self::Observe
-        } else {
-            Self::Enforce
+    /// The mode of an agent that is (or is not) paused, and observing.
+    pub(crate) fn of(paused: bool, observing: bool) -> Self {
+        match (paused, observing) {
+            (true, _) => Self::Paused,
+            (false, true) => Self::Observe,
+            (false, false) => Self::Enforce,
         }
     }
 
@@ -141,6 +144,7 @@ impl Mode {
         match self {
             Self::Observe => "observe",
             Self::Enforce => "enforce",
+            Self::Paused => "paused",
         }
     }
 }

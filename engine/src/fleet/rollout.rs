@@ -133,7 +133,7 @@ mod tests {
         let mut object = VigilNodeStatus::new(name, spec);
         object.status = Some(NodeView {
             agent: agent.map(str::to_owned),
-            mode: agent.map(|_| Mode::of(name == "n2")),
+            mode: agent.map(|_| Mode::of(false, name == "n2")),
             config,
             ..NodeView::default()
         });

@@ -177,4 +177,9 @@ fn cluster(registry: &mut Registry, m: &Metrics) {
         "1 while every decision is a dry run: the node evicts and taints nothing",
         m.observing.clone(),
     );
+    registry.register(
+        "paused",
+        "1 while a VigilConfig layer pauses the node: it evicts and taints nothing",
+        m.paused.clone(),
+    );
 }

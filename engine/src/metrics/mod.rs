@@ -103,6 +103,8 @@ pub struct Metrics {
     pub config_state: Family<ConfigStateLabels, Gauge>,
     /// 1 while every decision is a dry run (the node observes), else 0.
     pub observing: Gauge,
+    /// 1 while a `VigilConfig` layer pauses the node, else 0.
+    pub paused: Gauge,
     /// Always 1, labelled with the build.
     pub build_info: Family<BuildLabels, Gauge>,
 }
@@ -142,6 +144,7 @@ impl Default for Metrics {
             config_checkpoint_loads: Family::default(),
             config_state: Family::default(),
             observing: Gauge::default(),
+            paused: Gauge::default(),
             build_info: Family::default(),
         };
         metrics

@@ -311,16 +311,18 @@ fn the_agent_lives_its_whole_life_under_its_own_token_with_no_refusal() {
     // the real Eviction API, gracefully: it is terminating until its kubelet
     // confirms.
     let admin = cluster.admin_kubeconfig();
-    let enforce = std::process::Command::new(vigil())
-        .args(["enforce", "--percent", "100", "--kubeconfig"])
-        .arg(&admin)
-        .output()
-        .expect("vigil enforce runs");
-    assert!(enforce.status.success(), "{enforce:?}");
-    assert!(
-        String::from_utf8_lossy(&enforce.stdout).contains("VigilConfig/vigil-enforce"),
-        "{enforce:?}"
-    );
+    let cli = |args: &[&str]| {
+        let output = std::process::Command::new(vigil())
+            .args(args)
+            .arg("--kubeconfig")
+            .arg(&admin)
+            .output()
+            .expect("vigil runs");
+        assert!(output.status.success(), "{args:?}: {output:?}");
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    };
+    let enforce = cli(&["enforce", "--percent", "100"]);
+    assert!(enforce.contains("VigilConfig/vigil-enforce"), "{enforce}");
     until("big is terminating", &agent, || {
         cluster
             .get(Some("shop"), "pod/big")
@@ -369,6 +371,16 @@ fn the_agent_lives_its_whole_life_under_its_own_token_with_no_refusal() {
         cluster.get(Some("shop"), "pod/small").is_some(),
         "one victim"
     );
+    // The fleet's brake, by the commands the docs give, and lifted.
+    cli(&["pause"]);
+    until("paused", &agent, || {
+        agent.metrics().contains("vigil_paused 1")
+    });
+    cli(&["resume"]);
+    until("resumed", &agent, || {
+        agent.metrics().contains("vigil_paused 0")
+    });
+    assert!(cli(&["resume"]).contains("nothing to resume"));
     assert_eq!(
         kubelet_conditions(&cluster, "n1"),
         kubelets,

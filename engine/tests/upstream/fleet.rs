@@ -1,7 +1,7 @@
 //! The fleet's cost on the real API server: 100 agents, each under its own
 //! pod-bound token, through the fleet simulation's phases (start, rest, a
-//! `VigilConfig` change, a policy rollout from a registry, a restart of every
-//! agent, a restart of kube-apiserver itself), held to the same per-node
+//! `VigilConfig` change, a policy rollout from a registry, the fleet paused
+//! and resumed, a restart of every agent, a restart of kube-apiserver itself), held to the same per-node
 //! targets as on the project's test server, read from the audit log; and the
 //! API server's own metrics for each phase, which must account for at least
 //! what the audit log saw. `cargo bench -p vigil --bench fleet` with
@@ -139,6 +139,18 @@ async fn a_hundred_agents_on_the_real_api_server_meet_the_per_node_targets() {
         .map(|r| (&r.method, &r.uri))
         .collect();
     assert!(flaps.is_empty(), "{flaps:?}");
+
+    // The brake, on the watch event alone: no read, one status write a node.
+    for brake in ["pause", "resume"].map(|name| phase(&phases, name)) {
+        brake.assert_brake(&names);
+        let reached = brake.reached.expect("timed to the last agent");
+        eprintln!(
+            "{}: every agent's vigil_paused said so after {reached:?}; {} requests, {} of them writes",
+            brake.name,
+            brake.non_watch().count(),
+            brake.writes().count()
+        );
+    }
 
     for restart in [
         "restart every agent",

@@ -54,6 +54,7 @@ fn report(reason: Reason, message: &str) -> ConfigView {
         trial_end: None,
         last_error: None,
         observing: false,
+        paused_by: Vec::new(),
     }
 }
 

@@ -113,6 +113,9 @@ pub struct ConfigView {
     /// taints nothing (the agent's `--dry-run`, or the running config's
     /// `dryRun`, as `--observe-first` sets it until a layer lifts it).
     pub observing: bool,
+    /// The layers that pause the node (`spec.pause`), by source: while
+    /// any applies, nothing is evicted or tainted, whatever runs.
+    pub paused_by: Vec<String>,
 }
 
 /// How the checkpoint was found at start-up.
@@ -463,6 +466,7 @@ impl Assignment {
                 format!("{hash}: {}", r.reason)
             }),
             observing: dry_run || self.config().dry_run,
+            paused_by: Vec::new(),
         }
     }
 

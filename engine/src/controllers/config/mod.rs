@@ -9,7 +9,8 @@
 //! A change of what applies waits for this node's turn (`Spread`): a
 //! `VigilConfig` edit seen by a whole fleet at once is applied, and its
 //! condition, Event and status writes made, over `--config-spread`
-//! rather than in the same second.
+//! rather than in the same second. A pausing layer is the exception: it
+//! stops the node's evictions and taints the moment the watch shows it.
 
 use crate::base::report::Chain;
 use crate::cluster::object_watches::{Lookup, ObjectKey, ObjectWatches};
@@ -91,6 +92,8 @@ pub struct ConfigController {
     references: Option<(ReferencesKey, Vec<(String, references::ConfigRef)>)>,
     /// When a changed selection is applied.
     spread: Spread,
+    /// The layers that pause this node, applied at once (never spread).
+    paused_by: Vec<String>,
 }
 
 type ReferencesKey = (Option<String>, Vec<(String, String)>);
@@ -135,7 +138,7 @@ impl ConfigController {
             &merger(&registry, &options.base, &BTreeMap::new(), &None),
         );
         tracing::info!(reason = %assignment.status().reason, "{}", assignment.status().message);
-        let (settings, _) = watch::channel(settings_of(assignment.config(), &options));
+        let (settings, _) = watch::channel(settings_of(assignment.config(), &options, false));
         let (status, _) = watch::channel(assignment.status().clone());
         let (report, _) = watch::channel(assignment.report(options.dry_run));
         let mut this = Self {
@@ -153,6 +156,7 @@ impl ConfigController {
             merges: None,
             references: None,
             spread: Spread::default(),
+            paused_by: Vec::new(),
         };
         this.registry.set_limits(this.assignment.config().limits());
         this.metrics
@@ -227,6 +231,7 @@ impl ConfigController {
                     tracing::warn!(layer = %source, %why, "VigilConfig skipped");
                 }
                 next_expiry = selection.next_expiry;
+                self.pause(selection.paused_by, &events).await;
                 // While a referenced ConfigMap is not listed yet, its watch wakes this.
                 if let Some((layers, problems)) = self.resolve(selection.layers, objects) {
                     let selected = fingerprint(&layers, &problems);
@@ -306,6 +311,31 @@ impl ConfigController {
         Some((resolved, problems))
     }
 
+    /// Pauses the node while `paused_by` names a layer, resumes it when
+    /// none: at once, whatever the spread, the trial or the running config.
+    async fn pause(&mut self, paused_by: Vec<String>, events: &Events) {
+        if paused_by == self.paused_by {
+            return;
+        }
+        let before = self.snapshot();
+        if paused_by.is_empty() {
+            tracing::info!(was = ?self.paused_by, "resumed: no layer pauses this node");
+        } else {
+            tracing::warn!(by = ?paused_by, "paused: nothing is evicted or tainted");
+        }
+        self.paused_by = paused_by;
+        self.metrics
+            .paused
+            .set(i64::from(!self.paused_by.is_empty()));
+        let config = self.assignment.config();
+        self.settings.send_replace(settings_of(
+            config,
+            &self.options,
+            !self.paused_by.is_empty(),
+        ));
+        self.publish(before, events).await;
+    }
+
     async fn assign(
         &mut self,
         layers: Vec<Layer>,
@@ -368,8 +398,9 @@ impl ConfigController {
         if self.assignment.running_hash().map(str::to_owned) != before.0 {
             let config = self.assignment.config();
             self.registry.set_limits(config.limits());
+            let paused = !self.paused_by.is_empty();
             self.settings
-                .send_replace(settings_of(config, &self.options));
+                .send_replace(settings_of(config, &self.options, paused));
         }
         if status != before.1 {
             self.metrics.config_reason(status.reason.as_str());
@@ -380,7 +411,8 @@ impl ConfigController {
             }
             self.status.send_replace(status);
         }
-        let report = self.assignment.report(self.options.dry_run);
+        let mut report = self.assignment.report(self.options.dry_run);
+        report.paused_by.clone_from(&self.paused_by);
         self.metrics.observing.set(i64::from(report.observing));
         self.report.send_if_modified(|current| {
             let changed = *current != report;
@@ -430,9 +462,9 @@ fn node_labels(node: &Reflected<Node>) -> Option<BTreeMap<String, String>> {
     Some(node.metadata.labels.clone().unwrap_or_default())
 }
 
-/// The eviction manager's settings for `config`.
-fn settings_of(config: &VigilConfig, options: &ConfigOptions) -> EvictionSettings {
+/// The eviction manager's settings for `config`, on a node `paused` or not.
+fn settings_of(config: &VigilConfig, options: &ConfigOptions, paused: bool) -> EvictionSettings {
     let mut settings = EvictionSettings::from(config);
-    settings.dry_run |= options.dry_run;
+    settings.dry_run |= options.dry_run || paused;
     settings
 }

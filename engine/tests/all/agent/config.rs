@@ -85,10 +85,7 @@ async fn an_agent_that_observes_first_evicts_and_taints_nothing_until_the_enforc
         .await;
     server
         .until(LIMIT, "the node's report says it observes", |s| {
-            s.get("vigilnodestatuses", "", NODE).is_some_and(|o| {
-                o["status"]["mode"] == "observe"
-                    && o["status"]["evictions"]["dry-run"].as_u64() > Some(0)
-            })
+            node_mode(s) == "observe" && node_report(s)["evictions"]["dry-run"].as_u64() > Some(0)
         })
         .await;
     assert!(
@@ -97,12 +94,11 @@ async fn an_agent_that_observes_first_evicts_and_taints_nothing_until_the_enforc
         "{:?}",
         evicted_names(&server)
     );
-    let vigils = |s: &ApiServer| {
-        (taint_keys(s).into_iter())
-            .filter(|k| k.starts_with("vigil.dev/"))
-            .collect::<Vec<_>>()
-    };
-    assert!(vigils(&server).is_empty(), "{:?}", taint_keys(&server));
+    assert!(
+        vigil_taints(&server).is_empty(),
+        "{:?}",
+        taint_keys(&server)
+    );
     assert!(agent.metrics().contains("vigil_observing 1"));
 
     // The enforce step (the object `vigil enforce --percent 100` applies).
@@ -112,12 +108,60 @@ async fn an_agent_that_observes_first_evicts_and_taints_nothing_until_the_enforc
     until_evicted(&server, "big").await;
     server
         .until(LIMIT, "the taint and the report's mode", |s| {
-            vigils(s) == ["vigil.dev/MemoryPressure"]
-                && s.get("vigilnodestatuses", "", NODE)
-                    .is_some_and(|o| o["status"]["mode"] == "enforce")
+            vigil_taints(s) == ["vigil.dev/MemoryPressure"] && node_mode(s) == "enforce"
         })
         .await;
     until_metric(&agent, "vigil_observing 0").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pausing_layer_stops_evictions_and_taints_at_once_and_its_deletion_resumes_them() {
+    let (server, fixture) = test_node().await;
+    pod(&server, &fixture, "big", 900);
+    // Any other change of the layers would wait up to an hour for this
+    // node's turn: the brake does not.
+    let agent = start(&server, &fixture, &["--config-spread=1h"]);
+    until_config(&server, "Defaults", "no VigilConfig applies").await;
+    fixture.memory_available(50);
+    until_evicted(&server, "big").await;
+    server
+        .until(LIMIT, "vigil's taint", |s| !vigil_taints(s).is_empty())
+        .await;
+
+    let pause = serde_json::to_value(vigil::config::ConfigLayer::pausing()).unwrap();
+    server.put("vigilconfigs", "", pause);
+    until_metric(&agent, "vigil_paused 1").await;
+    server
+        .until(LIMIT, "the taint gone, the report paused", |s| {
+            vigil_taints(s).is_empty() && node_mode(s) == "paused"
+        })
+        .await;
+    // Still under pressure: the next victim is a dry run.
+    pod(&server, &fixture, "late", 900);
+    let late = |s: &ApiServer| -> Vec<Value> {
+        (s.evictions().into_iter())
+            .filter(|e| e.uri.contains("/pods/late/"))
+            .map(|e| e.body.unwrap_or_default())
+            .collect()
+    };
+    server
+        .until(LIMIT, "a dry-run eviction of late", |s| !late(s).is_empty())
+        .await;
+    for body in late(&server) {
+        assert_eq!(body["deleteOptions"]["dryRun"], json!(["All"]), "{body}");
+    }
+
+    server.delete("vigilconfigs", "", vigil::config::PAUSE_LAYER);
+    until_evicted(&server, "late").await;
+    server
+        .until(LIMIT, "the taint back, the report enforcing", |s| {
+            !vigil_taints(s).is_empty() && node_mode(s) == "enforce"
+        })
+        .await;
+    until_metric(&agent, "vigil_paused 0").await;
+    // Both took effect without the spread: no layer set was applied.
+    let (_, reason, _) = config_condition(&server).unwrap();
+    assert_eq!(reason, "Defaults");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -398,4 +442,17 @@ async fn policy_config_from_a_config_map_applies_follows_it_and_its_watch_lives_
         })
         .await;
     assert_the_cluster_role_allows_every_request(&server);
+}
+
+/// vigil's own taints on the node, by key.
+fn vigil_taints(server: &ApiServer) -> Vec<String> {
+    (taint_keys(server).into_iter())
+        .filter(|k| k.starts_with("vigil.dev/"))
+        .collect()
+}
+
+/// The node's mode, as its `VigilNodeStatus` says it (empty before one).
+fn node_mode(server: &ApiServer) -> String {
+    let mode = &node_report(server)["mode"];
+    mode.as_str().unwrap_or_default().to_owned()
 }

@@ -1,7 +1,8 @@
 //! The fleet simulation at a small N (the benchmark `fleet` runs it at full
 //! size): real agents against one test API server, through start, rest, a
-//! config change, a policy rollout, a restart of every agent and of the
-//! API server, each held to the per-node targets; then `kubectl vigil
+//! config change, a policy rollout, a pause and resume of the fleet, a
+//! restart of every agent and of the API server, each held to the per-node
+//! targets; then `kubectl vigil
 //! status` of the policy rolled out and of the config, `version` and
 //! `where`, as an admin would ask.
 
@@ -37,6 +38,11 @@ async fn a_small_fleet_meets_the_per_node_targets_in_every_phase() {
     for node in &names {
         let writes = rollout.writes_of(node).count();
         assert!((1..=3).contains(&writes), "{node}: {writes} writes");
+    }
+
+    // The brake: every agent paused, then resumed, reading nothing.
+    for name in ["pause", "resume"] {
+        phase(&phases, name).assert_brake(&names);
     }
 
     let restarts = [

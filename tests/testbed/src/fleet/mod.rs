@@ -3,8 +3,9 @@
 //! control plane) and N real `vigil agent` processes, each with its own node
 //! files, Node object and pods, taken through the phases a fleet lives
 //! through — start, at rest, a `VigilConfig` change, a policy rollout from
-//! a registry, every agent restarting (a DaemonSet rollout) and a window at
-//! rest after it, the API server restarting. Each [`Phase`] holds the
+//! a registry, the fleet paused and resumed (`vigil pause`'s layer), every
+//! agent restarting (a DaemonSet rollout) and a window at rest after it, the
+//! API server restarting. Each [`Phase`] holds the
 //! agents' requests the server saw while it lasted and, from a server that
 //! keeps metrics, its own account of them.
 
@@ -32,6 +33,8 @@ const PODS: usize = 4;
 pub const POLICY: &str = "fleet-sorter";
 /// The `VigilConfig` the config phase creates.
 pub const LAYER: &str = "fleet-sim";
+/// The `VigilConfig` the pause phase creates, as `vigil pause` does.
+pub const PAUSE: &str = "vigil-pause";
 /// A bound for a phase that does not end, never a wait.
 const LIMIT: Duration = Duration::from_secs(900);
 
@@ -88,6 +91,9 @@ pub struct Phase {
     /// Each agent's resident memory at its end, and the CPU time it used
     /// while it lasted (at rest only).
     pub agents: Vec<AgentUse>,
+    /// How long until the last agent said it had done what the phase asks
+    /// (pause and resume only: each agent's own gauge, read every 100 ms).
+    pub reached: Option<Duration>,
 }
 
 impl Phase {
@@ -205,6 +211,8 @@ impl<P: ControlPlane> Fleet<P> {
         if let Some(policy) = fleet.options.policy.clone() {
             phases.push(fleet.policy_rollout(policy).await);
         }
+        phases.push(fleet.brake(true).await);
+        phases.push(fleet.brake(false).await);
         phases.push(fleet.restart_all().await);
         phases.push(fleet.at_rest("after the restart").await);
         phases.push(fleet.api_restart().await);
@@ -264,6 +272,7 @@ impl<P: ControlPlane> Fleet<P> {
             server,
             open_watches: None,
             agents: Vec::new(),
+            reached: None,
         }
     }
 
@@ -481,6 +490,39 @@ impl<P: ControlPlane> Fleet<P> {
         .await;
         self.quiet(&start).await;
         self.phase("policy rollout", &start)
+    }
+
+    /// `vigil pause`'s layer appears (`paused`) or goes; ends when every
+    /// agent's `vigil_paused` gauge says so, and the writes that follow are
+    /// done.
+    async fn brake(&mut self, paused: bool) -> Phase {
+        let start = self.begin();
+        if paused {
+            let layer = json!({
+                "apiVersion": "vigil.dev/v1alpha1", "kind": "VigilConfig",
+                "metadata": {"name": PAUSE},
+                "spec": {"pause": true, "config": {}},
+            });
+            self.plane.put("vigilconfigs", vec![layer]);
+        } else {
+            self.plane.delete("vigilconfigs", PAUSE);
+        }
+        let line = format!("vigil_paused {}", u8::from(paused));
+        let polling = crate::wait::Polling::new(Duration::from_millis(100), LIMIT);
+        let agents: Vec<&AgentProcess> = self.agents().collect();
+        let check = || {
+            self.assert_agents_run();
+            agents
+                .iter()
+                .all(|a| a.metrics().lines().any(|l| l == line))
+                .then_some(())
+        };
+        polling.until_async(&line, check, String::new).await;
+        let reached = start.at.elapsed();
+        self.quiet(&start).await;
+        let mut phase = self.phase(if paused { "pause" } else { "resume" }, &start);
+        phase.reached = Some(reached);
+        phase
     }
 
     /// Every agent is killed and started again on its node's state, wave

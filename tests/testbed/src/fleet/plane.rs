@@ -18,6 +18,9 @@ pub trait ControlPlane {
     /// The cluster-scoped object `resource/name`, if it exists.
     fn get(&self, resource: &str, name: &str) -> Option<Value>;
 
+    /// Deletes the cluster-scoped object `resource/name`, as the admin.
+    fn delete(&self, resource: &str, name: &str);
+
     /// Each node's agent's kubeconfig text, in order: the identity it runs
     /// under on this server.
     fn agent_kubeconfigs(&self, nodes: &[String]) -> Vec<String>;
@@ -70,6 +73,10 @@ impl ControlPlane for ApiServer {
 
     fn get(&self, resource: &str, name: &str) -> Option<Value> {
         ApiServer::get(self, resource, "", name)
+    }
+
+    fn delete(&self, resource: &str, name: &str) {
+        ApiServer::delete(self, resource, "", name);
     }
 
     fn agent_kubeconfigs(&self, nodes: &[String]) -> Vec<String> {

@@ -88,4 +88,28 @@ impl Phase {
             "every write is a node's own"
         );
     }
+
+    /// A pause or resume costs no read: no LIST and no GET, and at most one
+    /// write of each node's `VigilNodeStatus` (its mode).
+    ///
+    /// # Panics
+    /// If not, with the requests.
+    pub fn assert_brake(&self, nodes: &[String]) {
+        let reads: Vec<&str> = (self.non_watch())
+            .filter(|r| r.method == "GET")
+            .map(|r| r.uri.as_str())
+            .collect();
+        assert!(reads.is_empty(), "{}: reads {reads:?}", self.name);
+        for node in nodes {
+            let own = format!("/vigilnodestatuses/{node}");
+            let writes = (self.writes_of(node))
+                .filter(|r| r.uri.split('?').next().is_some_and(|p| p.ends_with(&own)))
+                .count();
+            assert!(
+                writes <= 1,
+                "{}: {node} wrote its status {writes} times",
+                self.name
+            );
+        }
+    }
 }

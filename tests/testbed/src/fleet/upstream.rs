@@ -191,6 +191,10 @@ impl ControlPlane for UpstreamPlane {
         );
     }
 
+    fn delete(&self, resource: &str, name: &str) {
+        self.cluster.kubectl_ok(&["delete", resource, name]);
+    }
+
     fn get(&self, resource: &str, name: &str) -> Option<Value> {
         let mut looked = self.looked.lock().unwrap();
         let items = looked.entry(resource.to_owned()).or_insert_with(|| {
