@@ -127,6 +127,10 @@ pub struct Checkpoint {
     pub trial: Option<Trial>,
     /// Configs not to run again until they change, oldest first.
     pub rejected: Vec<Rejected>,
+    /// The layers that paused the node when last seen: an agent that
+    /// restarts stays paused until the cluster says otherwise.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub paused_by: Vec<String>,
 }
 
 impl Checkpoint {
@@ -311,6 +315,7 @@ mod tests {
                 set,
                 fetched_at: "2026-11-23T10:00:00Z".parse().unwrap(),
             }),
+            paused_by: vec!["VigilConfig/vigil-pause@1".into()],
             ..Checkpoint::default()
         }
     }

@@ -466,8 +466,21 @@ impl Assignment {
                 format!("{hash}: {}", r.reason)
             }),
             observing: dry_run || self.config().dry_run,
-            paused_by: Vec::new(),
+            paused_by: self.checkpoint.paused_by.clone(),
         }
+    }
+
+    /// The layers that pause the node, as last seen (saved with the rest).
+    pub(crate) fn paused_by(&self) -> &[String] {
+        &self.checkpoint.paused_by
+    }
+
+    /// Pauses the node while `paused_by` names a layer; resumes it when
+    /// none. Answers whether that changed anything.
+    pub(crate) fn pause(&mut self, paused_by: Vec<String>) -> bool {
+        let changed = self.checkpoint.paused_by != paused_by;
+        self.checkpoint.paused_by = paused_by;
+        changed
     }
 
     /// What to save.

@@ -92,8 +92,6 @@ pub struct ConfigController {
     references: Option<(ReferencesKey, Vec<(String, references::ConfigRef)>)>,
     /// When a changed selection is applied.
     spread: Spread,
-    /// The layers that pause this node, applied at once (never spread).
-    paused_by: Vec<String>,
 }
 
 type ReferencesKey = (Option<String>, Vec<(String, String)>);
@@ -138,7 +136,8 @@ impl ConfigController {
             &merger(&registry, &options.base, &BTreeMap::new(), &None),
         );
         tracing::info!(reason = %assignment.status().reason, "{}", assignment.status().message);
-        let (settings, _) = watch::channel(settings_of(assignment.config(), &options, false));
+        let paused = !assignment.paused_by().is_empty();
+        let (settings, _) = watch::channel(settings_of(assignment.config(), &options, paused));
         let (status, _) = watch::channel(assignment.status().clone());
         let (report, _) = watch::channel(assignment.report(options.dry_run));
         let mut this = Self {
@@ -156,13 +155,20 @@ impl ConfigController {
             merges: None,
             references: None,
             spread: Spread::default(),
-            paused_by: Vec::new(),
         };
         this.registry.set_limits(this.assignment.config().limits());
         this.metrics
             .config_reason(this.assignment.status().reason.as_str());
         let observing = this.report.borrow().observing;
         this.metrics.observing.set(i64::from(observing));
+        this.metrics.paused.set(i64::from(paused));
+        if paused {
+            let by = this.assignment.paused_by();
+            tracing::warn!(
+                ?by,
+                "paused when last seen: nothing is evicted or tainted until the cluster says otherwise"
+            );
+        }
         this.save();
         this
     }
@@ -314,25 +320,21 @@ impl ConfigController {
     /// Pauses the node while `paused_by` names a layer, resumes it when
     /// none: at once, whatever the spread, the trial or the running config.
     async fn pause(&mut self, paused_by: Vec<String>, events: &Events) {
-        if paused_by == self.paused_by {
+        let before = self.snapshot();
+        if !self.assignment.pause(paused_by) {
             return;
         }
-        let before = self.snapshot();
-        if paused_by.is_empty() {
-            tracing::info!(was = ?self.paused_by, "resumed: no layer pauses this node");
+        let paused = !self.assignment.paused_by().is_empty();
+        if paused {
+            let by = self.assignment.paused_by();
+            tracing::warn!(?by, "paused: nothing is evicted or tainted");
         } else {
-            tracing::warn!(by = ?paused_by, "paused: nothing is evicted or tainted");
+            tracing::info!("resumed: no layer pauses this node");
         }
-        self.paused_by = paused_by;
-        self.metrics
-            .paused
-            .set(i64::from(!self.paused_by.is_empty()));
+        self.metrics.paused.set(i64::from(paused));
         let config = self.assignment.config();
-        self.settings.send_replace(settings_of(
-            config,
-            &self.options,
-            !self.paused_by.is_empty(),
-        ));
+        self.settings
+            .send_replace(settings_of(config, &self.options, paused));
         self.publish(before, events).await;
     }
 
@@ -398,7 +400,7 @@ impl ConfigController {
         if self.assignment.running_hash().map(str::to_owned) != before.0 {
             let config = self.assignment.config();
             self.registry.set_limits(config.limits());
-            let paused = !self.paused_by.is_empty();
+            let paused = !self.assignment.paused_by().is_empty();
             self.settings
                 .send_replace(settings_of(config, &self.options, paused));
         }
@@ -411,8 +413,7 @@ impl ConfigController {
             }
             self.status.send_replace(status);
         }
-        let mut report = self.assignment.report(self.options.dry_run);
-        report.paused_by.clone_from(&self.paused_by);
+        let report = self.assignment.report(self.options.dry_run);
         self.metrics.observing.set(i64::from(report.observing));
         self.report.send_if_modified(|current| {
             let changed = *current != report;

@@ -151,6 +151,14 @@ async fn a_pausing_layer_stops_evictions_and_taints_at_once_and_its_deletion_res
         assert_eq!(body["deleteOptions"]["dryRun"], json!(["All"]), "{body}");
     }
 
+    // Restarted with the API server down, it is paused from its first
+    // moment: the pause is in its checkpoint.
+    drop(agent);
+    server.outage(true);
+    let agent = start(&server, &fixture, &["--config-spread=1h"]);
+    until_metric(&agent, "vigil_paused 1").await;
+    server.outage(false);
+
     server.delete("vigilconfigs", "", vigil::config::PAUSE_LAYER);
     until_evicted(&server, "late").await;
     server
