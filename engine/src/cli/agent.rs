@@ -96,7 +96,7 @@ pub(super) struct AgentArgs {
     dry_run: bool,
     /// Observe until told to enforce: a base layer `dryRun: true` under the --config file
     /// and every `VigilConfig`, so nothing is evicted or tainted until a layer sets `dryRun:
-    /// false` (`vigil enforce --percent N` writes one). The shipped DaemonSet passes it.
+    /// false` (`vigil enforce` writes one). The shipped DaemonSet passes it.
     #[arg(long)]
     observe_first: bool,
     /// The host's procfs (the DaemonSet mounts it here).
