@@ -150,6 +150,29 @@ mod tests {
         Cli::try_parse_from(argv).unwrap_or_else(|e| panic!("{e}"))
     }
 
+    /// `vigil enforce` takes a share of the nodes, 0 to 100, and nothing else.
+    #[test]
+    fn enforce_refuses_a_share_outside_0_to_100() {
+        for ok in ["0", "100"] {
+            Cli::try_parse_from(["vigil", "enforce", "--percent", ok]).unwrap();
+        }
+        // (`-1` reads as a flag of its own, refused as such.)
+        assert!(Cli::try_parse_from(["vigil", "enforce", "--percent", "-1"]).is_err());
+        for bad in ["101", "ten"] {
+            let error = Cli::try_parse_from(["vigil", "enforce", "--percent", bad]).unwrap_err();
+            assert_eq!(
+                error.kind(),
+                clap::error::ErrorKind::ValueValidation,
+                "{bad}"
+            );
+        }
+        let missing = Cli::try_parse_from(["vigil", "enforce"]).unwrap_err();
+        assert_eq!(
+            missing.kind(),
+            clap::error::ErrorKind::MissingRequiredArgument
+        );
+    }
+
     /// Only the init container runs as root, and it gives the state
     /// directory to the user the agent (and the cleanup) then runs as.
     #[test]

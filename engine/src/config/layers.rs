@@ -20,7 +20,8 @@ pub(crate) struct Selection {
     pub layers: Vec<Layer>,
     /// When the selection changes by itself next (a layer expiring).
     pub next_expiry: Option<Timestamp>,
-    /// Objects that could not be matched (an invalid selector), with why.
+    /// Objects that could not be matched (an invalid selector), or whose
+    /// config is not applied (a pausing layer's), with why.
     pub skipped: Vec<(String, String)>,
     /// The pausing layers (`spec.pause`), by source, never among `layers`:
     /// the node stops evicting and tainting while any applies.

@@ -1,6 +1,6 @@
 //! How far a config change and an upgrade of vigil have rolled out, from
 //! the `VigilNodeStatus` objects (one per node): the nodes per mode
-//! (observe or enforce), assigned config, running config and state, with the
+//! (observe, enforce or paused), assigned config, running config and state, with the
 //! nodes that refused or rolled back theirs and why; and the nodes per agent
 //! build. What `vigil status
 //! --config` and `vigil version` print.

@@ -136,8 +136,7 @@ impl ConfigController {
             &merger(&registry, &options.base, &BTreeMap::new(), &None),
         );
         tracing::info!(reason = %assignment.status().reason, "{}", assignment.status().message);
-        let paused = !assignment.paused_by().is_empty();
-        let (settings, _) = watch::channel(settings_of(assignment.config(), &options, paused));
+        let (settings, _) = watch::channel(settings_of(&assignment, &options));
         let (status, _) = watch::channel(assignment.status().clone());
         let (report, _) = watch::channel(assignment.report(options.dry_run));
         let mut this = Self {
@@ -159,10 +158,8 @@ impl ConfigController {
         this.registry.set_limits(this.assignment.config().limits());
         this.metrics
             .config_reason(this.assignment.status().reason.as_str());
-        let observing = this.report.borrow().observing;
-        this.metrics.observing.set(i64::from(observing));
-        this.metrics.paused.set(i64::from(paused));
-        if paused {
+        show_mode(&this.metrics, &this.report.borrow());
+        if !this.assignment.paused_by().is_empty() {
             let by = this.assignment.paused_by();
             tracing::warn!(
                 ?by,
@@ -324,17 +321,14 @@ impl ConfigController {
         if !self.assignment.pause(paused_by) {
             return;
         }
-        let paused = !self.assignment.paused_by().is_empty();
-        if paused {
-            let by = self.assignment.paused_by();
-            tracing::warn!(?by, "paused: nothing is evicted or tainted");
-        } else {
+        let by = self.assignment.paused_by();
+        if by.is_empty() {
             tracing::info!("resumed: no layer pauses this node");
+        } else {
+            tracing::warn!(?by, "paused: nothing is evicted or tainted");
         }
-        self.metrics.paused.set(i64::from(paused));
-        let config = self.assignment.config();
         self.settings
-            .send_replace(settings_of(config, &self.options, paused));
+            .send_replace(settings_of(&self.assignment, &self.options));
         self.publish(before, events).await;
     }
 
@@ -398,11 +392,9 @@ impl ConfigController {
         self.save();
         let status = self.assignment.status().clone();
         if self.assignment.running_hash().map(str::to_owned) != before.0 {
-            let config = self.assignment.config();
-            self.registry.set_limits(config.limits());
-            let paused = !self.assignment.paused_by().is_empty();
+            self.registry.set_limits(self.assignment.config().limits());
             self.settings
-                .send_replace(settings_of(config, &self.options, paused));
+                .send_replace(settings_of(&self.assignment, &self.options));
         }
         if status != before.1 {
             self.metrics.config_reason(status.reason.as_str());
@@ -414,7 +406,7 @@ impl ConfigController {
             self.status.send_replace(status);
         }
         let report = self.assignment.report(self.options.dry_run);
-        self.metrics.observing.set(i64::from(report.observing));
+        show_mode(&self.metrics, &report);
         self.report.send_if_modified(|current| {
             let changed = *current != report;
             if changed {
@@ -463,9 +455,16 @@ fn node_labels(node: &Reflected<Node>) -> Option<BTreeMap<String, String>> {
     Some(node.metadata.labels.clone().unwrap_or_default())
 }
 
-/// The eviction manager's settings for `config`, on a node `paused` or not.
-fn settings_of(config: &VigilConfig, options: &ConfigOptions, paused: bool) -> EvictionSettings {
-    let mut settings = EvictionSettings::from(config);
-    settings.dry_run |= options.dry_run || paused;
+/// The eviction manager's settings for the config `assignment` runs: dry
+/// runs only while the agent was told so or a layer pauses the node.
+fn settings_of(assignment: &Assignment, options: &ConfigOptions) -> EvictionSettings {
+    let mut settings = EvictionSettings::from(assignment.config());
+    settings.dry_run |= options.dry_run || !assignment.paused_by().is_empty();
     settings
+}
+
+/// The mode gauges of `report`.
+fn show_mode(metrics: &Metrics, report: &ConfigView) {
+    metrics.observing.set(i64::from(report.observing));
+    metrics.paused.set(i64::from(!report.paused_by.is_empty()));
 }
